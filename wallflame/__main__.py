@@ -1,0 +1,3 @@
+from wallflame.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""The ``wallflame`` command line: a click group wiring the stages together."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+
+import click
+
+from wallflame import __version__, commands
+from wallflame.errors import EXIT_INTERRUPTED
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="wallflame")
+def cli() -> None:
+    """Where did each thread's wall-clock time go?
+
+    Merges on-CPU samples (perf) with off-CPU evidence (stack snapshots, scheduler events) of a
+    native Linux process into one time axis, and renders reports. Exit codes: 0 ok,
+    1 regression (check), 2 usage, 3 bad input, 4 target problem, 5 permission denied,
+    6 external tool missing or failed, 7 inconclusive (check), 130 interrupted.
+    """
+
+
+for _info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+    _mod = importlib.import_module(f"wallflame.commands.{_info.name}")
+    _cmd = getattr(_mod, "command", None)
+    if isinstance(_cmd, click.Command):
+        cli.add_command(_cmd)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("wallflame: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # The reader went away (``wallflame fold x | head``): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)

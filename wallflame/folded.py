@@ -1,0 +1,175 @@
+"""Folded stacks (``root;...;leaf N``) out of and into the data model.
+
+Two flavours are written:
+
+* **plain**: what FlameGraph, inferno and speedscope read.  The thread becomes the root frame
+  as chosen by ``ThreadRoot`` (``comm``, ``comm-pid``, ``comm-pid/tid``, or none).
+* **annotated** (``# wallflame-folded 1`` on the first line): plain lines whose off-CPU stacks
+  end in one pseudo-frame ``[off CLASS lock=ID holder=TID]``, plus ``#meta`` and ``#holder``
+  comment lines, so a profile round-trips without loss.  Other tools show the pseudo-frame
+  as a leaf box, which is what a reader of an off-CPU graph wants to see anyway.
+
+Escaping: one symbol is always one frame.  Inside a frame ``\\`` is written ``\\\\``, ``;`` is
+written ``\\x3b`` and CR/LF ``\\x0d``/``\\x0a``.  The escape is reversible (``unescape``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Iterable
+from typing import IO, Any
+
+from wallflame.profile import OFF, ON, HolderKey, Loss, Meta, Profile, StackKey
+
+MAGIC = "# wallflame-folded 1"
+
+_NEEDS_ESCAPE = re.compile(r"[\\;\r\n]")
+_ESCAPES = {"\\": "\\\\", ";": "\\x3b", "\r": "\\x0d", "\n": "\\x0a"}
+_UNESCAPE = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
+_ANNOTATION = re.compile(r"^\[off (\w+)(?: lock=(.*?))?(?: holder=(\d+))?\]$")
+_THREAD_ROOT = re.compile(r"^(.*)-(\d+)/(\d+)$")
+
+
+class ThreadRoot(enum.StrEnum):
+    """How the thread appears as the root frame of a plain folded line."""
+
+    NONE = "none"
+    COMM = "comm"
+    PID = "pid"
+    TID = "tid"
+
+
+def escape(name: str) -> str:
+    if _NEEDS_ESCAPE.search(name) is None:
+        return name
+    return _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], name)
+
+
+def unescape(frame: str) -> str:
+    if "\\" not in frame:
+        return frame
+
+    def repl(m: re.Match[str]) -> str:
+        g = m.group(1)
+        return "\\" if g == "\\" else chr(int(g[1:], 16))
+
+    return _UNESCAPE.sub(repl, frame)
+
+
+def thread_frame(key: StackKey, root: ThreadRoot) -> str:
+    comm = (key.thread or "[unknown]").replace(" ", "_")
+    if root is ThreadRoot.COMM:
+        return comm
+    if root is ThreadRoot.PID:
+        return f"{comm}-{key.pid or '?'}"
+    if root is ThreadRoot.TID:
+        return f"{comm}-{key.pid or '?'}/{key.tid or '?'}"
+    return ""
+
+
+def annotation(key: StackKey) -> str:
+    if key.state != OFF:
+        return ""
+    parts = [f"[off {key.wait or 'other'}"]
+    if key.lock:
+        parts.append(f" lock={key.lock}")
+    if key.holder:
+        parts.append(f" holder={key.holder}")
+    return "".join(parts) + "]"
+
+
+def stack_text(key: StackKey, root: ThreadRoot, annotate: bool) -> str:
+    frames = [escape(f) for f in key.frames]
+    head = thread_frame(key, root)
+    if head:
+        frames.insert(0, escape(head))
+    if annotate and key.state == OFF:
+        frames.append(escape(annotation(key)))
+    return ";".join(frames)
+
+
+def folded_lines(
+    profile: Profile, root: ThreadRoot = ThreadRoot.COMM, annotate: bool = False
+) -> list[str]:
+    """Folded lines, sorted bytewise like stackcollapse output, equal stacks summed."""
+    acc: dict[str, int] = {}
+    for key, w in profile.stacks.items():
+        text = stack_text(key, root, annotate)
+        acc[text] = acc.get(text, 0) + w
+    return [f"{s} {w}" for s, w in sorted(acc.items()) if s]
+
+
+def write_folded(
+    profile: Profile, out: IO[str], root: ThreadRoot = ThreadRoot.COMM, annotate: bool = False
+) -> None:
+    if annotate:
+        out.write(MAGIC + "\n")
+        out.write("#meta " + json.dumps(profile.meta.to_json(), sort_keys=True) + "\n")
+        for h, w in sorted(profile.holders.items()):
+            fields = [h.lock, str(h.tid), h.thread, str(w), ";".join(escape(f) for f in h.frames)]
+            out.write("#holder " + json.dumps(fields) + "\n")
+        root = ThreadRoot.TID
+    for line in folded_lines(profile, root, annotate):
+        out.write(line + "\n")
+
+
+def meta_from_json(d: dict[str, Any]) -> Meta:
+    m = Meta()
+    m.unit = str(d.get("unit", m.unit))
+    m.sources = list(d.get("sources", []))
+    m.window_ns = int(d.get("window_ns", 0))
+    m.rates = {str(k): float(v) for k, v in dict(d.get("rates", {})).items()}
+    m.samples = {str(k): int(v) for k, v in dict(d.get("samples", {})).items()}
+    m.losses = {str(k): Loss(**v) for k, v in dict(d.get("losses", {})).items()}
+    m.warnings = [str(w) for w in d.get("warnings", [])]
+    m.threads = {int(k): str(v) for k, v in dict(d.get("threads", {})).items()}
+    return m
+
+
+def parse_annotated_line(text: str) -> StackKey:
+    """Turn ``comm-pid/tid;f;...;[off ...]`` back into a key (inverse of ``stack_text``)."""
+    raw = text.split(";")
+    frames = [unescape(f) for f in raw]
+    state, wait, lock, holder = ON, "", "", 0
+    if frames:
+        m = _ANNOTATION.match(frames[-1])
+        if m:
+            frames.pop()
+            state, wait, lock, holder = OFF, m.group(1), m.group(2) or "", int(m.group(3) or 0)
+    comm, pid, tid = "", 0, 0
+    if frames:
+        t = _THREAD_ROOT.match(frames[0])
+        if t:
+            frames.pop(0)
+            comm, pid, tid = t.group(1), int(t.group(2)), int(t.group(3))
+    return StackKey(tuple(frames), tid, comm, pid, state, wait, lock, holder)
+
+
+def read_annotated(lines: Iterable[tuple[int, str]], profile: Profile) -> None:
+    """Read wallflame's annotated folded lines (``(line_no, text)``) into ``profile``."""
+    for no, line in lines:
+        if not line or line == MAGIC:
+            continue
+        if line.startswith("#meta "):
+            try:
+                profile.meta.merge(meta_from_json(json.loads(line[6:])))
+            except (ValueError, TypeError, KeyError):
+                profile.meta.lose("bad metadata line", no)
+            continue
+        if line.startswith("#holder "):
+            try:
+                lock, tid, thread, w, stack = json.loads(line[8:])
+                frames = tuple(unescape(f) for f in str(stack).split(";") if f)
+                profile.add_holder(HolderKey(str(lock), int(tid), str(thread), frames), int(w))
+            except (ValueError, TypeError):
+                profile.meta.lose("bad holder line", no)
+            continue
+        if line.startswith("#"):
+            continue
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            profile.meta.lose("malformed folded line", no)
+            continue
+        profile.add(parse_annotated_line(stack), int(count))

@@ -1,0 +1,79 @@
+"""Writing results: files written whole or not at all, losses warned once per kind."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO
+
+import click
+
+from wallflame.errors import InputError
+from wallflame.profile import UNIT_NS, WAIT_CLASSES, Meta, Profile
+
+
+@contextmanager
+def open_output(path: str, mode: int = 0o644) -> Iterator[IO[str]]:
+    """A text stream to ``path`` (``-``: stdout), renamed into place only on success."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".wallflame-", dir=directory)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror}", "check the directory") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            yield f
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with _quiet():
+            os.unlink(tmp)
+        raise
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    try:
+        yield
+    except OSError:
+        pass
+
+
+def print_losses(meta: Meta) -> None:
+    """One warning per kind of loss, with its count and first line number."""
+    for kind, loss in sorted(meta.losses.items()):
+        where = f" (first at line {loss.first_line})" if loss.first_line else ""
+        detail = f": {loss.detail}" if loss.detail else ""
+        click.echo(f"wallflame: warning: {loss.count} {kind}{where}{detail}", err=True)
+    for w in meta.warnings:
+        click.echo(f"wallflame: warning: {w}", err=True)
+
+
+def fmt_amount(value: int, unit: str) -> str:
+    if unit == UNIT_NS:
+        return f"{value / 1e9:.3f}s"
+    return str(value)
+
+
+def summary_table(profile: Profile, out: IO[str]) -> None:
+    """Per-thread and per-class totals as a fixed-width table for terminals and CI logs."""
+    unit = profile.meta.unit
+    cols = ["on", *WAIT_CLASSES]
+    header = f"{'thread':<28} {'tid':>8} " + " ".join(f"{c:>10}" for c in cols)
+    out.write(header + "\n")
+    rows = [*profile.per_thread(), profile.totals()]
+    for t in rows:
+        name = (t.name or "?")[:28]
+        name = "".join(ch if ch.isprintable() else "?" for ch in name)
+        tid = str(t.tid) if t.tid else "-"
+        vals = [t.on, *(t.wait[c] for c in WAIT_CLASSES)]
+        out.write(f"{name:<28} {tid:>8} " + " ".join(f"{fmt_amount(v, unit):>10}" for v in vals)
+                  + "\n")
+    out.write(f"unit: {unit}\n")

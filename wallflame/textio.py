@@ -1,0 +1,60 @@
+"""Reading captures as text: bytes in, deterministic lines out.
+
+CRLF reads as LF, invalid UTF-8 decodes to U+FFFD (as inferno does), and a file that cannot
+be opened is a clean ``InputError``.  Lines are streamed: memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import BinaryIO
+
+from wallflame.errors import InputError
+
+CHUNK = 1 << 20
+
+
+@contextmanager
+def open_binary(path: str) -> Iterator[BinaryIO]:
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory", "give a capture file") from None
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file", "check the path") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied", "run as a user who can read it") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot open: {e.strerror}") from None
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def iter_lines(path: str) -> Iterator[tuple[int, str]]:
+    """``(line_number, text)`` for every line, 1-based, without the line ending."""
+    with open_binary(path) as f:
+        no = 0
+        for raw in f:
+            no += 1
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            yield no, decode(raw)
+
+
+def head(path: str, limit: int = 64 * 1024) -> str:
+    """The first bytes of a file as text, for format detection (stdin cannot be sniffed)."""
+    with open_binary(path) as f:
+        return decode(f.read(limit)).replace("\r\n", "\n")
