@@ -1,0 +1,69 @@
+"""Shared test plumbing: golden files with ``--bless``, sample binaries, live-test gating."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+SAMPLES = ROOT / "samples"
+SAMPLE_BIN = SAMPLES / "bin"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bless", action="store_true",
+                     help="rewrite golden files from the current output instead of comparing")
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Callable[[Path, str], None]:
+    """Compare ``text`` with the golden file at ``path`` (or rewrite it under --bless)."""
+    bless = bool(request.config.getoption("--bless"))
+
+    def check(path: Path, text: str) -> None:
+        if bless:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            return
+        assert path.exists(), f"missing golden file {path}; run pytest --bless"
+        expected = path.read_text(encoding="utf-8")
+        assert text == expected, f"output differs from {path}; inspect, then pytest --bless"
+
+    return check
+
+
+def _can_perf() -> bool:
+    if shutil.which("perf") is None:
+        return False
+    try:
+        r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", "/dev/null",
+                            "--", "true"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def sample_bin() -> Path:
+    """Build the samples once per test session and return their bin/ folder."""
+    r = subprocess.run(["make", "-s", "-C", str(SAMPLES)], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, f"building samples failed:\n{r.stderr}"
+    return SAMPLE_BIN
+
+
+@pytest.fixture(scope="session")
+def live() -> None:
+    """Live tests need perf and ptrace; on a machine without them they are skipped loudly
+    (CI sets WALLFLAME_REQUIRE_LIVE=1 so that a missing capability fails instead)."""
+    ok = _can_perf() and shutil.which("gdb") is not None
+    if not ok:
+        if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1":
+            pytest.fail("perf or gdb is not usable here but WALLFLAME_REQUIRE_LIVE=1")
+        pytest.skip("perf/gdb not usable on this machine")
