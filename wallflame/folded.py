@@ -125,6 +125,7 @@ def meta_from_json(d: dict[str, Any]) -> Meta:
     m.losses = {str(k): Loss(**v) for k, v in dict(d.get("losses", {})).items()}
     m.warnings = [str(w) for w in d.get("warnings", [])]
     m.threads = {int(k): str(v) for k, v in dict(d.get("threads", {})).items()}
+    m.extra = dict(d.get("extra", {}))
     return m
 
 

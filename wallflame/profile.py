@@ -72,6 +72,8 @@ class Meta:
     losses:    kind -> Loss (lost events, truncated records, undecodable lines...).
     warnings:  human-readable, deduplicated, in order of first appearance.
     threads:   tid -> latest known thread name.
+    extra:     JSON-able data a stage passes on (e.g. ``memory`` from collect, ``pmp`` running
+               snapshot time per thread for the coverage check, ``commands``, ``tools``).
     """
 
     unit: str = UNIT_NS
@@ -82,6 +84,7 @@ class Meta:
     losses: dict[str, Loss] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     threads: dict[int, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -113,6 +116,8 @@ class Meta:
         for w in other.warnings:
             self.warn(w)
         self.threads.update(other.threads)
+        for k, v in other.extra.items():
+            self.extra.setdefault(k, v)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -1,0 +1,80 @@
+"""The run directory: what ``collect`` writes and ``report``, ``diff`` and ``check`` read.
+
+Layout (names are the contract; see DESIGN.md):
+
+    RUN/meta.json       target, commands, tool versions, window, rates, losses, pauses, warnings
+    RUN/summary.json    the machine-readable result (``wallflame.report.summary``)
+    RUN/oncpu.folded    annotated folded (``# wallflame-folded 1``), on-CPU stacks
+    RUN/offcpu.folded   annotated folded, off-CPU stacks (wait class, lock, holder)
+    RUN/memory.json     RSS and thread count over the window, glibc arena mappings
+    RUN/raw/            the raw captures, never deleted (perf.data chunks, snapshot log, ...)
+    RUN/report.html     written by ``wallflame report`` / ``collect --report``
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from wallflame.errors import InputError
+from wallflame.fold import FoldOptions, fold_file
+from wallflame.folded import meta_from_json
+from wallflame.profile import Profile, merge_all
+
+META = "meta.json"
+SUMMARY = "summary.json"
+ONCPU = "oncpu.folded"
+OFFCPU = "offcpu.folded"
+MEMORY = "memory.json"
+RAW = "raw"
+
+
+def is_run_dir(path: str | Path) -> bool:
+    p = Path(path)
+    return p.is_dir() and (p / META).exists()
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing", "is this a complete run directory?") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"{path}: unreadable JSON: {e}", "re-run wallflame collect") from None
+
+
+def load_run_dir(path: str | Path) -> Profile:
+    p = Path(path)
+    options = FoldOptions()
+    parts = [fold_file(str(p / name), options, "wallflame")
+             for name in (ONCPU, OFFCPU) if (p / name).exists()]
+    profile = merge_all(parts) if parts else Profile()
+    meta = read_json(p / META)
+    if isinstance(meta, dict) and isinstance(meta.get("profile"), dict):
+        saved = meta_from_json(meta["profile"])
+        profile.meta.window_ns = saved.window_ns or profile.meta.window_ns
+        profile.meta.merge(saved)
+    if (p / MEMORY).exists():
+        profile.meta.extra["memory"] = read_json(p / MEMORY)
+    profile.meta.extra.setdefault("run_dir", str(p))
+    return profile
+
+
+def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
+                fmt: str | None = None) -> Profile:
+    """Run directories, captures and folded files, merged into one profile."""
+    opts = options or FoldOptions()
+    profiles = []
+    for path in paths:
+        if Path(path).is_dir():
+            if not is_run_dir(path):
+                raise InputError(f"{path}: not a run directory (no {META})",
+                                 "give a directory written by wallflame collect, or a file")
+            profiles.append(load_run_dir(path))
+        else:
+            profiles.append(fold_file(path, opts, fmt))
+    if not profiles:
+        raise InputError("no input given", "name a run directory or a capture file")
+    return merge_all(profiles)
