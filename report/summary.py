@@ -1,0 +1,137 @@
+"""``summary.json``: the stable, machine-readable result of a run (used by CI and by tests).
+
+All times are seconds when the profile's unit is ``ns``; for profiles of unknown unit (plain
+folded files) the same keys hold sample counts and ``unit`` says so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from wallflame.classify import default_rules
+from wallflame.folded import escape
+from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey, ThreadTotals
+
+#: A stack this shallow (frames below the thread) has most likely lost its callers.
+SHALLOW_DEPTH = 2
+#: How many holder stacks and waiters a lock entry lists.
+TOP_HOLDERS = 5
+
+_LOCK_WRAPPERS = ("std::lock_guard", "std::unique_lock", "std::scoped_lock", "std::shared_lock",
+                  "__gthread_", "__gthrw_")
+
+
+def seconds(value: int, unit: str) -> float:
+    return round(value / 1e9, 6) if unit == UNIT_NS else float(value)
+
+
+def is_unknown(frame: str) -> bool:
+    return frame == "[unknown]" or (frame.startswith("[") and frame.endswith("]")
+                                    and ".so" in frame)
+
+
+def call_site(frames: tuple[str, ...]) -> str:
+    """The first frame, from the leaf up, that is not lock or kernel machinery."""
+    rules = default_rules()
+    for f in reversed(frames):
+        if f.endswith("_[k]") or is_unknown(f) or f.startswith(_LOCK_WRAPPERS):
+            continue
+        if rules.frame_class(f) is not None:
+            continue
+        return f
+    return frames[0] if frames else "[unknown]"
+
+
+def lock_identity(key: StackKey) -> str:
+    """A lock's name: its address and symbol when known, else the call site that locked it."""
+    if key.lock:
+        return key.lock
+    return f"(call site) {call_site(key.frames)}"
+
+
+def thread_row(t: ThreadTotals, unit: str, window: int) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "tid": t.tid,
+        "name": t.name,
+        "on_cpu_s": seconds(t.on, unit),
+        "off_cpu_s": seconds(t.off, unit),
+        "wait": {c: seconds(t.wait[c], unit) for c in WAIT_CLASSES},
+    }
+    if window and unit == UNIT_NS:
+        row["coverage"] = round(t.total / window, 4)
+    return row
+
+
+def locks(profile: Profile) -> list[dict[str, Any]]:
+    unit = profile.meta.unit
+    wait: defaultdict[str, int] = defaultdict(int)
+    waiters: defaultdict[str, defaultdict[tuple[int, str], int]] = defaultdict(
+        lambda: defaultdict(int))
+    sites: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for k, w in profile.stacks.items():
+        if k.state != OFF or k.wait not in ("mutex", "rwlock"):
+            continue
+        ident = lock_identity(k)
+        wait[ident] += w
+        waiters[ident][(k.tid, k.thread)] += w
+        sites[ident][call_site(k.frames)] += w
+    holders: defaultdict[str, list[tuple[int, Any]]] = defaultdict(list)
+    for h, w in profile.holders.items():
+        holders[h.lock].append((w, h))
+    out = []
+    for ident, total in sorted(wait.items(), key=lambda kv: (-kv[1], kv[0])):
+        hs = sorted(holders.get(ident, []), key=lambda x: (-x[0], x[1]))
+        held = sum(w for w, _ in hs)
+        out.append({
+            "lock": ident,
+            "kind": "rwlock" if "rwlock" in ident else "mutex",
+            "wait_s": seconds(total, unit),
+            "call_sites": [{"frame": s, "s": seconds(w, unit)} for s, w in
+                           sorted(sites[ident].items(), key=lambda kv: (-kv[1], kv[0]))][:5],
+            "waiters": [{"tid": tid, "name": name, "s": seconds(w, unit)} for (tid, name), w in
+                        sorted(waiters[ident].items(), key=lambda kv: (-kv[1], kv[0]))],
+            "holders": [{"tid": h.tid, "name": h.thread, "stack": ";".join(escape(f) for f in h.frames),
+                         "s": seconds(w, unit),
+                         "share": round(w / held, 4) if held else 0.0}
+                        for w, h in hs[:TOP_HOLDERS]],
+            "holder_known_s": seconds(held, unit),
+        })
+    return out
+
+
+def quality(profile: Profile, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    total = profile.total()
+    unknown = sum(w for k, w in profile.stacks.items() if any(map(is_unknown, k.frames)))
+    shallow = sum(w for k, w in profile.stacks.items() if len(k.frames) <= SHALLOW_DEPTH)
+    m = profile.meta
+    return {
+        "losses": {k: v.count for k, v in sorted(m.losses.items())},
+        "warnings": list(m.warnings),
+        "unknown_frame_share": round(unknown / total, 4) if total else 0.0,
+        "shallow_stack_share": round(shallow / total, 4) if total else 0.0,
+        "samples": dict(sorted(m.samples.items())),
+        "rates": dict(sorted(m.rates.items())),
+        "coverage": {str(r["tid"]): r.get("coverage") for r in rows if r["tid"]},
+    }
+
+
+def build_summary(profile: Profile) -> dict[str, Any]:
+    m = profile.meta
+    unit = m.unit
+    window = m.window_ns if unit == UNIT_NS else 0
+    rows = [thread_row(t, unit, window) for t in profile.per_thread()]
+    pause = m.extra.get("pause") or {"snapshots": 0, "median_ms": 0.0, "max_ms": 0.0,
+                                     "total_ms": 0.0}
+    return {
+        "unit": "seconds" if unit == UNIT_NS else "samples",
+        "window_s": seconds(window, UNIT_NS) if window else 0.0,
+        "threads": rows,
+        "totals": thread_row(profile.totals(), unit, 0),
+        "locks": locks(profile),
+        "pause": pause,
+        "quality": quality(profile, rows),
+        "sources": [{k: v for k, v in s.items() if isinstance(v, (str, int, float, bool))}
+                    for s in m.sources],
+        "work": m.extra.get("work"),
+    }
