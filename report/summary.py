@@ -91,7 +91,8 @@ def locks(profile: Profile) -> list[dict[str, Any]]:
                            sorted(sites[ident].items(), key=lambda kv: (-kv[1], kv[0]))][:5],
             "waiters": [{"tid": tid, "name": name, "s": seconds(w, unit)} for (tid, name), w in
                         sorted(waiters[ident].items(), key=lambda kv: (-kv[1], kv[0]))],
-            "holders": [{"tid": h.tid, "name": h.thread, "stack": ";".join(escape(f) for f in h.frames),
+            "holders": [{"tid": h.tid, "name": h.thread,
+                         "stack": ";".join(escape(f) for f in h.frames),
                          "s": seconds(w, unit),
                          "share": round(w / held, 4) if held else 0.0}
                         for w, h in hs[:TOP_HOLDERS]],

@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO
 
 import click
@@ -33,17 +33,9 @@ def open_output(path: str, mode: int = 0o644) -> Iterator[IO[str]]:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        with _quiet():
+        with suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    try:
-        yield
-    except OSError:
-        pass
 
 
 def print_losses(meta: Meta) -> None:

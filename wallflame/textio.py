@@ -44,9 +44,7 @@ def decode(raw: bytes) -> str:
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     """``(line_number, text)`` for every line, 1-based, without the line ending."""
     with open_binary(path) as f:
-        no = 0
-        for raw in f:
-            no += 1
+        for no, raw in enumerate(f, 1):
             if raw.endswith(b"\n"):
                 raw = raw[:-1]
             if raw.endswith(b"\r"):
