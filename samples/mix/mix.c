@@ -3,7 +3,8 @@
  * At exit (end of --duration, SIGINT or SIGTERM) each worker prints one JSON line:
  *   {"tid":N,"name":"mix-1","wall_ns":N,"on_ns":N,"mutex_ns":N,"sleep_ns":N,"condvar_ns":N}
  * The mutex is the global `shared_lock`; whoever holds it runs critical_section().
- * Usage: mix [--threads N] [--duration S] [--spin-ms N] [--hold-ms N] [--sleep-ms N] */
+ * Usage: mix [--threads N] [--duration S] [--spin-ms N] [--hold-ms N] [--sleep-ms N]
+ *            [--extra-ms N]  (N ms more on-CPU per cycle in extra_work(): a known regression) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -21,7 +22,7 @@ static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tick_cond = PTHREAD_COND_INITIALIZER;
 static unsigned long tick_count;
 static atomic_int stop_flag;
-static int spin_ms = 6, hold_ms = 2, sleep_ms = 4, tick_ms = 10;
+static int spin_ms = 6, hold_ms = 2, sleep_ms = 4, tick_ms = 10, extra_ms = 0;
 static volatile uint64_t sink;
 
 struct worker {
@@ -52,6 +53,15 @@ __attribute__((noinline)) void spin_work(int ms) {
 }
 
 __attribute__((noinline)) void critical_section(int ms) { spin_work(ms); }
+
+/* The regression knob: its own loop, so its time is its own frame's. */
+__attribute__((noinline)) void extra_work(int ms) {
+    int64_t end = now_ns() + (int64_t)ms * 1000000;
+    uint64_t acc = 1;
+    while (now_ns() < end)
+        for (int i = 0; i < 2000; i++) acc = mix_hash(acc ^ (uint64_t)i);
+    sink += acc;
+}
 
 __attribute__((noinline)) void nap(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -87,6 +97,7 @@ __attribute__((noinline)) void worker_loop(struct worker *w) {
     while (!atomic_load(&stop_flag)) {
         int64_t t0 = now_ns();
         spin_work(spin_ms);
+        if (extra_ms > 0) extra_work(extra_ms);
         int64_t t1 = now_ns();
         pthread_mutex_lock(&shared_lock);
         int64_t t2 = now_ns();
@@ -126,6 +137,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--spin-ms")) spin_ms = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--hold-ms")) hold_ms = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sleep-ms")) sleep_ms = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--extra-ms")) extra_ms = atoi(argv[i + 1]);
         else { fprintf(stderr, "mix: unknown option %s\n", argv[i]); return 2; }
     }
     if (threads < 1 || threads > 64) { fprintf(stderr, "mix: --threads 1..64\n"); return 2; }
