@@ -1,17 +1,87 @@
-"""Placeholder: being written."""
+"""pt-pmp's aggregated output: ``%7d leaf,...,root`` lines (``sort | uniq -c | sort -rn``).
+
+Each line is a count of snapshots in which some thread had that stack; pt-pmp drops thread
+names, tids and timestamps, so the weight is that count and the unit is ``samples`` (pass the
+raw log, ``--save-samples``, to get time).  Frames are leaf first; ``lib::??`` (an unknown
+frame in ``lib.so``) becomes ``[lib]``; a ``(file.c)`` suffix and arguments are dropped by the
+usual name normalization.  A stack is off-CPU when a wait rule matches it (then classified),
+on-CPU otherwise.  A leading ``date`` line, as pt-pmp prints it, is ignored.
+"""
 
 from __future__ import annotations
 
-from wallflame.errors import InputError
+import re
+
+from wallflame.classify import classify, find_wait
 from wallflame.fold.options import FoldOptions
-from wallflame.profile import Profile
+from wallflame.names import normalize, unknown_in
+from wallflame.profile import OFF, ON, UNIT_SAMPLES, Profile, StackKey
+from wallflame.textio import iter_lines
 
 NAME = "pmp"
 
+_LINE = re.compile(r"^ *(\d+) (\S.*)$")
+_DATE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d ")
+
+
+def split_frames(text: str) -> list[str]:
+    """Split at commas outside ``<>``/``()`` (a template argument list keeps its commas)."""
+    out: list[str] = []
+    depth = 0
+    start = 0
+    for i, c in enumerate(text):
+        if c in "<(":
+            depth += 1
+        elif c in ">)" and depth:
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def frame_name(raw: str) -> str:
+    raw = raw.strip()
+    if raw.endswith("::??"):
+        return unknown_in(raw[:-4])
+    if raw == "??":
+        return unknown_in("")
+    return normalize(raw)
+
 
 def detect(head: str) -> bool:
-    return False
+    lines = [ln for ln in head.split("\n")[:40] if ln.strip()]
+    if len(lines) > 1 and lines[-1] == head.rstrip("\n").rsplit("\n", 1)[-1]:
+        lines = lines[:-1] or lines  # the last line of a 64 KiB head may be cut
+    counts = 0
+    for ln in lines:
+        m = _LINE.match(ln)
+        if m is not None and ";" not in ln and not m.group(2).startswith("0x"):
+            counts += 1
+        elif not _DATE.match(ln):
+            return False
+    return counts > 0
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    raise InputError(f"format {NAME} is not supported yet")
+    meta = profile.meta
+    meta.unit = UNIT_SAMPLES
+    rules = options.get_rules()
+    n = 0
+    for no, line in iter_lines(path):
+        if not line.strip():
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            if not (no <= 2 and _DATE.match(line)):
+                meta.lose("malformed pt-pmp line", no)
+            continue
+        count = int(m.group(1))
+        frames = tuple(frame_name(f) for f in reversed(split_frames(m.group(2))))
+        if find_wait(frames, rules) is None:
+            profile.add(StackKey(frames, state=ON), count)
+        else:
+            profile.add(StackKey(frames, state=OFF, wait=classify(frames, "", rules)), count)
+        n += count
+    meta.count("snapshots", n)

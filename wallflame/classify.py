@@ -110,11 +110,11 @@ def default_rules() -> Rules:
     return _DEFAULT
 
 
-def classify(frames: tuple[str, ...] | list[str], kstate: str = "",
-             rules: Rules | None = None) -> str:
-    """The wait class of an off-CPU stack (frames root first)."""
+def find_wait(frames: tuple[str, ...] | list[str], rules: Rules | None = None) -> str | None:
+    """The wait class the rules give this stack (frames root first), or ``None`` when no rule
+    matches any of the frames near the leaf (a thread that is probably running)."""
     r = rules or default_rules()
-    weak = ""
+    weak: str | None = None
     stop = max(len(frames) - SCAN_DEPTH, 0)
     for i in range(len(frames) - 1, stop - 1, -1):
         hit = r.frame_class(frames[i])
@@ -124,6 +124,13 @@ def classify(frames: tuple[str, ...] | list[str], kstate: str = "",
         if strong:
             return cls
         weak = weak or cls
-    if kstate == "D" and weak in ("", "other"):
+    return weak
+
+
+def classify(frames: tuple[str, ...] | list[str], kstate: str = "",
+             rules: Rules | None = None) -> str:
+    """The wait class of an off-CPU stack (frames root first)."""
+    cls = find_wait(frames, rules) or ""
+    if kstate == "D" and cls in ("", "other"):
         return "io"
-    return weak or "other"
+    return cls or "other"

@@ -5,8 +5,9 @@ and eu-stack ``Queue::pop(int) const``; all three become ``Queue::pop``.  Templa
 ``(anonymous namespace)``, ``operator()`` and lambda names are kept whole: only the final,
 top-level parameter list is dropped, and suffixes that differ between builds and symbol tables
 (``+0x`` offsets, ``@@GLIBC_2.2.5`` versions, ``[clone .constprop.0]``, ``.isra.0``, Rust
-``::h<hash>``, glibc's ``__GI_`` aliases) are removed.  Mangled names are demangled in batches
-with ``c++filt`` when it is installed.
+``::h<hash>``, glibc's ``__GI_`` aliases) are removed, and glibc's internal aliases of public
+functions (``___pthread_cond_wait``, ``__clock_nanosleep``) become the public name.  Mangled
+names are demangled in batches with ``c++filt`` when it is installed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,50 @@ _CLONE = re.compile(r"( \[clone [^\]]*\])+$")
 _C_CLONE = re.compile(r"(\.(?:constprop|isra|part|cold|lto_priv|localalias)(?:\.\d+)?)+$")
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _QUALIFIERS = (" const", " volatile", " &&", " &", " noexcept")
+
+#: glibc exports one function under several symbols at the same address (``clock_nanosleep``,
+#: ``__clock_nanosleep``, ``__GI___clock_nanosleep``); which one a collector prints depends on
+#: whether it reads ``.dynsym`` (eu-stack without ``-i``) or DWARF (gdb, perf with debug info).
+#: Each alias here was seen at one address from two collectors on the same process; the value
+#: is the public name.  Extend it when a cross-collector test shows a new pair.
+GLIBC_ALIASES = {
+    "__clock_nanosleep": "clock_nanosleep",
+    "__nanosleep": "nanosleep",
+    "__libc_nanosleep": "nanosleep",
+    "___pthread_cond_wait": "pthread_cond_wait",
+    "__pthread_cond_wait": "pthread_cond_wait",
+    "___pthread_cond_timedwait": "pthread_cond_timedwait",
+    "__pthread_cond_timedwait": "pthread_cond_timedwait",
+    "___pthread_cond_clockwait": "pthread_cond_clockwait",
+    "___pthread_mutex_lock": "pthread_mutex_lock",
+    "__pthread_mutex_lock": "pthread_mutex_lock",
+    "___pthread_mutex_unlock": "pthread_mutex_unlock",
+    "__pthread_mutex_unlock": "pthread_mutex_unlock",
+    "___pthread_mutex_trylock": "pthread_mutex_trylock",
+    "__pthread_mutex_trylock": "pthread_mutex_trylock",
+    "___pthread_rwlock_rdlock": "pthread_rwlock_rdlock",
+    "___pthread_rwlock_wrlock": "pthread_rwlock_wrlock",
+    "___pthread_join": "pthread_join",
+    "__pthread_join": "pthread_join",
+    "__clone3": "clone3",
+    "__clone": "clone",
+    "__libc_start_main_impl": "__libc_start_main",
+    "__libc_read": "read",
+    "__read": "read",
+    "__libc_write": "write",
+    "__write": "write",
+    "__libc_recv": "recv",
+    "__recv": "recv",
+    "__libc_send": "send",
+    "__send": "send",
+    "__libc_accept": "accept",
+    "__poll": "poll",
+    "__select": "select",
+    "__epoll_wait": "epoll_wait",
+    "__usleep": "usleep",
+    "__sleep": "sleep",
+    "__sched_yield": "sched_yield",
+}
 
 
 def strip_params(name: str) -> str:
@@ -75,6 +120,8 @@ def normalize(raw: str) -> str:
         s = _RUST_HASH.sub("", s)
     if s.startswith("__GI_"):
         s = s[5:]
+    if s.startswith("__"):
+        s = GLIBC_ALIASES.get(s, s)
     return s or UNKNOWN
 
 

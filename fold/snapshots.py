@@ -1,0 +1,356 @@
+"""Snapshot logs -> time-weighted stacks: what the gdb and eu-stack folders share.
+
+A snapshot log is a sequence of whole-process dumps (gdb ``thread apply all bt`` or
+``eu-stack -p``), each closed by a pt-pmp ``TS`` line; wallflame's own logs add
+``# wallflame-proc`` (kernel state, wchan, lock owner per thread) and ``# wallflame-snapshot``
+(pause) comment lines before it.  Without ``TS`` lines a dump ends where the next one starts.
+
+Weighting (DESIGN.md): one stack per thread per snapshot.  A blocked thread's snapshot weighs
+the wall time since that thread's previous snapshot; a thread's first snapshot weighs the log's
+median interval (1 / rate when there is only one dump, ``snapshot_interval_ns`` when there are
+no timestamps at all).  A thread is blocked when its /proc state is S or D, or, in a log without
+proc lines, when a wait rule matches its stack.  Running threads of a wallflame log are not
+added (perf measures on-CPU better) but their time goes to ``meta.extra["pmp_running_ns"]``;
+in foreign logs they become on-CPU stacks, since there is no perf data beside them.
+
+Only the current dump is buffered (its threads are needed to find a lock holder's stack), so
+memory is bounded by the size of one dump; everything else streams.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wallflame.classify import classify, find_wait
+from wallflame.fold.options import FoldOptions
+from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
+from wallflame.textio import iter_lines
+
+LOG_MAGIC = "# wallflame-snapshots 1"
+PROC = "# wallflame-proc "
+SNAPSHOT = "# wallflame-snapshot "
+
+_TS = re.compile(r"^TS (\d+)\.(\d+)(?: |$)")
+_PID_LINE = re.compile(r"^PID (\d+) - process$")
+_DETACHED = re.compile(r"^\[Inferior \d+ \(process (\d+)\) detached\]$")
+_BLOCKED_STATES = ("S", "D")
+#: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed.
+_LOCK_CLASSES = ("mutex", "rwlock", "other")
+_NOISE = ("[New ", "[Thread debugging", "Using host libthread_db", "[Inferior ",
+          "warning: ", "Backtrace stopped", "(More stack frames follow")
+
+
+@dataclass
+class Thread:
+    """One thread of one dump: frames leaf first, as the tools print them."""
+
+    tid: int
+    name: str
+    line: int
+    kind: str  # "gdb" or "eu-stack": how its frame lines are read
+    frames: list[str] = field(default_factory=list)
+    lock: str = ""
+
+
+@dataclass
+class Dump:
+    line: int
+    threads: list[Thread] = field(default_factory=list)
+    tids: set[int] = field(default_factory=set)
+    procs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pause: dict[str, Any] = field(default_factory=dict)
+    pid: int = 0
+
+
+def parse_ts(line: str) -> int | None:
+    """Nanoseconds since the epoch from ``TS <ns>.<s> date time`` (pt-pmp's ``%N.%s``), or
+    from ``TS <s>.<ns>`` when the first number is ten digits of epoch seconds."""
+    m = _TS.match(line)
+    if m is None:
+        return None
+    a, b = m.group(1), m.group(2)
+    if len(a) == 10 and len(b) <= 9:
+        return int(a) * 1_000_000_000 + int(b.ljust(9, "0"))
+    if len(a) <= 9:
+        return int(b) * 1_000_000_000 + int(a)
+    return None
+
+
+@dataclass
+class _Pending:
+    """A thread's first snapshot: its weight (the median interval) is known only at the end."""
+
+    key: StackKey
+    holder: HolderKey | None
+    running_tid: int
+
+
+class Accumulator:
+    """Turns closed dumps into weighted stacks in ``profile``."""
+
+    def __init__(self, profile: Profile, options: FoldOptions) -> None:
+        self.profile = profile
+        self.meta = profile.meta
+        self.options = options
+        self.rules = options.get_rules()
+        self.pid = 0
+        self.rate_hz = 0.0
+        self.wallflame_log = False
+        self.prev_t: dict[int, int] = {}
+        self.last_t: int | None = None
+        self.first_t: int | None = None
+        self.intervals: list[int] = []
+        self.pauses: list[float] = []
+        self.pending: list[_Pending] = []
+        self.running: dict[int, int] = {}
+        self.snapshots = 0
+        self.untimed = 0
+        self.mismatches = 0
+
+    def header(self, text: str, line: int) -> None:
+        self.wallflame_log = True
+        try:
+            d = json.loads(text)
+            self.pid = int(d.get("pid", 0) or 0)
+            self.rate_hz = float(d.get("rate_hz", 0) or 0)
+        except (ValueError, TypeError, AttributeError):
+            self.meta.lose("bad snapshot log header", line)
+
+    def close(self, dump: Dump, ts: int | None) -> None:
+        """Weigh every thread of one complete dump taken at ``ts`` (ns since the epoch)."""
+        if not dump.threads:
+            self.meta.lose("empty snapshot (no threads)", dump.line)
+            return
+        self.snapshots += 1
+        t = _int_or_none(dump.pause.get("t_ns")) or ts
+        if t is not None:
+            if self.last_t is not None and t > self.last_t:
+                self.intervals.append(t - self.last_t)
+            if self.first_t is None:
+                self.first_t = t
+            self.last_t = t if self.last_t is None else max(self.last_t, t)
+        else:
+            self.untimed += 1
+        pause = dump.pause.get("pause_ms")
+        if isinstance(pause, int | float) and not isinstance(pause, bool):
+            self.pauses.append(float(pause))
+        by_tid = {th.tid: th for th in dump.threads}
+        for th in dump.threads:
+            self._thread(th, dump, by_tid, t)
+
+    def _thread(self, th: Thread, dump: Dump, by_tid: dict[int, Thread], t: int | None) -> None:
+        proc = dump.procs.get(th.tid)
+        name = th.name or (str(proc.get("comm", "")) if proc else "")
+        name = name or self.meta.threads.get(th.tid, "")
+        if name and th.tid:
+            self.meta.threads[th.tid] = name
+        frames = tuple(reversed(th.frames))
+        kstate = str(proc.get("state", "")) if proc else ""
+        blocked = (kstate in _BLOCKED_STATES if proc
+                   else find_wait(frames, self.rules) is not None)
+        pid = dump.pid or self.pid
+        weight: int | None = self.options.snapshot_interval_ns
+        if t is not None:
+            prev = self.prev_t.get(th.tid)
+            self.prev_t[th.tid] = t if prev is None else max(prev, t)
+            weight = t - prev if prev is not None and t > prev else None
+        holder_key: HolderKey | None = None
+        running_tid = 0
+        if blocked:
+            wait = classify(frames, kstate, self.rules)
+            lock, owner = th.lock, None
+            if proc and wait in _LOCK_CLASSES:
+                lock = str(proc.get("lock") or "") or lock
+                owner = _int_or_none(proc.get("owner"))
+            if proc and find_wait(frames, self.rules) is None:
+                # /proc said blocked, the stack shows no wait: they were read at different
+                # instants.  The kernel state wins (DESIGN.md), the mismatch is counted.
+                self.mismatches += 1
+                lock, owner = "", None
+            key = StackKey(frames, th.tid, name, pid, OFF, wait, lock, owner or 0)
+            if owner and lock:
+                held = by_tid.get(owner)
+                owner_name = (held.name if held else "") or self.meta.threads.get(owner, "")
+                if not owner_name and owner in dump.procs:
+                    owner_name = str(dump.procs[owner].get("comm", ""))
+                held_frames = tuple(reversed(held.frames)) if held else ()
+                holder_key = HolderKey(lock, owner, owner_name, held_frames)
+        else:
+            key = StackKey(frames, th.tid, name, pid, ON)
+            if proc is not None or self.wallflame_log:
+                running_tid = th.tid or -1
+        if weight is None:
+            self.pending.append(_Pending(key, holder_key, running_tid))
+        else:
+            self._add(key, holder_key, running_tid, weight)
+
+    def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int) -> None:
+        if running_tid:
+            self.running[running_tid] = self.running.get(running_tid, 0) + w
+            if not self.options.include_running:
+                return
+        self.profile.add(key, w)
+        if holder is not None:
+            self.profile.add_holder(holder, w)
+
+    def first_weight(self) -> int:
+        if self.intervals:
+            return int(statistics.median(self.intervals))
+        if self.rate_hz > 0:
+            return int(1e9 / self.rate_hz)
+        return self.options.snapshot_interval_ns
+
+    def finish(self, source: dict[str, Any]) -> None:
+        w = self.first_weight()
+        for p in self.pending:
+            self._add(p.key, p.holder, p.running_tid, w)
+        self.pending.clear()
+        meta = self.meta
+        meta.unit = UNIT_NS
+        meta.count("snapshots", self.snapshots)
+        if self.first_t is not None and self.last_t is not None and self.last_t > self.first_t:
+            window = self.last_t - self.first_t
+            meta.window_ns = max(meta.window_ns, window)
+            meta.rates["pmp_hz"] = round((len(self.intervals)) * 1e9 / window, 3)
+            meta.extra["pmp_window"] = {"first_ns": self.first_t, "last_ns": self.last_t}
+        elif self.rate_hz:
+            meta.rates["pmp_hz"] = self.rate_hz
+        if self.untimed and self.snapshots:
+            meta.warn(f"{self.untimed} snapshot(s) without a timestamp: each weighs "
+                      f"{self.options.snapshot_interval_ns / 1e9:g} s (the snapshot interval)")
+        if self.mismatches:
+            meta.extra["pmp_state_mismatch"] = self.mismatches
+            meta.warn(f"{self.mismatches} thread snapshot(s) blocked in /proc but with no wait on "
+                      "the stack (state and stack read at different instants): kept as "
+                      "off-CPU 'other'")
+        if self.running:
+            meta.extra["pmp_running_ns"] = {str(k): v for k, v in sorted(self.running.items())}
+        if self.pauses:
+            meta.extra["pause"] = {
+                "snapshots": len(self.pauses),
+                "median_ms": round(statistics.median(self.pauses), 3),
+                "max_ms": round(max(self.pauses), 3),
+                "total_ms": round(sum(self.pauses), 3),
+            }
+        source.update(snapshots=self.snapshots, first_snapshot_ns=w)
+
+
+def _int_or_none(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.isdigit():
+        return int(v)
+    return None
+
+
+def _json(text: str) -> dict[str, Any] | None:
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return None
+    return d if isinstance(d, dict) else None
+
+
+#: Reads one thread header line; returns (tid, name, kind) or None.
+HeaderParser = Callable[[str], "tuple[int, str, str] | None"]
+#: Reads one frame line (``#N ...``) of a thread of its kind: (frame name, lock id).
+FrameParser = Callable[[str], "tuple[str, str]"]
+
+
+def fold_log(path: str, options: FoldOptions, profile: Profile,
+             headers: list[HeaderParser], frames: dict[str, FrameParser]) -> None:
+    """Fold a snapshot log whose thread headers and frame lines the given parsers read."""
+    acc = Accumulator(profile, options)
+    meta = profile.meta
+    dump = Dump(1)
+    thread: Thread | None = None
+    seen_ts = False
+    last_no = 0
+    for no, line in iter_lines(path):
+        last_no = no
+        if not line.strip():
+            continue
+        if line[0] == "#":
+            if line[1:2].isdigit():
+                if thread is None:
+                    meta.lose("frame outside a thread", no)
+                    continue
+                name, lock = frames[thread.kind](line)
+                thread.frames.append(name)
+                if lock and not thread.lock:
+                    thread.lock = lock
+            elif line.startswith(PROC):
+                rec = _json(line[len(PROC):])
+                tid = _int_or_none(rec.get("tid")) if rec else None
+                if rec is None or tid is None:
+                    meta.lose("bad wallflame-proc line", no)
+                else:
+                    dump.procs[tid] = rec
+            elif line.startswith(SNAPSHOT):
+                rec = _json(line[len(SNAPSHOT):])
+                if rec is None:
+                    meta.lose("bad wallflame-snapshot line", no)
+                else:
+                    dump.pause = rec
+            elif line.startswith(LOG_MAGIC) and no == 1:
+                acc.header(line[len(LOG_MAGIC):], no)
+            continue
+        if line.startswith("TS "):
+            ts = parse_ts(line)
+            if ts is None:
+                meta.lose("bad TS line", no)
+            seen_ts = True
+            acc.close(dump, ts)
+            dump, thread = Dump(no + 1), None
+            continue
+        head = None
+        for parse in headers:
+            head = parse(line)
+            if head is not None:
+                break
+        if head is not None:
+            tid, name, kind = head
+            if tid in dump.tids:  # a new dump without a TS line between
+                acc.close(dump, None)
+                dump = Dump(no)
+            thread = Thread(tid, name, no, kind)
+            dump.threads.append(thread)
+            dump.tids.add(tid)
+            continue
+        m = _PID_LINE.match(line)
+        if m is not None:
+            if dump.threads:
+                acc.close(dump, None)
+                dump = Dump(no)
+            dump.pid = int(m.group(1))
+            thread = None
+            continue
+        if line.startswith("[New ") and dump.threads and not seen_ts:
+            acc.close(dump, None)  # the preamble of the next concatenated gdb dump
+            dump, thread = Dump(no), None
+            continue
+        m = _DETACHED.match(line)
+        if m is not None:
+            dump.pid = dump.pid or int(m.group(1))
+            continue
+        if line.startswith(_NOISE) or line.startswith(("    ", "\t")) or line[:2] == "0x":
+            if line.startswith("Backtrace stopped") and thread is not None:
+                meta.lose("truncated stack (Backtrace stopped)", no)
+            continue
+        meta.lose("unrecognised line", no)
+    if dump.threads:
+        if seen_ts:
+            meta.lose("truncated last snapshot (no TS line)", dump.line,
+                      detail="the capture was cut short; its last dump is not counted")
+        else:
+            acc.close(dump, None)
+    source: dict[str, Any] = {"lines": last_no}
+    acc.finish(source)
+    meta.extra.setdefault("snapshot_sources", []).append(source)
