@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from wallflame.errors import InputError
+from wallflame.names import normalize
 from wallflame.profile import WAIT_CLASSES
 
 #: How many frames from the leaf are looked at: the blocking call is always near the leaf.
@@ -66,6 +67,16 @@ class Rules:
     @lru_cache(maxsize=1 << 16)  # noqa: B019 - rules live as long as the process
     def frame_class(self, frame: str) -> tuple[str, bool] | None:
         name = _SUFFIX.sub("", frame)
+        hit = self._name_class(name)
+        if hit is None:
+            # Raw names from folded files (``__GI___clock_nanosleep``, ``read@@GLIBC_2.2.5``)
+            # get a second chance under their collector-independent name.
+            canonical = normalize(name)
+            if canonical != name:
+                hit = self._name_class(canonical)
+        return hit
+
+    def _name_class(self, name: str) -> tuple[str, bool] | None:
         cls = self.strong_names.get(name)
         if cls:
             return cls, True
