@@ -1,0 +1,73 @@
+"""Which writer a report format uses, and the format an output name implies."""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from wallflame.errors import InputError
+from wallflame.folded import ThreadRoot, folded_lines
+from wallflame.output import open_output
+from wallflame.profile import Profile
+from wallflame.report.html import render_html
+from wallflame.report.pprof import pprof_bytes
+from wallflame.report.speedscope import write_speedscope
+from wallflame.report.summary import build_summary
+from wallflame.report.svg import write_svg
+from wallflame.report.text import write_text
+
+FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
+#: Suffixes, longest first so ``.speedscope.json`` wins over ``.json``.
+SUFFIXES = (
+    (".speedscope.json", "speedscope"), (".pb.gz", "pprof"), (".pprof", "pprof"),
+    (".pb", "pprof"), (".html", "html"), (".htm", "html"), (".svg", "svg"), (".txt", "txt"),
+    (".json", "json"), (".folded", "folded"), (".collapsed", "folded"),
+)
+EXTENSION = {"html": ".html", "svg": ".svg", "txt": ".txt", "json": ".json",
+             "speedscope": ".speedscope.json", "pprof": ".pb.gz", "folded": ".folded"}
+
+
+def format_for(output: str, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    if output == "-":
+        return "txt"
+    for suffix, name in SUFFIXES:
+        if output.lower().endswith(suffix):
+            return name
+    raise InputError(f"{output}: cannot tell the report format from the name",
+                     f"pass --format ({', '.join(FORMATS)})")
+
+
+def write_report(profile: Profile, fmt: str, output: str, title: str | None = None) -> None:
+    """Write ``profile`` as ``fmt`` to ``output`` (``-``: stdout), mode 0600."""
+    with open_output(output, mode=0o600) as out:
+        _write(profile, fmt, out, title)
+
+
+def _write(profile: Profile, fmt: str, out: IO[str], title: str | None) -> None:
+    if fmt == "html":
+        out.write(render_html(profile, title))
+    elif fmt == "svg":
+        write_svg(profile, out, title or "Flame Graph")
+    elif fmt == "txt":
+        write_text(profile, out)
+    elif fmt == "json":
+        json.dump(build_summary(profile), out, indent=2, sort_keys=True)
+        out.write("\n")
+    elif fmt == "speedscope":
+        write_speedscope(profile, out, title or "wallflame")
+    elif fmt == "folded":
+        # Plain lines that FlameGraph and inferno read, off-CPU stacks ending in their
+        # ``[off CLASS lock=...]`` pseudo-frame so the state is not lost.
+        for line in folded_lines(profile, ThreadRoot.COMM, annotate=True):
+            out.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+    elif fmt == "pprof":
+        out.flush()
+        binary = getattr(out, "buffer", None)
+        if binary is None:
+            raise InputError("pprof output needs a file or a pipe", "pass -o FILE.pb.gz")
+        binary.write(pprof_bytes(profile))
+        binary.flush()
+    else:
+        raise InputError(f"unknown report format {fmt!r}", f"use one of: {', '.join(FORMATS)}")

@@ -1,0 +1,243 @@
+"""The self-contained HTML report: one file, no network, scripts allowed only by hash.
+
+Everything the target controls is hostile here.  Autoescape is on; the data reaches the page
+once, through ``|tojson`` inside ``<script type="application/json">`` (whose encoder also
+breaks up ``://`` so no URL appears in the file); the page's own JS and CSS are inlined and
+allowed by the sha256 of their exact text in a Content-Security-Policy ``<meta>``; static
+markup passes every target string through ``vis`` (control and bidi characters made visible,
+length capped) so the page informs with JavaScript blocked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from wallflame.folded import unescape
+from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
+from wallflame.report.summary import build_summary
+from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
+
+#: Scripts and styles inlined into every page, in order.
+SCRIPTS = ("flamegraph.js", "report.js")
+STYLES = ("report.css",)
+TOP_STACKS = 20
+COVERAGE_OK = (0.9, 1.1)
+LABELS = {"on": "on-CPU", "mutex": "mutex", "rwlock": "rwlock", "condvar": "condvar",
+          "io": "I/O", "poll": "idle poll", "sleep": "sleep", "other": "other"}
+
+
+def _dumps(obj: Any, **kwargs: Any) -> str:
+    return json.dumps(obj, **kwargs).replace("://", ":\\/\\/")
+
+
+def _vis(value: Any, cap: int = 240) -> Markup:
+    text = str(escape(visible(str(value), cap)))
+    return Markup(text.replace("://", ":&#47;&#47;"))
+
+
+def _amount(value: float, unit: str) -> str:
+    """Seconds (or samples) for a human: ``1.234 s``, ``12.0 ms``, ``4,200 samples``."""
+    if unit != "seconds":
+        return f"{round(value):,} samples"
+    if value >= 100:
+        return f"{value:.1f} s"
+    if value >= 1 or value == 0:
+        return f"{value:.3f} s"
+    if value >= 0.001:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.1f} µs"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The one Jinja2 environment (autoescape on, strict undefined, URL-free JSON)."""
+    folder = str(resources.files("wallflame.templates"))
+    env = Environment(loader=FileSystemLoader(folder), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.policies["json.dumps_function"] = _dumps
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}
+    env.filters["vis"] = _vis
+    env.filters["amount"] = _amount
+    env.globals["pct"] = _pct
+    env.globals["labels"] = LABELS
+    env.globals["classes"] = CLASSES
+    return env
+
+
+@lru_cache(maxsize=1)
+def assets() -> dict[str, Any]:
+    """The inline scripts and styles and the CSP that allows exactly them."""
+    folder = resources.files("wallflame.templates")
+    scripts = [folder.joinpath(n).read_text(encoding="utf-8") for n in SCRIPTS]
+    styles = [folder.joinpath(n).read_text(encoding="utf-8") for n in STYLES]
+    for s in scripts:
+        assert "</script" not in s.lower(), "an inline script must not close its own tag"
+    csp = ("default-src 'none'; script-src " + " ".join(map(_csp_hash, scripts))
+           + "; style-src " + " ".join(map(_csp_hash, styles))
+           + "; img-src 'none'; base-uri 'none'; form-action 'none'")
+    return {"scripts": [Markup(s) for s in scripts], "styles": [Markup(s) for s in styles],
+            "csp": csp}
+
+
+def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any]:
+    """What the page's scripts read (golden-tested): the flame tree and the units."""
+    return {"flame": build_tree(profile, max_nodes).to_json(), "unit": profile.meta.unit,
+            "window_ns": profile.meta.window_ns}
+
+
+def _bars(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
+    """Per-thread segments as percentages of the window (or of the thread's total)."""
+    out = []
+    for r in rows:
+        parts = [("on", r["on_cpu_s"])] + [(c, r["wait"][c]) for c in WAIT_CLASSES]
+        whole = window or sum(v for _, v in parts)
+        x, segs = 0.0, []
+        for cls, v in parts:
+            if v > 0 and whole:
+                w = 100 * v / whole
+                segs.append({"cls": cls, "x": round(x, 3), "w": round(w, 3), "s": v})
+                x += w
+        cov = r.get("coverage")
+        out.append({**r, "segs": segs, "cov": cov,
+                    "cov_bad": cov is not None and not COVERAGE_OK[0] <= cov <= COVERAGE_OK[1]})
+    return out
+
+
+def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Threads whose names differ only in digits (``worker-1..32`` -> ``worker-*``)."""
+    acc: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        key = re.sub(r"[0-9]+", "*", r["name"] or "?")
+        g = acc.setdefault(key, {"name": key, "tid": 0, "n": 0, "on_cpu_s": 0.0,
+                                 "wait": dict.fromkeys(WAIT_CLASSES, 0.0)})
+        g["n"] += 1
+        g["on_cpu_s"] += r["on_cpu_s"]
+        for c in WAIT_CLASSES:
+            g["wait"][c] += r["wait"][c]
+    if all(g["n"] == 1 for g in acc.values()):
+        return []
+    groups = sorted(acc.values(), key=lambda g: (-g["n"], g["name"]))
+    for g in groups:
+        g["off_cpu_s"] = sum(g["wait"].values())
+    return groups
+
+
+def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
+    scale = 1e-9 if unit == "seconds" else 1.0
+    total = profile.total()
+    top = sorted(profile.stacks.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_STACKS]
+    return [{"thread": k.thread, "tid": k.tid, "cls": k.wait if k.state == OFF else "on",
+             "lock": k.lock, "s": w * scale, "share": _pct(w, total),
+             "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}
+            for k, w in top]
+
+
+def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for lock in summary["locks"]:
+        holders = [{**h, "frames": [unescape(f) for f in reversed(h["stack"].split(";")) if f]}
+                   for h in lock["holders"]]
+        out.append({**lock, "holders": holders})
+    return out
+
+
+def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
+    mem = extra.get("memory")
+    if not isinstance(mem, dict):
+        return None
+    samples = [s for s in mem.get("samples", []) if isinstance(s, dict)]
+    out: dict[str, Any] = {"arenas": mem.get("arenas") or {}, "n": len(samples)}
+    if samples:
+        t_max = max(float(s.get("t_s", 0)) for s in samples) or 1.0
+        for key in ("rss_kb", "threads"):
+            vals = [float(s.get(key, 0)) for s in samples]
+            hi, lo = max(vals), min(vals)
+            span = (hi - lo) or 1.0
+            pts = " ".join(f"{600 * float(s.get('t_s', 0)) / t_max:.1f},"
+                           f"{56 - 52 * (v - lo) / span:.1f}" for s, v in zip(samples, vals,
+                                                                               strict=True))
+            out[key] = {"points": pts, "min": lo, "max": hi, "last": vals[-1]}
+        out["t_s"] = t_max
+    maps = out["arenas"].get("mappings", []) if isinstance(out["arenas"], dict) else []
+    out["mappings"] = sorted((m for m in maps if isinstance(m, dict)),
+                             key=lambda m: -float(m.get("rss_kb", 0)))[:12]
+    return out
+
+
+def _resolution(profile: Profile) -> list[str]:
+    """What each collector can and cannot see, from its sample count."""
+    notes = []
+    for kind, n in sorted(profile.meta.samples.items()):
+        if n <= 0:
+            continue
+        low = kind.lower()
+        if "snap" in low or "pmp" in low:
+            notes.append(f"{kind}: {n:,} snapshots. A function below about {100 / n:.2g}% of a "
+                         f"thread's time (1/{n:,}) is likely invisible to them; a 1% function "
+                         f"is expected in about {n / 100:.1f} of them.")
+        elif "sched" in low or "switch" in low:
+            notes.append(f"{kind}: {n:,} scheduler events: blocked intervals are measured "
+                         "exactly, stacks are those at each switch-out.")
+        else:
+            notes.append(f"{kind}: {n:,} samples. A function at 1% of on-CPU time gets about "
+                         f"{n / 100:,.0f} of them; below about {100 / n:.2g}% (1/{n:,}) it may "
+                         f"not appear at all.")
+    return notes
+
+
+def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, Any]:
+    summary = build_summary(profile)
+    m = profile.meta
+    unit = summary["unit"]
+    rows = _bars(summary["threads"], summary["window_s"])
+    return {
+        "data": embedded_data(profile, max_nodes), "summary": summary, "unit": unit,
+        "threads": rows, "groups": _groups(summary["threads"]),
+        "coverage_bad": [r for r in rows if r["cov_bad"]],
+        "locks": _locks(summary), "top": _top_stacks(profile, unit),
+        "memory": _memory(m.extra), "resolution": _resolution(profile),
+        "losses": sorted(m.losses.items()), "warnings": m.warnings,
+        "commands": [str(c) for c in m.extra.get("commands", []) or []],
+        "tools": {str(k): str(v) for k, v in dict(m.extra.get("tools", {}) or {}).items()},
+        "sources": [str(s.get("path", "")) + " (" + str(s.get("format", "?")) + ")"
+                    for s in m.sources],
+        "target": m.extra.get("target"), "title": title or _title(profile),
+        "total_s": profile.total() / 1e9 if m.unit == UNIT_NS else float(profile.total()),
+        **assets(),
+    }
+
+
+def _title(profile: Profile) -> str:
+    target = profile.meta.extra.get("target")
+    if isinstance(target, dict):
+        name = target.get("comm") or target.get("command") or target.get("pid")
+        if name:
+            return f"wallflame: {name}"
+    if profile.meta.sources:
+        return f"wallflame: {profile.meta.sources[0].get('path', 'profile')}"
+    return "wallflame report"
+
+
+def render_html(profile: Profile, title: str | None = None, max_nodes: int = MAX_NODES) -> str:
+    """The report page for ``profile`` as one self-contained HTML document."""
+    page = environment().get_template("report.html").render(
+        **_context(profile, max_nodes, title))
+    # A string that is not valid Unicode (an unpaired surrogate) must not abort the write.
+    return page.encode("utf-8", "backslashreplace").decode("utf-8")

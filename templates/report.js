@@ -1,0 +1,275 @@
+/* wallflame report page: wires the embedded profile to three flame graphs (merged, on-CPU,
+ * off-CPU) that share search, zoom and thread grouping; keeps that state in the URL hash.
+ * Every name is shown through textContent (WF.el); nothing here builds markup from data. */
+"use strict";
+
+(function () {
+  var data = JSON.parse(document.getElementById("wf-data").textContent);
+  var flat = data.flame, classes = flat.classes, nc = classes.length, unit = flat.unit;
+  var base = WF.fromFlat(flat);
+  var threadOf = new Map();
+  flat.threads.forEach(function (t) { threadOf.set(t[0], { tid: t[1], name: t[2] }); });
+  var LABELS = { on: "on-CPU", mutex: "mutex wait", rwlock: "rwlock wait", condvar: "condvar wait",
+    io: "I/O wait", poll: "idle poll", sleep: "sleep", other: "other off-CPU" };
+  var MASKS = {
+    both: classes.map(function () { return true; }),
+    on: classes.map(function (c) { return c === "on"; }),
+    off: classes.map(function (c) { return c !== "on"; })
+  };
+  var $ = function (id) { return document.getElementById(id); };
+  var tip = $("wf-tip");
+  var state = { view: "both", threads: "per", q: "", z: [], sel: [] };
+  var vt = null, kids = null;
+
+  document.documentElement.classList.add("js");
+
+  /* ---- numbers and colours ---- */
+  function fmt(v) {
+    if (unit !== "ns") return Math.round(v).toLocaleString("en-US") + " samples";
+    var s = v / 1e9;
+    if (s >= 100) return s.toFixed(1) + " s";
+    if (s >= 1) return s.toFixed(3) + " s";
+    if (s >= 0.001) return (s * 1e3).toFixed(2) + " ms";
+    return (s * 1e6).toFixed(1) + " \u00b5s";
+  }
+  function pct(a, b) { return b > 0 ? (100 * a / b).toFixed(a === b ? 0 : 2) + "%" : "-"; }
+
+  function hash(s) {
+    var h = 2166136261;
+    for (var i = 0; i < s.length && i < 64; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
+    return (h >>> 0) / 4294967296;
+  }
+  function rgb(r, g, b) { return "rgb(" + (r | 0) + "," + (g | 0) + "," + (b | 0) + ")"; }
+  var PALETTE = {
+    on: function (v, w) { return rgb(205 + 50 * v, 230 * w, 55 * v); },
+    mutex: function (v) { return rgb(225 + 30 * v, 20 + 30 * v, 185 + 40 * v); },
+    rwlock: function (v) { return rgb(190 + 30 * v, 30 * v, 235); },
+    condvar: function (v) { return rgb(70 + 40 * v, 150 + 40 * v, 205 + 30 * v); },
+    io: function (v) { return rgb(60 + 40 * v, 105 + 40 * v, 225 + 25 * v); },
+    poll: function (v) { return rgb(196 + 24 * v, 196 + 24 * v, 196 + 24 * v); },
+    sleep: function (v) { return rgb(135 + 40 * v, 195 + 30 * v, 235); },
+    other: function (v) { return rgb(120 + 30 * v, 130 + 30 * v, 185 + 30 * v); }
+  };
+  function dominant(node, mask) {
+    var best = -1, bv = -1, o = node * nc;
+    for (var c = 0; c < nc; c++) if (mask[c] && vt.total[o + c] > bv) { bv = vt.total[o + c]; best = c; }
+    return best < 0 ? "other" : classes[best];
+  }
+  function colorFor(mask) {
+    var cache = new Map();
+    return function (node) {
+      if (node === 0) return "rgb(230,230,225)";
+      if (vt.parent[node] === 0 && state.threads !== "merged") return "rgb(214,214,204)";
+      var cls = dominant(node, mask), id = vt.nameId[node], key = id * 16 + classes.indexOf(cls);
+      var c = cache.get(key);
+      if (c === undefined) {
+        var name = vt.names[id], v = hash(name), w = hash(name + "\u0001");
+        c = PALETTE[cls] ? PALETTE[cls](v, w) : PALETTE.other(v);
+        cache.set(key, c);
+      }
+      return c;
+    };
+  }
+
+  /* ---- graphs ---- */
+  function tooltip(g, node) {
+    var name = node === 0 ? "all" : vt.names[vt.nameId[node]], v = g.value[node];
+    var lines = [name, fmt(v) + " \u2014 " + pct(v, g.value[0]) + " of this graph" +
+      (g.zoomNode > 0 ? ", " + pct(v, g.value[g.zoomNode]) + " of the zoomed frame" : "")];
+    lines.push(breakdown(node, g.mask).slice(0, 4).join(" \u00b7 "));
+    return lines;
+  }
+  function breakdown(node, mask) {
+    var parts = [], o = node * nc, sum = 0, c;
+    for (c = 0; c < nc; c++) if (mask[c]) sum += vt.total[o + c];
+    var order = classes.map(function (_, k) { return k; }).filter(function (k) {
+      return mask[k] && vt.total[o + k] > 0;
+    }).sort(function (a, b) { return vt.total[o + b] - vt.total[o + a]; });
+    for (c = 0; c < order.length; c++) {
+      var k = order[c];
+      parts.push(LABELS[classes[k]] + " " + fmt(vt.total[o + k]) + " (" + pct(vt.total[o + k], sum) + ")");
+    }
+    return parts;
+  }
+  function onClick(g, node) {
+    state.z = WF.pathOf(vt, node);
+    state.sel = state.z;
+    applyZoom();
+    showDetails(g, node);
+    saveHash();
+  }
+  function makeGraph(id, mask, empty) {
+    var g = new WF.Flame($(id), { color: colorFor(mask), tooltip: tooltip, onClick: onClick,
+      tooltipEl: tip, matchColor: "#35d435", emptyText: empty, maxHeight: id === "fg-main" ? 600 : 420 });
+    g.mask = mask;
+    return g;
+  }
+  var graphs = {
+    main: makeGraph("fg-main", MASKS.both, "no samples in this view"),
+    on: makeGraph("fg-on", MASKS.on, "no on-CPU samples"),
+    off: makeGraph("fg-off", MASKS.off, "no off-CPU evidence")
+  };
+
+  function groupName(name) { return name.replace(/[0-9]+/g, "*"); }
+  function rootKey(mode) {
+    if (mode === "merged") return function () { return -1; };
+    if (mode === "group") {
+      var counts = new Map();
+      threadOf.forEach(function (t) { var k = groupName(t.name); counts.set(k, (counts.get(k) || 0) + 1); });
+      return function (node) {
+        var t = threadOf.get(node);
+        if (!t) return base.nameId[node];
+        var k = groupName(t.name), n = counts.get(k);
+        return WF.intern(base, n > 1 ? k + " [" + n + " threads]" : base.names[base.nameId[node]]);
+      };
+    }
+    return function (node) { return base.nameId[node]; };
+  }
+
+  function rebuild() {
+    vt = WF.regroup(base, rootKey(state.threads));
+    kids = WF.children(vt);
+    graphs.main.mask = MASKS[state.view] || MASKS.both;
+    graphs.main.opts.color = colorFor(graphs.main.mask);
+    for (var k in graphs) {
+      var g = graphs[k];
+      g.opts.rootName = k === "main" ? "all threads" : k === "on" ? "on-CPU" : "off-CPU";
+      g.setData(vt, kids, WF.values(vt, g.mask));
+    }
+    $("tot-on").textContent = fmt(graphs.on.total());
+    $("tot-off").textContent = fmt(graphs.off.total());
+    applyZoom();
+    runSearch();
+  }
+
+  function applyZoom() {
+    for (var k in graphs) {
+      var g = graphs[k];
+      g.zoomNode = state.z.length ? WF.findPath(vt, kids, g.value, state.z) : 0;
+      g.selected = state.sel.length ? WF.findPath(vt, kids, g.value, state.sel) : -1;
+      if (g.selected === 0 && state.sel.length) g.selected = -1;
+      g.render();
+    }
+  }
+
+  function showDetails(g, node) {
+    var pane = $("wf-details");
+    pane.hidden = false;
+    $("det-name").textContent = node === 0 ? "all" : vt.names[vt.nameId[node]];
+    var v = g.value[node];
+    $("det-time").textContent = fmt(v) + " (" + pct(v, g.value[0]) + " of the graph)";
+    var list = $("det-classes");
+    list.textContent = "";
+    breakdown(node, MASKS.both).forEach(function (s) { list.appendChild(WF.el("li", "", s)); });
+    var path = [], p = node;
+    while (p > 0) { path.push(vt.names[vt.nameId[p]]); p = vt.parent[p]; }
+    var depth = path.length;
+    var shown = path.slice(0, 24).map(function (s) { return WF.cap(s, 160); });
+    if (depth > 24) shown.push("\u2026 " + (depth - 24) + " more frames to the root");
+    $("det-path").textContent = shown.join("\n");
+    $("det-depth").textContent = "depth " + depth;
+  }
+
+  /* ---- search ---- */
+  function runSearch() {
+    var out = $("search-out"), re = null;
+    $("search").value = state.q;
+    if (state.q) {
+      try { re = new RegExp(state.q); } catch (e) { out.textContent = "invalid regular expression"; }
+    }
+    var res = {};
+    for (var k in graphs) res[k] = graphs[k].search(re);
+    if (!re) { if (!state.q) out.textContent = ""; return; }
+    var m = res.main;
+    out.textContent = "Matched: " + pct(m.all, m.total) + " (" + fmt(m.all) + ")" +
+      (graphs.main.zoomNode > 0 ? ", " + pct(m.zoomed, m.zoomTotal) + " of the zoomed frame" : "") +
+      " \u00b7 on-CPU " + pct(res.on.all, res.on.total) + " \u00b7 off-CPU " + pct(res.off.all, res.off.total);
+  }
+
+  /* ---- state in the URL ---- */
+  function saveHash() {
+    var parts = ["view=" + state.view, "threads=" + state.threads];
+    if (state.q) parts.push("q=" + encodeURIComponent(state.q));
+    if (state.z.length) parts.push("z=" + state.z.join("."));
+    if (state.sel.length) parts.push("sel=" + state.sel.join("."));
+    history.replaceState(null, "", "#" + parts.join("&"));
+  }
+  function loadHash() {
+    var h = location.hash.replace(/^#/, "");
+    h.split("&").forEach(function (kv) {
+      var i = kv.indexOf("="), k = kv.slice(0, i), v = kv.slice(i + 1);
+      if (i < 0) return;
+      if (k === "view" && MASKS[v]) state.view = v;
+      else if (k === "threads" && /^(per|merged|group)$/.test(v)) state.threads = v;
+      else if (k === "q") { try { state.q = decodeURIComponent(v); } catch (e) { state.q = ""; } }
+      else if (k === "z" || k === "sel") {
+        state[k] = v ? v.split(".").map(Number).filter(function (x) {
+          return x >= 0 && x < base.names.length;
+        }) : [];
+      }
+    });
+  }
+  function syncControls() {
+    document.querySelectorAll("input[name=view]").forEach(function (r) { r.checked = r.value === state.view; });
+    document.querySelectorAll("input[name=threads]").forEach(function (r) { r.checked = r.value === state.threads; });
+  }
+
+  /* ---- controls ---- */
+  function setView(v) { state.view = v; syncControls(); rebuild(); saveHash(); }
+  function setThreads(v) { state.threads = v; state.z = []; state.sel = []; syncControls(); rebuild(); saveHash(); }
+  function reset() { state.z = []; state.sel = []; $("wf-details").hidden = true; applyZoom(); runSearch(); saveHash(); }
+  document.querySelectorAll("input[name=view]").forEach(function (r) {
+    r.addEventListener("change", function () { setView(r.value); });
+  });
+  document.querySelectorAll("input[name=threads]").forEach(function (r) {
+    r.addEventListener("change", function () { setThreads(r.value); });
+  });
+  $("reset").addEventListener("click", reset);
+  var timer = 0;
+  $("search").addEventListener("input", function () {
+    clearTimeout(timer);
+    timer = setTimeout(function () { state.q = $("search").value; runSearch(); saveHash(); }, 120);
+  });
+  $("search").addEventListener("keydown", function (e) {
+    if (e.key === "Enter") { clearTimeout(timer); state.q = $("search").value; runSearch(); saveHash(); }
+    if (e.key === "Escape") { $("search").blur(); }
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.target && (e.target.tagName === "INPUT" || e.ctrlKey || e.metaKey || e.altKey)) return;
+    var modes = ["per", "merged", "group"];
+    if (e.key === "/") { e.preventDefault(); $("search").focus(); }
+    else if (e.key === "Escape") { state.q = ""; reset(); }
+    else if (e.key === "r") reset();
+    else if (e.key === "u" && state.z.length) { state.z = state.z.slice(0, -1); applyZoom(); runSearch(); saveHash(); }
+    else if (e.key === "1") setView("both");
+    else if (e.key === "2") setView("on");
+    else if (e.key === "3") setView("off");
+    else if (e.key === "t") setThreads(modes[(modes.indexOf(state.threads) + 1) % 3]);
+  });
+  var resizeTimer = 0;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () { for (var k in graphs) graphs[k].render(); }, 100);
+  });
+  window.addEventListener("hashchange", function () { loadHash(); syncControls(); rebuild(); });
+
+  loadHash();
+  syncControls();
+  rebuild();
+  if (state.sel.length) showDetails(graphs.main, graphs.main.selected > 0 ? graphs.main.selected : 0);
+  window.wallflame = { graphs: graphs, state: state, search: function (q) {
+    state.q = q; runSearch(); saveHash(); return $("search-out").textContent;
+  }, zoomPath: function (names) {
+    var node = 0;
+    for (var i = 0; i < names.length; i++) {
+      var found = -1;
+      for (var j = kids.start[node]; j < kids.start[node + 1]; j++) {
+        if (vt.names[vt.nameId[kids.list[j]]] === names[i]) { found = kids.list[j]; break; }
+      }
+      if (found < 0) break;
+      node = found;
+    }
+    onClick(graphs.main, node);
+    return node;
+  } };
+})();

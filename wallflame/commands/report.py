@@ -1,0 +1,56 @@
+"""``wallflame report``: run directories, captures or folded files in; one report out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from wallflame.fold import FoldOptions
+from wallflame.output import print_losses
+from wallflame.report.exports import EXTENSION, FORMATS, format_for, write_report
+from wallflame.rundir import is_run_dir, load_inputs
+
+
+def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
+    if fmt == "txt":
+        return "-"
+    ext = EXTENSION[fmt or "html"]
+    if len(inputs) == 1 and is_run_dir(inputs[0]):
+        return str(Path(inputs[0]) / f"report{ext}")
+    return f"report{ext}"
+
+
+@click.command("report")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("-o", "--output", default=None, type=click.Path(allow_dash=True),
+              help="Where to write (default: RUN_DIR/report.html for one run directory, else "
+              "report.html; '-' is standard output).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Report format (default: from the output's suffix: .html .svg .txt .json "
+              ".speedscope.json .pb.gz .folded).")
+@click.option("--state", type=click.Choice(["all", "on", "off"]), default="all",
+              help="Keep only on-CPU or only off-CPU stacks.")
+@click.option("--unit", type=click.Choice(["samples", "ns", "us"]), default="samples",
+              help="Unit of plain folded input (bcc offcputime writes us).")
+@click.option("--title", default=None, help="Title of the report (default: the target).")
+def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state: str,
+            unit: str, title: str | None) -> None:
+    """Render run directories, captures or folded files as one report.
+
+    Several inputs are merged (for example the same service on several hosts). The HTML page is
+    self-contained: no network access, scripts allowed only by hash; it is written mode 0600
+    because it may hold command lines and symbol names of the target.
+    """
+    profile = load_inputs(inputs, FoldOptions(folded_unit=unit))
+    if state != "all":
+        profile = profile.on_cpu() if state == "on" else profile.off_cpu()
+    print_losses(profile.meta)
+    out = output or _default_output(inputs, fmt)
+    kind = format_for(out, fmt)
+    write_report(profile, kind, out, title)
+    if out != "-":
+        size = os.path.getsize(out)
+        click.echo(f"wallflame: wrote {out} ({kind}, {size / 1024:.0f} KiB, "
+                   f"{len(profile.stacks)} stacks, {len(profile.per_thread())} threads)", err=True)
