@@ -1,0 +1,194 @@
+"""Who holds the mutex a thread waits on, read without stopping anything.
+
+A thread blocked on a glibc ``pthread_mutex_t`` sits in ``futex`` (syscall 202 on x86-64) with
+the mutex's address as the first argument (``/proc/PID/task/TID/syscall``).  The mutex keeps its
+owner's tid at offset 8 (``__data.__owner``), read here through ``/proc/PID/mem``.  The futex
+word of a condition variable or semaphore is not a mutex; a value is only accepted as an owner
+when the lock word says "locked" and the tid is a live thread of the target.  A global lock is
+named by the symbol that contains its address, from the ELF mapped there (``nm``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+
+from wallflame.collect.safety import tool_env
+
+SYS_FUTEX_X86_64 = 202
+OWNER_OFFSET = 8
+
+
+class MemReader:
+    """Reads the target's memory through /proc/PID/mem (ptrace-read access, no stop)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+        except OSError:
+            self.fd = None
+
+    def read(self, addr: int, size: int) -> bytes | None:
+        if self.fd is None or addr <= 0:
+            return None
+        try:
+            data = os.pread(self.fd, size, addr)
+        except (OSError, OverflowError):
+            return None
+        return data if len(data) == size else None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def mutex_owner(mem: MemReader, addr: int, tids: set[int], waiter: int) -> int:
+    """The owner tid of the glibc mutex at ``addr``, or 0 if it does not look like one."""
+    data = mem.read(addr, OWNER_OFFSET + 4)
+    if data is None:
+        return 0
+    lock = struct.unpack_from("<i", data, 0)[0]
+    owner = struct.unpack_from("<i", data, OWNER_OFFSET)[0]
+    if lock == 0 or owner <= 0 or owner == waiter or owner not in tids:
+        return 0
+    return int(owner)
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    perms: str
+    offset: int
+    inode: int
+    path: str
+
+
+def parse_maps(text: str) -> list[Mapping]:
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5:
+            continue
+        try:
+            lo, hi = (int(x, 16) for x in parts[0].split("-", 1))
+            out.append(Mapping(lo, hi, parts[1], int(parts[2], 16), int(parts[4]),
+                               parts[5] if len(parts) > 5 else ""))
+        except ValueError:
+            continue
+    return out
+
+
+class Symbols:
+    """Address -> ``symbol`` for global data of the ELF files mapped in the target."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.maps: list[Mapping] = []
+        self.starts: list[int] = []
+        self.tables: dict[str, tuple[list[int], list[tuple[int, str]]]] = {}
+        self.nm = shutil.which("nm")
+        self.refresh()
+
+    def refresh(self) -> None:
+        try:
+            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="replace") as f:
+                self.maps = parse_maps(f.read())
+        except OSError:
+            self.maps = []
+        self.starts = [m.start for m in self.maps]
+
+    def _find(self, addr: int) -> int:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        return i if i >= 0 and addr < self.maps[i].end else -1
+
+    def _elf_for(self, addr: int) -> tuple[str, int] | None:
+        """(path, load bias) of the ELF whose image covers ``addr`` (its .bss included)."""
+        i = self._find(addr)
+        if i < 0:
+            self.refresh()
+            i = self._find(addr)
+            if i < 0:
+                return None
+        m = self.maps[i]
+        if not m.path.startswith("/"):
+            # .bss continues in an anonymous mapping right after the file's last mapping.
+            if i == 0 or self.maps[i - 1].end != m.start or not self.maps[i - 1].path \
+                    .startswith("/"):
+                return None
+            m = self.maps[i - 1]
+        path = m.path
+        first = min((x for x in self.maps if x.path == path and x.offset == 0),
+                    key=lambda x: x.start, default=None)
+        if first is None:
+            return None
+        return path, first.start if self._is_dyn(path) else 0
+
+    def _is_dyn(self, path: str) -> bool:
+        try:
+            with open(self._file(path), "rb") as f:
+                head = f.read(18)
+        except OSError:
+            return True
+        return len(head) == 18 and head[:4] == b"\x7fELF" and head[16] == 3
+
+    def _file(self, path: str) -> str:
+        inside = f"/proc/{self.pid}/root{path}"
+        return inside if os.path.exists(inside) else path
+
+    def _table(self, path: str) -> tuple[list[int], list[tuple[int, str]]]:
+        table = self.tables.get(path)
+        if table is not None:
+            return table
+        rows: list[tuple[int, int, str]] = []
+        if self.nm is not None:
+            for extra in ([], ["-D"]):
+                rows = _nm(self.nm, self._file(path), extra)
+                if rows:
+                    break
+        rows.sort()
+        table = ([r[0] for r in rows], [(r[1], r[2]) for r in rows])
+        self.tables[path] = table
+        return table
+
+    def name(self, addr: int) -> str:
+        """``0xADDR <symbol>`` (``<symbol+0xN>`` inside it) or ``0xADDR``."""
+        found = self._elf_for(addr)
+        if found is None:
+            return hex(addr)
+        path, bias = found
+        values, info = self._table(path)
+        vaddr = addr - bias
+        i = bisect.bisect_right(values, vaddr) - 1
+        if i < 0:
+            return hex(addr)
+        size, sym = info[i]
+        off = vaddr - values[i]
+        if off >= max(size, 1):
+            return hex(addr)
+        return f"{hex(addr)} <{sym}{f'+{hex(off)}' if off else ''}>"
+
+
+def _nm(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str]]:
+    try:
+        r = subprocess.run([nm, "--defined-only", "-S", *extra, path], capture_output=True,
+                           timeout=30, env=tool_env(), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    for raw in r.stdout.decode("utf-8", "replace").splitlines():
+        parts = raw.split(None, 3)
+        if len(parts) != 4 or parts[2] not in "BbDdRrVvGgSs":
+            continue
+        try:
+            rows.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+        except ValueError:
+            continue
+    return rows

@@ -1,0 +1,187 @@
+"""On-CPU (and scheduler) recording with ``perf record``; the raw data stays in ``raw/``.
+
+perf's exit code misleads (0 with zero samples, 143 with good data when the target exits
+during ``-- sleep N``, 137 and all data lost on SIGKILL), so success is judged from the data.
+Recording is split into one-second chunks (``--switch-output=1s``) so that a killed perf loses
+at most one chunk, bounded by ``-- sleep N``, and perf gets PR_SET_PDEATHSIG=SIGINT so that it
+ends (and writes its data) when wallflame dies.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from wallflame.collect.safety import spawn, stop_tool, tool_env
+from wallflame.errors import PermissionDenied, ToolError
+
+#: Bound of ``-- sleep N`` when collection has no duration (launch mode until the command
+#: exits); perf is stopped with SIGINT long before.
+UNBOUNDED_S = 7 * 24 * 3600
+
+_LOST = re.compile(r"lost (\d+) chunks", re.I)
+_LOST_PCT = re.compile(r"(\d+(?:\.\d+)?)% of events lost|lost (\d+(?:\.\d+)?)%", re.I)
+_LOST_EVENTS = re.compile(r"Processed (\d+) events and lost (\d+) chunks", re.I)
+
+
+def perf_path() -> str:
+    path = shutil.which("perf")
+    if path is None:
+        raise ToolError("perf is not installed", "apt-get install linux-perf")
+    return path
+
+
+def version() -> str:
+    try:
+        r = subprocess.run([perf_path(), "--version"], capture_output=True, text=True,
+                           timeout=20, env=tool_env(), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return r.stdout.strip()
+
+
+def supports_off_cpu() -> bool:
+    """``perf record --off-cpu`` needs perf built with BPF skeletons (Debian's 6.1 is not:
+    it ignores the option with a warning), so detect it rather than assume."""
+    try:
+        r = subprocess.run([perf_path(), "version", "--build-options"], capture_output=True,
+                           text=True, timeout=20, env=tool_env(), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(re.search(r"bpf_skeletons:\s*\[\s*on", r.stdout))
+
+
+@dataclass
+class PerfOptions:
+    """What to record.
+
+    freq_hz:    on-CPU sampling frequency of ``cpu-clock`` (``-F``).
+    call_graph: ``fp`` (frame pointers) or ``dwarf`` (copies user stack per sample).
+    sched:      also record ``sched:sched_switch`` with call chains plus ``--switch-events``
+                (exact off-CPU intervals, no ptrace).
+    off_cpu_bpf: use ``perf record --off-cpu`` (only when ``supports_off_cpu()``).
+    """
+
+    freq_hz: int = 997
+    call_graph: str = "fp"
+    sched: bool = False
+    off_cpu_bpf: bool = False
+
+
+def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | None) -> list[str]:
+    sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999))
+    cmd = [perf_path(), "record", "-e", "cpu-clock", "-F", str(opts.freq_hz)]
+    if opts.sched:
+        cmd += ["-e", "sched:sched_switch", "--switch-events"]
+    if opts.off_cpu_bpf:
+        cmd += ["--off-cpu"]
+    cmd += ["--call-graph", opts.call_graph, "-p", str(pid), "-o", str(out),
+            "--switch-output=1s", "--", "sleep", str(sleep_s)]
+    return cmd
+
+
+@dataclass
+class PerfRecorder:
+    """A running ``perf record`` and what it said."""
+
+    command: list[str]
+    raw_dir: Path
+    proc: subprocess.Popen[bytes] | None = None
+    stderr_path: Path = field(default_factory=Path)
+    returncode: int | None = None
+
+    def start(self, pid: int) -> None:
+        self.stderr_path = self.raw_dir / "perf-record.stderr"
+        err = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._err: IO[bytes] = err
+        try:
+            self.proc = spawn(self.command, signal.SIGINT, stdout=subprocess.DEVNULL,
+                              stderr=err, cwd=str(self.raw_dir))
+        except OSError as e:
+            err.close()
+            raise ToolError(f"cannot run perf: {e.strerror}", "apt-get install linux-perf") \
+                from None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def early_failure(self) -> None:
+        """Raise a clean error if perf died at once (permission, bad event, bad PID)."""
+        if self.proc is None or self.proc.poll() is None:
+            return
+        text = self.stderr_text()
+        if re.search(r"perf_event_paranoid|Permission denied|No permission|EACCES", text):
+            raise PermissionDenied(
+                "perf may not record this process (perf_event_paranoid)",
+                "sysctl -w kernel.perf_event_paranoid=1 (or grant CAP_PERFMON to the user), "
+                "or run as root")
+        if self.proc.returncode not in (0, 143) and not self.chunks():
+            first = next((ln for ln in text.splitlines() if ln.strip()), "no output")
+            raise ToolError(f"perf record failed ({self.proc.returncode}): {first}",
+                            "run wallflame doctor")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.returncode = stop_tool(self.proc, grace_s=10.0)
+        err = getattr(self, "_err", None)
+        if err is not None:
+            err.close()
+
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def chunks(self) -> list[Path]:
+        """The perf.data chunks written so far, oldest first (names end in a timestamp)."""
+        return sorted(p for p in self.raw_dir.glob("perf.data*") if p.is_file()
+                      and p.stat().st_size > 0)
+
+
+def lost_from_stderr(text: str) -> tuple[int, list[str]]:
+    """Lost chunk count and the lines saying so, from perf record's stderr."""
+    lost = 0
+    lines = []
+    for line in text.splitlines():
+        m = _LOST.search(line) or _LOST_EVENTS.search(line)
+        if m:
+            lost += int(m.groups()[-1])
+            lines.append(line.strip())
+        elif _LOST_PCT.search(line) or "lost" in line.lower():
+            lines.append(line.strip())
+    return lost, lines
+
+
+def script_command(chunk: Path, sched: bool) -> list[str]:
+    cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
+    if sched:
+        cmd.append("--show-switch-events")
+    return cmd
+
+
+def write_script(chunks: list[Path], out: IO[bytes], sched: bool, err: IO[bytes]) -> Iterator[
+        tuple[Path, int]]:
+    """Run ``perf script`` on each chunk in order, streaming its text into ``out``.
+
+    Yields ``(chunk, returncode)``; a chunk perf cannot read (truncated by a kill) yields a
+    non-zero code and is counted by the caller, never silently skipped.
+    """
+    for chunk in chunks:
+        try:
+            proc = subprocess.Popen(script_command(chunk, sched), stdout=subprocess.PIPE,
+                                    stderr=err, stdin=subprocess.DEVNULL, env=tool_env())
+        except OSError:
+            yield chunk, -1
+            continue
+        stdout = proc.stdout
+        assert stdout is not None
+        while block := stdout.read(1 << 16):
+            out.write(block)
+        yield chunk, proc.wait()

@@ -1,0 +1,314 @@
+"""Whole-process stack snapshots at a steady rate (the poor man's profiler), three backends.
+
+* ``eu-stack`` (elfutils): a fresh ``eu-stack -p PID`` per snapshot.  It attaches one thread at
+  a time (each thread stops for about a millisecond; the process as a whole never does), so a
+  snapshot is **not consistent across threads**: a lock holder's stack may be from a slightly
+  different instant than its waiter's.
+* ``gdb``: one gdb kept attached for the whole run (``collect.gdbmi``); every thread is stopped
+  together, so the snapshot is consistent.  The attach itself pauses the target while gdb reads
+  symbols (reported as ``attach_ms``).
+* ``gdb-batch``: a fresh ``gdb -batch`` per snapshot, the way pt-pmp does it, for parity.
+
+Any ptrace stop makes a blocked ``epoll_wait``, ``nanosleep``, ``read`` and friends in the target
+return early (EINTR or restart, see signal(7)); perf never does.  Before each dump every
+thread's /proc state, wait channel and system call are read without stopping anything, with the
+owner of a contended glibc mutex (``collect.mutex``).  The log is pt-pmp compatible: each dump
+is followed by a ``TS`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
+from wallflame.collect.mutex import SYS_FUTEX_X86_64, MemReader, Symbols, mutex_owner
+from wallflame.collect.safety import ensure_running, spawn, stop_tool
+from wallflame.collect.target import Target, read_threads
+from wallflame.errors import ToolError
+
+BACKENDS = ("eu-stack", "gdb", "gdb-batch")
+LOG_MAGIC = "# wallflame-snapshots 1"
+
+
+@dataclass
+class Dump:
+    text: str
+    pause_ms: float
+    span_ms: float
+    error: str = ""
+
+
+def _tool(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ToolError(f"{name} is not installed", f"apt-get install {package}")
+    return path
+
+
+class EuStackBackend:
+    name = "eu-stack"
+    consistent = False
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.exe = _tool("eu-stack", "elfutils")
+        self.commands = [[self.exe, "-p", str(pid)]]
+        self.attach_ms = 0.0
+
+    def start(self) -> None:
+        return None
+
+    def snapshot(self, timeout_s: float, threads: int,
+                 watch: Callable[[int], None] | None = None) -> Dump:
+        t0 = time.monotonic()
+        proc = spawn(self.commands[0], signal.SIGKILL, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE)
+        if watch is not None:
+            watch(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_tool(proc, grace_s=1.0)
+            out, err = proc.communicate()
+        span = (time.monotonic() - t0) * 1000
+        text = out.decode("utf-8", "replace")
+        error = "" if "TID " in text else err.decode("utf-8", "replace").strip()
+        # Each thread is stopped on its own; the mean per-thread stop is at most span/threads.
+        return Dump(text, span / max(threads, 1), span, error)
+
+    def close(self) -> None:
+        return None
+
+
+class GdbBatchBackend:
+    name = "gdb-batch"
+    consistent = True
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.exe = _tool("gdb", "gdb")
+        self.commands = [[self.exe, *GDB_HARDENING, "-batch", "-ex", "set pagination 0",
+                          "-ex", "set width 0", "-ex", "thread apply all bt", "-p", str(pid)]]
+        self.attach_ms = 0.0
+
+    def start(self) -> None:
+        return None
+
+    def snapshot(self, timeout_s: float, threads: int,
+                 watch: Callable[[int], None] | None = None) -> Dump:
+        t0 = time.monotonic()
+        proc = spawn(self.commands[0], signal.SIGKILL, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE)
+        if watch is not None:
+            watch(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_tool(proc, grace_s=1.0)
+            out, err = proc.communicate()
+        span = (time.monotonic() - t0) * 1000
+        text = out.decode("utf-8", "replace")
+        # gdb exits 0 when the attach fails: judge from the thread headers it printed.
+        error = "" if "\nThread " in "\n" + text else err.decode("utf-8", "replace").strip()
+        return Dump(text, span, span, error)
+
+    def close(self) -> None:
+        return None
+
+
+class GdbBackend:
+    name = "gdb"
+    consistent = True
+
+    def __init__(self, pid: int) -> None:
+        self.mi = GdbMI(_tool("gdb", "gdb"), pid)
+        self.commands = [self.mi.command()]
+        self.attach_ms = 0.0
+
+    def start(self, watch: Callable[[int], None] | None = None) -> None:
+        try:
+            self.attach_ms = self.mi.start()
+        except (GdbGone, TimeoutError) as e:
+            self.mi.close()
+            raise ToolError(f"gdb could not attach: {e}", "run wallflame doctor") from None
+        if watch is not None and self.mi.proc is not None:
+            watch(self.mi.proc.pid)
+
+    def snapshot(self, timeout_s: float, threads: int,
+                 watch: Callable[[int], None] | None = None) -> Dump:
+        t0 = time.monotonic()
+        try:
+            text, pause = self.mi.snapshot(timeout_s)
+        except (GdbGone, TimeoutError) as e:
+            span = (time.monotonic() - t0) * 1000
+            return Dump("", span, span, f"gdb: {e or 'timed out'}")
+        return Dump(text, pause, (time.monotonic() - t0) * 1000)
+
+    def close(self) -> None:
+        self.mi.close()
+
+
+Backend = EuStackBackend | GdbBackend | GdbBatchBackend
+
+
+def make_backend(name: str, pid: int) -> Backend:
+    if name == "eu-stack":
+        return EuStackBackend(pid)
+    if name == "gdb":
+        return GdbBackend(pid)
+    if name == "gdb-batch":
+        return GdbBatchBackend(pid)
+    raise ToolError(f"unknown pmp backend {name!r}", f"use one of {', '.join(BACKENDS)}")
+
+
+def ts_line(t_ns: int) -> str:
+    """pt-pmp's ``date +'TS %N.%s %F %T'``."""
+    secs, nanos = divmod(t_ns, 1_000_000_000)
+    return f"TS {nanos:09d}.{secs} " + time.strftime("%F %T", time.localtime(secs))
+
+
+class ProcReader:
+    """Per-thread /proc records with mutex owners, for ``# wallflame-proc`` lines."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.mem = MemReader(pid)
+        self.symbols = Symbols(pid)
+        self.names: dict[int, str] = {}
+
+    def lock_name(self, addr: int) -> str:
+        name = self.names.get(addr)
+        if name is None:
+            name = self.names[addr] = self.symbols.name(addr)
+        return name
+
+    def read(self) -> list[dict[str, Any]]:
+        threads = read_threads(self.pid)
+        tids = {t.tid for t in threads}
+        out = []
+        for t in threads:
+            rec = t.to_json()
+            if t.syscall == SYS_FUTEX_X86_64 and t.arg0:
+                owner = mutex_owner(self.mem, t.arg0, tids, t.tid)
+                if owner:
+                    rec["owner"] = owner
+                    rec["lock"] = self.lock_name(t.arg0)
+            out.append(rec)
+        return out
+
+    def close(self) -> None:
+        self.mem.close()
+
+
+@dataclass
+class PmpStats:
+    snapshots: int = 0
+    failed: int = 0
+    pauses_ms: list[float] = field(default_factory=list)
+    over_budget: int = 0
+    resumed: int = 0
+    errors: list[str] = field(default_factory=list)
+    rate_hz: float = 0.0
+    target_gone: bool = False
+
+    def pause_summary(self) -> dict[str, float | int]:
+        p = sorted(self.pauses_ms)
+        if not p:
+            return {"snapshots": 0, "median_ms": 0.0, "max_ms": 0.0, "total_ms": 0.0}
+        mid = len(p) // 2
+        median = p[mid] if len(p) % 2 else (p[mid - 1] + p[mid]) / 2
+        return {"snapshots": len(p), "median_ms": round(median, 3), "max_ms": round(p[-1], 3),
+                "total_ms": round(sum(p), 3)}
+
+
+class SnapshotLoop(threading.Thread):
+    """Takes snapshots until ``stop`` is set, the deadline passes or the target exits."""
+
+    def __init__(self, target: Target, backend: Backend, log: IO[str], rate_hz: float,
+                 max_pause_ms: float, stop: threading.Event,
+                 watch: Callable[[int], None] | None = None) -> None:
+        super().__init__(name="wallflame-pmp", daemon=True)
+        self.target = target
+        self.backend = backend
+        self.log = log
+        self.rate_hz = rate_hz
+        self.max_pause_ms = max_pause_ms
+        self.stop_event = stop
+        self.watch = watch
+        self.stats = PmpStats(rate_hz=rate_hz)
+        self.start_error: BaseException | None = None
+        self.started = threading.Event()
+
+    def run(self) -> None:
+        reader = ProcReader(self.target.pid)
+        try:
+            self._run(reader)
+        except BaseException as e:  # reported by the orchestrator, never lost
+            self.start_error = e
+        finally:
+            self.started.set()
+            try:
+                self.backend.close()
+            finally:
+                reader.close()
+
+    def _run(self, reader: ProcReader) -> None:
+        self.log.write(LOG_MAGIC + " " + json.dumps(
+            {"backend": self.backend.name, "pid": self.target.pid, "rate_hz": self.rate_hz},
+            sort_keys=True) + "\n")
+        if isinstance(self.backend, GdbBackend):
+            self.backend.start(self.watch)
+        self.started.set()
+        interval = 1.0 / self.rate_hz
+        timeout = max(5.0, 20 * self.max_pause_ms / 1000)
+        next_t = time.monotonic()
+        while not self.stop_event.is_set():
+            if not self.target.alive():
+                self.stats.target_gone = True
+                break
+            self._one(reader, timeout)
+            if self.stats.pauses_ms and self.stats.pauses_ms[-1] > self.max_pause_ms:
+                # G5: the pause is bounded.  Back off so the pause share stays small.
+                self.stats.over_budget += 1
+                interval = min(interval * 2, 10.0)
+                self.stats.rate_hz = 1.0 / interval
+            next_t += interval
+            now = time.monotonic()
+            if next_t < now:
+                next_t = now
+            self.stop_event.wait(next_t - now)
+
+    def _one(self, reader: ProcReader, timeout: float) -> None:
+        procs = reader.read()
+        t_ns = time.time_ns()
+        dump = self.backend.snapshot(timeout, len(procs), self.watch)
+        left = ensure_running(self.target.pid, self.target.start_ticks,
+                             self.target.stopped_at_start)
+        if left and not self.target.stopped_at_start:
+            self.stats.resumed += 1
+        if dump.error:
+            self.stats.failed += 1
+            if len(self.stats.errors) < 5:
+                self.stats.errors.append(dump.error.splitlines()[0][:300] if dump.error else "")
+            if not self.target.alive():
+                self.stats.target_gone = True
+            return
+        self.stats.snapshots += 1
+        self.stats.pauses_ms.append(dump.pause_ms)
+        w = self.log.write
+        w(dump.text if dump.text.endswith("\n") else dump.text + "\n")
+        for rec in procs:
+            w("# wallflame-proc " + json.dumps(rec, sort_keys=True) + "\n")
+        w("# wallflame-snapshot " + json.dumps(
+            {"t_ns": t_ns, "pause_ms": round(dump.pause_ms, 3), "span_ms": round(dump.span_ms, 3),
+             "consistent": self.backend.consistent}, sort_keys=True) + "\n")
+        w(ts_line(t_ns) + "\n")
+        self.log.flush()

@@ -1,0 +1,327 @@
+"""One collection, start to finish: tools started, watched, stopped, the target checked.
+
+``collect`` never parses a capture; it writes ``raw/`` and ``raw/capture.json`` (everything
+``wallflame.finish`` needs to build the run directory, so a run can be re-finished later).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from wallflame.collect import perf
+from wallflame.collect.memory import MemorySampler
+from wallflame.collect.pmp import BACKENDS, SnapshotLoop, make_backend
+from wallflame.collect.safety import Guard, ensure_running, spawn
+from wallflame.collect.target import Target, open_target, proc_name, tracer_of
+from wallflame.errors import InputError, TargetError
+
+OFF_CPU_MODES = ("pmp", "sched", "both", "none")
+CAPTURE = "capture.json"
+SNAPSHOT_LOG = "snapshots.log"
+
+
+@dataclass
+class CollectOptions:
+    """How to collect (the defaults are explained, with measurements, in the README).
+
+    duration_s:   collection window; ``None`` in launch mode means "until the command exits".
+    off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.
+    pmp_backend:  ``eu-stack`` (default: lowest pause), ``gdb`` (persistent), ``gdb-batch``.
+    pmp_rate_hz:  snapshots per second.
+    freq_hz:      perf on-CPU sampling frequency.
+    call_graph:   perf unwinding (on-CPU samples and scheduler stacks), ``fp`` or ``dwarf``.
+                  Frame pointers lose the caller of a blocking glibc function in scheduler
+                  stacks (glibc has none); a per-event DWARF term for ``sched_switch`` alone
+                  was measured to unwind only the leaf with perf 6.1, so it is all or none.
+    max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
+    """
+
+    duration_s: float | None = 10.0
+    off_cpu: str = "both"
+    pmp_backend: str = "eu-stack"
+    pmp_rate_hz: float = 10.0
+    freq_hz: int = 997
+    call_graph: str = "fp"
+    max_pause_ms: float = 50.0
+
+
+@dataclass
+class Progress:
+    elapsed_s: float = 0.0
+    chunks: int = 0
+    snapshots: int = 0
+    pause_ms: float = 0.0
+    failed: int = 0
+
+
+@dataclass
+class Collection:
+    """What happened, for ``raw/capture.json`` and the command's summary line."""
+
+    options: dict[str, Any]
+    target: dict[str, Any] = field(default_factory=dict)
+    commands: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+    window: dict[str, Any] = field(default_factory=dict)
+    pmp: dict[str, Any] = field(default_factory=dict)
+    perf: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    ended_by: str = ""
+    launched: dict[str, Any] = field(default_factory=dict)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+
+def _version(cmd: list[str]) -> str:
+    if shutil.which(cmd[0]) is None:
+        return ""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False,
+                           env={**os.environ, "DEBUGINFOD_URLS": ""})
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (r.stdout or r.stderr).strip().splitlines()[0] if (r.stdout or r.stderr) else ""
+
+
+def tool_versions() -> dict[str, str]:
+    return {"perf": _version(["perf", "--version"]), "gdb": _version(["gdb", "--version"]),
+            "eu-stack": _version(["eu-stack", "--version"]), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def prepare_dir(out: Path) -> Path:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out}: already exists and is not an empty directory",
+                         "choose a new run directory with -o")
+    raw = out / "raw"
+    try:
+        raw.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create: {e.strerror}", "check the path") from None
+    return raw
+
+
+class _Stop:
+    """SIGINT, SIGTERM and SIGHUP end collection early; everything collected is kept."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+        self.signal: int = 0
+        self.old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self.old[s] = signal.signal(s, self._handler)
+        return self
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.signal = self.signal or signum
+        self.event.set()
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
+def launch(command: Sequence[str], raw: Path) -> subprocess.Popen[bytes]:
+    """Start the command to profile (no shell); its output passes through."""
+    try:
+        return subprocess.Popen(list(command))
+    except OSError as e:
+        raise TargetError(f"cannot run {command[0]!r}: {e.strerror}",
+                          "check the command and its path") from None
+
+
+def collect(out: Path, opts: CollectOptions, pid: int | None = None,
+            command: Sequence[str] | None = None,
+            progress: Callable[[Progress], None] | None = None) -> Collection:
+    if opts.off_cpu not in OFF_CPU_MODES:
+        raise InputError(f"unknown --off-cpu {opts.off_cpu!r}", "use pmp, sched, both or none")
+    if opts.pmp_backend not in BACKENDS:
+        raise InputError(f"unknown --pmp-backend {opts.pmp_backend!r}",
+                         f"use one of {', '.join(BACKENDS)}")
+    if pid is not None:
+        target = open_target(pid)  # before anything is written or started
+    perf.perf_path()
+    raw = prepare_dir(out)
+    col = Collection(options=asdict(opts), tools=tool_versions())
+    child: subprocess.Popen[bytes] | None = None
+    if command:
+        child = launch(command, raw)
+        col.launched = {"command": list(command), "pid": child.pid}
+        target = open_target(child.pid, allow_own_child=True)
+    col.target = target.identity()
+    if target.stopped_at_start:
+        col.warn(f"PID {target.pid} was stopped (state T) when collection began; it stays "
+                 "stopped")
+    stop = threading.Event()
+    guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
+    try:
+        with _Stop(stop) as stopper:
+            _run(target, opts, raw, col, stop, guard, child, progress)
+            if stopper.signal:
+                col.ended_by = signal.Signals(stopper.signal).name
+    finally:
+        _final_check(target, col)
+        guard.close()
+        if child is not None:
+            _end_child(child, col)
+    (raw / CAPTURE).write_text(json.dumps(asdict(col), indent=1, sort_keys=True) + "\n",
+                               encoding="utf-8")
+    return col
+
+
+def _perf_options(opts: CollectOptions) -> perf.PerfOptions:
+    sched = opts.off_cpu in ("sched", "both")
+    # perf --off-cpu (BPF) would duplicate sched_switch intervals; its support is recorded.
+    return perf.PerfOptions(opts.freq_hz, opts.call_graph, sched, False)
+
+
+def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
+         stop: threading.Event, guard: Guard, child: subprocess.Popen[bytes] | None,
+         progress: Callable[[Progress], None] | None) -> None:
+    popts = _perf_options(opts)
+    mem = MemorySampler(target.pid, stop)
+    recorder = perf.PerfRecorder(perf.record_command(target.pid, raw / "perf.data", popts,
+                                                     opts.duration_s), raw)
+    col.commands["perf_record"] = recorder.command
+    col.commands["perf_script"] = perf.script_command(Path("raw/perf.data.<chunk>"),
+                                                      popts.sched)
+    loop: SnapshotLoop | None = None
+    log = None
+    t_start = time.time_ns()
+    m_start = time.monotonic()
+    try:
+        recorder.start(target.pid)
+        if recorder.proc is not None:
+            guard.watch(recorder.proc.pid)
+        mem.start()
+        if opts.off_cpu in ("pmp", "both"):
+            backend = make_backend(opts.pmp_backend, target.pid)
+            col.commands["pmp"] = backend.commands
+            log = open(raw / SNAPSHOT_LOG, "w", encoding="utf-8")  # noqa: SIM115
+            loop = SnapshotLoop(target, backend, log, opts.pmp_rate_hz, opts.max_pause_ms, stop,
+                                guard.watch)
+            loop.start()
+            loop.started.wait(120)
+            if loop.start_error is not None:
+                raise loop.start_error
+        time.sleep(0.3)
+        recorder.early_failure()
+        _wait(target, opts, col, stop, child, recorder, loop, m_start, progress)
+    finally:
+        t_end = time.time_ns()
+        stop.set()
+        if loop is not None:
+            loop.join(30)
+        recorder.stop()
+        mem.join(5)
+        if log is not None:
+            log.close()
+        col.window = {"start_ns": t_start, "end_ns": t_end, "window_ns": t_end - t_start}
+        _record_results(col, recorder, loop, mem)
+    if loop is not None and loop.start_error is not None:
+        raise loop.start_error
+
+
+def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading.Event,
+          child: subprocess.Popen[bytes] | None, recorder: perf.PerfRecorder,
+          loop: SnapshotLoop | None, m_start: float,
+          progress: Callable[[Progress], None] | None) -> None:
+    deadline = None if opts.duration_s is None else m_start + opts.duration_s
+    while not stop.is_set():
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            col.ended_by = col.ended_by or "duration"
+            return
+        if child is not None and child.poll() is not None:
+            col.ended_by = "command exited"
+            return
+        if not target.alive():
+            col.ended_by = "target exited"
+            if child is None:
+                col.warn(f"PID {target.pid} exited during collection; kept what was "
+                         "collected until then")
+            return
+        if loop is not None and not loop.is_alive() and loop.start_error is not None:
+            return
+        if progress is not None:
+            st = loop.stats if loop is not None else None
+            progress(Progress(now - m_start, len(recorder.chunks()),
+                              st.snapshots if st else 0,
+                              sum(st.pauses_ms) if st else 0.0, st.failed if st else 0))
+        stop.wait(0.25 if deadline is None else min(0.25, max(deadline - now, 0.0)))
+    col.ended_by = col.ended_by or "signal"
+
+
+def _record_results(col: Collection, recorder: perf.PerfRecorder, loop: SnapshotLoop | None,
+                    mem: MemorySampler) -> None:
+    text = recorder.stderr_text()
+    lost, lines = perf.lost_from_stderr(text)
+    col.perf = {"returncode": recorder.returncode, "chunks": [p.name for p in recorder.chunks()],
+                "lost_chunks": lost, "lost_lines": lines[:20],
+                "sched": any(a.startswith("sched:sched_switch") for a in recorder.command),
+                "off_cpu_bpf_supported": perf.supports_off_cpu()}
+    if loop is not None:
+        st = loop.stats
+        col.pmp = {"backend": loop.backend.name, "consistent": loop.backend.consistent,
+                   "snapshots": st.snapshots, "failed": st.failed, "errors": st.errors,
+                   "over_budget": st.over_budget, "resumed": st.resumed,
+                   "rate_hz": loop.rate_hz, "final_rate_hz": round(st.rate_hz, 3),
+                   "attach_ms": round(loop.backend.attach_ms, 3),
+                   "pause": st.pause_summary()}
+        if st.over_budget:
+            col.warn(f"{st.over_budget} snapshots paused the target longer than "
+                     f"--max-pause-ms; the snapshot rate was lowered to {st.rate_hz:.2f}/s")
+        if st.resumed:
+            col.warn(f"threads were found stopped after {st.resumed} snapshots and were "
+                     "resumed (SIGCONT)")
+        if st.failed:
+            col.warn(f"{st.failed} snapshots failed: {'; '.join(st.errors[:2])}")
+    col.memory = mem.result()
+
+
+def _final_check(target: Target, col: Collection) -> None:
+    """G1: after everything stopped, no thread is left stopped or traced by us."""
+    left = ensure_running(target.pid, target.start_ticks, target.stopped_at_start)
+    if left and not target.stopped_at_start:
+        col.warn(f"{len(left)} threads were left stopped after collection and were resumed")
+    tracer = tracer_of(target.pid)
+    if tracer:
+        col.warn(f"PID {target.pid} is traced by PID {tracer} ({proc_name(tracer)}) after "
+                 "collection")
+
+
+def _end_child(child: subprocess.Popen[bytes], col: Collection) -> None:
+    """Launch mode: when collection ended first, the command is asked to end (SIGTERM)."""
+    if child.poll() is None:
+        try:
+            child.send_signal(signal.SIGTERM)
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            col.warn(f"the command (PID {child.pid}) did not end within 10 s of SIGTERM; "
+                     "left running")
+        except ProcessLookupError:
+            pass
+    col.launched["returncode"] = child.returncode
+
+
+__all__ = ["CollectOptions", "Collection", "collect", "spawn"]

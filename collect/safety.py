@@ -1,0 +1,190 @@
+"""Never harm the target: how tools are started, stopped and cleaned up after.
+
+Measured facts behind each rule (RELIABILITY.md):
+
+* SIGTERM to a gdb that is mid-backtrace left the target stopped in about half the trials;
+  SIGINT and SIGKILL never did.  Tools are stopped with SIGINT, then SIGKILL, never SIGTERM.
+* A tracer that dies between PTRACE_ATTACH and reaping the attach-SIGSTOP leaves the threads
+  stopped (state ``T``); SIGCONT recovers them.  After every capture every thread's state is
+  checked, and a target that was not stopped before we came is resumed.  A target that was
+  already stopped is never resumed.
+* Every tool gets PR_SET_PDEATHSIG, and a small guard process (its own session, so a terminal's
+  Ctrl-C does not reach it) outlives a SIGKILLed wallflame: when its pipe from wallflame closes
+  without a clean ``done``, it stops the tools that are left and resumes the target if needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+from wallflame.collect.target import STOPPED, read_stat, thread_states, tracer_of
+
+_PR_SET_PDEATHSIG = 1
+
+#: Environment for every tool: no debuginfod (it can stall for 90 s), C locale for parsing.
+TOOL_ENV_OVERRIDES = {"DEBUGINFOD_URLS": "", "LC_ALL": "C", "LANG": "C"}
+
+
+def tool_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(TOOL_ENV_OVERRIDES)
+    return env
+
+
+def _death_signal_preexec(sig: int) -> Callable[[], None]:
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), sig)
+        # A tool never gets the terminal's Ctrl-C directly: wallflame decides how to stop it.
+        os.setpgid(0, 0)
+
+    return preexec
+
+
+def spawn(args: Sequence[str], death_signal: int, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start a tool (no shell) that receives ``death_signal`` if the spawning thread dies."""
+    kwargs.setdefault("env", tool_env())
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.Popen(list(args), preexec_fn=_death_signal_preexec(death_signal),
+                            **kwargs)
+
+
+def stop_tool(proc: subprocess.Popen[Any], grace_s: float = 2.0) -> int | None:
+    """Stop a tool with SIGINT, then SIGKILL after ``grace_s``; never SIGTERM.  Returns its
+    exit status."""
+    if proc.poll() is not None:
+        return proc.returncode
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    try:
+        return proc.wait(5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def stopped_threads(pid: int) -> list[int]:
+    return [tid for tid, s in thread_states(pid).items() if s == STOPPED]
+
+
+def ensure_running(pid: int, start_ticks: int, stopped_before: bool) -> list[int]:
+    """After a capture: if threads are left stopped and the target was running when we came,
+    send SIGCONT.  Returns the tids found stopped (empty: nothing to do)."""
+    st = read_stat(pid)
+    if st is None or st.start_ticks != start_ticks:
+        return []
+    stopped = stopped_threads(pid)
+    if stopped and not stopped_before:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            return []
+    return stopped
+
+
+class Guard:
+    """The parent side of the guard process (see the module docstring)."""
+
+    def __init__(self, pid: int, start_ticks: int, stopped_before: bool) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "wallflame.collect.safety", str(pid), str(start_ticks),
+                 "1" if stopped_before else "0", str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True)
+        except OSError:
+            self.proc = None
+
+    def _send(self, line: str) -> None:
+        if self.proc is None or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def watch(self, tool_pid: int) -> None:
+        """Tell the guard about a tool to stop if wallflame dies."""
+        st = read_stat(tool_pid)
+        if st is not None:
+            self._send(f"tool {tool_pid} {st.start_ticks}")
+
+    def close(self) -> None:
+        """Clean end: the guard checks the target once more and exits."""
+        if self.proc is None:
+            return
+        self._send("done")
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+
+
+def _alive(pid: int, start_ticks: int) -> bool:
+    st = read_stat(pid)
+    return st is not None and st.start_ticks == start_ticks and st.state not in "ZX"
+
+
+def _guard_main(argv: list[str], stdin: IO[bytes]) -> int:
+    pid, start_ticks, stopped_before = int(argv[0]), int(argv[1]), argv[2] == "1"
+    tools: list[tuple[int, int]] = []
+    clean = False
+    for raw in stdin:
+        parts = raw.decode("ascii", "replace").split()
+        if parts[:1] == ["tool"] and len(parts) == 3:
+            tools.append((int(parts[1]), int(parts[2])))
+        elif parts[:1] == ["done"]:
+            clean = True
+    # wallflame ended (cleanly or killed).  Stop any tool it left: SIGINT, then SIGKILL.
+    live = [(p, s) for p, s in tools if _alive(p, s)]
+    if live and not clean:
+        for p, _ in live:
+            _signal(p, signal.SIGINT)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(_alive(p, s) for p, s in live):
+            time.sleep(0.05)
+        for p, s in live:
+            if _alive(p, s):
+                _signal(p, signal.SIGKILL)
+    # Wait until no tracer of ours is attached, then resume the target if we left it stopped.
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        tracer = tracer_of(pid)
+        if not tracer or not any(p == tracer for p, _ in tools):
+            break
+        time.sleep(0.05)
+    for _ in range(3):
+        ensure_running(pid, start_ticks, stopped_before)
+        time.sleep(0.05)
+    return 0
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    sys.exit(_guard_main(sys.argv[1:], sys.stdin.buffer))

@@ -1,0 +1,247 @@
+"""The target process as /proc shows it: identity, threads and their kernel states.
+
+Everything here reads /proc without stopping anything.  ``stat`` is split at the **last** ``)``
+because ``comm`` may hold spaces, brackets and parentheses of its own.  A PID is identified by
+its start time (field 22 of ``stat``) so that a reused PID is detected instead of profiled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+from wallflame.errors import PermissionDenied, TargetError
+
+#: Kernel states that mean "stopped" (job control) and "stopped by a tracer".
+STOPPED = "T"
+TRACED = "t"
+
+# Flag of a kernel thread in /proc/PID/stat field 9 (include/linux/sched.h PF_KTHREAD).
+_PF_KTHREAD = 0x00200000
+
+
+@dataclass(frozen=True)
+class Stat:
+    """The fields of /proc/PID[/task/TID]/stat that collection needs."""
+
+    comm: str
+    state: str
+    ppid: int
+    flags: int
+    start_ticks: int
+
+
+def parse_stat(text: str) -> Stat:
+    """Parse one stat line; ``comm`` is everything between the first ``(`` and the last ``)``."""
+    open_ = text.find("(")
+    close = text.rfind(")")
+    if open_ < 0 or close < open_:
+        raise ValueError("malformed stat line")
+    comm = text[open_ + 1:close]
+    rest = text[close + 2:].split()
+    # rest[0] is field 3 (state); field N is rest[N - 3].
+    if len(rest) < 20:
+        raise ValueError("short stat line")
+    return Stat(comm, rest[0], int(rest[1]), int(rest[6]), int(rest[19]))
+
+
+def read_text(path: str) -> str | None:
+    """A /proc file's text, or ``None`` if the process or thread is gone."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except PermissionError:
+        raise
+    except OSError:
+        return None
+
+
+def read_stat(pid: int, tid: int | None = None) -> Stat | None:
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return parse_stat(text)
+    except ValueError:
+        return None
+
+
+def status_field(pid: int, name: str, tid: int | None = None) -> str | None:
+    path = f"/proc/{pid}/status" if tid is None else f"/proc/{pid}/task/{tid}/status"
+    text = read_text(path)
+    if text is None:
+        return None
+    prefix = name + ":"
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+    return None
+
+
+def tracer_of(pid: int, tid: int | None = None) -> int:
+    value = status_field(pid, "TracerPid", tid)
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def list_tids(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+    except OSError:
+        return []
+
+
+def thread_states(pid: int) -> dict[int, str]:
+    """tid -> kernel state letter for every thread that still exists."""
+    out: dict[int, str] = {}
+    for tid in list_tids(pid):
+        st = read_stat(pid, tid)
+        if st is not None:
+            out[tid] = st.state
+    return out
+
+
+def proc_name(pid: int) -> str:
+    st = read_stat(pid)
+    return st.comm if st else "?"
+
+
+@dataclass
+class Target:
+    """A process identified by PID *and* start time."""
+
+    pid: int
+    start_ticks: int
+    comm: str
+    exe: str = ""
+    cmdline: list[str] = field(default_factory=list)
+    stopped_at_start: bool = False
+
+    def alive(self) -> bool:
+        """True while the same process (not a reused PID) exists and is not a zombie."""
+        st = read_stat(self.pid)
+        return st is not None and st.start_ticks == self.start_ticks and st.state not in "ZX"
+
+    def reused(self) -> bool:
+        st = read_stat(self.pid)
+        return st is not None and st.start_ticks != self.start_ticks
+
+    def threads(self) -> list[int]:
+        return list_tids(self.pid)
+
+    def identity(self) -> dict[str, object]:
+        return {"pid": self.pid, "start_ticks": self.start_ticks, "comm": self.comm,
+                "exe": self.exe, "cmdline": self.cmdline,
+                "stopped_at_start": self.stopped_at_start}
+
+
+def _own_tree() -> set[int]:
+    """Our own PID and our ancestors: never a target."""
+    out = {os.getpid()}
+    pid = os.getppid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        st = read_stat(pid)
+        if st is None:
+            break
+        pid = st.ppid
+    return out
+
+
+def open_target(pid: int, allow_own_child: bool = False) -> Target:
+    """Check that ``pid`` is a profilable user process and pin its identity.
+
+    Raises ``TargetError`` for a missing PID, a zombie, a kernel thread, PID 1, our own process
+    tree, or a process already traced by another (named) tracer.
+    """
+    if pid <= 0:
+        raise TargetError(f"invalid PID {pid}", "give the PID of a running process")
+    if pid == 1:
+        raise TargetError("refusing to profile PID 1 (init): stopping it even briefly can hang "
+                          "the machine", "profile a service process instead")
+    if pid in _own_tree() and not allow_own_child:
+        raise TargetError(f"PID {pid} is wallflame itself or one of its parents",
+                          "give the PID of another process")
+    try:
+        st = read_stat(pid)
+    except PermissionError:
+        raise PermissionDenied(f"cannot read /proc/{pid}/stat", "run as the target's user or "
+                               "as root") from None
+    if st is None:
+        raise TargetError(f"no process with PID {pid}", "check the PID (ps -e)")
+    if st.state in ("Z", "X"):
+        raise TargetError(f"PID {pid} ({st.comm}) is a zombie: it has exited and waits for "
+                          "its parent", "profile a live process")
+    if st.flags & _PF_KTHREAD:
+        raise TargetError(f"PID {pid} ({st.comm}) is a kernel thread: it has no user stacks",
+                          "profile a user process; for kernel work use perf record -a")
+    tracer = tracer_of(pid)
+    if tracer and tracer != os.getpid():
+        raise TargetError(f"PID {pid} ({st.comm}) is already traced by PID {tracer} "
+                          f"({proc_name(tracer)})",
+                          f"detach that debugger or tracer first (PID {tracer})")
+    exe = ""
+    with contextlib.suppress(OSError):
+        exe = os.readlink(f"/proc/{pid}/exe")
+    raw = read_text(f"/proc/{pid}/cmdline") or ""
+    cmdline = [a for a in raw.split("\0") if a]
+    states = thread_states(pid)
+    stopped = bool(states) and all(s == STOPPED for s in states.values())
+    return Target(pid, st.start_ticks, st.comm, exe, cmdline, stopped)
+
+
+@dataclass
+class ThreadProc:
+    """What /proc says about one thread at one instant (a ``# wallflame-proc`` record)."""
+
+    tid: int
+    comm: str
+    state: str
+    wchan: str
+    syscall: int  # -1: not in a system call, -2: running or unknown
+    arg0: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"tid": self.tid, "comm": self.comm, "state": self.state, "wchan": self.wchan,
+                "syscall": self.syscall, "arg0": hex(self.arg0)}
+
+
+def parse_syscall(text: str) -> tuple[int, int]:
+    """``/proc/.../syscall``: ``NR arg0 ... sp pc``, ``-1 sp pc``, or ``running``."""
+    parts = text.split()
+    if not parts or parts[0] == "running":
+        return -2, 0
+    try:
+        nr = int(parts[0])
+        arg0 = int(parts[1], 16) if nr >= 0 and len(parts) > 1 else 0
+    except ValueError:
+        return -2, 0
+    return nr, arg0
+
+
+def read_thread(pid: int, tid: int) -> ThreadProc | None:
+    base = f"/proc/{pid}/task/{tid}"
+    st = read_stat(pid, tid)
+    if st is None:
+        return None
+    wchan = (read_text(base + "/wchan") or "").strip()
+    try:
+        nr, arg0 = parse_syscall(read_text(base + "/syscall") or "")
+    except PermissionError:
+        nr, arg0 = -2, 0
+    return ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr, arg0)
+
+
+def read_threads(pid: int) -> list[ThreadProc]:
+    out = []
+    for tid in list_tids(pid):
+        t = read_thread(pid, tid)
+        if t is not None:
+            out.append(t)
+    return out

@@ -1,0 +1,105 @@
+"""``wallflame collect``: profile a running process or a command into a run directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from wallflame.collect.pmp import BACKENDS
+from wallflame.collect.run import OFF_CPU_MODES, CollectOptions, Progress, collect
+from wallflame.errors import InputError
+from wallflame.finish import finish
+from wallflame.output import print_losses
+
+_DEFAULTS = CollectOptions()
+
+
+def _progress_printer() -> tuple[object, object]:
+    """A live one-line status on a terminal (rich); nothing on a pipe."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    live = Live(Text(""), console=Console(stderr=True), refresh_per_second=4, transient=True)
+
+    def show(p: Progress) -> None:
+        live.update(Text(f"collecting {p.elapsed_s:5.1f}s  perf chunks {p.chunks}  "
+                         f"snapshots {p.snapshots}  pause {p.pause_ms:.0f} ms  "
+                         f"failed {p.failed}"))
+
+    return live, show
+
+
+@click.command("collect", context_settings={"ignore_unknown_options": False})
+@click.option("-p", "--pid", type=int, default=None, help="Attach to this running process.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
+              help="Run directory to create (must not exist, or be empty).")
+@click.option("-d", "--duration", type=float, default=None,
+              help="Seconds to collect (default: 10 with --pid; until the command exits "
+              "when launching one).")
+@click.option("--off-cpu", type=click.Choice(OFF_CPU_MODES), default=_DEFAULTS.off_cpu,
+              show_default=True,
+              help="Off-CPU evidence: stack snapshots (pmp), scheduler events (sched), both "
+              "(exact times from the scheduler, locks and holders from snapshots) or none.")
+@click.option("--pmp-backend", type=click.Choice(BACKENDS), default=_DEFAULTS.pmp_backend,
+              show_default=True,
+              help="Snapshot tool: eu-stack (lowest pause, threads stopped one at a time), gdb "
+              "(one gdb kept attached, consistent snapshots), gdb-batch (a gdb per snapshot, "
+              "like pt-pmp). Any ptrace stop makes blocked calls such as epoll_wait in the "
+              "target return early (EINTR); perf and sched never do.")
+@click.option("--pmp-rate", type=float, default=_DEFAULTS.pmp_rate_hz, show_default=True,
+              help="Snapshots per second.")
+@click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
+              help="perf on-CPU sampling frequency (Hz).")
+@click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
+              default=_DEFAULTS.call_graph, show_default=True,
+              help="perf stack unwinding: frame pointers (cheap) or DWARF (keeps frames of "
+              "code without frame pointers, such as glibc; costs more).")
+@click.option("--max-pause-ms", type=float, default=_DEFAULTS.max_pause_ms, show_default=True,
+              help="A snapshot pausing the target longer than this halves the snapshot rate.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
+            pmp_rate: float, freq: int, call_graph: str, max_pause_ms: float,
+            command: tuple[str, ...]) -> None:
+    """Collect on-CPU and off-CPU evidence into a run directory.
+
+    \b
+      wallflame collect --pid PID --duration S -o RUN_DIR
+      wallflame collect -o RUN_DIR [--duration S] -- CMD ARGS...
+
+    Ctrl-C or SIGTERM ends collection early and keeps everything collected so far.
+    """
+    if (pid is None) == (not command):
+        raise InputError("give either --pid PID or a command after --",
+                         "wallflame collect --pid 1234 -o run, or: "
+                         "wallflame collect -o run -- ./app")
+    if pmp_rate <= 0 or freq <= 0 or (duration is not None and duration <= 0):
+        raise InputError("--pmp-rate, -F and --duration must be positive")
+    opts = CollectOptions(duration_s=duration if duration is not None else
+                          (10.0 if pid is not None else None),
+                          off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
+                          freq_hz=freq, call_graph=call_graph,
+                          max_pause_ms=max_pause_ms)
+    live, show = _progress_printer()
+    if live is None:
+        what = f"PID {pid}" if pid is not None else " ".join(command)
+        click.echo(f"wallflame: collecting from {what} into {out}", err=True)
+    try:
+        if live is not None:
+            live.__enter__()  # type: ignore[attr-defined]
+        col = collect(Path(out), opts, pid=pid, command=list(command) or None,
+                      progress=show)  # type: ignore[arg-type]
+    finally:
+        if live is not None:
+            live.__exit__(None, None, None)  # type: ignore[attr-defined]
+    profile = finish(out)
+    print_losses(profile.meta)
+    pause = (col.pmp or {}).get("pause") or {}
+    click.echo(f"wallflame: wrote {out} ({col.window.get('window_ns', 0) / 1e9:.1f} s, "
+               f"ended by {col.ended_by}, {len(col.perf.get('chunks', []))} perf chunks, "
+               f"{pause.get('snapshots', 0)} snapshots, pause median "
+               f"{pause.get('median_ms', 0)} ms)", err=True)

@@ -1,0 +1,208 @@
+"""A finished raw capture -> the run directory's folded files, meta.json and summary.json.
+
+Reads only ``RUN/raw/`` (with ``raw/capture.json`` written by ``collect``), so a run can be
+finished again later (``finish(run_dir)``) with newer folders.
+
+Which evidence gives off-CPU time:
+
+* ``pmp``: the snapshots (statistical: each blocked thread's snapshot weighs the time since its
+  previous one), with lock identity and holders.
+* ``sched`` and ``both``: the scheduler's switch-out/switch-in intervals (exact).  With
+  ``both`` the snapshots still name the locks and their holders: each thread's exact mutex wait
+  is split over the (lock, holder) pairs its snapshots saw, in the proportions they saw them,
+  and the holders table is scaled the same way.  The merged view never counts a blocked
+  interval twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from wallflame import rundir
+from wallflame.errors import InputError, WallflameError
+from wallflame.fold import FoldOptions, fold_file
+from wallflame.folded import write_folded
+from wallflame.output import open_output
+from wallflame.profile import OFF, Profile
+
+CAPTURE = "capture.json"
+SNAPSHOT_LOG = "snapshots.log"
+PERF_SCRIPT = "perf.script"
+
+
+def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
+    try:
+        return fold_file(str(path), FoldOptions(), fmt)
+    except WallflameError as e:
+        profile_meta_warn.append(f"{path.name}: could not be folded: {e.format_message()}")
+        return None
+
+
+def perf_script(raw: Path, sched: bool, warnings: list[str]) -> tuple[Path | None, int]:
+    """``perf script`` of every chunk, in order, into ``raw/perf.script``; unreadable chunks
+    (a perf killed mid-write) are counted."""
+    from wallflame.collect import perf
+
+    chunks = sorted(p for p in raw.glob("perf.data*") if p.is_file() and p.stat().st_size > 0)
+    if not chunks:
+        return None, 0
+    out = raw / PERF_SCRIPT
+    bad = 0
+    with open(out, "wb") as f, open(raw / "perf-script.stderr", "wb") as err:
+        for chunk, code in perf.write_script(chunks, f, sched, err):
+            if code != 0:
+                bad += 1
+                warnings.append(f"perf script could not read {chunk.name} (exit {code})")
+    return out, bad
+
+
+def split_locks(sched_off: Profile, pmp: Profile) -> Profile:
+    """Exact scheduler off-CPU time, with mutex waits attributed to locks and holders in the
+    proportions the snapshots saw them (see the module docstring)."""
+    seen: defaultdict[int, defaultdict[tuple[str, int], int]] = defaultdict(
+        lambda: defaultdict(int))
+    for k, w in pmp.stacks.items():
+        if k.state == OFF and k.wait == "mutex" and k.lock:
+            seen[k.tid][(k.lock, k.holder)] += w
+    out = Profile(meta=sched_off.meta)
+    exact_by_lock: defaultdict[str, int] = defaultdict(int)
+    for k, w in sched_off.stacks.items():
+        shares = seen.get(k.tid) if k.state == OFF and k.wait == "mutex" and not k.lock else None
+        if not shares:
+            out.add(k, w)
+            continue
+        total = sum(shares.values())
+        given = 0
+        items = sorted(shares.items())
+        for i, ((lock, holder), s) in enumerate(items):
+            part = w - given if i == len(items) - 1 else w * s // total
+            given += part
+            out.add(k._replace(lock=lock, holder=holder), part)
+            exact_by_lock[lock] += part
+    pmp_by_lock: defaultdict[str, int] = defaultdict(int)
+    for h, w in pmp.holders.items():
+        pmp_by_lock[h.lock] += w
+    for h, w in pmp.holders.items():
+        denom = pmp_by_lock[h.lock]
+        if denom:
+            out.add_holder(h, w * exact_by_lock.get(h.lock, 0) // denom)
+    return out
+
+
+def _snapshot_format(backend: str) -> str:
+    return "eu-stack" if backend == "eu-stack" else "gdb"
+
+
+def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
+    warnings: list[str] = []
+    opts = cap.get("options", {})
+    mode = str(opts.get("off_cpu", "pmp"))
+    sched = bool(cap.get("perf", {}).get("sched"))
+    script, bad_chunks = perf_script(raw, sched, warnings)
+    perf_profile = _fold(script, "perf", warnings) if script is not None else None
+    pmp_profile = None
+    if (raw / SNAPSHOT_LOG).exists():
+        backend = str(cap.get("pmp", {}).get("backend", opts.get("pmp_backend", "eu-stack")))
+        pmp_profile = _fold(raw / SNAPSHOT_LOG, _snapshot_format(backend), warnings)
+    profile = Profile()
+    if perf_profile is not None:
+        on = perf_profile.on_cpu()
+        profile.merge(on)
+        if mode in ("sched", "both"):
+            off = perf_profile.off_cpu()
+            if pmp_profile is not None:
+                off = split_locks(off, pmp_profile)
+            profile.merge(off)
+            profile.meta.extra["offcpu_source"] = "sched"
+    if pmp_profile is not None:
+        if mode == "pmp" or (mode == "both" and perf_profile is None):
+            profile.merge(pmp_profile.off_cpu())
+            profile.meta.extra["offcpu_source"] = "pmp"
+        else:
+            # Keep the snapshot evidence's metadata (pause, running time, counts).
+            profile.meta.merge(pmp_profile.meta)
+    _annotate_meta(profile, cap, warnings, bad_chunks)
+    return profile
+
+
+def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],
+                   bad_chunks: int) -> None:
+    meta = profile.meta
+    window = cap.get("window", {}).get("window_ns", 0)
+    if window:
+        meta.window_ns = int(window)
+    opts = cap.get("options", {})
+    meta.rates["perf_hz"] = float(opts.get("freq_hz", 0))
+    pmp = cap.get("pmp") or {}
+    if pmp:
+        meta.rates["pmp_hz"] = float(pmp.get("final_rate_hz") or pmp.get("rate_hz") or 0)
+        meta.extra["pause"] = pmp.get("pause")
+        meta.extra["pmp_consistent"] = bool(pmp.get("consistent"))
+        meta.extra["attach_ms"] = pmp.get("attach_ms", 0.0)
+        if pmp.get("failed"):
+            meta.lose("failed snapshots", 0, int(pmp["failed"]),
+                      "; ".join(pmp.get("errors", [])[:2]))
+    perf_info = cap.get("perf") or {}
+    if perf_info.get("lost_chunks"):
+        meta.lose("perf lost chunks", 0, int(perf_info["lost_chunks"]),
+                  "; ".join(perf_info.get("lost_lines", [])[:2]))
+    if bad_chunks:
+        meta.lose("unreadable perf chunks", 0, bad_chunks)
+    if perf_info.get("sched") and opts.get("call_graph") == "fp":
+        meta.extra["missing_frames"] = (
+            "scheduler stacks unwound with frame pointers lose the caller of a blocking "
+            "glibc function (glibc has no frame pointers); use --call-graph dwarf to keep it")
+    ended = cap.get("ended_by", "")
+    if ended == "target exited":
+        meta.lose("target exited during collection", 0)
+    for w in [*cap.get("warnings", []), *warnings]:
+        meta.warn(w)
+    meta.extra["collect"] = {"target": cap.get("target"), "ended_by": ended,
+                             "off_cpu": opts.get("off_cpu")}
+
+
+def finish(run_dir: str | Path) -> Profile:
+    """Build (or rebuild) the run directory's derived files from ``raw/``."""
+    from wallflame.report.summary import build_summary
+
+    out = Path(run_dir)
+    raw = out / rundir.RAW
+    try:
+        cap = json.loads((raw / CAPTURE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{raw / CAPTURE}: unreadable ({e})",
+                         "is this a run directory written by wallflame collect?") from None
+    profile = build_profile(raw, cap)
+    with open_output(str(out / rundir.ONCPU)) as f:
+        write_folded(profile.on_cpu(), f, annotate=True)
+    with open_output(str(out / rundir.OFFCPU)) as f:
+        write_folded(profile.off_cpu(), f, annotate=True)
+    with open_output(str(out / rundir.MEMORY)) as f:
+        f.write(json.dumps(cap.get("memory", {}), indent=1, sort_keys=True) + "\n")
+    meta = {
+        "profile": profile.meta.to_json(),
+        "target": cap.get("target"),
+        "launched": cap.get("launched"),
+        "commands": cap.get("commands"),
+        "tools": cap.get("tools"),
+        "window": cap.get("window"),
+        "options": cap.get("options"),
+        "rates": profile.meta.rates,
+        "losses": {k: v.count for k, v in sorted(profile.meta.losses.items())},
+        "pause": (cap.get("pmp") or {}).get("pause"),
+        "pmp": cap.get("pmp"),
+        "perf": cap.get("perf"),
+        "warnings": profile.meta.warnings,
+        "ended_by": cap.get("ended_by"),
+    }
+    with open_output(str(out / rundir.META)) as f:
+        f.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    with open_output(str(out / rundir.SUMMARY)) as f:
+        f.write(json.dumps(build_summary(profile), indent=1, sort_keys=True) + "\n")
+    return profile
+
+
+__all__ = ["build_profile", "finish", "split_locks"]
