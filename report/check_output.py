@@ -11,7 +11,13 @@ import re
 import xml.etree.ElementTree as ET
 
 from wallflame.report.check import FAIL, INCONCLUSIVE, PASS, SKIPPED, Verdict
-from wallflame.report.diff_render import describe_side, fmt_relative, noise_text, norm_text
+from wallflame.report.diff_render import (
+    describe_side,
+    fmt_relative,
+    noise_text,
+    norm_text,
+    visible,
+)
 
 TITLES = {PASS: "pass: no regression", FAIL: "REGRESSION",
           INCONCLUSIVE: "INCONCLUSIVE: not enough or partial data to judge"}
@@ -19,13 +25,6 @@ ICONS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "**inconclusive**", SKIPP
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MAX_NAME = 160
-
-
-def visible(text: str, limit: int = MAX_NAME) -> str:
-    """Control and bidi characters made visible, length capped."""
-    out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256
-                  else f"\\u{ord(ch):04x}" for ch in text)
-    return out if len(out) <= limit else out[:limit - 1] + "…"
 
 
 def md(text: str, limit: int = MAX_NAME) -> str:

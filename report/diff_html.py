@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from wallflame.output import open_output
 from wallflame.profile import OFF, ON
@@ -33,8 +35,8 @@ from wallflame.report.diff_render import (
     fmt_value,
     noise_text,
     norm_text,
+    visible,
 )
-from wallflame.report.tree import visible
 
 #: Beyond this many nodes the narrowest are left out of the embedded tree (stated on the page).
 MAX_NODES = 120_000
@@ -144,13 +146,29 @@ def context(diff: Diff, verdict: Verdict | None) -> dict[str, Any]:
     }
 
 
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"}
+
+
+def script_json(data: Any) -> Markup:
+    """JSON safe inside a ``<script type="application/json">`` element (like ``|tojson``), and
+    with no ``scheme://`` text in it: ``/`` after ``:`` is written ``\\/`` (valid JSON)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for ch, esc in _JSON_ESCAPES.items():
+        text = text.replace(ch, esc)
+    return Markup(text.replace("://", ":\\/\\/"))
+
+
 def render(diff: Diff, verdict: Verdict | None = None) -> str:
     script = asset("flamegraph.js") + "\n" + asset("diff.js")
     style = asset("diff.css")
     csp = (f"default-src 'none'; script-src {csp_hash(script)}; style-src {csp_hash(style)}; "
            "img-src 'none'; base-uri 'none'; form-action 'none'")
-    return environment().get_template("diff.html").render(
-        csp=csp, script=script, style=style, data=page_data(diff), **context(diff, verdict))
+    page = environment().get_template("diff.html").render(
+        csp=Markup(csp), script=script, style=style, data=script_json(page_data(diff)),
+        **context(diff, verdict))
+    # names are text, but a report must not even look like it links anywhere: our own markup,
+    # script and style have no "://", so any left is in (escaped) text, where an entity is exact
+    return page.replace("://", ":&#47;&#47;")
 
 
 def write_html(diff: Diff, path: str, verdict: Verdict | None = None) -> None:

@@ -7,12 +7,24 @@ stacks that appeared or vanished; the HTML page (``report/diff_html.py``) draws 
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import IO, Any
 
 from wallflame.profile import OFF, ON, UNIT_NS
 from wallflame.report.diff import RATE, Change, Diff, Side
 
 VIEW_TITLES = {"all": "merged (wall clock)", ON: "on-CPU", OFF: "off-CPU"}
+MAX_NAME = 2000
+
+
+def visible(text: str, cap: int = MAX_NAME) -> str:
+    """Control, format (bidi, zero-width) and unassigned characters written out as
+    ``⟨U+XXXX⟩`` and the length capped: what a reader may safely see of a hostile name."""
+    if not text.isascii() or not text.isprintable():
+        text = "".join(
+            f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in
+            ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") else ch for ch in text)
+    return text if len(text) <= cap else f"{text[:cap]}…(+{len(text) - cap} chars)"
 
 
 def fmt_value(diff: Diff, v: float) -> str:
@@ -44,9 +56,12 @@ def describe_side(side: Side) -> str:
 
 
 def noise_text(diff: Diff) -> str:
-    return (f"noise floor: a change is shown only beyond {diff.k:g} standard errors of sampling "
-            "(share p from n samples: SE = sqrt(p(1-p)/n), both sides combined); "
-            "smaller changes are marked '~'")
+    model = ("a share p measured from n samples has SE = sqrt(p(1-p)/n)"
+             if diff.norm.mode != RATE else
+             "a rate made of m of a side's n samples has SE = rate/sqrt(m)")
+    return (f"noise floor: a change counts only beyond {diff.k:g} standard errors of sampling "
+            f"({model}; the two sides' errors combined); smaller changes are marked '~' "
+            "and drawn neutral")
 
 
 def norm_text(diff: Diff) -> str:
@@ -58,9 +73,7 @@ def norm_text(diff: Diff) -> str:
 
 def change_row(diff: Diff, c: Change, width: int = 70) -> str:
     mark = " " if c.significant else "~"
-    name = "".join(ch if ch.isprintable() else "?" for ch in c.name)
-    if len(name) > width:
-        name = name[:width - 1] + "…"
+    name = visible(c.name, width)
     return (f"{mark} {fmt_delta(diff, c.delta):>11} {fmt_value(diff, c.a):>10} "
             f"{fmt_value(diff, c.b):>10} {fmt_relative(c):>7}  {name}")
 
