@@ -22,14 +22,16 @@ from wallflame.report.diff_render import (
 TITLES = {PASS: "pass: no regression", FAIL: "REGRESSION",
           INCONCLUSIVE: "INCONCLUSIVE: not enough or partial data to judge"}
 ICONS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "**inconclusive**", SKIPPED: "skipped"}
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+_MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MAX_NAME = 160
 
 
 def md(text: str, limit: int = MAX_NAME) -> str:
     """Escape ``text`` for a Markdown table cell: no markup, links, HTML or cell breaks."""
-    return _MD_SPECIAL.sub(r"\\\1", visible(text, limit))
+    text = _MD_SPECIAL.sub(r"\\\1", visible(text, limit))
+    return "".join(_MD_ENTITIES.get(ch, ch) for ch in text)
 
 
 def markdown(v: Verdict, html_name: str | None = None) -> str:
