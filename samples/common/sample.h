@@ -1,0 +1,233 @@
+// Shared plumbing for the C++ sample programs: option parsing, the run clock, clean stop on
+// SIGINT/SIGTERM, thread names and the one JSON result line printed at exit.
+//
+// Every sample follows the same life cycle:
+//   Options opt(argc, argv, "queue", "usage text");   // --key=value or --key value
+//   double duration = opt.number("duration", 10);
+//   block_stop_signals();                               // before any thread starts
+//   ... start threads ...
+//   wait_until_stop(duration);                          // returns at the deadline or on a signal
+//   g_stop = true; ... join ...
+//   Result("queue", variant, seconds, work, "messages").add("x", 1).print();
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sample {
+
+// Set when the run should end (deadline reached or SIGINT/SIGTERM received).
+inline std::atomic<bool> g_stop{false};
+
+inline double now_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+inline int64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// CPU time used by the whole process so far (all threads, user + system).
+inline double process_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Names the calling thread (at most 15 characters, the kernel's limit).
+inline void name_thread(const std::string& name) {
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+
+// Command-line options: "--key=value", "--key value" and bare "--flag" (value "1").
+class Options {
+public:
+    Options(int argc, char** argv, const char* program, const char* usage)
+        : program_(program), usage_(usage) {
+        for (int i = 1; i < argc; i++) {
+            std::string arg = argv[i];
+            if (arg == "-h" || arg == "--help") {
+                std::fputs(usage_, stdout);
+                std::exit(0);
+            }
+            if (arg.rfind("--", 0) != 0 || arg.size() < 3) fail("unexpected argument " + arg);
+            std::string key = arg.substr(2);
+            std::string value = "1";
+            size_t eq = key.find('=');
+            if (eq != std::string::npos) {
+                value = key.substr(eq + 1);
+                key = key.substr(0, eq);
+            } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
+                value = argv[++i];
+            }
+            values_[key] = value;
+        }
+    }
+
+    // Declares a flag (no value) so that "--trim" is not taken to swallow the next argument.
+    bool flag(const std::string& key) {
+        known_.push_back(key);
+        auto it = values_.find(key);
+        if (it == values_.end()) return false;
+        if (it->second == "1" || it->second == "true" || it->second == "yes") return true;
+        if (it->second == "0" || it->second == "false" || it->second == "no") return false;
+        fail("--" + key + " takes no value");
+        return false;
+    }
+
+    double number(const std::string& key, double fallback, double lo, double hi) {
+        known_.push_back(key);
+        auto it = values_.find(key);
+        if (it == values_.end()) return fallback;
+        char* end = nullptr;
+        double v = std::strtod(it->second.c_str(), &end);
+        if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
+            fail("--" + key + " wants a number in [" + fmt(lo) + ", " + fmt(hi) + "], got '" +
+                 it->second + "'");
+        return v;
+    }
+
+    std::string choice(const std::string& key, const std::vector<std::string>& allowed) {
+        known_.push_back(key);
+        auto it = values_.find(key);
+        if (it == values_.end()) return allowed.front();
+        for (const auto& a : allowed)
+            if (a == it->second) return a;
+        std::string all;
+        for (const auto& a : allowed) all += (all.empty() ? "" : "|") + a;
+        fail("--" + key + " wants one of " + all + ", got '" + it->second + "'");
+        return {};
+    }
+
+    // Call after all options were read: rejects unknown ones (typos must not pass silently).
+    void done() {
+        for (const auto& kv : values_) {
+            bool ok = false;
+            for (const auto& k : known_) ok = ok || k == kv.first;
+            if (!ok) fail("unknown option --" + kv.first);
+        }
+    }
+
+    [[noreturn]] void fail(const std::string& why) {
+        std::fprintf(stderr, "%s: %s\n%s", program_, why.c_str(), usage_);
+        std::exit(2);
+    }
+
+private:
+    static std::string fmt(double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", v);
+        return buf;
+    }
+    const char* program_;
+    const char* usage_;
+    std::map<std::string, std::string> values_;
+    std::vector<std::string> known_;
+};
+
+// Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards, so
+// that only wait_until_stop() sees them (no EINTR surprises inside the workload).
+inline void block_stop_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// Sleeps until `seconds` have passed or SIGINT/SIGTERM arrives (or g_stop is set by the
+// workload itself); then sets g_stop. Returns true when a signal ended the run.
+inline bool wait_until_stop(double seconds) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    double deadline = now_seconds() + seconds;
+    bool signalled = false;
+    while (!g_stop.load()) {
+        double left = deadline - now_seconds();
+        if (left <= 0) break;
+        double step = left < 0.05 ? left : 0.05;
+        timespec ts{static_cast<time_t>(step), static_cast<long>((step - std::floor(step)) * 1e9)};
+        if (sigtimedwait(&set, nullptr, &ts) > 0) {
+            signalled = true;
+            break;
+        }
+    }
+    g_stop = true;
+    return signalled;
+}
+
+// The one JSON line a sample prints on stdout at exit.
+class Result {
+public:
+    Result(const char* sample, const std::string& variant, double seconds, uint64_t work,
+           const char* unit) {
+        add("sample", sample);
+        add("variant", variant);
+        add("seconds", std::round(seconds * 1000) / 1000);
+        add("work", work);
+        add("unit", unit);
+        add("rate", seconds > 0 ? std::round(static_cast<double>(work) / seconds * 10) / 10 : 0.0);
+        double cpu = process_cpu_seconds();
+        add("cpu_seconds", std::round(cpu * 1000) / 1000);
+        add("work_per_cpu_second",
+            cpu > 0 ? std::round(static_cast<double>(work) / cpu * 10) / 10 : 0.0);
+    }
+    Result& add(const char* key, const std::string& v) { return raw(key, quote(v)); }
+    Result& add(const char* key, const char* v) { return raw(key, quote(v)); }
+    Result& add(const char* key, double v) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.6g", v);
+        if (!std::strpbrk(buf, ".e")) std::strcat(buf, ".0");
+        return raw(key, buf);
+    }
+    Result& add(const char* key, uint64_t v) { return raw(key, std::to_string(v)); }
+    Result& add(const char* key, int64_t v) { return raw(key, std::to_string(v)); }
+    Result& add(const char* key, int v) { return raw(key, std::to_string(v)); }
+    Result& raw(const char* key, const std::string& json) {
+        body_ += (body_.empty() ? "" : ",") + quote(key) + ":" + json;
+        return *this;
+    }
+    void print() const {
+        std::printf("{%s}\n", body_.c_str());
+        std::fflush(stdout);
+    }
+    static std::string quote(const std::string& s) {
+        std::string out = "\"";
+        for (unsigned char c : s) {
+            if (c == '"' || c == '\\') {
+                out += '\\';
+                out += static_cast<char>(c);
+            } else if (c < 0x20) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                out += buf;
+            } else {
+                out += static_cast<char>(c);
+            }
+        }
+        return out + "\"";
+    }
+
+private:
+    std::string body_;
+};
+
+}  // namespace sample

@@ -1,0 +1,385 @@
+// queue: a syslog-ingest module. One producer thread reads "packets" (generates syslog lines) and
+// hands them to eight consumer threads through a bounded queue; each consumer parses, hashes and
+// formats every message. Two queue implementations:
+//
+//   --queue=mutex     std::list + two std::mutex + std::condition_variable (not-full / not-empty).
+//                     The queue mutex (`queue_mutex_` inside the global `g_mutex_queue`) is held
+//                     while a consumer copies the message out and updates the shared per-host
+//                     statistics, so under load the consumers queue up behind each other on it.
+//   --queue=lockfree  moodycamel::BlockingConcurrentQueue: the producer calls try_enqueue and falls
+//                     back to a backing-off wait_enqueue; consumers call wait_dequeue_timed (100 ms)
+//                     and keep their statistics per thread. No lock on the message path.
+//
+// The on-CPU work per message (process_message and below) is identical in both variants.
+//
+// Usage: queue [--queue=mutex|lockfree] [--duration S] [--threads N] [--capacity N] [--work N]
+//              [--bookkeeping N]
+// At exit prints one JSON line, e.g.
+//   {"sample":"queue","variant":"mutex","seconds":10.0,"work":123456,"unit":"messages",
+//    "rate":12345.6,"consumers":8,"consumer_mutex_wait_pct":24.1,"consumer_idle_wait_pct":0.3,...}
+// consumer_mutex_wait_pct is the consumers' own measurement (CLOCK_MONOTONIC around a contended
+// queue-mutex lock) of the share of their wall time spent blocked on the queue mutex.
+#include <concurrentqueue/blockingconcurrentqueue.h>
+#include <immintrin.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "../common/sample.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: queue [--queue=mutex|lockfree] [--duration SECONDS] [--threads N] [--capacity N]\n"
+    "             [--work N] [--bookkeeping N]\n"
+    "  --queue     mutex: std::list + std::mutex + std::condition_variable (default)\n"
+    "              lockfree: moodycamel::BlockingConcurrentQueue\n"
+    "  --duration  run time in seconds (default 10); SIGINT/SIGTERM end it early\n"
+    "  --threads   consumer threads (default 8)\n"
+    "  --capacity  queue bound in messages (default 1024)\n"
+    "  --work      hashing rounds per message (default 40)\n"
+    "  --bookkeeping  fingerprint rounds in the per-message statistics (default 1); in the\n"
+    "              mutex variant they run under the queue mutex\n"
+    "Prints one JSON line with the message count and rate at exit.\n";
+
+int g_work_rounds = 40;
+int g_stats_rounds = 1;
+constexpr size_t kBatch = 32;  // the producer pushes messages in batches of this many
+
+// ---------------------------------------------------------------- the per-message work
+
+struct SyslogFields {
+    int priority = 0;
+    std::string_view timestamp, host, app, pid, text;
+};
+
+__attribute__((noinline)) uint64_t fnv1a(std::string_view s, uint64_t h) {
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// "<PRI>Mmm dd hh:mm:ss host app[pid]: text"
+__attribute__((noinline)) bool parse_syslog(const std::string& line, SyslogFields& f) {
+    std::string_view s(line);
+    if (s.size() < 4 || s[0] != '<') return false;
+    size_t gt = s.find('>');
+    if (gt == std::string_view::npos) return false;
+    for (size_t i = 1; i < gt; i++) f.priority = f.priority * 10 + (s[i] - '0');
+    s.remove_prefix(gt + 1);
+    if (s.size() < 16) return false;
+    f.timestamp = s.substr(0, 15);
+    s.remove_prefix(16);
+    size_t sp = s.find(' ');
+    f.host = s.substr(0, sp);
+    s.remove_prefix(sp + 1);
+    size_t br = s.find('[');
+    size_t colon = s.find("]: ");
+    if (br == std::string_view::npos || colon == std::string_view::npos) return false;
+    f.app = s.substr(0, br);
+    f.pid = s.substr(br + 1, colon - br - 1);
+    f.text = s.substr(colon + 3);
+    return true;
+}
+
+// Fingerprints the message for de-duplication: several rounds over every field.
+__attribute__((noinline)) uint64_t hash_fields(const SyslogFields& f) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(f.priority);
+    for (int r = 0; r < g_work_rounds; r++) {
+        h = fnv1a(f.host, h);
+        h = fnv1a(f.app, h);
+        h = fnv1a(f.text, h);
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+// Extracts "key=value" tokens and the words of the message text into a normalized record.
+__attribute__((noinline)) size_t format_record(const SyslogFields& f, uint64_t fingerprint,
+                                               char* out, size_t cap) {
+    int n = std::snprintf(out, cap,
+                          "{\"pri\":%d,\"facility\":%d,\"severity\":%d,\"ts\":\"%.*s\",\"host\":"
+                          "\"%.*s\",\"app\":\"%.*s\",\"pid\":%.*s,\"fp\":\"%016llx\",\"len\":%zu}",
+                          f.priority, f.priority / 8, f.priority % 8,
+                          static_cast<int>(f.timestamp.size()), f.timestamp.data(),
+                          static_cast<int>(f.host.size()), f.host.data(),
+                          static_cast<int>(f.app.size()), f.app.data(),
+                          static_cast<int>(f.pid.size()), f.pid.data(),
+                          static_cast<unsigned long long>(fingerprint), f.text.size());
+    return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+__attribute__((noinline)) uint64_t process_message(const std::string& line) {
+    SyslogFields f;
+    if (!parse_syslog(line, f)) return 0;
+    uint64_t fp = hash_fields(f);
+    char record[512];
+    size_t n = format_record(f, fp, record, sizeof record);
+    return fnv1a(std::string_view(record, n), fp);
+}
+
+// The statistics a consumer records for each message it takes (under the queue mutex in the
+// mutex variant, per thread in the lock-free one): per-host and per-severity counts and a ring of
+// recent fingerprints that counts repeated messages.
+struct QueueStats {
+    uint64_t per_host[100] = {};
+    uint64_t per_severity[8] = {};
+    uint64_t recent[256] = {};
+    uint64_t bytes = 0, repeats = 0, next = 0;
+
+    __attribute__((noinline)) void record(const std::string& line) {
+        size_t gt = line.find('>');
+        int pri = gt != std::string::npos && gt > 1 ? std::atoi(line.c_str() + 1) : 0;
+        per_severity[pri & 7]++;
+        bytes += line.size();
+        size_t host_at = gt + 22;  // "<PRI>Mmm dd hh:mm:ss host-NN"
+        if (host_at + 2 <= line.size())
+            per_host[(line[host_at] - '0') * 10 % 100 + (line[host_at + 1] - '0') % 10]++;
+        uint64_t fp = 0xcbf29ce484222325ULL;
+        for (int r = 0; r < g_stats_rounds; r++) fp = fnv1a(line, fp);
+        for (uint64_t seen : recent) repeats += seen == fp;
+        recent[next++ % 256] = fp;
+    }
+};
+
+// ---------------------------------------------------------------- the producer's input
+
+// Received packets: a ring of syslog lines generated once at start, handed out as copies, so the
+// producer is cheap and the consumers' processing is the bottleneck.
+class PacketSource {
+public:
+    PacketSource() {
+        static const char* const kApps[] = {"sshd", "kernel", "nginx", "postfix", "cron", "sudo"};
+        static const char* const kTexts[] = {
+            "Failed password for user%u from 10.0.%u.%u port %u ssh2",
+            "conn=%u src=10.1.%u.%u dst=192.168.0.1 dport=%u proto=TCP action=ACCEPT",
+            "GET /api/v1/items/%u?page=%u&size=%u HTTP/1.1 status=200 bytes=%u",
+            "queue %u: message accepted for delivery to <user%u@example.org> size=%u nrcpt=%u",
+        };
+        for (uint32_t i = 0; i < kRing; i++) {
+            uint32_t x = i * 2654435761u;
+            char text[160];
+            std::snprintf(text, sizeof text, kTexts[i % 4], x % 997, (x >> 8) & 255,
+                          (x >> 16) & 255, 1024 + x % 60000);
+            char line[320];
+            int n = std::snprintf(line, sizeof line,
+                                  "<%u>Oct %2u %02u:%02u:%02u host-%02u %s[%u]: %s", (x >> 3) % 192,
+                                  1 + i / 86400 % 28, i / 3600 % 24, i / 60 % 60, i % 60, x % 64,
+                                  kApps[(x >> 5) % 6], 1000 + x % 30000, text);
+            ring_.emplace_back(line, n > 0 ? static_cast<size_t>(n) : 0);
+        }
+    }
+
+    __attribute__((noinline)) std::string next_packet() { return ring_[seq_++ % kRing]; }
+
+private:
+    static constexpr uint32_t kRing = 4096;
+    std::vector<std::string> ring_;
+    uint64_t seq_ = 0;
+};
+
+// ---------------------------------------------------------------- variant 1: mutex + list
+
+class MutexQueue {
+public:
+    explicit MutexQueue(size_t capacity) : capacity_(capacity) {}
+
+    __attribute__((noinline)) void push_batch(std::vector<std::string>& batch) {
+        if (size_.load() + batch.size() > capacity_) {
+            std::unique_lock<std::mutex> signal(signal_mutex_);
+            not_full_.wait(signal, [&] {
+                return size_.load() + batch.size() <= capacity_ || sample::g_stop.load();
+            });
+        }
+        {
+            std::lock_guard<std::mutex> lock(queue_mutex_);
+            for (auto& m : batch) items_.push_back(std::move(m));
+            size_ += batch.size();
+        }
+        batch.clear();
+        { std::lock_guard<std::mutex> signal(signal_mutex_); }
+        not_empty_.notify_all();
+    }
+
+    // Takes one message; false when none arrived within 100 ms (or the run is stopping).
+    __attribute__((noinline)) bool pop(std::string& out, int64_t& lock_wait_ns,
+                                       int64_t& idle_wait_ns) {
+        if (size_.load() == 0) {
+            int64_t t0 = sample::now_ns();
+            std::unique_lock<std::mutex> signal(signal_mutex_);
+            not_empty_.wait_for(signal, std::chrono::milliseconds(100),
+                                [&] { return size_.load() > 0 || sample::g_stop.load(); });
+            idle_wait_ns += sample::now_ns() - t0;
+        }
+        bool room_for_batch;
+        {
+            if (!queue_mutex_.try_lock()) {
+                int64_t t0 = sample::now_ns();
+                queue_mutex_.lock();
+                lock_wait_ns += sample::now_ns() - t0;
+            }
+            std::lock_guard<std::mutex> lock(queue_mutex_, std::adopt_lock);
+            if (items_.empty()) return false;
+            out = items_.front();  // copied under the lock, as the original module did
+            items_.pop_front();
+            size_t left = --size_;
+            stats_.record(out);
+            room_for_batch = left + kBatch == capacity_;
+        }
+        if (room_for_batch) {
+            { std::lock_guard<std::mutex> signal(signal_mutex_); }
+            not_full_.notify_one();
+        }
+        return true;
+    }
+
+    void wake_all() {
+        { std::lock_guard<std::mutex> signal(signal_mutex_); }
+        not_empty_.notify_all();
+        not_full_.notify_all();
+    }
+
+private:
+    std::list<std::string> items_;
+    const size_t capacity_;
+    std::atomic<size_t> size_{0};
+    std::mutex queue_mutex_;   // guards items_ and stats_
+    std::mutex signal_mutex_;  // paired with both condition variables
+    std::condition_variable not_empty_, not_full_;
+    QueueStats stats_;
+};
+
+// ---------------------------------------------------------------- variant 2: lock-free
+
+using LockFreeQueue = moodycamel::BlockingConcurrentQueue<std::string>;
+
+// Retries briefly (64 pauses), then sleeps with a doubling back-off (100 ns .. 10 ms).
+__attribute__((noinline)) bool add_item_busy_wait(LockFreeQueue& q, moodycamel::ProducerToken& t,
+                                                  std::string& item) {
+    for (int i = 0; i < 64; i++) {
+        if (q.try_enqueue(t, std::move(item))) return true;
+        _mm_pause();
+    }
+    return false;
+}
+
+__attribute__((noinline)) void wait_enqueue(LockFreeQueue& q, moodycamel::ProducerToken& t,
+                                            std::string& item) {
+    int64_t sleep_ns = 100;
+    do {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
+        sleep_ns = std::min<int64_t>(sleep_ns * 2, 10000000);
+    } while (!add_item_busy_wait(q, t, item) && !sample::g_stop.load());
+}
+
+// ---------------------------------------------------------------- threads
+
+MutexQueue* g_mutex_queue;
+LockFreeQueue* g_lockfree_queue;
+
+struct ConsumerTotals {
+    uint64_t messages = 0, checksum = 0;
+    int64_t lock_wait_ns = 0, idle_wait_ns = 0;
+};
+
+__attribute__((noinline)) void producer_loop(bool lockfree) {
+    sample::name_thread("producer");
+    PacketSource source;
+    if (lockfree) {
+        moodycamel::ProducerToken token(*g_lockfree_queue);
+        while (!sample::g_stop.load()) {
+            std::string packet = source.next_packet();
+            if (!g_lockfree_queue->try_enqueue(token, std::move(packet)))
+                wait_enqueue(*g_lockfree_queue, token, packet);
+        }
+        return;
+    }
+    std::vector<std::string> batch;
+    while (!sample::g_stop.load()) {
+        batch.push_back(source.next_packet());
+        if (batch.size() == kBatch) g_mutex_queue->push_batch(batch);
+    }
+}
+
+__attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerTotals& totals) {
+    sample::name_thread("consumer-" + std::to_string(index));
+    std::string message;
+    if (lockfree) {
+        moodycamel::ConsumerToken token(*g_lockfree_queue);
+        QueueStats stats;  // per thread: nothing shared on the message path
+        while (!sample::g_stop.load()) {
+            int64_t t0 = sample::now_ns();
+            if (!g_lockfree_queue->wait_dequeue_timed(token, message, 100000)) {
+                totals.idle_wait_ns += sample::now_ns() - t0;
+                continue;
+            }
+            stats.record(message);
+            totals.checksum += process_message(message);
+            totals.messages++;
+        }
+        return;
+    }
+    while (!sample::g_stop.load()) {
+        if (!g_mutex_queue->pop(message, totals.lock_wait_ns, totals.idle_wait_ns)) continue;
+        totals.checksum += process_message(message);
+        totals.messages++;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    sample::Options opt(argc, argv, "queue", kUsage);
+    std::string variant = opt.choice("queue", {"mutex", "lockfree"});
+    double duration = opt.number("duration", 10, 0.1, 86400);
+    int consumers = static_cast<int>(opt.number("threads", 8, 1, 64));
+    size_t capacity = static_cast<size_t>(opt.number("capacity", 1024, kBatch, 1 << 20));
+    g_work_rounds = static_cast<int>(opt.number("work", 40, 0, 100000));
+    g_stats_rounds = static_cast<int>(opt.number("bookkeeping", 1, 0, 100000));
+    opt.done();
+    bool lockfree = variant == "lockfree";
+
+    MutexQueue mutex_queue(capacity);
+    LockFreeQueue lockfree_queue(capacity, 1, 0);
+    g_mutex_queue = &mutex_queue;
+    g_lockfree_queue = &lockfree_queue;
+
+    sample::block_stop_signals();
+    double start = sample::now_seconds();
+    std::vector<ConsumerTotals> totals(static_cast<size_t>(consumers));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < consumers; i++)
+        threads.emplace_back(consumer_loop, i + 1, lockfree, std::ref(totals[static_cast<size_t>(i)]));
+    std::thread producer(producer_loop, lockfree);
+
+    sample::wait_until_stop(duration);
+    mutex_queue.wake_all();
+    producer.join();
+    for (auto& t : threads) t.join();
+    double seconds = sample::now_seconds() - start;
+
+    ConsumerTotals sum;
+    for (const auto& t : totals) {
+        sum.messages += t.messages;
+        sum.checksum ^= t.checksum;
+        sum.lock_wait_ns += t.lock_wait_ns;
+        sum.idle_wait_ns += t.idle_wait_ns;
+    }
+    double consumer_wall_ns = seconds * 1e9 * consumers;
+    sample::Result("queue", variant, seconds, sum.messages, "messages")
+        .add("consumers", consumers)
+        .add("consumer_mutex_wait_pct", std::round(sum.lock_wait_ns / consumer_wall_ns * 1000) / 10)
+        .add("consumer_idle_wait_pct", std::round(sum.idle_wait_ns / consumer_wall_ns * 1000) / 10)
+        .add("checksum", sum.checksum)
+        .print();
+    return 0;
+}
