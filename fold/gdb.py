@@ -34,6 +34,7 @@ _LOCK = re.compile(
 )
 _DETECT = re.compile(r"^Thread \d+ \(.*\):$|^#\d+ +0x[0-9a-fA-F]+ in \S", re.MULTILINE)
 _OPERATOR = re.compile(r"operator(?:\(\)|\[\]|<<=|>>=|->\*|->|<<|>>|<=>|<=|>=|[<>])")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 SIGNAL = "[signal handler called]"
 
 
@@ -129,6 +130,8 @@ def lock_of(args: str) -> str:
     """The lock id in an argument list: ``0xADDR <sym>`` or ``0xADDR``, or ``""``."""
     if "=" not in args:
         return ""
+    if '"' in args:
+        args = _STRING.sub('""', args)  # a lock= inside a string argument is not a lock
     m = _LOCK.search(args)
     if m is None:
         return ""

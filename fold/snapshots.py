@@ -141,7 +141,10 @@ class Accumulator:
             self.pauses.append(float(pause))
         by_tid = {th.tid: th for th in dump.threads}
         for th in dump.threads:
-            self._thread(th, dump, by_tid, t)
+            if th.frames:
+                self._thread(th, dump, by_tid, t)
+            else:
+                self.meta.lose("thread without frames", th.line)
 
     def _thread(self, th: Thread, dump: Dump, by_tid: dict[int, Thread], t: int | None) -> None:
         proc = dump.procs.get(th.tid)

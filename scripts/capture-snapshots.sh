@@ -113,6 +113,16 @@ eu-stack -p "$MIXPID" >"$FIX/eustack/mix-plain.txt" 2>/dev/null || true
 eu-stack -i -m -p "$MIXPID" >"$FIX/eustack/mix-im.txt" 2>/dev/null || true
 eu-stack -i -m -s -p "$MIXPID" >"$FIX/eustack/mix-ims.txt" 2>/dev/null || true
 snapshot_log eu-stack 8 "$FIX/eustack/mix-wallflame.log"
+# Logs written by wallflame's own collector (pmp only), when it is installed.
+if python3 -m wallflame collect --help >/dev/null 2>&1; then
+  RUN=$(mktemp -d)
+  python3 -m wallflame collect --pid "$MIXPID" -d 3 --off-cpu pmp --pmp-backend gdb -o "$RUN/gdb"
+  cp "$RUN/gdb/raw/snapshots.log" "$FIX/gdb/mix-collect-gdb.log"
+  python3 -m wallflame collect --pid "$MIXPID" -d 2 --off-cpu pmp --pmp-backend eu-stack \
+    -o "$RUN/eu"
+  cp "$RUN/eu/raw/snapshots.log" "$FIX/eustack/mix-collect-eustack.log"
+  rm -rf "$RUN"
+fi
 stop_mix
 
 # A stripped copy: gdb prints `?? ()` frames, eu-stack bare addresses.

@@ -1,0 +1,287 @@
+"""gdb dumps, pt-pmp raw logs and wallflame snapshot logs (gdb backend) -> Profile.
+
+Fixtures are real captures of ``samples/bin/mix`` (``scripts/capture-snapshots.sh``) plus one
+hand-written file of hostile names (``hostile.txt``, CRLF, invalid UTF-8).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wallflame.errors import InputError
+from wallflame.fold import eustack, gdb, snapshots
+from wallflame.fold.options import FoldOptions
+from wallflame.folded import write_folded
+from wallflame.profile import OFF, ON, Profile
+
+FIX = Path(__file__).parent / "fixtures" / "gdb"
+GOLDEN = FIX / "golden"
+CAPTURES = ["mix-bt.txt", "mix-ptpmp-raw.txt", "mix-ptpmp-truncated.txt", "mix-wallflame.log",
+            "mix-collect-gdb.log", "mix-stripped-bt.txt", "hostile.txt"]
+
+
+def fold(path: Path | str, options: FoldOptions | None = None) -> Profile:
+    p = Profile()
+    gdb.fold(str(path), options or FoldOptions(), p)
+    return p
+
+
+def annotated(p: Profile) -> str:
+    out = io.StringIO()
+    write_folded(p, out, annotate=True)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_golden(name: str, golden: Callable[[Path, str], None]) -> None:
+    golden(GOLDEN / f"{name}.folded", annotated(fold(FIX / name)))
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_detected_as_gdb(name: str) -> None:
+    head = (FIX / name).read_bytes()[:65536].decode("utf-8", "replace")
+    assert gdb.detect(head)
+    assert not eustack.detect(head)
+
+
+def test_single_dump_threads_names_and_lwps() -> None:
+    p = fold(FIX / "mix-bt.txt")
+    names = {k.tid: k.thread for k in p.stacks}
+    assert sorted(names.values()) == ["mix", "mix-1", "mix-2", "mix-3", "mix-4", "mix-ticker"]
+    assert all(k.pid == 10881 for k in p.stacks)  # from "[Inferior 1 (process N) detached]"
+    assert names[10881] == "mix"
+    # one stack per thread, the whole dump weighs the snapshot interval (no timestamps)
+    assert len(p.stacks) == 6
+    assert set(p.stacks.values()) == {FoldOptions().snapshot_interval_ns}
+    assert p.meta.samples["snapshots"] == 1
+    assert any("without a timestamp" in w for w in p.meta.warnings)
+
+
+def test_mutex_waiters_carry_the_lock_and_inlined_frames() -> None:
+    p = fold(FIX / "mix-bt.txt")
+    waiters = [k for k in p.stacks if k.wait == "mutex"]
+    assert len(waiters) == 3
+    for k in waiters:
+        assert k.lock == "0x55e365914100 <shared_lock>"
+        # gdb prints the inlined glibc frames without an address: they are kept
+        assert k.frames[-5:] == ("worker_loop", "pthread_mutex_lock", "lll_mutex_lock_optimized",
+                                 "__lll_lock_wait", "futex_wait")
+    # a foreign dump (no proc lines): the spinning thread is on-CPU
+    on = [k for k in p.stacks if k.state == ON]
+    assert [k.frames[-1] for k in on] == ["mix_hash"]
+
+
+def test_ptpmp_raw_log_weights_are_intervals() -> None:
+    p = fold(FIX / "mix-ptpmp-raw.txt")
+    ts = [snapshots.parse_ts(line) for line in (FIX / "mix-ptpmp-raw.txt").read_text().splitlines()
+          if line.startswith("TS ")]
+    assert len(ts) == 3 and all(t is not None for t in ts)
+    times = [t for t in ts if t is not None]
+    intervals = [b - a for a, b in itertools.pairwise(times)]
+    first = int(statistics.median(intervals))
+    assert p.meta.samples["snapshots"] == 3
+    assert p.meta.window_ns == times[-1] - times[0]
+    # every thread is in every dump: it weighs the median interval once, then each interval
+    for t in p.per_thread():
+        assert t.total == first + sum(intervals), t.name
+    assert p.meta.rates["pmp_hz"] == pytest.approx(2 * 1e9 / (times[-1] - times[0]), rel=1e-3)
+
+
+def test_truncated_last_dump_is_dropped_and_counted() -> None:
+    p = fold(FIX / "mix-ptpmp-truncated.txt")
+    full = fold(FIX / "mix-ptpmp-raw.txt")
+    assert p.meta.samples["snapshots"] == 2
+    assert full.meta.samples["snapshots"] == 3
+    loss = p.meta.losses["truncated last snapshot (no TS line)"]
+    assert loss.count == 1 and loss.first_line > 100
+
+
+def test_wallflame_log_running_threads_go_to_coverage_only() -> None:
+    p = fold(FIX / "mix-wallflame.log")
+    running = p.meta.extra["pmp_running_ns"]
+    assert running and all(int(tid) in p.meta.threads for tid in running)
+    assert all(k.state == OFF for k in p.stacks)
+    assert p.meta.extra["pause"]["snapshots"] == 6
+    assert p.meta.extra["pause"]["max_ms"] >= p.meta.extra["pause"]["median_ms"] > 0
+    # per thread, blocked + running snapshot time = the thread's whole share of the log
+    window = p.meta.window_ns
+    first = p.meta.extra["snapshot_sources"][0]["first_snapshot_ns"]
+    for t in p.per_thread():
+        assert t.total + running.get(str(t.tid), 0) == window + first, t.name
+
+
+def test_wallflame_log_holders() -> None:
+    """A log written by ``wallflame collect --pmp-backend gdb``: a waiter on shared_lock whose
+    owner was read from the mutex gets the holder's tid and the holder's stack."""
+    p = fold(FIX / "mix-collect-gdb.log")
+    assert p.holders
+    for h, w in p.holders.items():
+        assert h.lock.endswith(" <shared_lock>")
+        assert h.thread.startswith("mix-") and h.frames[:2] == ("clone3", "start_thread")
+        waiters = [k for k in p.stacks if k.holder == h.tid and k.lock == h.lock]
+        assert waiters and all(k.wait == "mutex" for k in waiters)
+        assert w <= sum(p.stacks[k] for k in waiters)
+    assert sum(p.holders.values()) == sum(v for k, v in p.stacks.items() if k.holder)
+
+
+def test_hostile_names_stay_one_frame_each() -> None:
+    p = fold(FIX / "hostile.txt")
+    by_tid = {k.tid: k for k in p.stacks}
+    assert by_tid[4104].thread == 'a"b;c) <img src=x>'
+    assert by_tid[4103].thread == "sig;handler"
+    assert by_tid[4102].thread == "caf\ufffd"  # invalid UTF-8 decodes deterministically
+    assert by_tid[4100].thread == "" and by_tid[4100].pid == 4100
+    f = by_tid[4104].frames
+    assert f == (
+        "clone3", "start_thread", "operator<< <char, std::char_traits<char> >",
+        "std::function<void (int)>::operator()", "main::{lambda()#1}::operator()",
+        "(anonymous namespace)::Queue<std::pair<int, std::string>, std::less<void> >::pop",
+        "std::lock_guard<std::mutex>::lock_guard", "pthread_mutex_lock",
+        "lll_mutex_lock_optimized", "__lll_lock_wait", "futex_wait",
+    )
+    assert by_tid[4104].lock == "0x55d0c0a3e040 <shared_lock>"
+    assert by_tid[4103].frames == ("[unknown]", "poll", "[signal handler called]",
+                                   "[libfoo.so.1]")
+    assert by_tid[4103].wait == "poll"
+    assert by_tid[4102].lock == "0x55d0c0a3e080 <tick_lock>"  # m= argument
+    assert by_tid[4102].wait == "condvar"
+    assert p.meta.losses["truncated stack (Backtrace stopped)"].count == 1
+    text = annotated(p)
+    assert "sig\\x3bhandler" in text and "a\"b\\x3bc)" in text
+
+
+@pytest.mark.parametrize(("line", "name", "lock"), [
+    ("#3  0x00007f in foo (m=0x10 <x>, n=2) at a.c:1", "foo", "0x10 <x>"),
+    ("#3  foo (__mutex=__mutex@entry=0x20) at a.c:1", "foo", "0x20"),
+    ("#3  0x1 in bar (lock=0x30 <g_lock+8>) from /lib/libbar.so", "bar", "0x30 <g_lock+8>"),
+    ("#3  0x1 in baz (mm=0x40, block=0x50) at a.c:1", "baz", ""),
+    ("#3  0x1 in ?? ()", "[unknown]", ""),
+    ("#3  0x1 in ?? () from /usr/lib/libc.so.6", "[libc.so.6]", ""),
+    ("#12 0x1 in ns::f (s=\"x), m=0x60\") at q.c:3", "ns::f", ""),
+    ("#0  no_args_at_all", "no_args_at_all", ""),
+    ("#1  0x1 in unclosed (a=1, b=", "unclosed", ""),
+])
+def test_frame_lines(line: str, name: str, lock: str) -> None:
+    f = gdb.parse_frame(line)
+    assert f.name == name
+    assert gdb.lock_of(f.args) == lock
+
+
+@pytest.mark.parametrize(("line", "ns"), [
+    ("TS 123456789.1732258745 2026-11-22 06:45:45", 1732258745_123456789),
+    ("TS 000000012.1732258745 2026-11-22 06:45:45", 1732258745_000000012),
+    ("TS 1732258745.123456789", 1732258745_123456789),
+    ("TS 1732258745.5 2026-11-22 06:45:45", 1732258745_500000000),
+    ("TS x.y", None),
+    ("TS 12345678901.1", None),
+])
+def test_ts_lines(line: str, ns: int | None) -> None:
+    assert snapshots.parse_ts(line) == ns
+
+
+def test_concatenated_dumps_without_ts(tmp_path: Path) -> None:
+    one = (FIX / "mix-bt.txt").read_text()
+    path = tmp_path / "two.txt"
+    path.write_text(one + one)
+    p = fold(path)
+    assert p.meta.samples["snapshots"] == 2
+    assert p.total() == 2 * fold(FIX / "mix-bt.txt").total()
+
+
+def test_deep_stack_no_recursion(tmp_path: Path) -> None:
+    lines = ['Thread 1 (Thread 0x7f (LWP 7) "deep"):']
+    lines += [f"#{i}  0x{i:x} in f{i} (x=1) at d.c:{i}" for i in range(10_000)]
+    path = tmp_path / "deep.txt"
+    path.write_text("\n".join(lines) + "\nTS 1.1732258745 2026-11-22 06:45:45\n")
+    p = fold(path)
+    (key,) = p.stacks
+    assert len(key.frames) == 10_000 and key.frames[0] == "f9999" and key.frames[-1] == "f0"
+
+
+def test_crlf_reads_as_lf(tmp_path: Path) -> None:
+    raw = (FIX / "mix-ptpmp-raw.txt").read_bytes()
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(raw.replace(b"\n", b"\r\n"))
+    assert annotated(fold(path)) == annotated(fold(FIX / "mix-ptpmp-raw.txt"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000))
+def test_any_bytes_fold_or_fail_cleanly(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".txt") as f:
+        f.write(data)
+        f.flush()
+        try:
+            p = fold(f.name)
+        except InputError:
+            return
+        assert all(w > 0 for w in p.stacks.values())
+
+
+gdb_lines = st.sampled_from([
+    'Thread 2 (Thread 0x7f (LWP 12) "w;x"):', "Thread 1 (process 11):", "#0  0x1 in a (m=0x9)",
+    "#1  b (this=0x1) at b.c:2", "#2  0x2 in ?? () from /lib/libz.so", "TS 1.1732258745 d t",
+    "TS 2.1732258746 d t", "# wallflame-proc {\"tid\": 12, \"state\": \"R\"}", "[New LWP 12]",
+    "Backtrace stopped: x", "", "#3  <signal handler called>", "garbage",
+    '# wallflame-snapshot {"t_ns": 5, "pause_ms": 1.5}',
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(gdb_lines, max_size=60))
+def test_any_line_sequence_folds(lines: list[str]) -> None:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write("\n".join(lines))
+        f.flush()
+        p = fold(f.name)
+    assert all(w > 0 and k.frames for k, w in p.stacks.items())
+    per_tid: dict[int, int] = {}
+    for k in p.stacks:
+        per_tid[k.tid] = per_tid.get(k.tid, 0) + 1
+    assert all(n <= p.meta.samples["snapshots"] for n in per_tid.values())
+
+
+@pytest.mark.live
+def test_live_gdb_dump_of_mix(sample_bin: Path, live: None, tmp_path: Path) -> None:
+    """A fresh gdb dump of mix: every worker thread is found with its name and LWP, and the
+    mix functions appear under the names they have in the source."""
+    proc = subprocess.Popen([str(sample_bin / "mix"), "--threads", "3", "--duration", "10"],
+                            stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        gdb_bin = shutil.which("gdb")
+        assert gdb_bin
+        r = subprocess.run([gdb_bin, "-nx", "-batch", "-iex", "set auto-load off", "-iex",
+                            "set debuginfod enabled off", "-ex", "thread apply all bt",
+                            "-p", str(proc.pid)], capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "DEBUGINFOD_URLS": ""}, check=False)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    path = tmp_path / "bt.txt"
+    path.write_text(r.stdout)
+    p = fold(path)
+    threads = {k.thread for k in p.stacks}
+    assert threads == {"mix", "mix-ticker", "mix-1", "mix-2", "mix-3"}
+    assert {k.pid for k in p.stacks} == {proc.pid}
+    workers = [k for k in p.stacks if k.thread.startswith("mix-") and k.thread != "mix-ticker"]
+    for k in workers:
+        assert k.frames[:4] == ("clone3", "start_thread", "worker_main", "worker_loop")
+    names = {f for k in p.stacks for f in k.frames}
+    assert {"main", "nap", "ticker", "worker_loop", "worker_main"} <= names
