@@ -59,28 +59,28 @@ def supports_off_cpu() -> bool:
 
 @dataclass
 class PerfOptions:
-    """What to record.
+    """What one ``perf record`` records.
 
     freq_hz:    on-CPU sampling frequency of ``cpu-clock`` (``-F``).
     call_graph: ``fp`` (frame pointers) or ``dwarf`` (copies user stack per sample).
-    sched:      also record ``sched:sched_switch`` with call chains plus ``--switch-events``
-                (exact off-CPU intervals, no ptrace).
-    off_cpu_bpf: use ``perf record --off-cpu`` (only when ``supports_off_cpu()``).
+    sched:      record ``sched:sched_switch`` with call chains plus ``--switch-events``
+                (exact off-CPU intervals, no ptrace) instead of on-CPU samples.  It runs as a
+                second perf so that its stacks can use DWARF while on-CPU samples keep cheap
+                frame pointers (a per-event ``call-graph=dwarf`` term unwound only the leaf
+                with perf 6.1).
     """
 
     freq_hz: int = 997
     call_graph: str = "fp"
     sched: bool = False
-    off_cpu_bpf: bool = False
 
 
 def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | None) -> list[str]:
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999))
-    cmd = [perf_path(), "record", "-e", "cpu-clock", "-F", str(opts.freq_hz)]
     if opts.sched:
-        cmd += ["-e", "sched:sched_switch", "--switch-events"]
-    if opts.off_cpu_bpf:
-        cmd += ["--off-cpu"]
+        cmd = [perf_path(), "record", "-e", "sched:sched_switch", "--switch-events"]
+    else:
+        cmd = [perf_path(), "record", "-e", "cpu-clock", "-F", str(opts.freq_hz)]
     cmd += ["--call-graph", opts.call_graph, "-p", str(pid), "-o", str(out),
             "--switch-output=1s", "--", "sleep", str(sleep_s)]
     return cmd
@@ -92,12 +92,13 @@ class PerfRecorder:
 
     command: list[str]
     raw_dir: Path
+    stem: str = "perf"
     proc: subprocess.Popen[bytes] | None = None
     stderr_path: Path = field(default_factory=Path)
     returncode: int | None = None
 
     def start(self, pid: int) -> None:
-        self.stderr_path = self.raw_dir / "perf-record.stderr"
+        self.stderr_path = self.raw_dir / f"{self.stem}-record.stderr"
         err = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         self._err: IO[bytes] = err
         try:
@@ -141,8 +142,12 @@ class PerfRecorder:
 
     def chunks(self) -> list[Path]:
         """The perf.data chunks written so far, oldest first (names end in a timestamp)."""
-        return sorted(p for p in self.raw_dir.glob("perf.data*") if p.is_file()
-                      and p.stat().st_size > 0)
+        return data_chunks(self.raw_dir, self.stem)
+
+
+def data_chunks(raw_dir: Path, stem: str) -> list[Path]:
+    return sorted(p for p in raw_dir.glob(f"{stem}.data*") if p.is_file()
+                  and p.stat().st_size > 0)
 
 
 def lost_from_stderr(text: str) -> tuple[int, list[str]]:

@@ -267,26 +267,39 @@ class SnapshotLoop(threading.Thread):
         if isinstance(self.backend, GdbBackend):
             self.backend.start(self.watch)
         self.started.set()
-        interval = 1.0 / self.rate_hz
+        base = interval = 1.0 / self.rate_hz
         timeout = max(5.0, 20 * self.max_pause_ms / 1000)
         next_t = time.monotonic()
+        over = under = failed = 0
         while not self.stop_event.is_set():
             if not self.target.alive():
                 self.stats.target_gone = True
                 break
-            self._one(reader, timeout)
-            if self.stats.pauses_ms and self.stats.pauses_ms[-1] > self.max_pause_ms:
-                # G5: the pause is bounded.  Back off so the pause share stays small.
+            ok = self._one(reader, timeout)
+            failed = 0 if ok else failed + 1
+            if failed >= 5:
+                self.stats.errors.append("5 snapshots in a row failed: snapshots stopped")
+                break
+            pause = self.stats.pauses_ms[-1] if ok and self.stats.pauses_ms else 0.0
+            # G5: the pause is bounded.  Three snapshots in a row over the budget halve the
+            # rate; ten in a row well under it restore it step by step.
+            if pause > self.max_pause_ms:
                 self.stats.over_budget += 1
-                interval = min(interval * 2, 10.0)
-                self.stats.rate_hz = 1.0 / interval
+                over, under = over + 1, 0
+                if over >= 3:
+                    interval, over = min(interval * 2, 10.0), 0
+            elif ok:
+                over, under = 0, under + 1
+                if under >= 10 and interval > base and pause < self.max_pause_ms / 2:
+                    interval, under = max(interval / 2, base), 0
+            self.stats.rate_hz = min(self.stats.rate_hz, 1.0 / interval)
             next_t += interval
             now = time.monotonic()
             if next_t < now:
                 next_t = now
             self.stop_event.wait(next_t - now)
 
-    def _one(self, reader: ProcReader, timeout: float) -> None:
+    def _one(self, reader: ProcReader, timeout: float) -> bool:
         procs = reader.read()
         t_ns = time.time_ns()
         dump = self.backend.snapshot(timeout, len(procs), self.watch)
@@ -300,7 +313,7 @@ class SnapshotLoop(threading.Thread):
                 self.stats.errors.append(dump.error.splitlines()[0][:300] if dump.error else "")
             if not self.target.alive():
                 self.stats.target_gone = True
-            return
+            return False
         self.stats.snapshots += 1
         self.stats.pauses_ms.append(dump.pause_ms)
         w = self.log.write
@@ -312,3 +325,4 @@ class SnapshotLoop(threading.Thread):
              "consistent": self.backend.consistent}, sort_keys=True) + "\n")
         w(ts_line(t_ns) + "\n")
         self.log.flush()
+        return True

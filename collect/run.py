@@ -41,10 +41,10 @@ class CollectOptions:
     pmp_backend:  ``eu-stack`` (default: lowest pause), ``gdb`` (persistent), ``gdb-batch``.
     pmp_rate_hz:  snapshots per second.
     freq_hz:      perf on-CPU sampling frequency.
-    call_graph:   perf unwinding (on-CPU samples and scheduler stacks), ``fp`` or ``dwarf``.
-                  Frame pointers lose the caller of a blocking glibc function in scheduler
-                  stacks (glibc has none); a per-event DWARF term for ``sched_switch`` alone
-                  was measured to unwind only the leaf with perf 6.1, so it is all or none.
+    call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
+    sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
+                  lose the callers of a blocking glibc function (glibc has none), which turns
+                  a condition-variable wait into an unclassified futex wait.
     max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
     """
 
@@ -54,6 +54,7 @@ class CollectOptions:
     pmp_rate_hz: float = 10.0
     freq_hz: int = 997
     call_graph: str = "fp"
+    sched_call_graph: str = "dwarf"
     max_pause_ms: float = 50.0
 
 
@@ -189,30 +190,38 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     return col
 
 
-def _perf_options(opts: CollectOptions) -> perf.PerfOptions:
-    sched = opts.off_cpu in ("sched", "both")
-    # perf --off-cpu (BPF) would duplicate sched_switch intervals; its support is recorded.
-    return perf.PerfOptions(opts.freq_hz, opts.call_graph, sched, False)
+def _recorders(target: Target, opts: CollectOptions, raw: Path) -> list[perf.PerfRecorder]:
+    """On-CPU perf, plus a scheduler perf for ``sched``/``both`` (perf --off-cpu, BPF, would
+    duplicate the sched_switch intervals; only its support is recorded)."""
+    out = [perf.PerfRecorder(perf.record_command(
+        target.pid, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph),
+        opts.duration_s), raw, "perf")]
+    if opts.off_cpu in ("sched", "both"):
+        out.append(perf.PerfRecorder(perf.record_command(
+            target.pid, raw / "sched.data", perf.PerfOptions(opts.freq_hz,
+                                                             opts.sched_call_graph, True),
+            opts.duration_s), raw, "sched"))
+    return out
 
 
 def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
          stop: threading.Event, guard: Guard, child: subprocess.Popen[bytes] | None,
          progress: Callable[[Progress], None] | None) -> None:
-    popts = _perf_options(opts)
     mem = MemorySampler(target.pid, stop)
-    recorder = perf.PerfRecorder(perf.record_command(target.pid, raw / "perf.data", popts,
-                                                     opts.duration_s), raw)
-    col.commands["perf_record"] = recorder.command
-    col.commands["perf_script"] = perf.script_command(Path("raw/perf.data.<chunk>"),
-                                                      popts.sched)
+    recorders = _recorders(target, opts, raw)
+    for r in recorders:
+        col.commands[f"{r.stem}_record"] = r.command
+        col.commands[f"{r.stem}_script"] = perf.script_command(
+            Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched")
     loop: SnapshotLoop | None = None
     log = None
     t_start = time.time_ns()
     m_start = time.monotonic()
     try:
-        recorder.start(target.pid)
-        if recorder.proc is not None:
-            guard.watch(recorder.proc.pid)
+        for r in recorders:
+            r.start(target.pid)
+            if r.proc is not None:
+                guard.watch(r.proc.pid)
         mem.start()
         if opts.off_cpu in ("pmp", "both"):
             backend = make_backend(opts.pmp_backend, target.pid)
@@ -225,19 +234,21 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             if loop.start_error is not None:
                 raise loop.start_error
         time.sleep(0.3)
-        recorder.early_failure()
-        _wait(target, opts, col, stop, child, recorder, loop, m_start, progress)
+        for r in recorders:
+            r.early_failure()
+        _wait(target, opts, col, stop, child, recorders[0], loop, m_start, progress)
     finally:
         t_end = time.time_ns()
         stop.set()
         if loop is not None:
             loop.join(30)
-        recorder.stop()
+        for r in recorders:
+            r.stop()
         mem.join(5)
         if log is not None:
             log.close()
         col.window = {"start_ns": t_start, "end_ns": t_end, "window_ns": t_end - t_start}
-        _record_results(col, recorder, loop, mem)
+        _record_results(col, recorders, loop, mem)
     if loop is not None and loop.start_error is not None:
         raise loop.start_error
 
@@ -272,14 +283,14 @@ def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading
     col.ended_by = col.ended_by or "signal"
 
 
-def _record_results(col: Collection, recorder: perf.PerfRecorder, loop: SnapshotLoop | None,
-                    mem: MemorySampler) -> None:
-    text = recorder.stderr_text()
-    lost, lines = perf.lost_from_stderr(text)
-    col.perf = {"returncode": recorder.returncode, "chunks": [p.name for p in recorder.chunks()],
-                "lost_chunks": lost, "lost_lines": lines[:20],
-                "sched": any(a.startswith("sched:sched_switch") for a in recorder.command),
-                "off_cpu_bpf_supported": perf.supports_off_cpu()}
+def _record_results(col: Collection, recorders: list[perf.PerfRecorder],
+                    loop: SnapshotLoop | None, mem: MemorySampler) -> None:
+    col.perf = {"sched": len(recorders) > 1, "off_cpu_bpf_supported": perf.supports_off_cpu()}
+    for r in recorders:
+        lost, lines = perf.lost_from_stderr(r.stderr_text())
+        col.perf[r.stem] = {"returncode": r.returncode,
+                            "chunks": [p.name for p in r.chunks()],
+                            "lost_chunks": lost, "lost_lines": lines[:20]}
     if loop is not None:
         st = loop.stats
         col.pmp = {"backend": loop.backend.name, "consistent": loop.backend.consistent,
@@ -290,7 +301,7 @@ def _record_results(col: Collection, recorder: perf.PerfRecorder, loop: Snapshot
                    "pause": st.pause_summary()}
         if st.over_budget:
             col.warn(f"{st.over_budget} snapshots paused the target longer than "
-                     f"--max-pause-ms; the snapshot rate was lowered to {st.rate_hz:.2f}/s")
+                     f"--max-pause-ms; the snapshot rate went as low as {st.rate_hz:.2f}/s")
         if st.resumed:
             col.warn(f"threads were found stopped after {st.resumed} snapshots and were "
                      "resumed (SIGCONT)")

@@ -30,7 +30,6 @@ from wallflame.profile import OFF, Profile
 
 CAPTURE = "capture.json"
 SNAPSHOT_LOG = "snapshots.log"
-PERF_SCRIPT = "perf.script"
 
 
 def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
@@ -41,17 +40,18 @@ def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
         return None
 
 
-def perf_script(raw: Path, sched: bool, warnings: list[str]) -> tuple[Path | None, int]:
-    """``perf script`` of every chunk, in order, into ``raw/perf.script``; unreadable chunks
-    (a perf killed mid-write) are counted."""
+def perf_script(raw: Path, stem: str, warnings: list[str]) -> tuple[Path | None, int]:
+    """``perf script`` of every chunk of ``raw/STEM.data*``, in order, into
+    ``raw/STEM.script``; unreadable chunks (a perf killed mid-write) are counted."""
     from wallflame.collect import perf
 
-    chunks = sorted(p for p in raw.glob("perf.data*") if p.is_file() and p.stat().st_size > 0)
+    chunks = perf.data_chunks(raw, stem)
     if not chunks:
         return None, 0
-    out = raw / PERF_SCRIPT
+    sched = stem == "sched"
+    out = raw / f"{stem}.script"
     bad = 0
-    with open(out, "wb") as f, open(raw / "perf-script.stderr", "wb") as err:
+    with open(out, "wb") as f, open(raw / f"{stem}-script.stderr", "wb") as err:
         for chunk, code in perf.write_script(chunks, f, sched, err):
             if code != 0:
                 bad += 1
@@ -67,10 +67,16 @@ def split_locks(sched_off: Profile, pmp: Profile) -> Profile:
     for k, w in pmp.stacks.items():
         if k.state == OFF and k.wait == "mutex" and k.lock:
             seen[k.tid][(k.lock, k.holder)] += w
+    # A thread whose snapshots never caught it on a named mutex gets the process-wide split.
+    overall: defaultdict[tuple[str, int], int] = defaultdict(int)
+    for shares_of in seen.values():
+        for pair, w in shares_of.items():
+            overall[pair] += w
     out = Profile(meta=sched_off.meta)
     exact_by_lock: defaultdict[str, int] = defaultdict(int)
     for k, w in sched_off.stacks.items():
-        shares = seen.get(k.tid) if k.state == OFF and k.wait == "mutex" and not k.lock else None
+        shares = (seen.get(k.tid) or overall) if k.state == OFF and k.wait == "mutex" \
+            and not k.lock else None
         if not shares:
             out.add(k, w)
             continue
@@ -100,25 +106,28 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
     warnings: list[str] = []
     opts = cap.get("options", {})
     mode = str(opts.get("off_cpu", "pmp"))
-    sched = bool(cap.get("perf", {}).get("sched"))
-    script, bad_chunks = perf_script(raw, sched, warnings)
+    script, bad_chunks = perf_script(raw, "perf", warnings)
     perf_profile = _fold(script, "perf", warnings) if script is not None else None
+    sched_profile = None
+    if mode in ("sched", "both"):
+        sscript, bad = perf_script(raw, "sched", warnings)
+        bad_chunks += bad
+        sched_profile = _fold(sscript, "perf", warnings) if sscript is not None else None
     pmp_profile = None
     if (raw / SNAPSHOT_LOG).exists():
         backend = str(cap.get("pmp", {}).get("backend", opts.get("pmp_backend", "eu-stack")))
         pmp_profile = _fold(raw / SNAPSHOT_LOG, _snapshot_format(backend), warnings)
     profile = Profile()
     if perf_profile is not None:
-        on = perf_profile.on_cpu()
-        profile.merge(on)
-        if mode in ("sched", "both"):
-            off = perf_profile.off_cpu()
-            if pmp_profile is not None:
-                off = split_locks(off, pmp_profile)
-            profile.merge(off)
-            profile.meta.extra["offcpu_source"] = "sched"
+        profile.merge(perf_profile.on_cpu())
+    if sched_profile is not None:
+        off = sched_profile.off_cpu()
+        if pmp_profile is not None:
+            off = split_locks(off, pmp_profile)
+        profile.merge(off)
+        profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:
-        if mode == "pmp" or (mode == "both" and perf_profile is None):
+        if mode == "pmp" or (mode == "both" and sched_profile is None):
             profile.merge(pmp_profile.off_cpu())
             profile.meta.extra["offcpu_source"] = "pmp"
         else:
@@ -146,15 +155,17 @@ def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],
             meta.lose("failed snapshots", 0, int(pmp["failed"]),
                       "; ".join(pmp.get("errors", [])[:2]))
     perf_info = cap.get("perf") or {}
-    if perf_info.get("lost_chunks"):
-        meta.lose("perf lost chunks", 0, int(perf_info["lost_chunks"]),
-                  "; ".join(perf_info.get("lost_lines", [])[:2]))
+    for stem in ("perf", "sched"):
+        rec = perf_info.get(stem) or {}
+        if rec.get("lost_chunks"):
+            meta.lose(f"{stem} record lost chunks", 0, int(rec["lost_chunks"]),
+                      "; ".join(rec.get("lost_lines", [])[:2]))
     if bad_chunks:
         meta.lose("unreadable perf chunks", 0, bad_chunks)
-    if perf_info.get("sched") and opts.get("call_graph") == "fp":
+    if perf_info.get("sched") and opts.get("sched_call_graph") == "fp":
         meta.extra["missing_frames"] = (
             "scheduler stacks unwound with frame pointers lose the caller of a blocking "
-            "glibc function (glibc has no frame pointers); use --call-graph dwarf to keep it")
+            "glibc function (glibc has no frame pointers); use --sched-call-graph dwarf")
     ended = cap.get("ended_by", "")
     if ended == "target exited":
         meta.lose("target exited during collection", 0)

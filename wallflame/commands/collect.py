@@ -59,11 +59,16 @@ def _progress_printer() -> tuple[object, object]:
               default=_DEFAULTS.call_graph, show_default=True,
               help="perf stack unwinding: frame pointers (cheap) or DWARF (keeps frames of "
               "code without frame pointers, such as glibc; costs more).")
+@click.option("--sched-call-graph", type=click.Choice(["fp", "dwarf"]),
+              default=_DEFAULTS.sched_call_graph, show_default=True,
+              help="Stack unwinding of scheduler (off-CPU) stacks: DWARF keeps the callers of "
+              "blocking glibc functions, which frame pointers lose.")
 @click.option("--max-pause-ms", type=float, default=_DEFAULTS.max_pause_ms, show_default=True,
               help="A snapshot pausing the target longer than this halves the snapshot rate.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
-            pmp_rate: float, freq: int, call_graph: str, max_pause_ms: float,
+            pmp_rate: float, freq: int, call_graph: str, sched_call_graph: str,
+            max_pause_ms: float,
             command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
@@ -82,7 +87,7 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if pid is not None else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
-                          freq_hz=freq, call_graph=call_graph,
+                          freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms)
     live, show = _progress_printer()
     if live is None:
@@ -100,6 +105,7 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
     print_losses(profile.meta)
     pause = (col.pmp or {}).get("pause") or {}
     click.echo(f"wallflame: wrote {out} ({col.window.get('window_ns', 0) / 1e9:.1f} s, "
-               f"ended by {col.ended_by}, {len(col.perf.get('chunks', []))} perf chunks, "
+               f"ended by {col.ended_by}, "
+               f"{len((col.perf.get('perf') or {}).get('chunks', []))} perf chunks, "
                f"{pause.get('snapshots', 0)} snapshots, pause median "
                f"{pause.get('median_ms', 0)} ms)", err=True)
