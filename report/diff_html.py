@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import math
 from functools import cache
 from importlib import resources
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
 from wallflame.output import open_output
@@ -37,35 +35,37 @@ from wallflame.report.diff_render import (
     norm_text,
     visible,
 )
+from wallflame.report.html import environment
 
 #: Beyond this many nodes the narrowest are left out of the embedded tree (stated on the page).
 MAX_NODES = 120_000
 TOP = 25
 
 
-@cache
-def environment() -> jinja2.Environment:
-    loader = jinja2.FunctionLoader(_template_source)
-    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
-
-
-def _template_source(name: str) -> str | None:
-    try:
-        return resources.files("wallflame.templates").joinpath(name).read_text("utf-8")
-    except (FileNotFoundError, OSError):
-        return None
+SCRIPTS = ("flamegraph.js", "diff.js")
+STYLES = ("report.css", "diff.css")
 
 
 def asset(name: str) -> str:
-    source = _template_source(name)
-    if source is None:
-        raise FileNotFoundError(f"wallflame.templates/{name} is missing from the installation")
-    return source
+    return resources.files("wallflame.templates").joinpath(name).read_text(encoding="utf-8")
 
 
 def csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+@cache
+def assets() -> dict[str, Any]:
+    """The report's flamegraph renderer and style plus the diff's own, allowed by hash."""
+    scripts = [asset(n) for n in SCRIPTS]
+    styles = [asset(n) for n in STYLES]
+    for text in scripts:
+        assert "</script" not in text.lower(), "an inline script must not close its own tag"
+    csp = ("default-src 'none'; script-src " + " ".join(map(csp_hash, scripts))
+           + "; style-src " + " ".join(map(csp_hash, styles))
+           + "; img-src 'none'; base-uri 'none'; form-action 'none'")
+    return {"scripts": [Markup(t) for t in scripts], "styles": [Markup(t) for t in styles],
+            "csp": Markup(csp)}
 
 
 def tree_payload(diff: Diff, max_nodes: int = MAX_NODES) -> dict[str, Any]:
@@ -146,28 +146,14 @@ def context(diff: Diff, verdict: Verdict | None) -> dict[str, Any]:
     }
 
 
-_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"}
-
-
-def script_json(data: Any) -> Markup:
-    """JSON safe inside a ``<script type="application/json">`` element (like ``|tojson``), and
-    with no ``scheme://`` text in it: ``/`` after ``:`` is written ``\\/`` (valid JSON)."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    for ch, esc in _JSON_ESCAPES.items():
-        text = text.replace(ch, esc)
-    return Markup(text.replace("://", ":\\/\\/"))
-
-
 def render(diff: Diff, verdict: Verdict | None = None) -> str:
-    script = asset("flamegraph.js") + "\n" + asset("diff.js")
-    style = asset("diff.css")
-    csp = (f"default-src 'none'; script-src {csp_hash(script)}; style-src {csp_hash(style)}; "
-           "img-src 'none'; base-uri 'none'; form-action 'none'")
+    """The page: ``templates/diff.html`` on the report's ``base.html`` and environment."""
     page = environment().get_template("diff.html").render(
-        csp=Markup(csp), script=script, style=style, data=script_json(page_data(diff)),
-        **context(diff, verdict))
-    # names are text, but a report must not even look like it links anywhere: our own markup,
-    # script and style have no "://", so any left is in (escaped) text, where an entity is exact
+        title=f"wallflame diff: {diff.before.label} vs {diff.after.label}",
+        data=page_data(diff), **assets(), **context(diff, verdict))
+    # names are text, but the file must not even look like it links anywhere: the page's own
+    # markup, scripts and styles have no "://", the JSON encoder breaks it up, so any left is
+    # in escaped text, where an entity is exact
     return page.replace("://", ":&#47;&#47;")
 
 
