@@ -101,6 +101,7 @@ def encode(profile: Profile) -> bytes:
     out += _bytes(11, _int(1, strings("cpu")) + _int(2, strings(unit)))
     if hz and unit == "nanoseconds":
         out += _int(12, round(1e9 / hz))
+    out += _int(14, strings("on_cpu"))  # pprof shows on-CPU first; -sample_index=off_cpu
     table = b"".join(_bytes(6, s.encode("utf-8", "replace")) for s in strings.table)
     return bytes(out) + table
 

@@ -1,0 +1,160 @@
+"""The page's safety properties and static content, and the ``wallflame report`` command."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import stat
+from html.parser import HTMLParser
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_report_fixtures import HOSTILE, LOCK, demo_profile, hostile_profile
+
+from wallflame.cli import cli
+from wallflame.folded import write_folded
+from wallflame.report.html import render_html
+from wallflame.report.tree import visible
+
+
+class Page(HTMLParser):
+    """Collects what a browser would: script and style bodies, tags, attributes, text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self.styles: list[str] = []
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self._in: tuple[str, dict[str, str | None]] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("script", "style"):
+            self._in = (tag, dict(attrs))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in and self._in[0] == "script":
+            self.scripts.append((self._in[1], data))
+        elif self._in and self._in[0] == "style":
+            self.styles.append(data)
+        else:
+            self.text.append(data)
+
+
+def parse(html: str) -> Page:
+    p = Page()
+    p.feed(html)
+    p.close()
+    return p
+
+
+def sha(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def csp_of(page: Page) -> str:
+    metas = [a for t, a in page.tags if t == "meta" and a.get("http-equiv") ==
+             "Content-Security-Policy"]
+    assert len(metas) == 1
+    return str(metas[0]["content"])
+
+
+def test_csp_allows_exactly_the_inline_scripts_and_styles() -> None:
+    html = render_html(demo_profile())
+    page = parse(html)
+    csp = csp_of(page)
+    assert csp.startswith("default-src 'none';")
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    code = [body for attrs, body in page.scripts if "type" not in attrs]
+    assert len(code) == 2
+    for body in code:
+        assert sha(body) in csp
+    assert page.styles and all(sha(s) in csp for s in page.styles)
+    assert not any("style" in a for _, a in page.tags), "no inline style attributes (CSP)"
+    assert not any(k.startswith("on") for _, a in page.tags for k in a), "no event handlers"
+
+
+def test_no_url_and_no_external_reference_anywhere() -> None:
+    for profile in (demo_profile(), hostile_profile(50)):
+        html = render_html(profile)
+        assert not re.search(r"https?://", html, re.I)
+        page = parse(html)
+        for tag, attrs in page.tags:
+            assert "src" not in attrs and "href" not in attrs, (tag, attrs)
+
+
+def test_hostile_names_never_become_markup() -> None:
+    html = render_html(hostile_profile(50))
+    page = parse(html)
+    # The only elements are the page's own: no img, no extra script from a name.
+    assert {t for t, _ in page.tags} <= {
+        "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "b",
+        "ul", "li", "nav", "span", "svg", "rect", "section", "div", "fieldset", "legend",
+        "label", "input", "button", "output", "kbd", "noscript", "aside", "pre", "table",
+        "thead", "tbody", "tfoot", "tr", "th", "td", "title", "details", "summary", "ol",
+        "code", "dl", "dt", "dd", "script", "figure", "figcaption", "polyline"}
+    assert len(page.scripts) == 3
+    text = "".join(page.text)
+    for raw in HOSTILE:
+        if raw.startswith("https"):
+            continue  # shown as https:&#47;&#47;... which reads the same
+        assert visible(raw, 40)[:30] in text, raw
+    assert "\x1b" not in html and "\u202e" not in html and "\x00" not in html
+
+
+def test_static_markup_carries_the_key_numbers() -> None:
+    page = parse(render_html(demo_profile()))
+    text = " ".join(" ".join(page.text).split())
+    assert "mix-1 4243" in text  # per-thread table
+    assert "910.00 ms" in text  # mix-1 on-CPU
+    assert LOCK.split()[0] in text and "Waited 2.400 s" in text  # locks table
+    assert "holder while we waited" in text and "spin_work" in text
+    assert "Lost: 12 × lost perf events" in text  # warnings in the header
+    assert "snapshots: 40" in text and "1/40" in text  # resolution statement
+    assert "glibc malloc arenas: 3" in text
+    assert "Top stacks" in text and "__futex_abstimed_wait" in text
+
+
+def test_folded_input_says_its_unit_is_samples(tmp_path: Path) -> None:
+    src = tmp_path / "in.folded"
+    src.write_text("main;work 30\nmain;idle 10\n")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(cli, ["report", str(src), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    text = " ".join("".join(parse(out.read_text()).text).split())
+    assert "Unit: samples" in text and "40 samples" in text
+
+
+def test_cli_formats_from_suffix_and_mode_0600(tmp_path: Path) -> None:
+    src = tmp_path / "demo.folded"
+    with open(src, "w") as f:
+        write_folded(demo_profile(), f, annotate=True)
+    magic = {".html": b"<!DOCTYPE html>", ".svg": b"<?xml", ".json": b"{",
+             ".speedscope.json": b'{"$schema"', ".pb.gz": b"\x1f\x8b", ".folded": b"mix",
+             ".txt": b"wallflame:"}
+    for suffix, head in magic.items():
+        out = tmp_path / f"r{suffix}"
+        r = CliRunner().invoke(cli, ["report", str(src), "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        assert out.read_bytes().startswith(head), suffix
+        assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    r = CliRunner().invoke(cli, ["report", str(src), "-o", str(tmp_path / "r.unknown")])
+    assert r.exit_code == 3 and "--format" in r.output
+
+
+def test_cli_text_to_stdout_fits_a_terminal(tmp_path: Path) -> None:
+    src = tmp_path / "h.folded"
+    with open(src, "w", errors="surrogateescape") as f:
+        write_folded(hostile_profile(200), f, annotate=True)
+    r = CliRunner().invoke(cli, ["report", str(src), "--format", "txt", "-o", "-"])
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.stdout and "\u202e" not in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 110
+    assert "deep" in r.stdout
