@@ -80,9 +80,12 @@ def split_locks(sched_off: Profile, pmp: Profile) -> Profile:
         if not shares:
             out.add(k, w)
             continue
-        total = sum(shares.values())
+        items = sorted((p, s) for p, s in shares.items() if p[1] != k.tid)
+        total = sum(s for _, s in items)
+        if not total:
+            out.add(k, w)
+            continue
         given = 0
-        items = sorted(shares.items())
         for i, ((lock, holder), s) in enumerate(items):
             part = w - given if i == len(items) - 1 else w * s // total
             given += part
