@@ -75,15 +75,15 @@ GLIBC_ALIASES = {
 def strip_params(name: str) -> str:
     """Drop the final top-level ``(...)`` parameter list, keeping ``operator()`` whole."""
     s = name
-    changed = True
-    while changed:
-        changed = False
+    stripped = True
+    while stripped:  # trailing qualifiers, in any order: "() const noexcept"
+        stripped = False
         for q in _QUALIFIERS:
-            if s.endswith(q) and s.endswith(")" + q):
+            if s.endswith(q):
                 s = s[: -len(q)]
-                changed = True
+                stripped = True
     if not s.endswith(")"):
-        return name if s is name else s
+        return name
     depth = 0
     for i in range(len(s) - 1, -1, -1):
         c = s[i]
@@ -114,7 +114,7 @@ def normalize(raw: str) -> str:
         s = _CLONE.sub("", s)
     if "." in s:
         s = _C_CLONE.sub("", s)
-    if s.endswith(")"):
+    if s.endswith(")") or s.endswith(_QUALIFIERS):
         s = strip_params(s)
     if "::h" in s:
         s = _RUST_HASH.sub("", s)
