@@ -32,15 +32,22 @@ def is_unknown(frame: str) -> bool:
 
 
 def call_site(frames: tuple[str, ...]) -> str:
-    """The first frame, from the leaf up, that is not lock or kernel machinery."""
+    """The frame that called into the lock: the first frame above the leaf-most lock or wait
+    frame (kernel, glibc and ``std::lock_guard`` machinery skipped).  Kernel frames are not
+    always marked, so the scan anchors on the wait frame rather than on the leaf."""
     rules = default_rules()
+    seen_wait = False
+    fallback = ""
     for f in reversed(frames):
+        if rules.frame_class(f) is not None:
+            seen_wait = True
+            continue
         if f.endswith("_[k]") or is_unknown(f) or f.startswith(_LOCK_WRAPPERS):
             continue
-        if rules.frame_class(f) is not None:
-            continue
-        return f
-    return frames[0] if frames else "[unknown]"
+        if seen_wait:
+            return f
+        fallback = fallback or f
+    return fallback or (frames[0] if frames else "[unknown]")
 
 
 def lock_identity(key: StackKey) -> str:
