@@ -235,7 +235,8 @@
     if (e.key === "Escape") { $("search").blur(); }
   });
   document.addEventListener("keydown", function (e) {
-    if (e.target && (e.target.tagName === "INPUT" || e.ctrlKey || e.metaKey || e.altKey)) return;
+    var t = e.target;
+    if ((t && t.tagName === "INPUT" && t.type !== "radio") || e.ctrlKey || e.metaKey || e.altKey) return;
     var modes = ["per", "merged", "group"];
     if (e.key === "/") { e.preventDefault(); $("search").focus(); }
     else if (e.key === "Escape") { state.q = ""; reset(); }

@@ -1,0 +1,246 @@
+"""The report page in a real browser (Debian's chromium driven by Playwright).
+
+Pages built from hostile names (and a 10,000-frame stack) and from a real perf capture of
+``samples/bin/mix`` must load with no console error, no dialog and no network request, show
+every name as text, and answer clicks (zoom) and searches.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
+
+from wallflame.report.exports import write_report
+from wallflame.report.tree import visible
+from wallflame.rundir import load_inputs
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    pw = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with pw.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@dataclass
+class Loaded:
+    page: Any
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def clean(self) -> None:
+        assert self.errors == [], self.errors
+        assert self.dialogs == [], self.dialogs
+        assert self.requests == [], self.requests
+
+
+def load(browser: Any, path: Path, js: bool = True) -> Loaded:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, java_script_enabled=js)
+    page = ctx.new_page()
+    url = path.resolve().as_uri()
+    got = Loaded(page)
+    page.on("console", lambda m: got.errors.append(m.text) if m.type in ("error", "warning")
+            else None)
+    page.on("pageerror", lambda e: got.errors.append(str(e)))
+
+    def dialog(d: Any) -> None:
+        got.dialogs.append(d.message)
+        d.dismiss()
+
+    page.on("dialog", dialog)
+    page.on("request", lambda r: got.requests.append(r.url) if r.url != url else None)
+    page.goto(url)
+    page.wait_for_load_state("load")
+    return got
+
+
+def frame_point(page: Any, graph: str, names: list[str]) -> dict[str, float]:
+    """Viewport coordinates of the middle of the frame at ``names`` (root first) in a graph."""
+    point: dict[str, float] | None = page.evaluate(
+        """([graph, names]) => {
+          const g = window.wallflame.graphs[graph], t = g.tree, vis = g.vis;
+          let node = 0;
+          for (const name of names) {
+            let found = -1;
+            for (let j = g.kids.start[node]; j < g.kids.start[node + 1]; j++) {
+              const c = g.kids.list[j];
+              if (t.names[t.nameId[c]] === name && g.value[c] > 0) { found = c; break; }
+            }
+            if (found < 0) return null;
+            node = found;
+          }
+          const i = vis.n.indexOf(node);
+          if (i < 0) return null;
+          g.scroll.scrollTop = Math.max(0, vis.d[i] * g.rowH - 40);
+          const r = g.canvas.getBoundingClientRect();
+          return {x: r.left + vis.x[i] + vis.w[i] / 2,
+                  y: r.top + vis.d[i] * g.rowH - g.scroll.scrollTop + g.rowH / 2};
+        }""", [graph, names])
+    assert point is not None, names
+    return point
+
+
+def search(page: Any, q: str) -> str:
+    page.fill("#search", q)
+    page.press("#search", "Enter")
+    text: str = page.text_content("#search-out") or ""
+    return text
+
+
+def test_hostile_names_load_cleanly_and_show_as_text(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "hostile.html"
+    write_report(hostile_profile(10_000), "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    text = page.inner_text("body")
+    for raw in HOSTILE:
+        assert visible(raw, 40)[:30] in text, raw
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    # every hostile name is a frame of the graph, held as text (never parsed as markup)
+    names = page.evaluate("window.wallflame.graphs.main.tree.names")
+    for raw in HOSTILE:
+        assert visible(raw) in names
+    # click-zoom into a hostile frame: the details pane shows its full name as text
+    raw = HOSTILE[1]
+    pt = frame_point(page, "main", [f"{visible(raw)} (101)", "main", visible(raw)])
+    page.mouse.click(pt["x"], pt["y"])
+    assert page.text_content("#det-name") == visible(raw)
+    assert page.evaluate("window.wallflame.graphs.main.zoomNode") > 0
+    assert "z=" in page.evaluate("location.hash")
+    page.keyboard.press("Escape")
+    assert page.evaluate("window.wallflame.graphs.main.zoomNode") == 0
+    got.clean()
+
+
+def test_ten_thousand_frames_zoom_and_search(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "deep.html"
+    write_report(hostile_profile(10_000), "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    # nested matches count once: the 100 ms deep stack out of 1.22 s holds recurse_3 ~1,400x
+    assert search(page, "recurse_3").startswith("Matched: 8.20% (100.00 ms)")
+    assert search(page, "recurse_[0-6]|bottom").startswith("Matched: 8.20%")
+    assert search(page, "(") == "invalid regular expression"
+    # zoom into the 5,000th frame of the deep stack and reset
+    t0 = time.monotonic()
+    node = page.evaluate("window.wallflame.zoomPath(['deep (90)', 'main'].concat("
+                         "Array.from({length: 5000}, (_, i) => 'recurse_' + (i % 7))))")
+    assert node > 0 and time.monotonic() - t0 < 2
+    assert page.evaluate("window.wallflame.graphs.main.vis.rows") >= 10_003
+    page.press("#search", "Escape")  # leaves the search field; shortcuts apply again
+    page.keyboard.press("r")
+    assert page.evaluate("window.wallflame.graphs.main.zoomNode") == 0
+    got.clean()
+
+
+def test_state_is_restored_from_the_url(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "demo.html"
+    write_report(demo_profile(), "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    pt = frame_point(page, "main", ["mix-2 (4244)", "clone3", "start_thread", "worker_main"])
+    page.mouse.click(pt["x"], pt["y"])
+    search(page, "mutex")
+    page.check("input[name=view][value=off]")
+    url = page.url
+    again = load(browser, out)
+    again.page.goto(url)
+    again.page.reload()
+    st = again.page.evaluate("window.wallflame.state")
+    assert st["view"] == "off" and st["q"] == "mutex" and len(st["z"]) == 4
+    assert again.page.text_content("#det-name") == "worker_main"
+    # the off-CPU graph is zoomed to the same frame: only mix-2's waits, 1.05 s
+    g = again.page.evaluate("(() => { const g = window.wallflame.graphs.off;"
+                            " return g.value[g.zoomNode]; })()")
+    assert g == 1050 * MS
+    got.clean()
+    again.clean()
+
+
+def test_thread_grouping_and_views(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "demo.html"
+    write_report(demo_profile(), "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    page.check("input[name=threads][value=group]")
+    roots = page.evaluate("(() => { const g = window.wallflame.graphs.main, t = g.tree;"
+                          " const r = []; for (let j = g.kids.start[0]; j < g.kids.start[1];"
+                          " j++) r.push(t.names[t.nameId[g.kids.list[j]]]); return r; })()")
+    assert "mix-* [4 threads]" in roots and "mix-ticker (4247)" in roots
+    page.check("input[name=threads][value=merged]")
+    assert page.evaluate("window.wallflame.graphs.main.tree.parent.length") < 60
+    page.keyboard.press("2")
+    total = page.evaluate("window.wallflame.graphs.main.total()")
+    assert total == demo_profile().per_class()["on"]
+    got.clean()
+
+
+def test_page_informs_with_javascript_blocked(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "demo.html"
+    write_report(demo_profile(), "html", str(out))
+    got = load(browser, out, js=False)
+    text = got.page.inner_text("body")
+    assert "mix-1" in text and "910.00 ms" in text and "shared_lock" in text
+    assert "JavaScript is off" in text
+    got.clean()
+
+
+@pytest.fixture(scope="module")
+def mix_capture(tmp_path_factory: pytest.TempPathFactory, sample_bin: Path,
+                live: None) -> Path:
+    """``perf script`` of a 2 s cpu-clock capture of mix (4 workers)."""
+    d = tmp_path_factory.mktemp("mix")
+    mix = subprocess.Popen([str(sample_bin / "mix"), "--threads", "4", "--duration", "4"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "997", "-g",
+                            "-o", str(d / "perf.data"), "-p", str(mix.pid), "--", "sleep", "2"],
+                           capture_output=True, timeout=60, check=False)
+        assert (d / "perf.data").exists(), r.stderr
+    finally:
+        mix.terminate()
+        mix.wait(timeout=10)
+    script = d / "perf.txt"
+    with open(script, "wb") as f:
+        subprocess.run(["perf", "script", "-i", str(d / "perf.data")], stdout=f,
+                       stderr=subprocess.DEVNULL, timeout=120, check=True)
+    return script
+
+
+def test_real_perf_capture_of_mix(browser: Any, mix_capture: Path, tmp_path: Path) -> None:
+    profile = load_inputs([str(mix_capture)])
+    out = tmp_path / "mix.html"
+    write_report(profile, "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    text = page.inner_text("body")
+    for i in range(1, 5):
+        assert f"mix-{i}" in text
+    matched = search(page, "^mix_hash$")
+    share = float(matched.split("Matched: ")[1].split("%")[0])
+    assert share > 30, matched  # the workers spin in mix_hash most of their on-CPU time
+    busiest = max(profile.per_thread(), key=lambda t: t.on)
+    pt = frame_point(page, "main", [f"{busiest.name} ({busiest.tid})"])
+    page.mouse.click(pt["x"], pt["y"])
+    assert page.evaluate("window.wallflame.graphs.main.zoomNode") > 0
+    assert page.text_content("#det-name") == f"{busiest.name} ({busiest.tid})"
+    shots = Path(os.environ.get("WALLFLAME_SHOTS", tmp_path))
+    page.screenshot(path=str(shots / "report-mix.png"), full_page=True)
+    got.clean()
