@@ -218,12 +218,9 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
     t_start = time.time_ns()
     m_start = time.monotonic()
     try:
-        for r in recorders:
-            r.start(target.pid)
-            if r.proc is not None:
-                guard.watch(r.proc.pid)
         mem.start()
         if opts.off_cpu in ("pmp", "both"):
+            # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.
             backend = make_backend(opts.pmp_backend, target.pid)
             col.commands["pmp"] = backend.commands
             log = open(raw / SNAPSHOT_LOG, "w", encoding="utf-8")  # noqa: SIM115
@@ -233,6 +230,12 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             loop.started.wait(120)
             if loop.start_error is not None:
                 raise loop.start_error
+        t_start = time.time_ns()
+        m_start = time.monotonic()
+        for r in recorders:
+            r.start(target.pid)
+            if r.proc is not None:
+                guard.watch(r.proc.pid)
         time.sleep(0.3)
         for r in recorders:
             r.early_failure()

@@ -1,0 +1,83 @@
+"""Helpers shared by the live collection tests: targets, wallflame runs, leftover checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from wallflame.collect.target import read_stat, thread_states, tracer_of
+
+WALLFLAME = [sys.executable, "-m", "wallflame"]
+
+
+def start_mix(sample_bin: Path, *args: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([str(sample_bin / "mix"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 5
+    while len(thread_states(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc
+
+
+def stop_mix(proc: subprocess.Popen[bytes]) -> str:
+    if proc.poll() is None:
+        os.kill(proc.pid, 18)  # SIGCONT, in case a test stopped it
+        proc.terminate()
+    out, _ = proc.communicate(timeout=20)
+    return out.decode()
+
+
+def collect(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*WALLFLAME, "collect", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def harmed(pid: int) -> list[str]:
+    """What is wrong with the target now: stopped or traced threads."""
+    problems = []
+    for tid, state in thread_states(pid).items():
+        if state in ("T", "t"):
+            problems.append(f"thread {tid} state {state}")
+        tr = tracer_of(pid, tid)
+        if tr:
+            problems.append(f"thread {tid} traced by {tr}")
+    return problems
+
+
+def leftovers(pid: int, run_dir: Path) -> list[str]:
+    """Tool processes still aimed at the target or writing into the run directory."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        if not argv:
+            continue
+        tool = os.path.basename(argv[0])
+        aimed = str(pid) in argv or any(str(run_dir) in a for a in argv)
+        st = read_stat(int(entry))
+        if aimed and tool in ("perf", "gdb", "eu-stack") and st and st.state != "Z":
+            out.append(f"{entry}: {' '.join(argv)[:120]}")
+    return out
+
+
+def wait_clean(pid: int, run_dir: Path, within_s: float) -> tuple[list[str], list[str]]:
+    deadline = time.monotonic() + within_s
+    while True:
+        h, left = harmed(pid), leftovers(pid, run_dir)
+        if (not h and not left) or time.monotonic() > deadline:
+            return h, left
+        time.sleep(0.1)
+
+
+def load(run_dir: Path, name: str) -> Any:
+    return json.loads((run_dir / name).read_text(encoding="utf-8"))

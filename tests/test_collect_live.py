@@ -1,0 +1,178 @@
+"""Live collection from samples/bin/mix: run directory contents, backends, lock owners,
+and one-line errors for every unusable target."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from livehelp import collect, harmed, load, start_mix, stop_mix
+
+from wallflame.collect.pmp import LOG_MAGIC, ProcReader
+
+pytestmark = pytest.mark.live
+
+
+def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
+                                             tmp_path: Path) -> None:
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
+    try:
+        run = tmp_path / "run"
+        r = collect("--pid", str(mix.pid), "--duration", "2", "-o", str(run))
+        assert r.returncode == 0, r.stderr
+        for name in ("meta.json", "summary.json", "oncpu.folded", "offcpu.folded",
+                     "memory.json", "raw/capture.json", "raw/snapshots.log"):
+            assert (run / name).exists(), name
+        assert list((run / "raw").glob("perf.data.*")), "no perf chunk"
+        meta = load(run, "meta.json")
+        assert meta["target"]["pid"] == mix.pid and meta["target"]["start_ticks"] > 0
+        assert meta["commands"]["perf_record"][:2] == [meta["commands"]["perf_record"][0],
+                                                        "record"]
+        assert meta["tools"]["perf"].startswith("perf version")
+        assert meta["pmp"]["backend"] == "eu-stack" and meta["pmp"]["consistent"] is False
+        assert meta["pmp"]["snapshots"] >= 5
+        log = (run / "raw/snapshots.log").read_text()
+        assert log.startswith(LOG_MAGIC)
+        assert log.count("\nTS ") == meta["pmp"]["snapshots"]
+        summary = load(run, "summary.json")
+        names = {t["name"] for t in summary["threads"]}
+        assert {"mix-1", "mix-2", "mix-3"} <= names
+        assert summary["pause"]["snapshots"] >= 5
+        mem = load(run, "memory.json")
+        assert mem["samples"] and mem["samples"][0]["threads"] == 5
+        assert not harmed(mix.pid)
+        assert mix.poll() is None
+    finally:
+        stop_mix(mix)
+
+
+def test_gdb_backend_is_consistent_and_detaches(live: None, sample_bin: Path,
+                                               tmp_path: Path) -> None:
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
+    try:
+        run = tmp_path / "run"
+        r = collect("--pid", str(mix.pid), "--duration", "2", "--off-cpu", "pmp",
+                    "--pmp-backend", "gdb", "-o", str(run))
+        assert r.returncode == 0, r.stderr
+        meta = load(run, "meta.json")
+        assert meta["pmp"]["consistent"] is True and meta["pmp"]["snapshots"] >= 3
+        log = (run / "raw/snapshots.log").read_text()
+        assert '"consistent": true' in log and "Thread " in log and "worker_loop" in log
+        assert not harmed(mix.pid)
+    finally:
+        stop_mix(mix)
+
+
+def test_mutex_owner_read_without_stopping(live: None, sample_bin: Path) -> None:
+    # Long critical sections: most of the time two workers wait while the third holds.
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "20", "--spin-ms", "1",
+                    "--hold-ms", "40", "--sleep-ms", "1")
+    try:
+        reader = ProcReader(mix.pid)
+        found = []
+        deadline = time.monotonic() + 5
+        while not found and time.monotonic() < deadline:
+            found = [r for r in reader.read() if "owner" in r]
+            time.sleep(0.01)
+        reader.close()
+        assert found, "no waiter with an owner seen in 5 s"
+        rec = found[0]
+        assert rec["lock"].endswith("<shared_lock>")
+        assert rec["owner"] != rec["tid"]
+        assert rec["owner"] in {int(t) for t in os.listdir(f"/proc/{mix.pid}/task")}
+        assert not harmed(mix.pid)
+    finally:
+        stop_mix(mix)
+
+
+def _one_error_line(r: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("wallflame: error:")]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_missing_pid(live: None, tmp_path: Path) -> None:
+    r = collect("--pid", "4194000", "--duration", "1", "-o", str(tmp_path / "r"))
+    assert r.returncode == 4
+    assert "no process with PID 4194000" in _one_error_line(r)
+    assert not (tmp_path / "r").exists()
+
+
+def test_pid_1_and_kernel_thread_refused(live: None, tmp_path: Path) -> None:
+    r = collect("--pid", "1", "--duration", "1", "-o", str(tmp_path / "r"))
+    assert r.returncode == 4 and "PID 1" in _one_error_line(r)
+    r = collect("--pid", "2", "--duration", "1", "-o", str(tmp_path / "r"))
+    assert r.returncode == 4 and "kernel thread" in _one_error_line(r)
+
+
+def test_zombie_refused(live: None, tmp_path: Path) -> None:
+    z = subprocess.Popen(["true"])
+    time.sleep(0.3)  # exited, not reaped: a zombie
+    try:
+        r = collect("--pid", str(z.pid), "--duration", "1", "-o", str(tmp_path / "r"))
+        assert r.returncode == 4 and "zombie" in _one_error_line(r)
+    finally:
+        z.wait()
+
+
+_TRACER = """
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_SEIZE = 0x4206
+assert libc.ptrace(PTRACE_SEIZE, int(sys.argv[1]), 0, 0) == 0, ctypes.get_errno()
+print("seized", flush=True)
+time.sleep(30)
+"""
+
+
+def test_already_traced_names_the_tracer(live: None, sample_bin: Path, tmp_path: Path) -> None:
+    mix = start_mix(sample_bin, "--threads", "1", "--duration", "30")
+    tracer = subprocess.Popen([sys.executable, "-c", _TRACER, str(mix.pid)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert tracer.stdout is not None and tracer.stdout.readline().strip() == "seized"
+        r = collect("--pid", str(mix.pid), "--duration", "1", "-o", str(tmp_path / "r"))
+        assert r.returncode == 4
+        line = _one_error_line(r)
+        assert f"already traced by PID {tracer.pid}" in line and "python" in line
+    finally:
+        tracer.kill()
+        tracer.wait()
+        stop_mix(mix)
+
+
+def test_target_exits_mid_collection(live: None, sample_bin: Path, tmp_path: Path) -> None:
+    mix = start_mix(sample_bin, "--threads", "2", "--duration", "1.5")
+    run = tmp_path / "run"
+    r = collect("--pid", str(mix.pid), "--duration", "6", "-o", str(run))
+    stop_mix(mix)
+    assert r.returncode == 0, r.stderr
+    meta = load(run, "meta.json")
+    assert meta["ended_by"] == "target exited"
+    assert any("exited during collection" in w for w in meta["warnings"])
+    assert "target exited during collection" in meta["losses"]
+    assert meta["window"]["window_ns"] < 5e9
+
+
+def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
+                                             tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    r = collect("-o", str(run), "--", str(sample_bin / "mix"), "--threads", "2",
+                "--duration", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count('"name":"mix-') == 2  # the command's own output passed through
+    meta = load(run, "meta.json")
+    assert meta["ended_by"] == "command exited"
+    assert meta["launched"]["returncode"] == 0
+
+
+def test_ctypes_available() -> None:
+    assert ctypes.CDLL(None).prctl is not None
+    assert signal.SIGINT != signal.SIGTERM

@@ -1,0 +1,116 @@
+"""Pure tests of the collector's /proc, MI, smaps and perf-stderr readers."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wallflame.collect.gdbmi import mi_cstring, stream_text
+from wallflame.collect.memory import HEAP_MAX_SIZE, arenas, parse_smaps
+from wallflame.collect.mutex import parse_maps
+from wallflame.collect.perf import PerfOptions, lost_from_stderr, record_command
+from wallflame.collect.pmp import PmpStats, ts_line
+from wallflame.collect.target import parse_stat, parse_syscall
+
+STAT_TAIL = ("S 100 200 200 0 -1 4194560 10 0 0 0 5 6 0 0 20 0 3 0 123456 1000 200 "
+             "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0")
+
+
+def test_stat_split_at_last_paren_with_hostile_comm() -> None:
+    st_ = parse_stat(f"42 (a) S (b) ) x) {STAT_TAIL}")
+    assert st_.comm == "a) S (b) ) x"
+    assert st_.state == "S"
+    assert st_.ppid == 100
+    assert st_.start_ticks == 123456
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\n\x00"), max_size=16))
+def test_stat_any_comm_round_trips(comm: str) -> None:
+    assert parse_stat(f"7 ({comm}) {STAT_TAIL}").comm == comm
+
+
+def test_syscall_file_forms() -> None:
+    assert parse_syscall("202 0x55d0c0a3e040 0x80 0x2 0x0 0x0 0x0 0x7ffd 0x7f12\n") == (
+        202, 0x55D0C0A3E040)
+    assert parse_syscall("running\n") == (-2, 0)
+    assert parse_syscall("-1 0x7ffd1 0x7f12\n") == (-1, 0)
+    assert parse_syscall("") == (-2, 0)
+
+
+def test_mi_cstring_escapes_and_octal_utf8() -> None:
+    assert mi_cstring(r"Thread 2 \"mix-1\":\n") == 'Thread 2 "mix-1":\n'
+    assert mi_cstring(r"caf\303\251\t;") == "café\t;"
+    assert stream_text(r'~"#0  main () at m.c:3\n"') == "#0  main () at m.c:3\n"
+    assert stream_text('^done') is None
+
+
+@given(st.text(max_size=40))
+def test_mi_cstring_is_total(s: str) -> None:
+    assert isinstance(mi_cstring(s), str)
+
+
+def _smaps(rows: list[tuple[int, int, str, str, int]]) -> str:
+    out = []
+    for lo, hi, perms, path, rss in rows:
+        out.append(f"{lo:x}-{hi:x} {perms} 00000000 00:00 0 {path}".rstrip())
+        out.append(f"Size: {(hi - lo) // 1024} kB")
+        out.append(f"Rss: {rss} kB")
+    return "\n".join(out) + "\n"
+
+
+def test_arena_heaps_found_stacks_ignored() -> None:
+    base = 0x7F0000000000  # 64 MiB aligned
+    assert base % HEAP_MAX_SIZE == 0
+    text = _smaps([
+        (0x555500000000, 0x555500100000, "rw-p", "[heap]", 900),
+        (base, base + (8 << 20), "rw-p", "", 8000),                       # arena, committed
+        (base + (8 << 20), base + HEAP_MAX_SIZE, "---p", "", 0),          # its reserve
+        (base + HEAP_MAX_SIZE, base + HEAP_MAX_SIZE + 4096, "---p", "", 0),  # stack guard
+        (base + HEAP_MAX_SIZE + 4096, base + HEAP_MAX_SIZE + (8 << 20), "rw-p", "", 64),
+        (base + 2 * HEAP_MAX_SIZE, base + 3 * HEAP_MAX_SIZE, "rw-p", "", 65536),  # full arena
+    ])
+    regions = parse_smaps(text)
+    a = arenas(regions)
+    assert a["count"] == 2
+    assert [m["start"] for m in a["mappings"]] == [hex(base), hex(base + 2 * HEAP_MAX_SIZE)]
+    assert a["total_rss_kb"] == 8000 + 65536
+
+
+def test_perf_lost_lines_counted() -> None:
+    text = ("[ perf record: Woken up 3 times to write data ]\n"
+            "Processed 12000 events and lost 7 chunks!\n"
+            "Check IO/CPU overload!\n")
+    lost, lines = lost_from_stderr(text)
+    assert lost == 7
+    assert lines == ["Processed 12000 events and lost 7 chunks!"]
+
+
+def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cmd = record_command(1234, tmp_path / "perf.data", PerfOptions(997, "fp"), 2.5)
+    assert cmd[-3:] == ["--", "sleep", "3"]
+    assert "--switch-output=1s" in cmd
+    sched = record_command(1234, tmp_path / "sched.data", PerfOptions(997, "dwarf", True), 2)
+    assert "sched:sched_switch" in sched and "--switch-events" in sched
+    assert sched[sched.index("--call-graph") + 1] == "dwarf"
+
+
+def test_ts_line_is_pt_pmp_format() -> None:
+    t_ns = 1_700_000_000_123_456_789
+    line = ts_line(t_ns)
+    assert re.fullmatch(r"TS 123456789\.1700000000 \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", line)
+    assert line.endswith(time.strftime("%F %T", time.localtime(1_700_000_000)))
+
+
+def test_pause_summary() -> None:
+    s = PmpStats(pauses_ms=[3.0, 1.0, 10.0, 2.0])
+    assert s.pause_summary() == {"snapshots": 4, "median_ms": 2.5, "max_ms": 10.0,
+                                 "total_ms": 16.0}
+
+
+def test_maps_parsing() -> None:
+    m = parse_maps("55d0c0a3c000-55d0c0a3d000 r--p 00000000 08:01 1234 /usr/bin/x y\n"
+                   "garbage\n")
+    assert len(m) == 1 and m[0].path == "/usr/bin/x y" and m[0].inode == 1234
