@@ -184,9 +184,10 @@ def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
 def _resolution(profile: Profile) -> list[str]:
     """What each collector can and cannot see, from its sample count."""
     notes = []
-    for kind, n in sorted(profile.meta.samples.items()):
-        if n <= 0:
-            continue
+    counts = profile.meta.samples
+    for kind, n in sorted(counts.items()):
+        if n <= 0 or (":" in kind and kind.split(":", 1)[0] in counts):
+            continue  # 'perf:cpu-clock' repeats 'perf'
         low = kind.lower()
         if "snap" in low or "pmp" in low:
             notes.append(f"{kind}: {n:,} snapshots. A function below about {100 / n:.2g}% of a "
@@ -211,6 +212,8 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "data": embedded_data(profile, max_nodes), "summary": summary, "unit": unit,
         "threads": rows, "groups": _groups(summary["threads"]),
         "coverage_bad": [r for r in rows if r["cov_bad"]],
+        "no_off": not any(k.state == OFF for k in profile.stacks),
+        "no_on": not any(k.state != OFF for k in profile.stacks),
         "locks": _locks(summary), "top": _top_stacks(profile, unit),
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,

@@ -27,6 +27,7 @@
   function fmt(v) {
     if (unit !== "ns") return Math.round(v).toLocaleString("en-US") + " samples";
     var s = v / 1e9;
+    if (v === 0) return "0 s";
     if (s >= 100) return s.toFixed(1) + " s";
     if (s >= 1) return s.toFixed(3) + " s";
     if (s >= 0.001) return (s * 1e3).toFixed(2) + " ms";
