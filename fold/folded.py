@@ -48,7 +48,12 @@ def _data_lines(text: str, limit: int = 200) -> list[str]:
     lines = [ln.rstrip("\r") for ln in text.split("\n")[:limit]]
     if len(lines) > 1:
         lines = lines[:-1]  # the last line of a head may be cut
-    return [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+    return [ln for ln in lines if ln.strip() and not _is_comment(ln)]
+
+
+def _is_comment(line: str) -> bool:
+    """``#`` lines without a count are comments; ``#;main 5`` is a thread named ``#``."""
+    return line.startswith("#") and _LINE.match(line) is None
 
 
 def detect(head: str) -> bool:
@@ -125,7 +130,7 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     mode: _Mode | None = _Mode(options, _data_lines(read_head(path))) if path != "-" else None
     before: dict[str, int] = {}
     for no, line in iter_lines(path):
-        if not line.strip() or line.startswith("#"):
+        if not line.strip() or _is_comment(line):
             continue
         if mode is None:
             mode = _Mode(options, [line])

@@ -10,7 +10,9 @@ Two flavours are written:
   as a leaf box, which is what a reader of an off-CPU graph wants to see anyway.
 
 Escaping: one symbol is always one frame.  Inside a frame ``\\`` is written ``\\\\``, ``;`` is
-written ``\\x3b`` and CR/LF ``\\x0d``/``\\x0a``.  The escape is reversible (``unescape``).
+written ``\\x3b`` and CR/LF ``\\x0d``/``\\x0a``; a frame ending in a space and a number
+(``thread 123``) has that space written ``\\x20``, so that no line looks like a two-column
+differential one.  The escape is reversible (``unescape``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MAGIC = "# wallflame-folded 1"
 
 _NEEDS_ESCAPE = re.compile(r"[\\;\r\n]")
 _ESCAPES = {"\\": "\\\\", ";": "\\x3b", "\r": "\\x0d", "\n": "\\x0a"}
+_TRAILING_NUMBER = re.compile(r" (\d+(?:\.\d*)?)$")
 _UNESCAPE = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
 _ANNOTATION = re.compile(r"^\[off (\w+)(?: lock=(.*?))?(?: holder=(\d+))?\]$")
 _THREAD_ROOT = re.compile(r"^(.*)-(\d+)/(\d+)$")
@@ -42,9 +45,12 @@ class ThreadRoot(enum.StrEnum):
 
 
 def escape(name: str) -> str:
-    if _NEEDS_ESCAPE.search(name) is None:
-        return name
-    return _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], name)
+    if _NEEDS_ESCAPE.search(name) is not None:
+        name = _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], name)
+    if name[-1:].isdigit() and " " in name:
+        # ``thread 123`` as a leaf would read as a count column (``stack before after``)
+        name = _TRAILING_NUMBER.sub(r"\\x20\1", name)
+    return name
 
 
 def unescape(frame: str) -> str:
