@@ -26,6 +26,12 @@
 #include <string>
 #include <vector>
 
+// GCC 12 drops the frame pointer in leaf functions (and shrink-wraps it away on call-free paths)
+// even with -fno-omit-frame-pointer; frame-pointer unwinding then skips the caller of whatever
+// function was sampled. Functions that tell the story start with SAMPLE_FRAME so that their frame
+// (and therefore their caller) is always on the chain.
+#define SAMPLE_FRAME() __asm__ volatile("" ::"r"(__builtin_frame_address(0)))
+
 namespace sample {
 
 // Set when the run should end (deadline reached or SIGINT/SIGTERM received).

@@ -61,6 +61,7 @@ struct SyslogFields {
 };
 
 __attribute__((noinline)) uint64_t fnv1a(std::string_view s, uint64_t h) {
+    SAMPLE_FRAME();
     for (unsigned char c : s) {
         h ^= c;
         h *= 0x100000001b3ULL;
@@ -70,6 +71,7 @@ __attribute__((noinline)) uint64_t fnv1a(std::string_view s, uint64_t h) {
 
 // "<PRI>Mmm dd hh:mm:ss host app[pid]: text"
 __attribute__((noinline)) bool parse_syslog(const std::string& line, SyslogFields& f) {
+    SAMPLE_FRAME();
     std::string_view s(line);
     if (s.size() < 4 || s[0] != '<') return false;
     size_t gt = s.find('>');
@@ -93,6 +95,7 @@ __attribute__((noinline)) bool parse_syslog(const std::string& line, SyslogField
 
 // Fingerprints the message for de-duplication: several rounds over every field.
 __attribute__((noinline)) uint64_t hash_fields(const SyslogFields& f) {
+    SAMPLE_FRAME();
     uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(f.priority);
     for (int r = 0; r < g_work_rounds; r++) {
         h = fnv1a(f.host, h);
@@ -106,6 +109,7 @@ __attribute__((noinline)) uint64_t hash_fields(const SyslogFields& f) {
 // Extracts "key=value" tokens and the words of the message text into a normalized record.
 __attribute__((noinline)) size_t format_record(const SyslogFields& f, uint64_t fingerprint,
                                                char* out, size_t cap) {
+    SAMPLE_FRAME();
     int n = std::snprintf(out, cap,
                           "{\"pri\":%d,\"facility\":%d,\"severity\":%d,\"ts\":\"%.*s\",\"host\":"
                           "\"%.*s\",\"app\":\"%.*s\",\"pid\":%.*s,\"fp\":\"%016llx\",\"len\":%zu}",
@@ -119,6 +123,7 @@ __attribute__((noinline)) size_t format_record(const SyslogFields& f, uint64_t f
 }
 
 __attribute__((noinline)) uint64_t process_message(const std::string& line) {
+    SAMPLE_FRAME();
     SyslogFields f;
     if (!parse_syslog(line, f)) return 0;
     uint64_t fp = hash_fields(f);
@@ -137,6 +142,7 @@ struct QueueStats {
     uint64_t bytes = 0, repeats = 0, next = 0;
 
     __attribute__((noinline)) void record(const std::string& line) {
+        SAMPLE_FRAME();
         size_t gt = line.find('>');
         int pri = gt != std::string::npos && gt > 1 ? std::atoi(line.c_str() + 1) : 0;
         per_severity[pri & 7]++;
@@ -194,6 +200,7 @@ public:
     explicit MutexQueue(size_t capacity) : capacity_(capacity) {}
 
     __attribute__((noinline)) void push_batch(std::vector<std::string>& batch) {
+        SAMPLE_FRAME();
         if (size_.load() + batch.size() > capacity_) {
             std::unique_lock<std::mutex> signal(signal_mutex_);
             not_full_.wait(signal, [&] {
@@ -213,6 +220,7 @@ public:
     // Takes one message; false when none arrived within 100 ms (or the run is stopping).
     __attribute__((noinline)) bool pop(std::string& out, int64_t& lock_wait_ns,
                                        int64_t& idle_wait_ns) {
+        SAMPLE_FRAME();
         if (size_.load() == 0) {
             int64_t t0 = sample::now_ns();
             std::unique_lock<std::mutex> signal(signal_mutex_);
@@ -265,6 +273,7 @@ using LockFreeQueue = moodycamel::BlockingConcurrentQueue<std::string>;
 // Retries briefly (64 pauses), then sleeps with a doubling back-off (100 ns .. 10 ms).
 __attribute__((noinline)) bool add_item_busy_wait(LockFreeQueue& q, moodycamel::ProducerToken& t,
                                                   std::string& item) {
+    SAMPLE_FRAME();
     for (int i = 0; i < 64; i++) {
         if (q.try_enqueue(t, std::move(item))) return true;
         _mm_pause();
@@ -274,6 +283,7 @@ __attribute__((noinline)) bool add_item_busy_wait(LockFreeQueue& q, moodycamel::
 
 __attribute__((noinline)) void wait_enqueue(LockFreeQueue& q, moodycamel::ProducerToken& t,
                                             std::string& item) {
+    SAMPLE_FRAME();
     int64_t sleep_ns = 100;
     do {
         std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
@@ -292,6 +302,7 @@ struct ConsumerTotals {
 };
 
 __attribute__((noinline)) void producer_loop(bool lockfree) {
+    SAMPLE_FRAME();
     sample::name_thread("producer");
     PacketSource source;
     if (lockfree) {
@@ -311,6 +322,7 @@ __attribute__((noinline)) void producer_loop(bool lockfree) {
 }
 
 __attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerTotals& totals) {
+    SAMPLE_FRAME();
     sample::name_thread("consumer-" + std::to_string(index));
     std::string message;
     if (lockfree) {
