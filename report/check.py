@@ -205,8 +205,8 @@ def frame_share(diff: Diff, t: Thresholds) -> Result:
     if not (diff.before.total_on and diff.after.total_on):
         return Result("frame_share", SKIPPED, "no on-CPU data on one side")
     norm = diff.with_mode(SHARE)
-    grew = [c for c in diff.functions(ON, True, norm)
-            if c.delta * 100 > t.frame_share_pp and c.significant]
+    grew = [c for c in diff.functions(ON, True, norm, grew_by=t.frame_share_pp / 100)
+            if c.significant]
     grew.sort(key=lambda c: (-c.delta, c.name))
     if grew:
         top = grew[0]

@@ -3,10 +3,10 @@
 A differential flamegraph that colours by delta at the leaf only, scales one side silently, or
 hides frames that disappeared misleads its reader (FlameGraph #44, #342).  So this module:
 
-* builds one **union tree** of frame paths (thread name, frames, an ``[off CLASS LOCK]`` leaf for
-  off-CPU stacks) holding both sides' inclusive on-CPU and off-CPU weight per node; the page draws
-  it shaped like AFTER (what grew) and shaped like BEFORE (what vanished) from the same data,
-  with self or inclusive deltas;
+* keeps the **union of both sides' paths** (thread name, frames, an ``[off CLASS LOCK]`` leaf
+  for off-CPU stacks) with both sides' on- and off-CPU weight each; functions get inclusive
+  (once per stack) and self totals from it, and the page builds one tree from it that it draws
+  shaped like AFTER (what grew) or like BEFORE (what vanished), with self or total deltas;
 * normalises each side explicitly: ``rate`` (seconds of thread time per second of window; the
   default when both windows are known, so runs of different length compare) or ``share`` (of the
   view's total);
@@ -19,8 +19,7 @@ hides frames that disappeared misleads its reader (FlameGraph #44, #342).  So th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from wallflame.profile import OFF, ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
@@ -44,20 +43,10 @@ def lock_name(lock: str) -> str:
     return lock
 
 
-def thread_name(profile: Profile, key: StackKey) -> str:
-    name = profile.meta.threads.get(key.tid, key.thread) if key.tid else key.thread
-    return name or "[unknown]"
-
-
 def off_frame(key: StackKey) -> str:
     """The pseudo-frame that ends an off-CPU path: its wait class and lock."""
     lock = lock_name(key.lock)
     return f"[off {key.wait or 'other'} {lock}]" if lock else f"[off {key.wait or 'other'}]"
-
-
-def stack_path(profile: Profile, key: StackKey) -> tuple[str, ...]:
-    path = (thread_name(profile, key), *key.frames)
-    return (*path, off_frame(key)) if key.state == OFF else path
 
 
 @dataclass
@@ -183,57 +172,45 @@ class Change:
                 "relative": self.relative, "se": se, "significant": self.significant}
 
 
-@dataclass
-class UnionTree:
-    """Frame paths of both sides: node 0 is the root; values are inclusive raw weights."""
+class Names(dict[str | tuple[str], int]):
+    """Names interned to small ints (``names[i]`` is the name of id ``i``).  A thread is
+    interned as ``(name,)``: its id is never a function's, even when the names are equal."""
 
-    names: list[str] = field(default_factory=lambda: ["all"])
-    parent: list[int] = field(default_factory=lambda: [-1])
-    name: list[int] = field(default_factory=lambda: [0])
-    #: per node: before on, before off, after on, after off (inclusive)
-    vals: list[list[int]] = field(default_factory=lambda: [[0, 0, 0, 0]])
-    _index: dict[tuple[int, int], int] = field(default_factory=dict)
-    _names: dict[str, int] = field(default_factory=lambda: {"all": 0})
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self[("all",)]  # id 0: the root
 
-    def add(self, path: Iterable[str], slot: int, weight: int) -> None:
-        node = 0
-        self.vals[0][slot] += weight
-        index, names = self._index, self._names
-        for frame in path:
-            ni = names.get(frame)
-            if ni is None:
-                ni = names[frame] = len(self.names)
-                self.names.append(frame)
-            child = index.get((node, ni))
-            if child is None:
-                child = index[(node, ni)] = len(self.parent)
-                self.parent.append(node)
-                self.name.append(ni)
-                self.vals.append([0, 0, 0, 0])
-            self.vals[child][slot] += weight
-            node = child
+    def __missing__(self, key: str | tuple[str]) -> int:
+        i = self[key] = len(self.names)
+        self.names.append(key if isinstance(key, str) else key[0])
+        return i
 
 
-@dataclass
-class FuncTotals:
-    """Per function: inclusive (counted once per stack) and self weight, on and off CPU."""
+def function_totals(stacks: dict[tuple[int, ...], list[int]], n_names: int
+                    ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Per function id: inclusive (counted once per stack, however deep the recursion) and
+    self weight, as ``[before on, before off, after on, after off]``.  Index 0 of a path is
+    the thread, not a function."""
+    incl = [[0] * n_names for _ in range(4)]
+    self_ = [[0] * n_names for _ in range(4)]
+    threads = set()
+    for path, v in stacks.items():
+        o = 1 if v[1] or v[3] else 0  # a path is on- or off-CPU, never both (its last frame)
+        ia, ib, wa, wb = incl[o], incl[o + 2], v[o], v[o + 2]
+        threads.add(path[0])  # thread ids are never function ids (see Names): dropped below
+        for f in set(path):
+            ia[f] += wa
+            ib[f] += wb
+        if len(path) > 1:
+            self_[o][path[-1]] += wa
+            self_[o + 2][path[-1]] += wb
+    return _by_id(incl, threads), _by_id(self_, threads)
 
-    incl: dict[str, list[int]] = field(default_factory=dict)
-    self_: dict[str, list[int]] = field(default_factory=dict)
 
-    def add(self, path: tuple[str, ...], off: bool, weight: int) -> None:
-        slot = 1 if off else 0
-        frames = path[1:]  # the thread name is not a function
-        for f in set(frames):
-            acc = self.incl.get(f)
-            if acc is None:
-                acc = self.incl[f] = [0, 0]
-            acc[slot] += weight
-        if frames:
-            acc = self.self_.get(frames[-1])
-            if acc is None:
-                acc = self.self_[frames[-1]] = [0, 0]
-            acc[slot] += weight
+def _by_id(cols: list[list[int]], skip: set[int]) -> dict[int, list[int]]:
+    return {f: list(v) for f, v in enumerate(zip(*cols, strict=True))
+            if any(v) and f not in skip}
 
 
 @dataclass
@@ -242,12 +219,13 @@ class Diff:
 
     norm: Norm
     k: float
-    tree: UnionTree
-    funcs: tuple[FuncTotals, FuncTotals]
-    stacks: dict[tuple[str, ...], list[int]]
+    names: list[str]
+    #: union of both sides' paths (interned): before on, before off, after on, after off
+    stacks: dict[tuple[int, ...], list[int]]
     threads: tuple[dict[str, list[int]], dict[str, list[int]]]
     locks: tuple[dict[str, int], dict[str, int]]
     meta: tuple[dict[str, Any], dict[str, Any]]
+    _funcs: tuple[dict[int, list[int]], dict[int, list[int]]] | None = None
 
     @property
     def before(self) -> Side:
@@ -273,15 +251,25 @@ class Diff:
     def with_mode(self, mode: str) -> Norm:
         return Norm(mode, self.before, self.after)
 
-    def functions(self, view: str, inclusive: bool = True,
-                  norm: Norm | None = None) -> list[Change]:
-        """Every function's change in ``view``, largest absolute delta first."""
-        fa, fb = (f.incl if inclusive else f.self_ for f in self.funcs)
-        out = [self.change(name, _pair(fa.get(name)), _pair(fb.get(name)), view, norm)
-               for name in fa.keys() | fb.keys()]
-        out = [c for c in out if c.raw_a or c.raw_b]
-        out.sort(key=lambda c: (-abs(c.delta), c.name))
-        return out
+    def functions(self, view: str, inclusive: bool = True, norm: Norm | None = None,
+                  limit: int | None = None, grew_by: float | None = None) -> list[Change]:
+        """Functions' changes in ``view``, largest absolute delta first: the first ``limit``,
+        or those whose normalised value grew by more than ``grew_by``."""
+        if self._funcs is None:
+            self._funcs = function_totals(self.stacks, len(self.names))
+        n = norm or self.norm
+        on, off = {ON: (1, 0), OFF: (0, 1)}.get(view, (1, 1))
+        sa, sb = n.scale(self.before, view), n.scale(self.after, view)
+        rank = []
+        for f, v in self._funcs[0 if inclusive else 1].items():
+            ra, rb = v[0] * on + v[1] * off, v[2] * on + v[3] * off
+            if ra or rb:
+                d = rb / sb - ra / sa
+                if grew_by is None or d > grew_by:
+                    rank.append((-abs(d), self.names[f], v))
+        rank.sort(key=lambda t: (t[0], t[1]))
+        return [self.change(name, (v[0], v[1]), (v[2], v[3]), view, norm)
+                for _, name, v in rank[:limit]]
 
     def thread_changes(self, view: str = "all") -> list[Change]:
         ta, tb = self.threads
@@ -313,23 +301,22 @@ class Diff:
 
     def new_and_removed(self, limit: int = 50) -> dict[str, Any]:
         """Stacks present on one side only, heaviest first (by normalised ``all`` weight)."""
-        new = [(p, v[1]) for p, v in self.stacks.items() if not v[0]]
-        gone = [(p, v[0]) for p, v in self.stacks.items() if not v[1]]
+        names = self.names
+        new = [([names[f] for f in p], v[2] + v[3]) for p, v in self.stacks.items()
+               if not (v[0] or v[1])]
+        gone = [([names[f] for f in p], v[0] + v[1]) for p, v in self.stacks.items()
+                if not (v[2] or v[3])]
         new.sort(key=lambda t: (-t[1], t[0]))
         gone.sort(key=lambda t: (-t[1], t[0]))
         sa, sb = self.norm.scale(self.before, "all"), self.norm.scale(self.after, "all")
         return {
-            "new": [{"stack": list(p), "after": w / sb, "after_raw": w} for p, w in new[:limit]],
-            "removed": [{"stack": list(p), "before": w / sa, "before_raw": w}
+            "new": [{"stack": p, "after": w / sb, "after_raw": w} for p, w in new[:limit]],
+            "removed": [{"stack": p, "before": w / sa, "before_raw": w}
                         for p, w in gone[:limit]],
             "new_count": len(new), "removed_count": len(gone),
             "new_total": sum(w for _, w in new) / sb,
             "removed_total": sum(w for _, w in gone) / sa,
         }
-
-
-def _pair(v: list[int] | None) -> tuple[int, int]:
-    return (v[0], v[1]) if v else (0, 0)
 
 
 def _class_totals(threads: dict[str, list[int]]) -> list[int]:
@@ -343,27 +330,32 @@ def _class_totals(threads: dict[str, list[int]]) -> list[int]:
 _CLASS_INDEX = {c: i for i, c in enumerate(WAIT_CLASSES, 1)}
 
 
-def _absorb(profile: Profile, slot: int, tree: UnionTree, funcs: FuncTotals,
-            stacks: dict[tuple[str, ...], list[int]], threads: dict[str, list[int]],
+def _absorb(profile: Profile, slot: int, names: Names,
+            stacks: dict[tuple[int, ...], list[int]], threads: dict[str, list[int]],
             locks: dict[str, int]) -> None:
-    """One pass over one side's stacks feeding every aggregate."""
-    side = slot // 2
+    """One pass over one side's stacks: union paths, thread and lock totals."""
+    intern = names.__getitem__
+    thread_of = profile.meta.threads
+    other = len(WAIT_CLASSES)
     for key, w in profile.stacks.items():
-        off = key.state == OFF
-        path = stack_path(profile, key)
-        tree.add(path, slot + off, w)
-        funcs.add(path, off, w)
+        thread = (thread_of.get(key.tid, key.thread) if key.tid else key.thread) or "[unknown]"
+        if key.state == OFF:
+            path = (intern((thread,)), *map(intern, key.frames), intern(off_frame(key)))
+            s, cls = slot + 1, _CLASS_INDEX.get(key.wait, other)
+            if key.lock:
+                lock = lock_name(key.lock)
+                locks[lock] = locks.get(lock, 0) + w
+        else:
+            path = (intern((thread,)), *map(intern, key.frames))
+            s, cls = slot, 0
         acc = stacks.get(path)
         if acc is None:
-            acc = stacks[path] = [0, 0]
-        acc[side] += w
-        t = threads.get(path[0])
+            acc = stacks[path] = [0, 0, 0, 0]
+        acc[s] += w
+        t = threads.get(thread)
         if t is None:
-            t = threads[path[0]] = [0] * (1 + len(WAIT_CLASSES))
-        t[_CLASS_INDEX.get(key.wait, len(WAIT_CLASSES)) if off else 0] += w
-        if off and key.lock:
-            name = lock_name(key.lock)
-            locks[name] = locks.get(name, 0) + w
+            t = threads[thread] = [0] * (1 + other)
+        t[cls] += w
 
 
 def compare(before: Profile, after: Profile, labels: tuple[str, str] = ("before", "after"),
@@ -373,15 +365,14 @@ def compare(before: Profile, after: Profile, labels: tuple[str, str] = ("before"
     norm = Norm(choose_norm(sa, sb, mode), sa, sb)
     if norm.mode == RATE and (sa.window_s <= 0 or sb.window_s <= 0):
         norm.mode = SHARE  # asked for a rate without windows: say so through the mode
-    tree = UnionTree()
-    funcs = (FuncTotals(), FuncTotals())
-    stacks: dict[tuple[str, ...], list[int]] = {}
+    names = Names()
+    stacks: dict[tuple[int, ...], list[int]] = {}
     threads: tuple[dict[str, list[int]], dict[str, list[int]]] = ({}, {})
     locks: tuple[dict[str, int], dict[str, int]] = ({}, {})
     for i, p in enumerate((before, after)):
-        _absorb(p, 2 * i, tree, funcs[i], stacks, threads[i], locks[i])
+        _absorb(p, 2 * i, names, stacks, threads[i], locks[i])
     metas = (_meta_digest(before), _meta_digest(after))
-    return Diff(norm, k, tree, funcs, stacks, threads, locks, metas)
+    return Diff(norm, k, names.names, stacks, threads, locks, metas)
 
 
 def _meta_digest(profile: Profile) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """The differential report page: one self-contained HTML file, safe with hostile names.
 
-The page embeds the union tree once (both sides' inclusive on- and off-CPU weight per node) and
-draws it with the shared canvas flamegraph (``templates/flamegraph.js``): shaped like AFTER to
-show what grew, shaped like BEFORE to show what vanished, self or inclusive deltas, rate or
-share normalisation, neutral colour within the noise floor.  Tables that carry the key numbers
-are static markup, so the page still informs with JavaScript blocked.
+The page embeds the union of both sides' stacks once (each with both sides' on- and off-CPU
+weight), builds one tree from it and draws it with the shared canvas flamegraph
+(``templates/flamegraph.js``): shaped like AFTER to show what grew, shaped like BEFORE to show
+what vanished, self or total deltas, rate or share normalisation, neutral colour within the
+noise floor.  Tables that carry the key numbers are static markup, so the page still informs
+with JavaScript blocked.
 
 Safety (RELIABILITY.md): Jinja2 autoescape on, data only through ``|tojson`` inside a JSON
 script tag, names through ``textContent``, a CSP that allows only the page's own script and
@@ -18,6 +19,7 @@ import hashlib
 import math
 from functools import cache
 from importlib import resources
+from itertools import chain
 from typing import Any
 
 from markupsafe import Markup
@@ -37,8 +39,8 @@ from wallflame.report.diff_render import (
 )
 from wallflame.report.html import environment
 
-#: Beyond this many nodes the narrowest are left out of the embedded tree (stated on the page).
-MAX_NODES = 120_000
+#: Beyond this many frames in all, the lightest stacks are left out of the page (stated on it).
+MAX_FRAMES = 3_000_000
 TOP = 25
 
 
@@ -68,45 +70,35 @@ def assets() -> dict[str, Any]:
             "csp": Markup(csp)}
 
 
-def tree_payload(diff: Diff, max_nodes: int = MAX_NODES) -> dict[str, Any]:
-    """The union tree as parallel arrays, the widest ``max_nodes`` nodes kept (parents first)."""
-    t = diff.tree
-    n = len(t.parent)
-    keep = list(range(n))
+def stacks_payload(diff: Diff, max_frames: int = MAX_FRAMES) -> dict[str, Any]:
+    """The union stacks as flat arrays, from which the page builds its tree: ``len[i]``
+    frame ids of stack ``i`` in ``frames`` (ids index ``names``; 0 is the root), its four
+    weights (before on/off, after on/off) in ``v``.  Past ``max_frames`` frames in all, the
+    lightest stacks are left out (counted in ``elided``)."""
+    paths, vals = list(diff.stacks.keys()), list(diff.stacks.values())
+    lens = list(map(len, paths))
     elided = 0
-    if n > max_nodes:
-        tot = t.vals[0]
-        ta, tb = (tot[0] + tot[1]) or 1, (tot[2] + tot[3]) or 1
-        width = [max((v[0] + v[1]) / ta, (v[2] + v[3]) / tb) for v in t.vals]
-        cut = sorted(width, reverse=True)[max_nodes - 1]
-        alive = [False] * n
-        alive[0] = True
-        keep = [0]
-        for i in range(1, n):  # parents come first, so a kept node's parent is already known
-            if alive[t.parent[i]] and width[i] > cut:
-                alive[i] = True
-                keep.append(i)
-        elided = n - len(keep)
-    new = {old: j for j, old in enumerate(keep)}
-    names: dict[int, int] = {}
-    name_list: list[str] = []
-    name_of, parent, vals = [], [], []
-    for old in keep:
-        ni = t.name[old]
-        j = names.get(ni)
-        if j is None:
-            j = names[ni] = len(name_list)
-            name_list.append(visible(t.names[ni]))
-        name_of.append(j)
-        parent.append(new[t.parent[old]] if old else -1)
-        vals.extend(t.vals[old])
-    return {"names": name_list, "name": name_of, "parent": parent, "v": vals,
-            "elided": elided}
+    if sum(lens) > max_frames:
+        order = sorted(range(len(paths)),
+                       key=lambda i: (-max(vals[i][0] + vals[i][1], vals[i][2] + vals[i][3]), i))
+        used, keep = 0, []
+        for i in order:
+            used += lens[i]
+            if used > max_frames:
+                break
+            keep.append(i)
+        keep.sort()
+        elided = len(paths) - len(keep)
+        paths, vals, lens = [paths[i] for i in keep], [vals[i] for i in keep], \
+            [lens[i] for i in keep]
+    return {"names": [visible(n) for n in diff.names],
+            "frames": list(chain.from_iterable(paths)), "len": lens,
+            "v": list(chain.from_iterable(vals)), "elided": elided}
 
 
 def page_data(diff: Diff) -> dict[str, Any]:
     return {
-        "tree": tree_payload(diff),
+        "stacks": stacks_payload(diff),
         "sides": [diff.before.to_json(), diff.after.to_json()],
         "mode": diff.norm.mode,
         "k": diff.k,
@@ -126,7 +118,7 @@ def _sign(x: float) -> str:
 
 
 def context(diff: Diff, verdict: Verdict | None) -> dict[str, Any]:
-    tops = {view: _rows(diff, diff.functions(view)[:TOP]) for view in ("all", ON, OFF)}
+    tops = {view: _rows(diff, diff.functions(view, limit=TOP)) for view in ("all", ON, OFF)}
     nr = diff.new_and_removed(limit=TOP)
     stacks = {kind: [{"stack": " ; ".join(visible(f, 200) for f in s["stack"]),
                       "value": fmt_value(diff, s.get("after", s.get("before", 0.0)))}

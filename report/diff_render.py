@@ -114,8 +114,8 @@ def to_json(diff: Diff, top: int = 50) -> dict[str, Any]:
     views: dict[str, Any] = {}
     for view in ("all", ON, OFF):
         views[view] = {
-            "inclusive": [c.to_json() for c in diff.functions(view, True)[:top]],
-            "self": [c.to_json() for c in diff.functions(view, False)[:top]],
+            "inclusive": [c.to_json() for c in diff.functions(view, True, limit=top)],
+            "self": [c.to_json() for c in diff.functions(view, False, limit=top)],
         }
     return {
         "format": "wallflame-diff 1",

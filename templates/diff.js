@@ -9,14 +9,39 @@
 
 (function () {
   var data = JSON.parse(document.getElementById("wf-diff-data").textContent);
-  var T = data.tree, n = T.parent.length, V = T.v, sides = data.sides, K = data.k;
-  var tree = { n: n, names: T.names, nameId: Int32Array.from(T.name),
-               parent: Int32Array.from(T.parent) };
+  var S = data.stacks, sides = data.sides, K = data.k;
+  var tree = buildTree(S), n = tree.n, V = tree.v, selfV = tree.self, i, s;
   var kids = WF.children(tree);
-  var selfV = Float64Array.from(V), i, s;
-  for (i = 1; i < n; i++) {
-    var p = tree.parent[i];
-    for (s = 0; s < 4; s++) selfV[p * 4 + s] -= V[i * 4 + s];
+
+  /* One tree from the union stacks: a node per distinct path prefix (parents before
+   * children), the stack's four weights added as self at its last node, then summed up. */
+  function buildTree(S) {
+    var nNames = S.names.length, parent = [-1], nameId = [0], index = new Map();
+    var leaf = new Int32Array(S.len.length), pos = 0;
+    for (var k = 0; k < S.len.length; k++) {
+      var node = 0;
+      for (var j = 0; j < S.len[k]; j++) {
+        var id = S.frames[pos++], key = node * nNames + id, m = index.get(key);
+        if (m === undefined) {
+          m = parent.length;
+          index.set(key, m);
+          parent.push(node);
+          nameId.push(id);
+        }
+        node = m;
+      }
+      leaf[k] = node;
+    }
+    var cnt = parent.length, self = new Float64Array(cnt * 4), v;
+    for (k = 0; k < leaf.length; k++) {
+      for (var c = 0; c < 4; c++) self[leaf[k] * 4 + c] += S.v[k * 4 + c];
+    }
+    v = Float64Array.from(self);
+    for (k = cnt - 1; k > 0; k--) {
+      for (c = 0; c < 4; c++) v[parent[k] * 4 + c] += v[k * 4 + c];
+    }
+    return { n: cnt, names: S.names, nameId: Int32Array.from(nameId),
+             parent: Int32Array.from(parent), v: v, self: self };
   }
   var $ = function (id) { return document.getElementById(id); };
   var st = { view: "all", shape: "after", delta: "total", norm: data.mode };
@@ -118,7 +143,7 @@
     flame.render();
     $("norm-text").textContent = normText();
     var msg = "drawn: " + n + " frames";
-    if (T.elided) msg += "; " + T.elided + " narrow frames left out (size budget)";
+    if (S.elided) msg += "; the " + S.elided + " lightest stacks left out (size budget)";
     $("graph-status").textContent = msg + ". Click a frame to zoom.";
     search();
   }

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from wallflame.cli import cli
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.report.diff import RATE, SHARE, compare, lock_name
-from wallflame.report.diff_html import csp_hash, render, tree_payload, write_html
+from wallflame.report.diff_html import csp_hash, render, stacks_payload, write_html
 from wallflame.report.diff_render import to_json, write_text
 from wallflame.rundir import load_inputs
 
@@ -156,20 +156,20 @@ def test_html_is_self_contained_and_safe(tmp_path: Path) -> None:
     assert data
     payload = json.loads(data.group(1))
     assert not any("innerHTML" in t or ".html(" in t for t in scripts)
-    names = payload["tree"]["names"]
+    names = payload["stacks"]["names"]
     assert HOSTILE[0] in names  # the name survives, escaped inside the JSON script tag
     assert any("U+202E" in n for n in names) and any("U+001B" in n for n in names)
 
 
-def test_html_payload_budget_keeps_widest_nodes() -> None:
+def test_html_payload_budget_keeps_heaviest_stacks() -> None:
     stacks = {("main", f"f{i}"): 10 + i for i in range(200)}
     d = compare(prof(stacks), prof(stacks))
-    full, cut = tree_payload(d), tree_payload(d, max_nodes=51)
-    assert len(full["parent"]) == 203 and full["elided"] == 0
-    assert len(cut["parent"]) <= 51 and cut["elided"] == 203 - len(cut["parent"])
-    kept = {cut["names"][i] for i in cut["name"]}
-    assert "f199" in kept and "f0" not in kept
-    assert all(p < i for i, p in enumerate(cut["parent"]))
+    full, cut = stacks_payload(d), stacks_payload(d, max_frames=150)
+    assert len(full["len"]) == 200 and full["elided"] == 0 and sum(full["len"]) == 600
+    assert len(cut["len"]) == 50 and cut["elided"] == 150 and len(cut["frames"]) == 150
+    kept = {cut["names"][i] for i in cut["frames"]}
+    assert "f199" in kept and "f150" in kept and "f149" not in kept
+    assert full["names"][0] == "all" and len(full["v"]) == 4 * 200
 
 
 def test_cli_diff_three_forms(tmp_path: Path) -> None:
@@ -221,8 +221,8 @@ def test_property_swap_negates_and_totals_add_up(ma: dict, mb: dict) -> None:  #
     for name, c in fwd.items():
         assert c.delta == pytest.approx(-back[name].delta)
         assert c.significant == back[name].significant
-    root = d.tree.vals[0]
-    assert root[0] + root[1] == a.total() and root[2] + root[3] == b.total()
+    assert sum(v[0] + v[1] for v in d.stacks.values()) == a.total()
+    assert sum(v[2] + v[3] for v in d.stacks.values()) == b.total()
     nr, rn = d.new_and_removed(), r.new_and_removed()
     assert nr["new_count"] == rn["removed_count"] and nr["removed_count"] == rn["new_count"]
     assert "<script" not in render(d).split("<body>")[1].split('<script type="application')[0]
