@@ -1,0 +1,260 @@
+"""One name per function across collectors (perf, gdb, eu-stack).
+
+Unit tests of ``normalize`` on names as each tool prints them, and a live cross-check: the same
+``samples/bin/mix`` process is captured by perf, gdb and eu-stack, every frame is located by
+its module and offset (``/proc/PID/maps``), and at every code address that two collectors
+both saw, their frame names must be equal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wallflame.fold import eustack, gdb
+from wallflame.fold.options import FoldOptions
+from wallflame.names import GLIBC_ALIASES, UNKNOWN, normalize, strip_params, unknown_in
+from wallflame.profile import Profile
+
+MIX_FUNCTIONS = {"main", "ticker", "worker_main", "worker_loop", "spin_work", "critical_section",
+                 "nap", "wait_for_tick", "mix_hash"}
+
+
+@pytest.mark.parametrize(("raw", "name"), [
+    # perf
+    ("Queue::pop(int) const+0x1a", "Queue::pop"),
+    ("clock_gettime@@GLIBC_2.17+0x4", "clock_gettime"),
+    ("finish_task_switch.isra.0", "finish_task_switch"),
+    ("std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>(__gnu_cxx::"
+     "__normal_iterator<int*, std::vector<int, std::allocator<int> > >, int const&) "
+     "[clone .isra.0]",
+     "std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>"),
+    ("core::ptr::drop_in_place<alloc::vec::Vec<u8>>::h0123456789abcdef",
+     "core::ptr::drop_in_place<alloc::vec::Vec<u8>>"),
+    # gdb (arguments already cut by the gdb folder)
+    ("__GI___clock_nanosleep", "clock_nanosleep"),
+    ("___pthread_cond_wait", "pthread_cond_wait"),
+    ("(anonymous namespace)::Worker::run", "(anonymous namespace)::Worker::run"),
+    ("main::{lambda()#1}::operator()", "main::{lambda()#1}::operator()"),
+    # eu-stack
+    ("pthread_cond_wait@@GLIBC_2.3.2", "pthread_cond_wait"),
+    ("clock_nanosleep@GLIBC_2.2.5", "clock_nanosleep"),
+    ("__libc_start_main@@GLIBC_2.34", "__libc_start_main"),
+    ("__libc_start_main_impl", "__libc_start_main"),
+    ("__clone3", "clone3"),
+    # kept whole
+    ("operator()", "operator()"),
+    ("operator new(unsigned long)", "operator new"),
+    ("std::function<void (int)>::operator()(int) const", "std::function<void (int)>::operator()"),
+    ("std::vector<int>::size() const noexcept", "std::vector<int>::size"),
+    ("func (file.py:12)", "func"),
+    ("weird(unbalanced", "weird(unbalanced"),
+    ("a;b", "a;b"),
+    ("", UNKNOWN),
+    ("   ", UNKNOWN),
+])
+def test_normalize(raw: str, name: str) -> None:
+    assert normalize(raw) == name
+
+
+def test_aliases_are_canonical() -> None:
+    for alias, public in GLIBC_ALIASES.items():
+        assert normalize(alias) == public
+        assert normalize("__GI_" + alias) == public
+        assert normalize(public) == public, "a public name must be a fixed point"
+
+
+def test_unknown_in() -> None:
+    assert unknown_in("/usr/lib/x86_64-linux-gnu/libc.so.6") == "[libc.so.6]"
+    assert unknown_in("") == UNKNOWN and unknown_in("[unknown]") == UNKNOWN
+
+
+@given(st.text(max_size=60))
+def test_normalize_is_idempotent_and_total(raw: str) -> None:
+    once = normalize(raw)
+    assert once
+    assert normalize(once) == once or once.endswith(")")  # "f(a)(b)" loses one list per pass
+    assert strip_params(raw) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# The live cross-check
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+def read_maps(pid: int) -> list[Mapping]:
+    out = []
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1]:
+            continue
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        out.append(Mapping(lo, hi, int(parts[2], 16), parts[5]))
+    return out
+
+
+def locate(maps: list[Mapping], addr: int) -> tuple[str, int] | None:
+    """(module file name, file offset) of a code address of the live process."""
+    for m in maps:
+        if m.start <= addr < m.end:
+            return os.path.basename(m.path), addr - m.start + m.offset
+    return None
+
+
+def gdb_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
+    """Code site -> name of the function that owns it (the outermost frame of an inline chain:
+    gdb prints the address on the innermost frame and none on the frames it is inlined in)."""
+    sites: dict[tuple[str, int], str] = {}
+    site: tuple[str, int] | None = None
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            site = None
+            continue
+        f = gdb.parse_frame(line)
+        if f.addr is not None:
+            site = locate(maps, f.addr)
+        elif line.startswith("#0 "):
+            site = None  # frame 0 without an address: its pc is not printed
+        if site is not None and f.name != UNKNOWN:
+            sites[site] = f.name
+    return sites
+
+
+def eustack_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
+    """Code site -> function; with ``-i`` the frames of one address are an inline chain and
+    the last of them is the function that owns the code."""
+    sites: dict[tuple[str, int], str] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            f = eustack.parse_frame(line)
+            where = locate(maps, f.addr) if f.addr is not None else None
+            if where is not None and not f.name.startswith("["):
+                sites[where] = f.name
+    return sites
+
+
+def perf_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
+    from wallflame.fold.perflines import frame_name
+
+    sites: dict[tuple[str, int], str] = {}
+    for line in text.splitlines():
+        if line[:1] not in (" ", "\t") or not line.strip():
+            continue
+        addr_text, _, rest = line.strip().partition(" ")
+        name = frame_name(line, False)
+        if not name or name.startswith("["):
+            continue
+        addr = int(addr_text, 16)
+        where = locate(maps, addr)
+        if where is None and rest.endswith(")"):  # perf printed a module-relative address
+            where = (os.path.basename(rest[rest.rfind("(") + 1 : -1]), addr)
+        if where is not None:
+            sites[where] = name
+    return sites
+
+
+@pytest.fixture(scope="module")
+def captures(sample_bin: Path, live: None, tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[str, object]:
+    """perf, gdb, eu-stack and eu-stack -i of one mix process, plus its memory map."""
+    tmp = tmp_path_factory.mktemp("parity")
+    env = dict(os.environ, DEBUGINFOD_URLS="")
+    mix = subprocess.Popen([str(sample_bin / "mix"), "--threads", "3", "--duration", "20"],
+                           stdout=subprocess.DEVNULL)
+    out: dict[str, list[str]] = {"gdb": [], "eu": [], "eui": []}
+    try:
+        time.sleep(0.5)
+        pid = str(mix.pid)
+        maps = read_maps(mix.pid)
+        perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", "499",
+                                 "-p", pid, "-o", str(tmp / "perf.data"), "--", "sleep", "2"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(3):
+            out["gdb"].append(subprocess.run(
+                ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-iex",
+                 "set debuginfod enabled off", "-ex", "thread apply all bt", "-p", pid],
+                capture_output=True, text=True, env=env, timeout=120, check=False).stdout)
+            out["eu"].append(subprocess.run(["eu-stack", "-p", pid], capture_output=True,
+                                            text=True, timeout=60, check=False).stdout)
+            out["eui"].append(subprocess.run(["eu-stack", "-i", "-m", "-p", pid],
+                                             capture_output=True, text=True, timeout=60,
+                                             check=False).stdout)
+            time.sleep(0.2)
+        perf.wait(timeout=60)
+    finally:
+        mix.send_signal(signal.SIGINT)
+        mix.wait(timeout=30)
+    script = subprocess.run(["perf", "script", "-i", str(tmp / "perf.data")],
+                            capture_output=True, text=True, timeout=120, check=False).stdout
+    for k, v in out.items():
+        (tmp / f"{k}.txt").write_text("".join(v))
+    (tmp / "perf.txt").write_text(script)
+    return {"maps": maps, "dir": tmp, "perf": script, **{k: "".join(v) for k, v in out.items()}}
+
+
+@pytest.mark.live
+def test_same_address_same_name_across_collectors(captures: dict[str, object]) -> None:
+    maps = captures["maps"]
+    assert isinstance(maps, list)
+    sites = {
+        "gdb": gdb_sites(str(captures["gdb"]), maps),
+        "eu-stack": eustack_sites(str(captures["eu"]), maps),
+        "eu-stack -i": eustack_sites(str(captures["eui"]), maps),
+        "perf": perf_sites(str(captures["perf"]), maps),
+    }
+    for tool, s in sites.items():
+        assert s, f"{tool} saw no frames"
+    shared = 0
+    disagreements = []
+    every = set().union(*sites.values())
+    for site in sorted(every):
+        names = {tool: s[site] for tool, s in sites.items() if site in s}
+        if len(names) < 2:
+            continue
+        shared += 1
+        if len(set(names.values())) > 1:
+            disagreements.append(f"{site[0]}+{site[1]:#x}: {names}")
+    assert not disagreements, "\n".join(disagreements)
+    assert shared >= 10, f"only {shared} code addresses seen by two collectors"
+    # perf and the snapshot tools met on the spinning code, at least
+    perf_and_other = [site for site in sites["perf"]
+                      if any(site in s for t, s in sites.items() if t != "perf")]
+    assert {sites["perf"][s] for s in perf_and_other} & {"worker_loop", "spin_work", "mix_hash",
+                                                          "worker_main", "start_thread"}
+
+
+@pytest.mark.live
+def test_folded_mix_names_agree(captures: dict[str, object]) -> None:
+    """In the folded profiles of all four captures, mix's functions have exactly their
+    source names (no offsets, arguments, clone suffixes), so the profiles line up."""
+    from wallflame.fold import perf
+
+    tmp = captures["dir"]
+    assert isinstance(tmp, Path)
+    names: dict[str, set[str]] = {}
+    for tool, module, file in [("gdb", gdb, "gdb.txt"), ("eu-stack", eustack, "eu.txt"),
+                               ("eu-stack -i", eustack, "eui.txt"), ("perf", perf, "perf.txt")]:
+        p = Profile()
+        module.fold(str(tmp / file), FoldOptions(), p)
+        frames = {f for k in p.stacks for f in k.frames}
+        spelled = {f for f in frames if any(f.startswith(m) for m in MIX_FUNCTIONS)}
+        assert spelled <= MIX_FUNCTIONS, f"{tool}: {sorted(spelled - MIX_FUNCTIONS)}"
+        names[tool] = spelled
+    for tool in ("gdb", "eu-stack", "eu-stack -i"):
+        assert {"main", "ticker", "nap", "worker_main", "worker_loop"} <= names[tool], tool
+    assert {"worker_main", "worker_loop", "spin_work", "mix_hash"} <= names["perf"]
