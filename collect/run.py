@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -173,6 +173,12 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     if target.stopped_at_start:
         col.warn(f"PID {target.pid} was stopped (state T) when collection began; it stays "
                  "stopped")
+        if opts.pmp_backend != "eu-stack" and opts.off_cpu in ("pmp", "both"):
+            # gdb would resume a job-control-stopped process with its continue; eu-stack
+            # leaves each thread as it found it.
+            col.warn(f"--pmp-backend {opts.pmp_backend} would resume the stopped target; "
+                     "used eu-stack instead")
+            opts = replace(opts, pmp_backend="eu-stack")
     stop = threading.Event()
     guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
     try:
