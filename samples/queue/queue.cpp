@@ -34,8 +34,6 @@
 
 #include "../common/sample.h"
 
-namespace {
-
 const char kUsage[] =
     "usage: queue [--queue=mutex|lockfree] [--duration SECONDS] [--threads N] [--capacity N]\n"
     "             [--work N] [--bookkeeping N]\n"
@@ -346,8 +344,6 @@ __attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerT
         totals.messages++;
     }
 }
-
-}  // namespace
 
 int main(int argc, char** argv) {
     sample::Options opt(argc, argv, "queue", kUsage);
