@@ -63,13 +63,15 @@ def _looks_like_frame(line: str) -> bool:
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     with open_binary(path) as f:
-        fold_stream(f, options, profile)
+        fold_stream(f, options, profile, path)
 
 
-def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile) -> None:
+def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str = "-") -> None:
     """Fold ``perf script`` text read from ``f`` (a file or a pipe) into ``profile``.
 
     Streams: memory stays bounded by the number of distinct stacks, whatever the input size.
+    ``name`` names the input in error messages.  Text in which nothing at all is recognised
+    is an ``InputError``; anything else gives a profile, with every loss counted.
     """
     st = PerfState(options, profile)
     carry = b""
@@ -109,7 +111,7 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile) -> None:
         body = buf[:cut]
         carry = buf[cut + 2:] + data
         line_no = _batch(st, body, line_no)
-    st.finish(line_no)
+    st.finish(line_no, name)
 
 
 def _last(st: PerfState, buf: bytes, line_no: int) -> int:

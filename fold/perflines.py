@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from wallflame.classify import classify
+from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.sched import SchedTracker, parse_switch_fields
 from wallflame.names import UNKNOWN, normalize, unknown_in
@@ -137,8 +138,8 @@ def is_kernel(module: str) -> bool:
 def frame_name(line: str, kernel: bool) -> str | None:
     """The frame name of one call-chain line ``[addr] sym[+off] [(dso)]``.
 
-    ``None``: not a frame line.  ``""``: a frame that stackcollapse-perf.pl drops (a symbol
-    that starts with ``(``), dropped here too.
+    ``None``: not a frame line.  Unlike stackcollapse-perf.pl and inferno, a symbol that starts
+    with ``(`` (``(anonymous namespace)::f``) is kept: they drop those frames.
     """
     s = line.strip()
     if not s:
@@ -155,8 +156,6 @@ def frame_name(line: str, kernel: bool) -> str | None:
             module, sym = rest[1:-1], ""
     if "+0x" in sym:
         sym = _OFFSET.sub("", sym)
-    if sym.startswith("("):
-        return ""
     name = unknown_in(module) if (not sym or sym == UNKNOWN) and module else normalize(sym)
     if kernel and is_kernel(module):
         name += "_[k]"
@@ -213,6 +212,7 @@ class PerfState:
         self.seen_threads: set[tuple[int, str]] = set()
         self.records: dict[str, int] = {}
         self.tracker = SchedTracker(profile, self.rules)
+        self.recognised = 0
         self.first_time: int | None = None
         self.last_time: int | None = None
         self.continuing = False
@@ -351,6 +351,7 @@ class PerfState:
             if len(self.blocks) >= MAX_BLOCKS:
                 self.blocks.clear()
             self.blocks[block] = v
+        self.recognised += 1
         if h.time is not None:
             self.note_time(h.time)
         if kind in ("on", "offcpu"):
@@ -379,6 +380,7 @@ class PerfState:
                 self.profile.meta.lose("unrecognised perf script line", no)
             return
         self.skipping = False
+        self.recognised += 1
         if h.time is not None:
             self.note_time(h.time)
         if h.record:
@@ -446,8 +448,11 @@ class PerfState:
 
     # -- the end ---------------------------------------------------------------------------
 
-    def finish(self, line_no: int) -> None:
+    def finish(self, line_no: int, name: str = "-") -> None:
         self.end_event()
+        if not self.recognised and self.profile.meta.losses:
+            raise InputError(f"{name}: no perf script sample or record recognised",
+                             "give the text output of `perf script` (or pick another --format)")
         for (head, tail, v), n in self.acc.items():
             comm, pid, tid = self.who(head)
             self.thread_seen(tid, comm)
