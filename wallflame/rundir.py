@@ -13,6 +13,7 @@ Layout (names are the contract; see DESIGN.md):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 from wallflame.errors import InputError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import meta_from_json
-from wallflame.profile import Profile, merge_all
+from wallflame.profile import Loss, Meta, Profile, merge_all
 
 META = "meta.json"
 SUMMARY = "summary.json"
@@ -52,14 +53,29 @@ def load_run_dir(path: str | Path) -> Profile:
              for name in (ONCPU, OFFCPU) if (p / name).exists()]
     profile = merge_all(parts) if parts else Profile()
     meta = read_json(p / META)
+    metas = [part.meta for part in parts]
     if isinstance(meta, dict) and isinstance(meta.get("profile"), dict):
         saved = meta_from_json(meta["profile"])
         profile.meta.window_ns = saved.window_ns or profile.meta.window_ns
         profile.meta.merge(saved)
+        metas.append(saved)
+    _count_once(profile.meta, metas)
     if (p / MEMORY).exists():
         profile.meta.extra["memory"] = read_json(p / MEMORY)
     profile.meta.extra.setdefault("run_dir", str(p))
     return profile
+
+
+def _count_once(meta: Meta, copies: list[Meta]) -> None:
+    """Both folded files and meta.json carry the run's metadata: a count seen in several
+    copies is the same count (the largest copy), not their sum."""
+    for attr in ("samples", "losses"):
+        keys = {k for m in copies for k in getattr(m, attr)}
+        merged = getattr(meta, attr)
+        for k in keys:
+            best = max((getattr(m, attr)[k] for m in copies if k in getattr(m, attr)),
+                       key=lambda v: v.count if isinstance(v, Loss) else v)
+            merged[k] = dataclasses.replace(best) if isinstance(best, Loss) else best
 
 
 def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
