@@ -9,16 +9,19 @@ ends (and writes its data) when wallflame dies.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from wallflame.collect.safety import spawn, stop_tool, tool_env
+from wallflame.collect.target import read_text
 from wallflame.errors import PermissionDenied, ToolError
 
 #: Bound of ``-- sleep N`` when collection has no duration (launch mode until the command
@@ -79,6 +82,11 @@ def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | N
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999))
     if opts.sched:
         cmd = [perf_path(), "record", "-e", "sched:sched_switch", "--switch-events"]
+        if opts.call_graph == "dwarf" and os.geteuid() == 0:
+            # 8 KiB of stack per switch: a larger ring buffer loses fewer events (measured:
+            # ~300 PERF_RECORD_LOST in 8 s of samples/bin/mix with the default size).  Only
+            # root may lock more than perf_event_mlock_kb.
+            cmd += ["-m", "2M"]
     else:
         cmd = [perf_path(), "record", "-e", "cpu-clock", "-F", str(opts.freq_hz)]
     cmd += ["--call-graph", opts.call_graph, "-p", str(pid), "-o", str(out),
@@ -108,6 +116,22 @@ class PerfRecorder:
             err.close()
             raise ToolError(f"cannot run perf: {e.strerror}", "apt-get install linux-perf") \
                 from None
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """Wait until perf's events are enabled: perf execs its ``sleep`` workload only after
+        that, so the child turning into ``sleep`` marks the start of recording (perf can take
+        most of a second to start on a busy machine; that time must not count as window)."""
+        if self.proc is None:
+            return False
+        deadline = time.monotonic() + timeout_s
+        pid = self.proc.pid
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            children = read_text(f"/proc/{pid}/task/{pid}/children") or ""
+            for child in children.split():
+                if (read_text(f"/proc/{child}/comm") or "").strip() == "sleep":
+                    return True
+            time.sleep(0.005)
+        return False
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -236,13 +236,18 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             loop.started.wait(120)
             if loop.start_error is not None:
                 raise loop.start_error
-        t_start = time.time_ns()
-        m_start = time.monotonic()
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
                 guard.watch(r.proc.pid)
-        time.sleep(0.3)
+        for r in recorders:
+            if not r.wait_ready():
+                r.early_failure()
+                col.warn(f"{r.stem} record did not report being ready; the window may "
+                         "include time before it recorded")
+        t_start = time.time_ns()
+        m_start = time.monotonic()
+        time.sleep(0.1)
         for r in recorders:
             r.early_failure()
         _wait(target, opts, col, stop, child, recorders[0], loop, m_start, progress)
