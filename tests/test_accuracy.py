@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from livehelp import collect, load
 
 pytestmark = pytest.mark.live
