@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
 import json
 import re
 from functools import lru_cache
@@ -142,7 +143,7 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
     scale = 1e-9 if unit == "seconds" else 1.0
     total = profile.total()
-    top = sorted(profile.stacks.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_STACKS]
+    top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=lambda kv: kv[1])
     return [{"thread": k.thread, "tid": k.tid, "cls": k.wait if k.state == OFF else "on",
              "lock": k.lock, "s": w * scale, "share": _pct(w, total),
              "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}

@@ -4,6 +4,7 @@ target reaches the terminal) and cut to fit."""
 
 from __future__ import annotations
 
+import heapq
 from typing import IO, Any
 
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
@@ -55,7 +56,7 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
 def _top(profile: Profile, out: IO[str]) -> None:
     total = profile.total() or 1
     unit = profile.meta.unit
-    for k, w in sorted(profile.stacks.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]:
+    for k, w in heapq.nlargest(TOP, profile.stacks.items(), key=lambda kv: kv[1]):
         state = k.wait if k.state == OFF else "on"
         amount = f"{w / 1e9:.3f}s" if unit == UNIT_NS else str(w)
         frames = " <- ".join(_cut(f, 40) for f in reversed(k.frames[-4:]))

@@ -96,16 +96,31 @@ class FlameTree:
     def __len__(self) -> int:
         return len(self.parent)
 
+    def widths(self) -> list[int]:
+        """Total time of every node, all classes together (self plus descendants)."""
+        w = [0] * len(self.parent)
+        for i, s in enumerate(self.selfs):
+            if s is not None:
+                w[i] = sum(s)
+        parent = self.parent
+        for i in range(len(w) - 1, 0, -1):
+            w[parent[i]] += w[i]
+        return w
+
     def totals(self) -> list[list[int]]:
         """Total time per class of every node (self plus descendants), without recursion."""
-        n = len(self.parent)
-        tot = [[0] * len(CLASSES) if s is None else list(s) for s in self.selfs]
-        parent = self.parent
-        for i in range(n - 1, 0, -1):
-            p, t = tot[parent[i]], tot[i]
-            for c in range(len(CLASSES)):
-                p[c] += t[c]
-        return tot
+        n, parent = len(self.parent), self.parent
+        cols = []
+        for c in range(len(CLASSES)):
+            col = [0] * n
+            for i, s in enumerate(self.selfs):
+                if s is not None and s[c]:
+                    col[i] = s[c]
+            if any(col):
+                for i in range(n - 1, 0, -1):
+                    col[parent[i]] += col[i]
+            cols.append(col)
+        return [list(t) for t in zip(*cols, strict=True)]
 
     def depth(self) -> list[int]:
         d = [0] * len(self.parent)
@@ -133,62 +148,58 @@ class FlameTree:
         }
 
 
-class _Builder:
-    def __init__(self, unit: str) -> None:
-        self.tree = FlameTree(unit=unit)
-        self.name_ids: dict[str, int] = {"all": 0}
-        self.kids: dict[tuple[int, int], int] = {}
-        self.thread_nodes: dict[tuple[int, str], int] = {}
-
-    def intern(self, raw: str) -> int:
-        i = self.name_ids.get(raw)
-        if i is None:
-            i = self.name_ids[raw] = len(self.tree.names)
-            self.tree.names.append(visible(raw))
-        return i
-
-    def child(self, parent: int, name_id: int) -> int:
-        key = (parent, name_id)
-        node = self.kids.get(key)
-        if node is None:
-            t = self.tree
-            node = self.kids[key] = len(t.parent)
-            t.parent.append(parent)
-            t.name.append(name_id)
-            t.selfs.append(None)
-        return node
-
-    def thread(self, tid: int, name: str) -> int:
-        node = self.thread_nodes.get((tid, name))
-        if node is None:
-            node = self.thread_nodes[(tid, name)] = self.child(0, self.intern(
-                thread_label(tid, name)))
-            self.tree.threads.append((node, tid, visible(name)))
-        return node
-
-    def add(self, node: int, cls: int, weight: int) -> None:
-        s = self.tree.selfs[node]
-        if s is None:
-            s = self.tree.selfs[node] = [0] * len(CLASSES)
-        s[cls] += weight
-
-
 def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
-    """The per-thread flame tree of ``profile`` (threads merge on the page, not here)."""
-    b = _Builder(profile.meta.unit)
-    names = profile.meta.threads
-    child, intern = b.child, b.intern
-    for key, weight in sorted(profile.stacks.items()):
-        if weight <= 0:
-            continue
-        node = b.thread(key.tid, names.get(key.tid, key.thread) if key.tid else key.thread)
-        for frame in key.frames:
-            node = child(node, intern(frame))
-        cls = class_index(key)
-        if cls:
-            node = child(node, intern(wait_label(key)))
-        b.add(node, cls, weight)
-    tree = b.tree
+    """The per-thread flame tree of ``profile`` (threads merge on the page, not here).
+
+    This is the hot loop of report generation, so it leans on one fact: in stacks sorted by
+    thread then frames, all stacks that share a prefix are adjacent.  Each stack therefore
+    reuses the nodes of its common prefix with the previous stack and creates the rest, with
+    no per-frame child lookup.  Nodes come out in that sorted (deterministic) order."""
+    tree = FlameTree(unit=profile.meta.unit)
+    names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
+    ids: dict[str, int] = {"all": 0}
+    thread_names = profile.meta.threads
+    rows = []
+    for key, weight in profile.stacks.items():
+        if weight > 0:
+            ident = (key.tid, thread_names.get(key.tid, key.thread) if key.tid else key.thread)
+            cls = 0 if key.state == ON else _CLASS_INDEX.get(key.wait, _CLASS_INDEX["other"])
+            frames = key.frames if not cls else (*key.frames, wait_label(key))
+            rows.append((ident, frames, cls, weight))
+    rows.sort()
+    last_ident: tuple[int, str] | None = None
+    last: tuple[str, ...] = ()
+    path: list[int] = []  # path[i]: the node of last[: i + 1]
+    root = 0
+    for ident, frames, cls, weight in rows:
+        if ident != last_ident:
+            last_ident, last, path = ident, (), []
+            root = len(parent)
+            parent.append(0)
+            name.append(len(names))
+            selfs.append(None)
+            names.append(visible(thread_label(*ident)))
+            tree.threads.append((root, ident[0], visible(ident[1])))
+        i, n = 0, min(len(frames), len(last))
+        while i < n and frames[i] == last[i]:
+            i += 1
+        del path[i:]
+        node = path[-1] if path else root
+        for frame in frames[i:]:
+            nid = ids.get(frame)
+            if nid is None:
+                nid = ids[frame] = len(names)
+                names.append(visible(frame))
+            parent.append(node)
+            node = len(name)
+            name.append(nid)
+            selfs.append(None)
+            path.append(node)
+        last = frames
+        s = selfs[node]
+        if s is None:
+            s = selfs[node] = [0] * len(CLASSES)
+        s[cls] += weight
     if len(tree) > max_nodes:
         tree = prune(tree, max_nodes)
     return tree
@@ -198,43 +209,42 @@ def prune(tree: FlameTree, max_nodes: int) -> FlameTree:
     """Keep at most ``max_nodes`` nodes: the widest ones, plus one ``(elided)`` node under each
     survivor that lost children, holding their time (so the tree may exceed the budget by the
     number of such nodes, never its total)."""
-    tot = tree.totals()
-    width = [sum(t) for t in tot]
-    order = sorted(range(1, len(width)), key=width.__getitem__, reverse=True)
-    threshold = width[order[max_nodes - 1]] if max_nodes <= len(order) else -1
+    width = tree.widths()
+    order = sorted(width[1:], reverse=True)
+    threshold = order[max_nodes - 1] if max_nodes <= len(order) else -1
     out = FlameTree(unit=tree.unit, names=tree.names)
-    new_id = [-1] * len(tree)
-    new_id[0] = 0
+    parent, name, selfs = out.parent, out.name, out.selfs
+    # new_id[i] >= 0: the node's id in ``out``; otherwise -(elided node that holds its time)
+    new_id = [0] * len(tree)
     elided_id = len(tree.names)
-    used_elided = False
     elided_nodes: dict[int, int] = {}
     pruned = 0
     for i in range(1, len(tree)):
         p = new_id[tree.parent[i]]
-        if p < 0:
-            pruned += 1  # an ancestor was pruned: its elided node already holds this time
-            continue
-        if width[i] > threshold:
-            new_id[i] = len(out.parent)
-            out.parent.append(p)
-            out.name.append(tree.name[i])
-            s = tree.selfs[i]
-            out.selfs.append(None if s is None else list(s))
+        s = tree.selfs[i]
+        if p >= 0 and width[i] > threshold:
+            new_id[i] = len(parent)
+            parent.append(p)
+            name.append(tree.name[i])
+            selfs.append(None if s is None else list(s))
             continue
         pruned += 1
-        e = elided_nodes.get(p)
-        if e is None:
-            e = elided_nodes[p] = len(out.parent)
-            out.parent.append(p)
-            out.name.append(elided_id)
-            out.selfs.append([0] * len(CLASSES))
-            used_elided = True
-        acc = out.selfs[e]
-        assert acc is not None
-        for c, v in enumerate(tot[i]):
-            acc[c] += v
-    if used_elided:
+        if p >= 0:  # the first pruned node below a survivor: its elided node takes the time
+            e = elided_nodes.get(p)
+            if e is None:
+                e = elided_nodes[p] = len(parent)
+                parent.append(p)
+                name.append(elided_id)
+                selfs.append([0] * len(CLASSES))
+            p = -e
+        new_id[i] = p
+        if s is not None:
+            acc = selfs[-p]
+            assert acc is not None
+            for c, v in enumerate(s):
+                acc[c] += v
+    if elided_nodes:
         out.names = [*tree.names, ELIDED]
-    out.threads = [(new_id[n], tid, name) for n, tid, name in tree.threads if new_id[n] >= 0]
+    out.threads = [(new_id[n], tid, name) for n, tid, name in tree.threads if new_id[n] > 0]
     out.elided = pruned
     return out

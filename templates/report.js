@@ -258,6 +258,7 @@
   loadHash();
   syncControls();
   rebuild();
+  if (window.performance && performance.mark) performance.mark("wf-drawn");
   if (state.sel.length) showDetails(graphs.main, graphs.main.selected > 0 ? graphs.main.selected : 0);
   window.wallflame = { graphs: graphs, state: state, search: function (q) {
     state.q = q; runSearch(); saveHash(); return $("search-out").textContent;

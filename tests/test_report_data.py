@@ -115,3 +115,35 @@ def test_visible_leaves_no_control_format_or_surrogate(raw: str) -> None:
     if raw.isprintable() and len(raw) <= 80 and "\u00a0" not in raw:
         assert out == raw
     out.encode("utf-8")  # always encodable
+
+
+_frame = st.sampled_from(["a", "b", "c", "d;e", "f"])
+_stack = st.tuples(st.lists(_frame, max_size=6).map(tuple), st.sampled_from([1, 2]),
+                   st.sampled_from(["on", "mutex", "sleep"]), st.integers(1, 1000))
+
+
+@given(st.lists(_stack, max_size=40))
+def test_tree_is_a_trie_holding_exactly_the_stacks(stacks: list[Any]) -> None:
+    p = Profile()
+    expected: dict[tuple[str, ...], int] = {}
+    for frames, tid, cls, w in stacks:
+        key = StackKey(frames, tid, f"t{tid}", 1, "on" if cls == "on" else "off",
+                       "" if cls == "on" else cls)
+        p.add(key, w)
+        path = (f"t{tid} ({tid})", *frames) + (() if cls == "on" else (f"[{cls}]",))
+        expected[path] = expected.get(path, 0) + w
+    tree = build_tree(p)
+    seen: set[tuple[int, int]] = set()
+    for i in range(1, len(tree)):
+        assert tree.parent[i] < i
+        assert (tree.parent[i], tree.name[i]) not in seen, "a child name appears twice"
+        seen.add((tree.parent[i], tree.name[i]))
+    got: dict[tuple[str, ...], int] = {}
+    for i, s in enumerate(tree.selfs):
+        if s is not None:
+            path, node = [], i
+            while node > 0:
+                path.append(tree.names[tree.name[node]])
+                node = tree.parent[node]
+            got[tuple(reversed(path))] = sum(s)
+    assert got == expected

@@ -158,3 +158,10 @@ def test_cli_text_to_stdout_fits_a_terminal(tmp_path: Path) -> None:
     assert "\x1b" not in r.stdout and "\u202e" not in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 110
     assert "deep" in r.stdout
+
+
+def test_cli_knows_every_export_format() -> None:
+    from wallflame.commands.report import FORMATS as CLI_FORMATS
+    from wallflame.report.exports import FORMATS as EXPORT_FORMATS
+
+    assert CLI_FORMATS == EXPORT_FORMATS

@@ -9,13 +9,17 @@ import click
 
 from wallflame.fold import FoldOptions
 from wallflame.output import print_losses
-from wallflame.report.exports import EXTENSION, FORMATS, format_for, write_report
 from wallflame.rundir import is_run_dir, load_inputs
+
+#: Kept here (not imported from the exporters) so that starting the CLI stays cheap.
+FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
 
 
 def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
     if fmt == "txt":
         return "-"
+    from wallflame.report.exports import EXTENSION
+
     ext = EXTENSION[fmt or "html"]
     if len(inputs) == 1 and is_run_dir(inputs[0]):
         return str(Path(inputs[0]) / f"report{ext}")
@@ -43,6 +47,8 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     self-contained: no network access, scripts allowed only by hash; it is written mode 0600
     because it may hold command lines and symbol names of the target.
     """
+    from wallflame.report.exports import format_for, write_report
+
     profile = load_inputs(inputs, FoldOptions(folded_unit=unit))
     if state != "all":
         profile = profile.on_cpu() if state == "on" else profile.off_cpu()

@@ -1,0 +1,184 @@
+"""Benchmark of ``wallflame report`` against ``inferno-flamegraph`` on the same folded input.
+
+    python3 benchmarks/report.py [--stacks 20000] [--runs 5] [--nodes 100000]
+
+Prints, side by side in one run:
+  * generation time (median of --runs) of the HTML page by ``wallflame report`` (a whole
+    process, as a user runs it, and in-process) and of the SVG by ``inferno-flamegraph``
+    (~/.cargo/bin; ``cargo install inferno``), and their ratio (target: within 2x);
+  * the HTML file size (target: under 5 MB);
+  * in headless Chromium (Debian's /usr/bin/chromium through Playwright): first contentful
+    paint and the time until the three flame graphs are drawn (target: under 1 s);
+  * for a profile of about --nodes flame-tree nodes: click-zoom (all three graphs re-laid out
+    and redrawn) and regex search (matched share computed, all three redrawn), median of
+    several, in the browser (target: under 100 ms).
+The input is synthetic but shaped like a real profile: stacks share prefixes (a random tree
+walked from the root with a skewed choice of child), C++-like names, depths 6 to 48.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from wallflame.report.html import render_html
+from wallflame.report.tree import build_tree
+from wallflame.rundir import load_inputs
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def synthetic_folded(path: Path, stacks: int, seed: int = 4) -> None:
+    """``stacks`` unique folded stacks, written sorted, shaped like a real program's: random
+    walks down a fixed call graph (each function calls 1-6 others, the first ones far more
+    often), 8 to 40 frames deep, below 10 threads' entry frames."""
+    rng = random.Random(seed)
+    names = [f"ns{i % 37}::Class{i % 211}::method{i}" for i in range(4000)]
+    callees = [[rng.randrange(len(names)) for _ in range(rng.randint(1, 6))] for _ in names]
+    threads = [f"worker-{i}" for i in range(1, 9)] + ["main", "io-loop"]
+    seen: dict[str, int] = {}
+    while len(seen) < stacks:
+        t = rng.randrange(len(threads))
+        frames = [threads[t], "start_thread", f"entry_{t}"]
+        f = t
+        for _ in range(rng.randint(8, 40)):
+            options = callees[f]
+            f = options[min(int(rng.expovariate(1.2)), len(options) - 1)]
+            frames.append(names[f])
+        seen[";".join(frames)] = rng.randint(1, 500)
+    with open(path, "w") as out:
+        for s, n in sorted(seen.items()):
+            out.write(f"{s} {n}\n")
+
+
+def timed(cmd: list[str], out: Path, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        with open(out, "wb") as f:
+            subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def in_process(folded: Path, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        render_html(load_inputs([str(folded)]))
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def browser_figures(page_path: Path, big_path: Path) -> dict[str, float]:
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, float] = {}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = b.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(page_path.resolve().as_uri())
+        page.wait_for_function("window.wallflame !== undefined")
+        out["fcp_ms"] = page.evaluate(
+            "performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1")
+        out["drawn_ms"] = page.evaluate(
+            "performance.getEntriesByName('wf-drawn')[0]?.startTime ?? -1")
+        page.goto(big_path.resolve().as_uri())
+        page.wait_for_function("window.wallflame !== undefined")
+        out["big_drawn_ms"] = page.evaluate(
+            "performance.getEntriesByName('wf-drawn')[0]?.startTime ?? -1")
+        out["big_nodes"] = page.evaluate("window.wallflame.graphs.main.tree.n")
+        zoom, search = [], []
+        for i in range(7):
+            zoom.append(page.evaluate("""(i) => {
+              const g = window.wallflame.graphs.main, t = g.tree, k = g.kids;
+              let node = k.list[k.start[0] + (i % (k.start[1] - k.start[0]))];
+              const path = [];
+              while (node > 0 && path.length < 3) {
+                path.push(t.names[t.nameId[node]]);
+                const c = k.start[node + 1] - k.start[node];
+                if (!c) break;
+                node = k.list[k.start[node] + (i % c)];
+              }
+              const t0 = performance.now();
+              window.wallflame.zoomPath(path);
+              return performance.now() - t0;
+            }""", i))
+            search.append(page.evaluate("""(i) => {
+              const t0 = performance.now();
+              window.wallflame.search('method' + (100 + i * 37) + '$|Class1' + i);
+              return performance.now() - t0;
+            }""", i))
+            page.evaluate("window.wallflame.search('')")
+        out["zoom_ms"] = statistics.median(zoom)
+        out["search_ms"] = statistics.median(search)
+        b.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stacks", type=int, default=20_000)
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    inferno = shutil.which("inferno-flamegraph") or os.path.expanduser(
+        "~/.cargo/bin/inferno-flamegraph")
+    with tempfile.TemporaryDirectory(prefix="wf-bench-") as tmp:
+        d = Path(tmp)
+        folded = d / "in.folded"
+        synthetic_folded(folded, args.stacks)
+        nodes = len(build_tree(load_inputs([str(folded)])))
+        print(f"input: {args.stacks} unique stacks, {folded.stat().st_size / 1e6:.1f} MB "
+              f"folded, {nodes} flame-tree nodes")
+        wf = timed([sys.executable, "-m", "wallflame", "report", str(folded), "-o",
+                    str(d / "wf.html")], d / "wf.log", args.runs)
+        wf_in = in_process(folded, args.runs)
+        size = (d / "wf.html").stat().st_size
+        print(f"wallflame report (process)  median {statistics.median(wf):.3f} s  "
+              f"(runs: {', '.join(f'{t:.3f}' for t in wf)})")
+        print(f"wallflame report (in-proc)  median {statistics.median(wf_in):.3f} s")
+        if os.path.exists(inferno):
+            inf = timed([inferno, str(folded)], d / "inferno.svg", args.runs)
+            ratio = statistics.median(wf) / statistics.median(inf)
+            print(f"inferno-flamegraph          median {statistics.median(inf):.3f} s  "
+                  f"(svg {(d / 'inferno.svg').stat().st_size / 1e6:.1f} MB)")
+            print(f"ratio wallflame/inferno     {ratio:.2f}x  (target <= 2x)")
+        else:
+            print("inferno-flamegraph not found (cargo install inferno): ratio not measured")
+        print(f"HTML size                   {size / 1e6:.2f} MB  (target < 5 MB)")
+        big = d / "big.folded"
+        n = args.stacks
+        while True:
+            synthetic_folded(big, n, seed=9)
+            got = len(build_tree(load_inputs([str(big)])))
+            if got >= args.nodes:
+                break
+            n = int(n * args.nodes / got * 1.05) + 1
+        subprocess.run([sys.executable, "-m", "wallflame", "report", str(big), "-o",
+                        str(d / "big.html")], stderr=subprocess.DEVNULL, check=True)
+        print(f"big profile: {n} stacks, {got} nodes, HTML "
+              f"{(d / 'big.html').stat().st_size / 1e6:.2f} MB")
+        if not os.path.exists(CHROMIUM):
+            print("chromium not installed: browser figures not measured")
+            return
+        b = browser_figures(d / "wf.html", d / "big.html")
+        print(f"first contentful paint      {b['fcp_ms']:.0f} ms  (target < 1000 ms)")
+        print(f"graphs drawn                {b['drawn_ms']:.0f} ms after navigation start")
+        print(f"big: graphs drawn           {b['big_drawn_ms']:.0f} ms "
+              f"({b['big_nodes']:.0f} nodes)")
+        print(f"big: click-zoom             {b['zoom_ms']:.1f} ms median  (target < 100 ms)")
+        print(f"big: regex search           {b['search_ms']:.1f} ms median  (target < 100 ms)")
+
+
+if __name__ == "__main__":
+    main()
