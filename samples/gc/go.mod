@@ -1,0 +1,3 @@
+module wallflame.dev/samples/gc
+
+go 1.21
