@@ -8,10 +8,10 @@ Which evidence gives off-CPU time:
 * ``pmp``: the snapshots (statistical: each blocked thread's snapshot weighs the time since its
   previous one), with lock identity and holders.
 * ``sched`` and ``both``: the scheduler's switch-out/switch-in intervals (exact).  With
-  ``both`` the snapshots still name the locks and their holders: each thread's exact mutex wait
-  is split over the (lock, holder) pairs its snapshots saw, in the proportions they saw them,
-  and the holders table is scaled the same way.  The merged view never counts a blocked
-  interval twice.
+  ``both`` the snapshots' /proc records still name the locks and their owners: each thread's
+  exact mutex wait is split over the (lock, owner) pairs its records saw, in the proportions
+  they saw them, and the holders table is scaled the same way (``split_locks``).  The merged
+  view never counts a blocked interval twice.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from wallflame.errors import InputError, WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
 from wallflame.output import open_output
-from wallflame.profile import OFF, Profile
+from wallflame.profile import OFF, HolderKey, Profile
+from wallflame.textio import iter_lines
 
 CAPTURE = "capture.json"
 SNAPSHOT_LOG = "snapshots.log"
@@ -59,45 +60,88 @@ def perf_script(raw: Path, stem: str, warnings: list[str]) -> tuple[Path | None,
     return out, bad
 
 
-def split_locks(sched_off: Profile, pmp: Profile) -> Profile:
-    """Exact scheduler off-CPU time, with mutex waits attributed to locks and holders in the
-    proportions the snapshots saw them (see the module docstring)."""
-    seen: defaultdict[int, defaultdict[tuple[str, int], int]] = defaultdict(
+Pairs = dict[int, dict[tuple[str, int], int]]
+
+
+def lock_samples(log: Path) -> tuple[Pairs, dict[HolderKey, int]]:
+    """From a snapshot log's ``# wallflame-proc`` lines: per waiter tid, how often it was seen
+    blocked on (lock, owner); and per (lock, owner, owner's stack in that dump), how often.
+
+    The /proc records of one snapshot are read within microseconds of each other and without
+    stopping anything, so a waiter and its owner agree even when the stack dump (eu-stack:
+    one thread at a time) does not; the owner's stack is the one from the same dump."""
+    from wallflame.fold import eustack, gdb
+
+    pairs: defaultdict[int, defaultdict[tuple[str, int], int]] = defaultdict(
         lambda: defaultdict(int))
-    for k, w in pmp.stacks.items():
-        if k.state == OFF and k.wait == "mutex" and k.lock:
-            seen[k.tid][(k.lock, k.holder)] += w
-    # A thread whose snapshots never caught it on a named mutex gets the process-wide split.
+    holders: defaultdict[HolderKey, int] = defaultdict(int)
+    stacks: dict[int, list[str]] = {}
+    procs: list[dict[str, Any]] = []
+    current: list[str] | None = None
+    for _, line in iter_lines(str(log)):
+        if line.startswith("# wallflame-proc "):
+            try:
+                rec = json.loads(line[len("# wallflame-proc "):])
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                procs.append(rec)
+        elif line.startswith("TS "):
+            _close_dump(procs, stacks, pairs, holders)
+            procs, stacks, current = [], {}, None
+        elif line.startswith("#") and line[1:2].isdigit() and current is not None:
+            parse = gdb.parse_frame if " in " in line or line.endswith(")") else None
+            name = parse(line).name if parse else eustack.parse_frame(line).name
+            current.append(name)
+        else:
+            head = eustack.parse_header(line) or gdb.parse_header(line)
+            if head is not None:
+                current = stacks.setdefault(head[0], [])
+    return ({t: dict(v) for t, v in pairs.items()}, dict(holders))
+
+
+def _close_dump(procs: list[dict[str, Any]], stacks: dict[int, list[str]], pairs: Any,
+                holders: dict[HolderKey, int]) -> None:
+    comm = {r.get("tid"): str(r.get("comm", "")) for r in procs}
+    for r in procs:
+        owner, lock, tid = r.get("owner"), r.get("lock"), r.get("tid")
+        if not (isinstance(owner, int) and isinstance(tid, int) and isinstance(lock, str)):
+            continue
+        pairs[tid][(lock, owner)] += 1
+        frames = tuple(reversed(stacks.get(owner, [])))
+        key = HolderKey(lock, owner, comm.get(owner, ""), frames)
+        holders[key] = holders.get(key, 0) + 1
+
+
+def split_locks(sched_off: Profile, seen: Pairs, holders: dict[HolderKey, int]) -> Profile:
+    """Exact scheduler off-CPU time, with each thread's mutex waits attributed to locks and
+    holders in the proportions its /proc records saw them (a thread never seen on a named
+    mutex gets the process-wide split); the holders table is scaled to the exact times."""
     overall: defaultdict[tuple[str, int], int] = defaultdict(int)
     for shares_of in seen.values():
-        for pair, w in shares_of.items():
-            overall[pair] += w
+        for pair, n in shares_of.items():
+            overall[pair] += n
     out = Profile(meta=sched_off.meta)
     exact_by_lock: defaultdict[str, int] = defaultdict(int)
     for k, w in sched_off.stacks.items():
         shares = (seen.get(k.tid) or overall) if k.state == OFF and k.wait == "mutex" \
             and not k.lock else None
-        if not shares:
-            out.add(k, w)
-            continue
-        items = sorted((p, s) for p, s in shares.items() if p[1] != k.tid)
-        total = sum(s for _, s in items)
+        items = sorted((p, n) for p, n in (shares or {}).items() if p[1] != k.tid)
+        total = sum(n for _, n in items)
         if not total:
             out.add(k, w)
             continue
         given = 0
-        for i, ((lock, holder), s) in enumerate(items):
-            part = w - given if i == len(items) - 1 else w * s // total
+        for i, ((lock, holder), n) in enumerate(items):
+            part = w - given if i == len(items) - 1 else w * n // total
             given += part
             out.add(k._replace(lock=lock, holder=holder), part)
             exact_by_lock[lock] += part
-    pmp_by_lock: defaultdict[str, int] = defaultdict(int)
-    for h, w in pmp.holders.items():
-        pmp_by_lock[h.lock] += w
-    for h, w in pmp.holders.items():
-        denom = pmp_by_lock[h.lock]
-        if denom:
-            out.add_holder(h, w * exact_by_lock.get(h.lock, 0) // denom)
+    seen_by_lock: defaultdict[str, int] = defaultdict(int)
+    for h, n in holders.items():
+        seen_by_lock[h.lock] += n
+    for h, n in holders.items():
+        out.add_holder(h, n * exact_by_lock.get(h.lock, 0) // seen_by_lock[h.lock])
     return out
 
 
@@ -125,8 +169,8 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
         profile.merge(perf_profile.on_cpu())
     if sched_profile is not None:
         off = sched_profile.off_cpu()
-        if pmp_profile is not None:
-            off = split_locks(off, pmp_profile)
+        if (raw / SNAPSHOT_LOG).exists():
+            off = split_locks(off, *lock_samples(raw / SNAPSHOT_LOG))
         profile.merge(off)
         profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:
