@@ -26,13 +26,15 @@ from typing import IO, Any
 from wallflame.profile import OFF, ON, HolderKey, Loss, Meta, Profile, StackKey
 
 MAGIC = "# wallflame-folded 1"
+#: The root frame's name for a thread whose name is not known.
+UNKNOWN_THREAD = "[unknown]"
 
 _NEEDS_ESCAPE = re.compile(r"[\\;\r\n]")
 _ESCAPES = {"\\": "\\\\", ";": "\\x3b", "\r": "\\x0d", "\n": "\\x0a"}
 _TRAILING_NUMBER = re.compile(r" (\d+(?:\.\d*)?)$")
 _UNESCAPE = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
 _ANNOTATION = re.compile(r"^\[off (\w+)(?: lock=(.*?))?(?: holder=(\d+))?\]$")
-_THREAD_ROOT = re.compile(r"^(.*)-(\d+)/(\d+)$")
+_THREAD_ROOT = re.compile(r"^(.*)-(\d+|\?)/(\d+|\?)$", re.DOTALL)
 
 
 class ThreadRoot(enum.StrEnum):
@@ -65,7 +67,7 @@ def unescape(frame: str) -> str:
 
 
 def thread_frame(key: StackKey, root: ThreadRoot) -> str:
-    comm = (key.thread or "[unknown]").replace(" ", "_")
+    comm = (key.thread or UNKNOWN_THREAD).replace(" ", "_")
     if root is ThreadRoot.COMM:
         return comm
     if root is ThreadRoot.PID:
@@ -86,7 +88,24 @@ def annotation(key: StackKey) -> str:
     return "".join(parts) + "]"
 
 
+def _escape_annotated(name: str) -> str:
+    """Escape a frame for the annotated flavour: a real frame that looks like the off-CPU
+    pseudo-frame gets its ``[`` escaped, so that reading it back cannot mistake it."""
+    text = escape(name)
+    return "\\x5b" + text[1:] if _ANNOTATION.match(text) else text
+
+
 def stack_text(key: StackKey, root: ThreadRoot, annotate: bool) -> str:
+    if annotate:
+        # lossless: the thread name as it is (escaped), unknown ids as 0
+        frames = [_escape_annotated(f) for f in key.frames]
+        root_frame = escape(f"{key.thread or UNKNOWN_THREAD}-{key.pid}/{key.tid}")
+        if root_frame.startswith("#"):  # a data line never looks like a comment
+            root_frame = "\\x23" + root_frame[1:]
+        frames.insert(0, root_frame)
+        if key.state == OFF:
+            frames.append(escape(annotation(key)))
+        return ";".join(frames)
     frames = [escape(f) for f in key.frames]
     head = thread_frame(key, root)
     if head:
@@ -138,19 +157,22 @@ def meta_from_json(d: dict[str, Any]) -> Meta:
 def parse_annotated_line(text: str) -> StackKey:
     """Turn ``comm-pid/tid;f;...;[off ...]`` back into a key (inverse of ``stack_text``)."""
     raw = text.split(";")
-    frames = [unescape(f) for f in raw]
     state, wait, lock, holder = ON, "", "", 0
-    if frames:
-        m = _ANNOTATION.match(frames[-1])
+    if raw:
+        m = _ANNOTATION.match(raw[-1])  # matched escaped: an escaped "[" is a real frame
         if m:
-            frames.pop()
-            state, wait, lock, holder = OFF, m.group(1), m.group(2) or "", int(m.group(3) or 0)
+            raw.pop()
+            state, wait = OFF, m.group(1)
+            lock, holder = unescape(m.group(2) or ""), int(m.group(3) or 0)
+    frames = [unescape(f) for f in raw]
     comm, pid, tid = "", 0, 0
     if frames:
         t = _THREAD_ROOT.match(frames[0])
         if t:
             frames.pop(0)
-            comm, pid, tid = t.group(1), int(t.group(2)), int(t.group(3))
+            comm = t.group(1) if t.group(1) != UNKNOWN_THREAD else ""
+            pid = int(t.group(2)) if t.group(2) != "?" else 0
+            tid = int(t.group(3)) if t.group(3) != "?" else 0
     return StackKey(tuple(frames), tid, comm, pid, state, wait, lock, holder)
 
 
@@ -161,7 +183,10 @@ def read_annotated(lines: Iterable[tuple[int, str]], profile: Profile) -> None:
             continue
         if line.startswith("#meta "):
             try:
-                profile.meta.merge(meta_from_json(json.loads(line[6:])))
+                meta = meta_from_json(json.loads(line[6:]))
+                if not profile.stacks and not profile.meta.sources:
+                    profile.meta.unit = meta.unit  # a fresh profile takes the file's unit
+                profile.meta.merge(meta)
             except (ValueError, TypeError, KeyError):
                 profile.meta.lose("bad metadata line", no)
             continue
