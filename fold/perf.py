@@ -115,20 +115,27 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
 
 
 def _last(st: PerfState, buf: bytes, line_no: int) -> int:
-    """The end of the input: a last line without its newline is a truncated record."""
-    if not buf.endswith(b"\n"):
-        cut = buf.rfind(b"\n\n")
-        start = cut + 2 if cut >= 0 else 0
-        if cut >= 0:
-            line_no = _batch(st, buf[:cut], line_no)
-        bad_line = line_no
-        if buf[start:].strip():
-            st.profile.meta.lose("truncated last record", bad_line)
-        if cut < 0 and st.continuing:
-            st.cur = None  # the record in progress is the truncated one
-        st.continuing = False
-        return bad_line + buf.count(b"\n", start)
-    return _batch(st, buf.rstrip(b"\n"), line_no)
+    """The end of the input.  A last line without its newline is cut off: the record it
+    belongs to is dropped and counted; every complete line before it is folded."""
+    if buf.endswith(b"\n"):
+        return _batch(st, buf.rstrip(b"\n"), line_no)
+    cut = buf.rfind(b"\n\n")
+    if cut >= 0:
+        line_no = _batch(st, buf[:cut], line_no)
+        buf = buf[cut + 2:]
+    nl = buf.rfind(b"\n")
+    if nl >= 0:
+        st.slow_lines(buf[:nl], line_no, end=False)
+        line_no += buf.count(b"\n", 0, nl) + 1
+        buf = buf[nl + 1:]
+    meta = st.profile.meta
+    if st.continuing and st.cur is not None and buf[:1] in (b" ", b"\t"):
+        meta.lose("truncated last record", st.cur_line)  # its last frame line is cut off
+        st.cur = None
+    elif buf.strip():
+        meta.lose("truncated last record", line_no)  # a header line cut off
+    st.continuing = False
+    return line_no
 
 
 def _batch(st: PerfState, body: bytes, line_no: int) -> int:
