@@ -34,6 +34,7 @@ _LOCK = re.compile(
 )
 _DETECT = re.compile(r"^Thread \d+ \(.*\):$|^#\d+ +0x[0-9a-fA-F]+ in \S", re.MULTILINE)
 _OPERATOR = re.compile(r"operator(?:\(\)|\[\]|<<=|>>=|->\*|->|<<|>>|<=>|<=|>=|[<>])")
+_TAIL = re.compile(r"\)((?: at | from )[^()]*)?$")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 SIGNAL = "[signal handler called]"
 
@@ -51,6 +52,12 @@ class Frame(NamedTuple):
 def _args_start(s: str) -> int:
     """Index of the `` (`` that opens the argument list: at depth 0 of ``()`` and ``<>``
     (``operator<`` and friends skipped), not the ``(anonymous namespace)`` of a name."""
+    k = s.find(" (")
+    if k > 0:
+        head = s[:k]
+        if "<" not in head and "(" not in head and "operator" not in head \
+                and not s.startswith("(anonymous namespace)", k + 1):
+            return k + 1  # a plain C name: the common case
     depth = 0
     i, n = 0, len(s)
     while i < n:
@@ -74,6 +81,10 @@ def _args_start(s: str) -> int:
 def _args_end(s: str, start: int) -> int:
     """Index just past the ``)`` closing the argument list opened at ``start`` (quotes in
     string and char arguments respected); ``len(s)`` when it is not closed."""
+    if '"' not in s and "'" not in s:
+        m = _TAIL.search(s, start)
+        if m is not None and s.count("(", start, m.start()) == s.count(")", start, m.start()) + 1:
+            return m.start() + 1  # no strings: the ")" before " at FILE:LINE" / " from LIB"
     depth = 0
     quote = ""
     i, n = start, len(s)

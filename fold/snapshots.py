@@ -81,13 +81,10 @@ def parse_ts(line: str) -> int | None:
     return None
 
 
-@dataclass
-class _Pending:
-    """A thread's first snapshot: its weight (the median interval) is known only at the end."""
-
-    key: StackKey
-    holder: HolderKey | None
-    running_tid: int
+#: A snapshot whose weight (the median interval) is known only at the end: a thread's first
+#: one, or one whose timestamp did not advance.  Counted per distinct stack: memory stays
+#: bounded by the number of distinct stacks, not by the length of the log.
+_PendingKey = tuple[StackKey, "HolderKey | None", int]
 
 
 class Accumulator:
@@ -106,7 +103,7 @@ class Accumulator:
         self.first_t: int | None = None
         self.intervals: list[int] = []
         self.pauses: list[float] = []
-        self.pending: list[_Pending] = []
+        self.pending: dict[_PendingKey, int] = {}
         self.running: dict[int, int] = {}
         self.snapshots = 0
         self.untimed = 0
@@ -131,6 +128,9 @@ class Accumulator:
         if t is not None:
             if self.last_t is not None and t > self.last_t:
                 self.intervals.append(t - self.last_t)
+            elif self.last_t is not None:
+                self.meta.lose("snapshot timestamp did not advance", dump.line,
+                               detail="such snapshots weigh the median interval")
             if self.first_t is None:
                 self.first_t = t
             self.last_t = t if self.last_t is None else max(self.last_t, t)
@@ -188,7 +188,8 @@ class Accumulator:
             if proc is not None or self.wallflame_log:
                 running_tid = th.tid or -1
         if weight is None:
-            self.pending.append(_Pending(key, holder_key, running_tid))
+            pk = (key, holder_key, running_tid)
+            self.pending[pk] = self.pending.get(pk, 0) + 1
         else:
             self._add(key, holder_key, running_tid, weight)
 
@@ -210,8 +211,8 @@ class Accumulator:
 
     def finish(self, source: dict[str, Any]) -> None:
         w = self.first_weight()
-        for p in self.pending:
-            self._add(p.key, p.holder, p.running_tid, w)
+        for (key, holder, running_tid), n in self.pending.items():
+            self._add(key, holder, running_tid, w * n)
         self.pending.clear()
         meta = self.meta
         meta.unit = UNIT_NS
