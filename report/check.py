@@ -41,8 +41,9 @@ class Thresholds:
                      this much (default 0.05: 5% of one thread) ...
     wait_relative:   ... or by at most this fraction of the baseline (default 0.25); a class
                      fails only when it exceeds both.
-    wait_classes:    the wait classes judged (default all but ``poll`` and ``sleep``, which are
-                     idle by design).
+    wait_classes:    the wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
+                     and I/O; ``condvar``, ``poll`` and ``sleep`` are mostly waiting for work
+                     or for time, which grows whenever a run is less busy).
     mutex_share_pp:  mutex wait as a share of all thread time may grow by at most this many
                      percentage points (default 3.0).
     cpu_per_work_relative: on-CPU time per unit of work (when both runs record work done in
@@ -51,20 +52,24 @@ class Thresholds:
     noise_k:         changes within this many standard errors are noise (default 3.0).
     rate_tolerance:  sampling rates of the two runs may differ by this fraction before the runs
                      count as collected differently (default 0.10).
-    allowed_losses:  kinds of loss that do not make the check inconclusive (default none).
+    max_loss_share:  losses up to this share of a side's evidence (samples, snapshots,
+                     switches) are reported but tolerated (default 0.005: they cannot move a
+                     share by more than half a point, a quarter of the smallest threshold);
+                     0 makes any loss inconclusive.
+    allowed_losses:  kinds of loss that never make the check inconclusive (default none).
     top:             how many regressed frames the summary names (default 5).
     """
 
     frame_share_pp: float = 2.0
     wait_s_per_s: float = 0.05
     wait_relative: float = 0.25
-    wait_classes: list[str] = field(
-        default_factory=lambda: [c for c in WAIT_CLASSES if c not in ("poll", "sleep")])
+    wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
     mutex_share_pp: float = 3.0
     cpu_per_work_relative: float = 0.10
     min_samples: int = 500
     noise_k: float = 3.0
     rate_tolerance: float = 0.10
+    max_loss_share: float = 0.005
     allowed_losses: list[str] = field(default_factory=list)
     top: int = 5
 
@@ -163,13 +168,24 @@ def quality(diff: Diff, t: Thresholds) -> list[Result]:
                      f"{'; '.join(low)} (need {t.min_samples})" if low else
                      f"{diff.before.n_on} and {diff.after.n_on} on-CPU samples "
                      f"(need {t.min_samples})")
-    lost = []
+    lost, minor = [], []
     for side, meta in zip(sides, diff.meta, strict=True):
-        for kind, loss in meta["losses"].items():
-            if kind not in t.allowed_losses and loss["count"]:
-                lost.append(f"{side.label}: {loss['count']} {kind}")
+        counted = [(k, v["count"]) for k, v in meta["losses"].items()
+                   if k not in t.allowed_losses and v["count"]]
+        total = sum(n for _, n in counted)
+        evidence = side.n_on + side.n_off
+        tolerated = total <= t.max_loss_share * evidence
+        for kind, n in counted:
+            text = f"{side.label}: {n} {kind}"
+            (minor if tolerated else lost).append(text)
+        if counted and not tolerated:
+            lost.append(f"{side.label}: {total} lost of {evidence + total} "
+                        f"({100 * total / max(1, evidence + total):.1f}%, tolerated "
+                        f"{100 * t.max_loss_share:g}%)")
+    note = f" (tolerated, under {100 * t.max_loss_share:g}%: {'; '.join(minor)})" if minor else ""
     losses = Result("complete_data", INCONCLUSIVE if lost else PASS,
-                    "partial data: " + "; ".join(lost) if lost else "no losses on either side")
+                    "partial data: " + "; ".join(lost) + note if lost else
+                    "no losses on either side" + note)
     diffs = collector_mismatch(diff, t)
     collectors = Result("same_collectors", INCONCLUSIVE if diffs else PASS,
                         "runs collected differently: " + "; ".join(diffs) if diffs else

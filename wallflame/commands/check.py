@@ -41,13 +41,14 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
       frame_share_pp=2.0    on-CPU inclusive share of any frame, growth in points
       wait_s_per_s=0.05     off-CPU s per s of window per wait class, growth ...
       wait_relative=0.25    ... and relative growth (a class fails past both)
-      wait_classes=mutex,rwlock,condvar,io,other
+      wait_classes=mutex,rwlock,io  (of mutex,rwlock,condvar,io,poll,sleep,other)
       mutex_share_pp=3.0    mutex wait share of all thread time, growth in points
       cpu_per_work_relative=0.10  CPU per unit of work (when both runs record work)
       min_samples=500       on-CPU samples each side needs
       noise_k=3.0           changes within k standard errors of sampling are noise
       rate_tolerance=0.10   sampling rates may differ this much
-      allowed_losses=       kinds of loss that do not make the check inconclusive
+      max_loss_share=0.005  losses up to this share of a side's evidence are tolerated
+      allowed_losses=       kinds of loss that never make the check inconclusive
     """
     thresholds = load_thresholds(config, list(overrides))
     before, after = load_inputs([baseline]), load_inputs([current])
