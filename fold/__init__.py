@@ -26,7 +26,7 @@ class Folder(Protocol):
 def _modules() -> list[ModuleType]:
     from wallflame.fold import annotated, eustack, folded, gdb, perf, pmp
 
-    return [annotated, perf, gdb, eustack, pmp, folded]
+    return [annotated, pmp, perf, gdb, eustack, folded]  # pmp is strict, perf is lenient
 
 
 def formats() -> list[str]:
@@ -35,7 +35,7 @@ def formats() -> list[str]:
 
 def folder(name: str) -> ModuleType:
     for m in _modules():
-        if m.NAME == name:
+        if name == m.NAME:
             return m
     raise InputError(f"unknown format {name!r}", f"use one of: {', '.join(formats())}")
 

@@ -115,3 +115,17 @@ def test_empty_profiles(tmp_path: Path, text: str) -> None:
     path = tmp_path / "e.txt"
     path.write_text(text)
     assert fold(path).total() == 0
+
+
+def test_registry_detects_every_snapshot_and_folded_fixture() -> None:
+    from wallflame.fold import detect_format
+    from wallflame.textio import head
+
+    expected = {"pmp/mix-aggregated.txt": "pmp", "folded/plain-tid.folded": "folded",
+                "folded/bcc-offcputime.folded": "folded", "folded/pyspy-raw.txt": "folded",
+                "folded/diff.folded": "folded", "gdb/mix-bt.txt": "gdb",
+                "gdb/mix-ptpmp-raw.txt": "gdb", "gdb/mix-collect-gdb.log": "gdb",
+                "eustack/mix-plain.txt": "eu-stack", "eustack/mix-collect-eustack.log": "eu-stack"}
+    for name, fmt in expected.items():
+        path = str(FIX / name)
+        assert detect_format(head(path), path) == fmt, name
