@@ -168,7 +168,8 @@ def quality(diff: Diff, t: Thresholds) -> list[Result]:
                      f"{'; '.join(low)} (need {t.min_samples})" if low else
                      f"{diff.before.n_on} and {diff.after.n_on} on-CPU samples "
                      f"(need {t.min_samples})")
-    lost, minor = [], []
+    lost: list[str] = []
+    minor: list[str] = []
     for side, meta in zip(sides, diff.meta, strict=True):
         counted = [(k, v["count"]) for k, v in meta["losses"].items()
                    if k not in t.allowed_losses and v["count"]]

@@ -95,13 +95,26 @@ def test_inconclusive_with_reason(before: Profile, after: Profile, test: str,
 
 def test_lost_events_make_it_inconclusive_even_with_a_regression() -> None:
     after = run(extra_ms=2)
-    after.meta.lose("lost perf events", 0, 12, "perf lost 12 chunks")
+    after.meta.lose("lost perf events", 0, 300, "perf lost 300 chunks")
     v = judge(compare(run(), after), Thresholds())
     assert v.status == INCONCLUSIVE  # never a verdict on partial data, not even "fail"
     assert statuses(v)["frame_share"] == FAIL  # ... though what it saw is reported
-    assert "after: 12 lost perf events" in markdown(v)
+    r = next(r for r in v.results if r.name == "complete_data")
+    assert "after: 300 lost perf events" in r.message and "(5.6%" in r.message
+    assert "after: 300 lost perf events" in markdown(v)
     v = judge(compare(run(), after), Thresholds(allowed_losses=["lost perf events"]))
     assert v.status == FAIL
+    assert judge(compare(after, run()), Thresholds()).status == INCONCLUSIVE  # either side
+
+
+def test_a_few_losses_are_tolerated_and_reported() -> None:
+    after = run()
+    after.meta.lose("thread without frames", 7, 1)  # 1 of 5,100 samples and snapshots
+    v = judge(compare(run(), after), Thresholds())
+    r = next(r for r in v.results if r.name == "complete_data")
+    assert v.status == PASS and r.status == PASS and "1 thread without frames" in r.message
+    strict = judge(compare(run(), after), Thresholds(max_loss_share=0))
+    assert strict.status == INCONCLUSIVE
 
 
 def test_rate_mismatch_is_inconclusive() -> None:
