@@ -176,6 +176,9 @@ def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
                                                                                strict=True))
             out[key] = {"points": pts, "min": lo, "max": hi, "last": vals[-1]}
         out["t_s"] = t_max
+    start = mem.get("arenas_start")
+    out["arenas_start"] = start if isinstance(start, dict) else None
+    out["main_heap_rss_kb"] = mem.get("main_heap_rss_kb")
     maps = out["arenas"].get("mappings", []) if isinstance(out["arenas"], dict) else []
     out["mappings"] = sorted((m for m in maps if isinstance(m, dict)),
                              key=lambda m: -float(m.get("rss_kb", 0)))[:12]
@@ -204,6 +207,23 @@ def _resolution(profile: Profile) -> list[str]:
     return notes
 
 
+#: ``meta.extra`` entries shown elsewhere on the page (or too big to list).
+_SHOWN = {"memory", "pause", "commands", "tools", "target", "run_dir", "work"}
+
+
+def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Scalar facts each collector recorded (``extra["pmp"]["backend"]`` and the like)."""
+    out = []
+    for name, value in sorted(extra.items()):
+        if name in _SHOWN or not isinstance(value, dict):
+            continue
+        items = [(str(k), str(v)) for k, v in sorted(value.items())
+                 if isinstance(v, (str, int, float, bool))]
+        if items:
+            out.append((str(name), items[:24]))
+    return out
+
+
 def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, Any]:
     summary = build_summary(profile)
     m = profile.meta
@@ -223,6 +243,7 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "sources": [str(s.get("path", "")) + " (" + str(s.get("format", "?")) + ")"
                     for s in m.sources],
         "target": m.extra.get("target"), "title": title or _title(profile),
+        "details": _details(m.extra),
         "total_s": profile.total() / 1e9 if m.unit == UNIT_NS else float(profile.total()),
         **assets(),
     }

@@ -165,3 +165,42 @@ def test_cli_knows_every_export_format() -> None:
     from wallflame.report.exports import FORMATS as EXPORT_FORMATS
 
     assert CLI_FORMATS == EXPORT_FORMATS
+
+
+def make_run_dir(d: Path) -> Path:
+    """A run directory laid out as ``wallflame collect`` writes it (see wallflame.rundir)."""
+    import json
+
+    from wallflame.folded import meta_from_json
+    from wallflame.rundir import MEMORY, META, OFFCPU, ONCPU
+
+    p = demo_profile()
+    d.mkdir()
+    for name, part in ((ONCPU, p.on_cpu()), (OFFCPU, p.off_cpu())):
+        with open(d / name, "w") as f:
+            write_folded(part, f, annotate=True)
+    meta = p.meta.to_json()
+    memory = meta["extra"].pop("memory")
+    memory["arenas_start"] = {"count": 1, "mappings": [], "total_rss_kb": 100}
+    (d / MEMORY).write_text(json.dumps(memory))
+    (d / META).write_text(json.dumps({"profile": meta}))
+    assert meta_from_json(meta).window_ns == p.meta.window_ns
+    return d
+
+
+def test_report_of_a_run_directory_lands_in_it(tmp_path: Path) -> None:
+    from test_report_data import page_data
+
+    from wallflame.report.html import embedded_data
+
+    run = make_run_dir(tmp_path / "run")
+    r = CliRunner().invoke(cli, ["report", str(run)])
+    assert r.exit_code == 0, r.output
+    out = run / "report.html"
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    html = out.read_text()
+    text = " ".join(" ".join(parse(html).text).split())
+    assert "glibc malloc arenas: 3" in text and "at the start: 1 arenas" in text
+    assert "Waited 2.400 s" in text and "910.00 ms" in text
+    # the page's tree is the demo profile's: nothing lost on the way through the run directory
+    assert page_data(html)["flame"]["self"] == embedded_data(demo_profile())["flame"]["self"]
