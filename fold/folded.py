@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from wallflame.classify import classify
+from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import unescape
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile, StackKey
@@ -149,6 +150,9 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         profile.add(_key(frames, mode, options), after * mode.scale)
         if old is not None:
             before[stack] = before.get(stack, 0) + old * mode.scale
+    if not profile.stacks and not before and "malformed folded line" in meta.losses:
+        raise InputError(f"{path}: no folded 'frame;...;frame COUNT' line found",
+                         "give folded stacks, or name the format with --format")
     if mode is None:
         mode = _Mode(options, [])
     meta.unit = mode.unit

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from wallflame.classify import classify, find_wait
+from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.names import normalize, unknown_in
 from wallflame.profile import OFF, ON, UNIT_SAMPLES, Profile, StackKey
@@ -68,7 +69,7 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     meta = profile.meta
     meta.unit = UNIT_SAMPLES
     rules = options.get_rules()
-    n = 0
+    n = good = 0
     for no, line in iter_lines(path):
         if not line.strip():
             continue
@@ -84,4 +85,9 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         else:
             profile.add(StackKey(frames, state=OFF, wait=classify(frames, "", rules)), count)
         n += count
+        good += 1
+    bad = meta.losses.get("malformed pt-pmp line")
+    if not good and bad is not None:
+        raise InputError(f"{path}: no pt-pmp 'count leaf,...,root' line found",
+                         "give pt-pmp's aggregated output, or name the format with --format")
     meta.count("snapshots", n)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wallflame.classify import classify, find_wait
+from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
 from wallflame.textio import iter_lines
@@ -355,6 +356,10 @@ def fold_log(path: str, options: FoldOptions, profile: Profile,
                       detail="the capture was cut short; its last dump is not counted")
         else:
             acc.close(dump, None)
+    if acc.snapshots == 0 and not acc.pending:
+        raise InputError(f"{path}: no thread stacks found ({last_no} lines read)",
+                         "give gdb 'thread apply all bt', eu-stack or pt-pmp output, or name "
+                         "the format with --format")
     source: dict[str, Any] = {"lines": last_no}
     acc.finish(source)
     meta.extra.setdefault("snapshot_sources", []).append(source)

@@ -161,7 +161,11 @@ def test_any_line_sequence_folds(lines: list[str]) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
         f.write("\n".join(lines))
         f.flush()
-        p = fold(f.name)
+        try:
+            p = fold(f.name)
+        except InputError as e:  # nothing usable at all: one clean error
+            assert "no thread stacks found" in e.format_message()
+            return
     assert all(w > 0 and k.frames for k, w in p.stacks.items())
     assert sum(p.holders.values()) <= sum(w for k, w in p.stacks.items() if k.holder)
 

@@ -171,6 +171,15 @@ def test_stdin_mode_is_decided_by_the_first_line(monkeypatch: pytest.MonkeyPatch
     assert p.total() == 295 + 612 + 44 + 11 and "diff_before" in p.meta.extra
 
 
+def test_nothing_usable_is_one_clean_error(tmp_path: Path) -> None:
+    path = tmp_path / "x.folded"
+    path.write_text("no counts here\nnor here\n")
+    with pytest.raises(InputError, match="no folded"):
+        fold(path)
+    path.write_text("")
+    assert fold(path).total() == 0  # an empty profile is a profile
+
+
 def test_deep_stack(tmp_path: Path) -> None:
     path = tmp_path / "deep.folded"
     path.write_text("t;" + ";".join(f"f{i}" for i in range(10_000)) + " 1\n")

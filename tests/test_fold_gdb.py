@@ -191,6 +191,15 @@ def test_ts_lines(line: str, ns: int | None) -> None:
     assert snapshots.parse_ts(line) == ns
 
 
+@pytest.mark.parametrize("data", [b"", b"\n\n", b"hello\nworld\n", b"\xff\xfe\x00",
+                                  b'# wallflame-snapshots 1 {"backend": "gdb"}\n'])
+def test_nothing_usable_is_one_clean_error(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "x.txt"
+    path.write_bytes(data)
+    with pytest.raises(InputError, match="no thread stacks found"):
+        fold(path)
+
+
 def test_concatenated_dumps_without_ts(tmp_path: Path) -> None:
     one = (FIX / "mix-bt.txt").read_text()
     path = tmp_path / "two.txt"
@@ -249,7 +258,11 @@ def test_any_line_sequence_folds(lines: list[str]) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
         f.write("\n".join(lines))
         f.flush()
-        p = fold(f.name)
+        try:
+            p = fold(f.name)
+        except InputError as e:  # nothing usable at all: one clean error
+            assert "no thread stacks found" in e.format_message()
+            return
     assert all(w > 0 and k.frames for k, w in p.stacks.items())
     per_tid: dict[int, int] = {}
     for k in p.stacks:

@@ -90,6 +90,13 @@ def test_malformed_lines_are_counted(tmp_path: Path) -> None:
     assert p.stacks and p.meta.losses["malformed pt-pmp line"].count == 2
 
 
+def test_nothing_usable_is_one_clean_error(tmp_path: Path) -> None:
+    path = tmp_path / "x.txt"
+    path.write_text("this is not\npt-pmp output\n")
+    with pytest.raises(InputError, match="no pt-pmp"):
+        fold(path)
+
+
 def test_deep_stack(tmp_path: Path) -> None:
     path = tmp_path / "deep.txt"
     path.write_text("      1 " + ",".join(f"f{i}" for i in range(10_000)) + "\n")
