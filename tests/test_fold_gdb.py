@@ -179,6 +179,15 @@ def test_frame_lines(line: str, name: str, lock: str) -> None:
     assert gdb.lock_of(f.args) == lock
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=200), st.sampled_from(["#0  ", "#3  0x1f in ", "#12 0x0 in ?? "]))
+def test_any_frame_text_parses(text: str, prefix: str) -> None:
+    f = gdb.parse_frame(prefix + text)
+    assert f.name
+    gdb.lock_of(f.args)
+    eustack.parse_frame(prefix + text)
+
+
 @pytest.mark.parametrize(("line", "ns"), [
     ("TS 123456789.1732258745 2026-11-22 06:45:45", 1732258745_123456789),
     ("TS 000000012.1732258745 2026-11-22 06:45:45", 1732258745_000000012),
