@@ -65,7 +65,11 @@
       var c = cache.get(key);
       if (c === undefined) {
         var name = vt.names[id], v = hash(name), w = hash(name + "\u0001");
-        c = PALETTE[cls] ? PALETTE[cls](v, w) : PALETTE.other(v);
+        var mark = cls === "on" && name.slice(-4);
+        if (mark === "_[k]") c = rgb(230 + 20 * v, 120 + 50 * w, 30);  // kernel, as flamegraph.pl
+        else if (mark === "_[i]") c = rgb(90 + 40 * v, 200 + 30 * w, 200 + 30 * w);  // inlined
+        else if (mark === "_[j]") c = rgb(80 + 40 * v, 190 + 40 * w, 80);  // JIT
+        else c = PALETTE[cls] ? PALETTE[cls](v, w) : PALETTE.other(v);
         cache.set(key, c);
       }
       return c;
