@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""What profiling costs the target: throughput loss and pause per snapshot, side by side.
+
+Target: ``samples/bin/spin8`` (eight CPU-bound threads counting units of work).  Each
+configuration runs the target for ``--seconds`` with the profiler attached for its whole life,
+``--runs`` times, interleaved with the other configurations so that drift on a shared machine
+hits all of them alike.  Printed per configuration: median throughput (work/s), median loss
+against no profiler, pause per snapshot as the tool reports it (wallflame's measured pause;
+for pt-pmp, the wall time of each gdb run), the *effective* pause (throughput loss x snapshot
+interval: how long the whole process was in effect stopped per snapshot), and the ratio of
+each to pt-pmp's.
+
+    python3 benchmarks/overhead.py [--runs 3] [--seconds 5] [--rate 10]
+
+Configurations: none; wallflame pmp backends eu-stack, gdb, gdb-batch at ``--rate``/s
+(snapshots only: ``wallflame.collect.pmp``); perf on-CPU at the default -F
+(``wallflame collect --off-cpu none``); the full default ``wallflame collect``; pt-pmp at full
+speed (``--interval 0``) and at ``--interval 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from wallflame.collect.pmp import SnapshotLoop, make_backend  # noqa: E402
+from wallflame.collect.run import CollectOptions  # noqa: E402
+from wallflame.collect.target import open_target, thread_states  # noqa: E402
+
+SPIN8 = ROOT / "samples" / "bin" / "spin8"
+
+
+def build() -> None:
+    r = subprocess.run(["make", "-s", "-C", str(ROOT / "samples"), "bin/spin8"],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0 or not SPIN8.exists():
+        SPIN8.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o",
+                        str(SPIN8), str(ROOT / "samples/overhead/spin8.c")], check=True)
+
+
+class Result:
+    def __init__(self) -> None:
+        self.rate: float = 0.0      # work units per second while the profiler was attached
+        self.pauses: list[float] = []  # per-snapshot pause in ms, as reported
+        self.snapshots = 0
+        self.span_s = 0.0           # how long the profiler was attached
+
+
+SLACK_S = 15.0  # the target outlives the profiler; it is killed once the window is measured
+
+
+def start_target(seconds: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([str(SPIN8), "--duration", str(seconds + SLACK_S), "--report-ms",
+                             "100"], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 5
+    while len(thread_states(proc.pid)) < 9 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.3)
+    return proc
+
+
+def finish_target(proc: subprocess.Popen[str], res: Result, start_ns: int,
+                  end_ns: int) -> Result:
+    """Throughput between two wall-clock instants, from spin8's 100 ms progress lines."""
+    proc.kill()
+    out, _ = proc.communicate(timeout=60)
+    points = []
+    for line in out.splitlines():
+        d = json.loads(line)
+        if "t_ns" in d and start_ns <= d["t_ns"] <= end_ns:
+            points.append((d["t_ns"], d["work"]))
+    if len(points) < 2:
+        raise SystemExit("the profiled window is too short to measure throughput")
+    (t0, w0), (t1, w1) = points[0], points[-1]
+    res.rate = (w1 - w0) / ((t1 - t0) / 1e9)
+    res.span_s = (end_ns - start_ns) / 1e9
+    return res
+
+
+def run_none(seconds: float, rate: float) -> Result:
+    proc = start_target(seconds)
+    t0 = time.time_ns()
+    time.sleep(seconds)
+    return finish_target(proc, Result(), t0, time.time_ns())
+
+
+def run_pmp(backend_name: str) -> Callable[[float, float], Result]:
+    def run(seconds: float, rate: float) -> Result:
+        proc = start_target(seconds)
+        res = Result()
+        target = open_target(proc.pid, allow_own_child=True)
+        stop = threading.Event()
+        with tempfile.TemporaryFile("w+") as log:
+            loop = SnapshotLoop(target, make_backend(backend_name, proc.pid), log, rate,
+                                10_000.0, stop)
+            loop.start()
+            loop.started.wait(60)  # the persistent gdb's attach is not in the window
+            t0 = time.time_ns()
+            time.sleep(seconds)
+            stop.set()
+            loop.join(60)
+            t1 = time.time_ns()
+        res.pauses = list(loop.stats.pauses_ms)
+        res.snapshots = loop.stats.snapshots
+        return finish_target(proc, res, t0, t1)
+
+    return run
+
+
+def run_wallflame(extra: list[str]) -> Callable[[float, float], Result]:
+    def run(seconds: float, rate: float) -> Result:
+        proc = start_target(seconds)
+        res = Result()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run"
+            r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid",
+                                str(proc.pid), "--duration", str(seconds),
+                                "--pmp-rate", str(rate), "-o", str(out), *extra],
+                               capture_output=True, text=True, check=False, cwd=ROOT)
+            if r.returncode != 0:
+                raise SystemExit(f"wallflame collect failed: {r.stderr}")
+            meta = json.loads((out / "meta.json").read_text())
+            pause = (meta.get("pmp") or {}).get("pause") or {}
+            res.snapshots = int(pause.get("snapshots", 0))
+            if res.snapshots:
+                res.pauses = [float(pause["median_ms"])]
+            window = meta["window"]
+        return finish_target(proc, res, window["start_ns"], window["end_ns"])
+
+    return run
+
+
+def run_pt_pmp(interval: int) -> Callable[[float, float], Result]:
+    def run(seconds: float, rate: float) -> Result:
+        proc = start_target(seconds)
+        t0 = time.time_ns()
+        pt = subprocess.Popen(["pt-pmp", "--iterations", "100000", "--interval",
+                               str(interval), "--pid", str(proc.pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+        time.sleep(seconds)
+        # pt-pmp runs gdb in a loop; stop the whole group with SIGINT (never SIGTERM: it can
+        # leave a target stopped), then SIGKILL.
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            try:
+                os.killpg(pt.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                pt.wait(3)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return finish_target(proc, Result(), t0, time.time_ns())
+
+    return run
+
+
+def pt_pmp_snapshot_ms(seconds: float) -> list[float]:
+    """Wall time of single pt-pmp snapshots (its per-snapshot stop of the target)."""
+    proc = start_target(seconds)
+    out = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        subprocess.run(["pt-pmp", "--iterations", "1", "--pid", str(proc.pid)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        out.append((time.monotonic() - t0) * 1000)
+    proc.kill()
+    proc.communicate()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rate", type=float, default=10.0, help="snapshots per second")
+    ap.add_argument("--json", default="", help="also write the results here")
+    args = ap.parse_args()
+    build()
+    default = CollectOptions()
+    configs: dict[str, Callable[[float, float], Result]] = {
+        "none": run_none,
+        "wallflame pmp eu-stack": run_pmp("eu-stack"),
+        "wallflame pmp gdb": run_pmp("gdb"),
+        "wallflame pmp gdb-batch": run_pmp("gdb-batch"),
+        f"wallflame perf -F {default.freq_hz}": run_wallflame(["--off-cpu", "none"]),
+        "wallflame collect (defaults)": run_wallflame([]),
+    }
+    if shutil.which("pt-pmp"):
+        configs["pt-pmp --interval 0"] = run_pt_pmp(0)
+        configs["pt-pmp --interval 1"] = run_pt_pmp(1)
+    results: dict[str, list[Result]] = {k: [] for k in configs}
+    for i in range(args.runs):
+        for name, fn in configs.items():
+            results[name].append(fn(args.seconds, args.rate))
+            print(f"run {i + 1}/{args.runs} {name}: "
+                  f"{results[name][-1].rate:,.0f} work/s", file=sys.stderr)
+    base = statistics.median(r.rate for r in results["none"])
+    pt_ms = pt_pmp_snapshot_ms(args.seconds + 10) if shutil.which("pt-pmp") else []
+    rows = []
+    for name, rs in results.items():
+        rate = statistics.median(r.rate for r in rs)
+        loss = max(0.0, 1 - rate / base)
+        pauses = [p for r in rs for p in r.pauses]
+        snaps = statistics.median(r.snapshots / r.span_s for r in rs) if rs[0].snapshots \
+            else 0
+        per_s = snaps
+        pause = statistics.median(pauses) if pauses else None
+        if name.startswith("pt-pmp"):
+            pause = statistics.median(pt_ms) if pt_ms else None
+            per_s = 1 / (pause / 1000 + int(name[-1])) if pause else 0
+        effective = loss / per_s * 1000 if per_s else None
+        rows.append({"config": name, "work_per_s": round(rate), "loss": round(loss, 4),
+                     "snapshots_per_s": round(per_s, 2), "pause_ms": pause,
+                     "runs": [round(r.rate) for r in rs],
+                     "effective_pause_ms": effective})
+    ref = next((r for r in rows if r["config"] == "pt-pmp --interval 0"), None)
+    print(f"\n{'configuration':32} {'work/s':>12} {'loss':>7} {'snap/s':>7} {'pause ms':>9} "
+          f"{'eff. ms':>8} {'loss/pt':>8} {'pause/pt':>9}")
+    for r in rows:
+        loss_ratio = (r["loss"] / ref["loss"]) if ref and ref["loss"] else None
+        pause_ratio = (r["pause_ms"] / ref["pause_ms"]) if ref and ref["pause_ms"] and \
+            r["pause_ms"] else None
+        r["loss_ratio_to_pt_pmp"], r["pause_ratio_to_pt_pmp"] = loss_ratio, pause_ratio
+
+        def f(v: float | None, fmt: str) -> str:
+            return format(v, fmt) if v is not None else "-"
+
+        print(f"{r['config']:32} {r['work_per_s']:>12,} {r['loss']:>7.1%} "
+              f"{r['snapshots_per_s']:>7.2f} {f(r['pause_ms'], '9.2f')} "
+              f"{f(r['effective_pause_ms'], '8.2f')} {f(loss_ratio, '8.3f')} "
+              f"{f(pause_ratio, '9.4f')}")
+    print(f"\nmedian of {args.runs} runs of {args.seconds:g} s each; loss is against no "
+          f"profiler ({base:,.0f} work/s); machine: {os.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
