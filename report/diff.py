@@ -76,25 +76,31 @@ class Side:
                 "samples_on": self.n_on, "samples_off": self.n_off}
 
 
-def evidence(profile: Profile) -> tuple[int, int]:
-    """How many samples stand behind the on-CPU and off-CPU weights of ``profile``."""
+def _on_cpu_counter(kind: str) -> bool:
+    k = kind.lower()
+    return k in ON_EVIDENCE or (k.startswith("perf:") and "sched" not in k)
+
+
+def evidence(profile: Profile, on: int, off: int) -> tuple[int, int]:
+    """How many samples stand behind the on-CPU (``on``) and off-CPU (``off``) weights.
+
+    ``perf`` counts on-CPU samples (``perf:EVENT`` repeats it per event: used only without
+    it); every other counter (snapshots, scheduler switches) is off-CPU evidence."""
     meta = profile.meta
-    t = profile.totals()
     if meta.unit != UNIT_NS:
-        return t.on, t.off  # plain folded counts are sample counts
-    n_on = sum(v for k, v in meta.samples.items() if k.lower() in ON_EVIDENCE)
-    n_off = sum(v for k, v in meta.samples.items()
-                if k.lower() not in ON_EVIDENCE and k.lower() not in NOT_EVIDENCE)
+        return on, off  # plain folded counts are sample counts
+    counts = {k: v for k, v in meta.samples.items() if k.lower() not in NOT_EVIDENCE}
+    n_on = counts.get("perf") or sum(v for k, v in counts.items() if _on_cpu_counter(k))
+    n_off = sum(v for k, v in counts.items() if not _on_cpu_counter(k) and k != "perf")
     hz = meta.rates.get("perf_hz", 0.0)
-    if not n_on and t.on and hz > 0:
-        n_on = max(1, round(t.on * hz / 1e9))  # cpu-clock: one sample per 1/hz of CPU
+    if not n_on and on and hz > 0:
+        n_on = max(1, round(on * hz / 1e9))  # cpu-clock: one sample per 1/hz of CPU
     return n_on, n_off
 
 
-def make_side(label: str, profile: Profile) -> Side:
-    t = profile.totals()
-    n_on, n_off = evidence(profile)
-    return Side(label, profile.meta.unit, profile.meta.window_ns / 1e9, t.on, t.off, n_on, n_off)
+def make_side(label: str, profile: Profile, on: int, off: int) -> Side:
+    n_on, n_off = evidence(profile, on, off)
+    return Side(label, profile.meta.unit, profile.meta.window_ns / 1e9, on, off, n_on, n_off)
 
 
 @dataclass
@@ -361,16 +367,18 @@ def _absorb(profile: Profile, slot: int, names: Names,
 def compare(before: Profile, after: Profile, labels: tuple[str, str] = ("before", "after"),
             mode: str | None = None, k: float = 3.0) -> Diff:
     """Compare two profiles; ``mode`` is ``rate``, ``share`` or ``None`` (chosen, see above)."""
-    sa, sb = make_side(labels[0], before), make_side(labels[1], after)
-    norm = Norm(choose_norm(sa, sb, mode), sa, sb)
-    if norm.mode == RATE and (sa.window_s <= 0 or sb.window_s <= 0):
-        norm.mode = SHARE  # asked for a rate without windows: say so through the mode
     names = Names()
     stacks: dict[tuple[int, ...], list[int]] = {}
     threads: tuple[dict[str, list[int]], dict[str, list[int]]] = ({}, {})
     locks: tuple[dict[str, int], dict[str, int]] = ({}, {})
     for i, p in enumerate((before, after)):
         _absorb(p, 2 * i, names, stacks, threads[i], locks[i])
+    ta, tb = _class_totals(threads[0]), _class_totals(threads[1])
+    sa = make_side(labels[0], before, ta[0], sum(ta[1:]))
+    sb = make_side(labels[1], after, tb[0], sum(tb[1:]))
+    norm = Norm(choose_norm(sa, sb, mode), sa, sb)
+    if norm.mode == RATE and (sa.window_s <= 0 or sb.window_s <= 0):
+        norm.mode = SHARE  # asked for a rate without windows: say so through the mode
     metas = (_meta_digest(before), _meta_digest(after))
     return Diff(norm, k, names.names, stacks, threads, locks, metas)
 
