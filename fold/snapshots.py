@@ -147,6 +147,14 @@ class Accumulator:
             else:
                 self.meta.lose("thread without frames", th.line)
 
+    def _weight(self, tid: int, t: int | None) -> int | None:
+        """Wall time since this thread's previous snapshot (``None``: not known yet)."""
+        if t is None:
+            return self.options.snapshot_interval_ns
+        prev = self.prev_t.get(tid)
+        self.prev_t[tid] = t if prev is None else max(prev, t)
+        return t - prev if prev is not None and t > prev else None
+
     def _thread(self, th: Thread, dump: Dump, by_tid: dict[int, Thread], t: int | None) -> None:
         proc = dump.procs.get(th.tid)
         name = th.name or (str(proc.get("comm", "")) if proc else "")
@@ -158,32 +166,11 @@ class Accumulator:
         blocked = (kstate in _BLOCKED_STATES if proc
                    else find_wait(frames, self.rules) is not None)
         pid = dump.pid or self.pid
-        weight: int | None = self.options.snapshot_interval_ns
-        if t is not None:
-            prev = self.prev_t.get(th.tid)
-            self.prev_t[th.tid] = t if prev is None else max(prev, t)
-            weight = t - prev if prev is not None and t > prev else None
+        weight = self._weight(th.tid, t)
         holder_key: HolderKey | None = None
         running_tid = 0
         if blocked:
-            wait = classify(frames, kstate, self.rules)
-            lock, owner = th.lock, None
-            if proc and wait in _LOCK_CLASSES:
-                lock = str(proc.get("lock") or "") or lock
-                owner = _int_or_none(proc.get("owner"))
-            if proc and find_wait(frames, self.rules) is None:
-                # /proc said blocked, the stack shows no wait: they were read at different
-                # instants.  The kernel state wins (DESIGN.md), the mismatch is counted.
-                self.mismatches += 1
-                lock, owner = "", None
-            key = StackKey(frames, th.tid, name, pid, OFF, wait, lock, owner or 0)
-            if owner and lock:
-                held = by_tid.get(owner)
-                owner_name = (held.name if held else "") or self.meta.threads.get(owner, "")
-                if not owner_name and owner in dump.procs:
-                    owner_name = str(dump.procs[owner].get("comm", ""))
-                held_frames = tuple(reversed(held.frames)) if held else ()
-                holder_key = HolderKey(lock, owner, owner_name, held_frames)
+            key, holder_key = self._blocked(th, frames, name, pid, proc, dump, by_tid)
         else:
             key = StackKey(frames, th.tid, name, pid, ON)
             if proc is not None or self.wallflame_log:
@@ -193,6 +180,31 @@ class Accumulator:
             self.pending[pk] = self.pending.get(pk, 0) + 1
         else:
             self._add(key, holder_key, running_tid, weight)
+
+    def _blocked(self, th: Thread, frames: tuple[str, ...], name: str, pid: int,
+                 proc: dict[str, Any] | None, dump: Dump, by_tid: dict[int, Thread]
+                 ) -> tuple[StackKey, HolderKey | None]:
+        """The off-CPU key of a blocked thread, and who held its lock if /proc said."""
+        kstate = str(proc.get("state", "")) if proc else ""
+        wait = classify(frames, kstate, self.rules)
+        lock, owner = th.lock, None
+        if proc and wait in _LOCK_CLASSES:
+            lock = str(proc.get("lock") or "") or lock
+            owner = _int_or_none(proc.get("owner"))
+        if proc and find_wait(frames, self.rules) is None:
+            # /proc said blocked, the stack shows no wait: they were read at different
+            # instants.  The kernel state wins (DESIGN.md), the mismatch is counted.
+            self.mismatches += 1
+            lock, owner = "", None
+        key = StackKey(frames, th.tid, name, pid, OFF, wait, lock, owner or 0)
+        if not (owner and lock):
+            return key, None
+        held = by_tid.get(owner)
+        owner_name = (held.name if held else "") or self.meta.threads.get(owner, "")
+        if not owner_name and owner in dump.procs:
+            owner_name = str(dump.procs[owner].get("comm", ""))
+        held_frames = tuple(reversed(held.frames)) if held else ()
+        return key, HolderKey(lock, owner, owner_name, held_frames)
 
     def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int) -> None:
         if running_tid:
@@ -269,97 +281,121 @@ HeaderParser = Callable[[str], "tuple[int, str, str] | None"]
 FrameParser = Callable[[str], "tuple[str, str]"]
 
 
+class _LogReader:
+    """The line-by-line state machine of a snapshot log: it builds one ``Dump`` at a time and
+    hands each complete one to the ``Accumulator``."""
+
+    def __init__(self, acc: Accumulator, headers: list[HeaderParser],
+                 frames: dict[str, FrameParser]) -> None:
+        self.acc = acc
+        self.meta = acc.meta
+        self.headers = headers
+        self.frames = frames
+        self.dump = Dump(1)
+        self.thread: Thread | None = None
+        self.seen_ts = False
+
+    def new_dump(self, line: int, close: bool = True) -> None:
+        if close:
+            self.acc.close(self.dump, None)
+        self.dump, self.thread = Dump(line), None
+
+    def line(self, no: int, line: str) -> None:
+        if line[0] == "#":
+            self.comment(no, line)
+        elif line.startswith("TS "):
+            ts = parse_ts(line)
+            if ts is None:
+                self.meta.lose("bad TS line", no)
+            self.seen_ts = True
+            self.acc.close(self.dump, ts)
+            self.new_dump(no + 1, close=False)
+        elif not self.header(no, line):
+            self.other(no, line)
+
+    def comment(self, no: int, line: str) -> None:
+        """Frame lines (``#N ...``) and wallflame's ``# wallflame-...`` lines."""
+        if line[1:2].isdigit():
+            if self.thread is None:
+                self.meta.lose("frame outside a thread", no)
+                return
+            name, lock = self.frames[self.thread.kind](line)
+            self.thread.frames.append(name)
+            if lock and not self.thread.lock:
+                self.thread.lock = lock
+        elif line.startswith(PROC):
+            rec = _json(line[len(PROC):])
+            tid = _int_or_none(rec.get("tid")) if rec else None
+            if rec is None or tid is None:
+                self.meta.lose("bad wallflame-proc line", no)
+            else:
+                self.dump.procs[tid] = rec
+        elif line.startswith(SNAPSHOT):
+            rec = _json(line[len(SNAPSHOT):])
+            if rec is None:
+                self.meta.lose("bad wallflame-snapshot line", no)
+            else:
+                self.dump.pause = rec
+        elif line.startswith(LOG_MAGIC) and no == 1:
+            self.acc.header(line[len(LOG_MAGIC):], no)
+
+    def header(self, no: int, line: str) -> bool:
+        """A thread header starts a thread (and a new dump if that thread was already seen)."""
+        for parse in self.headers:
+            head = parse(line)
+            if head is not None:
+                tid, name, kind = head
+                if tid in self.dump.tids:  # a new dump without a TS line between
+                    self.new_dump(no)
+                self.thread = Thread(tid, name, no, kind)
+                self.dump.threads.append(self.thread)
+                self.dump.tids.add(tid)
+                return True
+        return False
+
+    def other(self, no: int, line: str) -> None:
+        dump = self.dump
+        m = _PID_LINE.match(line)
+        if m is not None:  # eu-stack's "PID N - process" starts a dump
+            if dump.threads:
+                self.new_dump(no)
+            self.dump.pid = int(m.group(1))
+            self.thread = None
+        elif line.startswith("[New ") and dump.threads and not self.seen_ts:
+            self.new_dump(no)  # the preamble of the next concatenated gdb dump
+        elif (m := _DETACHED.match(line)) is not None:
+            dump.pid = dump.pid or int(m.group(1))
+        elif line.startswith(_NOISE) or line.startswith(("    ", "\t")) or line[:2] == "0x":
+            if line.startswith("Backtrace stopped") and self.thread is not None:
+                self.meta.lose("truncated stack (Backtrace stopped)", no)
+        else:
+            self.meta.lose("unrecognised line", no)
+
+    def end(self) -> None:
+        if not self.dump.threads:
+            return
+        if self.seen_ts:
+            self.meta.lose("truncated last snapshot (no TS line)", self.dump.line,
+                           detail="the capture was cut short; its last dump is not counted")
+        else:
+            self.acc.close(self.dump, None)
+
+
 def fold_log(path: str, options: FoldOptions, profile: Profile,
              headers: list[HeaderParser], frames: dict[str, FrameParser]) -> None:
     """Fold a snapshot log whose thread headers and frame lines the given parsers read."""
     acc = Accumulator(profile, options)
-    meta = profile.meta
-    dump = Dump(1)
-    thread: Thread | None = None
-    seen_ts = False
+    reader = _LogReader(acc, headers, frames)
     last_no = 0
     for no, line in iter_lines(path):
         last_no = no
-        if not line.strip():
-            continue
-        if line[0] == "#":
-            if line[1:2].isdigit():
-                if thread is None:
-                    meta.lose("frame outside a thread", no)
-                    continue
-                name, lock = frames[thread.kind](line)
-                thread.frames.append(name)
-                if lock and not thread.lock:
-                    thread.lock = lock
-            elif line.startswith(PROC):
-                rec = _json(line[len(PROC):])
-                tid = _int_or_none(rec.get("tid")) if rec else None
-                if rec is None or tid is None:
-                    meta.lose("bad wallflame-proc line", no)
-                else:
-                    dump.procs[tid] = rec
-            elif line.startswith(SNAPSHOT):
-                rec = _json(line[len(SNAPSHOT):])
-                if rec is None:
-                    meta.lose("bad wallflame-snapshot line", no)
-                else:
-                    dump.pause = rec
-            elif line.startswith(LOG_MAGIC) and no == 1:
-                acc.header(line[len(LOG_MAGIC):], no)
-            continue
-        if line.startswith("TS "):
-            ts = parse_ts(line)
-            if ts is None:
-                meta.lose("bad TS line", no)
-            seen_ts = True
-            acc.close(dump, ts)
-            dump, thread = Dump(no + 1), None
-            continue
-        head = None
-        for parse in headers:
-            head = parse(line)
-            if head is not None:
-                break
-        if head is not None:
-            tid, name, kind = head
-            if tid in dump.tids:  # a new dump without a TS line between
-                acc.close(dump, None)
-                dump = Dump(no)
-            thread = Thread(tid, name, no, kind)
-            dump.threads.append(thread)
-            dump.tids.add(tid)
-            continue
-        m = _PID_LINE.match(line)
-        if m is not None:
-            if dump.threads:
-                acc.close(dump, None)
-                dump = Dump(no)
-            dump.pid = int(m.group(1))
-            thread = None
-            continue
-        if line.startswith("[New ") and dump.threads and not seen_ts:
-            acc.close(dump, None)  # the preamble of the next concatenated gdb dump
-            dump, thread = Dump(no), None
-            continue
-        m = _DETACHED.match(line)
-        if m is not None:
-            dump.pid = dump.pid or int(m.group(1))
-            continue
-        if line.startswith(_NOISE) or line.startswith(("    ", "\t")) or line[:2] == "0x":
-            if line.startswith("Backtrace stopped") and thread is not None:
-                meta.lose("truncated stack (Backtrace stopped)", no)
-            continue
-        meta.lose("unrecognised line", no)
-    if dump.threads:
-        if seen_ts:
-            meta.lose("truncated last snapshot (no TS line)", dump.line,
-                      detail="the capture was cut short; its last dump is not counted")
-        else:
-            acc.close(dump, None)
-    if acc.snapshots == 0 and not acc.pending:
+        if line.strip():
+            reader.line(no, line)
+    reader.end()
+    if acc.snapshots == 0:
         raise InputError(f"{path}: no thread stacks found ({last_no} lines read)",
                          "give gdb 'thread apply all bt', eu-stack or pt-pmp output, or name "
                          "the format with --format")
     source: dict[str, Any] = {"lines": last_no}
     acc.finish(source)
-    meta.extra.setdefault("snapshot_sources", []).append(source)
+    profile.meta.extra.setdefault("snapshot_sources", []).append(source)
