@@ -5,7 +5,9 @@ names, tids and timestamps, so the weight is that count and the unit is ``sample
 raw log, ``--save-samples``, to get time).  Frames are leaf first; ``lib::??`` (an unknown
 frame in ``lib.so``) becomes ``[lib]``; a ``(file.c)`` suffix and arguments are dropped by the
 usual name normalization.  A stack is off-CPU when a wait rule matches it (then classified),
-on-CPU otherwise.  A leading ``date`` line, as pt-pmp prints it, is ignored.
+on-CPU otherwise.  A leading ``date`` line, as pt-pmp prints it, is ignored.  ``meta.samples``
+holds ``thread_stacks`` (the sum of the counts), not ``snapshots``: pt-pmp does not say how
+many dumps it aggregated.
 """
 
 from __future__ import annotations
@@ -90,4 +92,4 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     if not good and bad is not None:
         raise InputError(f"{path}: no pt-pmp 'count leaf,...,root' line found",
                          "give pt-pmp's aggregated output, or name the format with --format")
-    meta.count("snapshots", n)
+    meta.count("thread_stacks", n)  # thread stacks over all dumps: the dumps are not known

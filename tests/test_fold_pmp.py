@@ -64,7 +64,7 @@ def test_counts_match_our_fold_of_the_same_raw_log(tmp_path: Path) -> None:
 def test_states_units_and_classes() -> None:
     p = fold(AGG)
     assert p.meta.unit == UNIT_SAMPLES
-    assert p.meta.samples["snapshots"] == 18
+    assert p.meta.samples == {"thread_stacks": 18}
     classes = p.per_class()
     assert classes["mutex"] == 2 and classes["sleep"] == 7 and classes["condvar"] == 4
     assert classes[ON] == 5  # mix_hash x4 and the unlock wake
