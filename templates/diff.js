@@ -169,4 +169,7 @@
   window.addEventListener("resize", function () { flame.render(); });
   $("controls").hidden = false;
   redraw();
+  /* for tests and for the curious: the tree, the renderer, the state and the colour rule */
+  window.wallflameDiff = { tree: tree, flame: flame, state: st, color: color,
+                           width: function (node) { return width[node]; }, redraw: redraw };
 })();
