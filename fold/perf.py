@@ -19,6 +19,7 @@ from typing import BinaryIO
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perflines import (
     LINE_MASK,
+    MAX_COMBOS,
     PerfState,
     parse_header,
     parse_time,
@@ -95,8 +96,8 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
             if buf:
                 line_no = _last(st, buf, line_no)
             break
-        cut = buf.rfind(b"\n\n")
-        if cut < 0:
+        recs = buf.split(b"\n\n")
+        if len(recs) == 1:
             if len(buf) <= CHUNK:
                 carry = buf + data
                 continue
@@ -108,9 +109,8 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
             line_no += buf.count(b"\n", 0, cut) + 1
             carry = buf[cut + 1:] + data
             continue
-        body = buf[:cut]
-        carry = buf[cut + 2:] + data
-        line_no = _batch(st, body, line_no)
+        carry = recs.pop() + data  # after the last blank line: not complete yet
+        line_no = _batch(st, recs, line_no)
     st.finish(line_no, name)
 
 
@@ -118,10 +118,10 @@ def _last(st: PerfState, buf: bytes, line_no: int) -> int:
     """The end of the input.  A last line without its newline is cut off: the record it
     belongs to is dropped and counted; every complete line before it is folded."""
     if buf.endswith(b"\n"):
-        return _batch(st, buf.rstrip(b"\n"), line_no)
+        return _batch(st, buf.rstrip(b"\n").split(b"\n\n"), line_no)
     cut = buf.rfind(b"\n\n")
     if cut >= 0:
-        line_no = _batch(st, buf[:cut], line_no)
+        line_no = _batch(st, buf[:cut].split(b"\n\n"), line_no)
         buf = buf[cut + 2:]
     nl = buf.rfind(b"\n")
     if nl >= 0:
@@ -138,9 +138,8 @@ def _last(st: PerfState, buf: bytes, line_no: int) -> int:
     return line_no
 
 
-def _batch(st: PerfState, body: bytes, line_no: int) -> int:
-    """Fold whole records (``body`` holds no partial record); returns the next line number."""
-    recs = body.split(b"\n\n")
+def _batch(st: PerfState, recs: list[bytes], line_no: int) -> int:
+    """Fold whole records (blank-line separated); returns the next line number."""
     if st.continuing:
         first = recs[0]
         st.slow_lines(first, line_no, end=True)
@@ -152,41 +151,43 @@ def _batch(st: PerfState, body: bytes, line_no: int) -> int:
 def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
     """The hot loop.
 
-    A record is taken as seen before when its frame block is cached and the text after the
-    header's first ``": "`` (period and event) is one learned from a fully parsed record;
-    what is left of the header is the thread part and the time.  A cached block's value
-    packs the stack id with the record's line count, so line numbers cost one addition.
+    A header reads ``<thread part> <time>: <period> <event>:``.  Everything after its first
+    ``": "`` (period, event and the frame block) is looked up whole; failing that, the
+    period-and-event text and the frame block are looked up apart (periods that vary from
+    sample to sample).  Both were learned from records parsed in full by the slow path.  The
+    value packs the event, the stack id and the record's line count (``LINE_MASK`` bits),
+    so line numbers cost one addition.
     """
     acc = st.acc
+    combos = st.combos
     blocks = st.blocks
-    fold_tails = st.fold_tails
-    skip_tails = st.skip_tails
-    skipped = st.skipped
+    tails = st.tails
     tracker_open = st.tracker.open
     a = b""
     for rec in recs:
-        hdr, _, block = rec.partition(b"\n")
-        v = blocks.get(block)
-        if v is not None:
-            a, _, tail = hdr.partition(b": ")
-            if tail in fold_tails:
-                head, _, time = a.rpartition(b" ")
-                acc[head, tail, v] += 1
-                if tracker_open:
-                    st.running(head, time)
-                ln += v & LINE_MASK
+        a, _, rest = rec.partition(b": ")
+        v = combos.get(rest)
+        if v is None:
+            tail, _, block = rest.partition(b"\n")
+            b = blocks.get(block)
+            t = tails.get(tail)
+            if b is None or t is None:
+                # Uncommon shape, or first sight of this event or stack: the slow path.
+                st.note_time(parse_time(a.rpartition(b" ")[2]))
+                a = b""
+                if rec:
+                    st.slow_lines(rec, ln, end=True)
+                ln += rec.count(b"\n") + 2
                 continue
-            if tail in skip_tails:
-                skipped[tail] += 1
-                ln += v & LINE_MASK
-                continue
-        # Uncommon shape, or first sight of this event or stack: the line-by-line path.
-        if a:
-            st.note_time(parse_time(a.rpartition(b" ")[2]))
-            a = b""
-        if rec:
-            st.slow_lines(rec, ln, end=True)
-        ln += rec.count(b"\n") + 2
+            v = t | b
+            if len(combos) >= MAX_COMBOS:
+                combos.clear()
+            combos[rest] = v
+        head, _, time = a.rpartition(b" ")
+        acc[head, v] += 1
+        if tracker_open:
+            st.running(head, time)
+        ln += v & LINE_MASK
     if a:
         st.note_time(parse_time(a.rpartition(b" ")[2]))
     return ln

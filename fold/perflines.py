@@ -27,11 +27,14 @@ TIME_EVENTS = ("cpu-clock", "task-clock", OFFCPU)
 
 #: Cache bounds: beyond these the caches start over (memory stays bounded on any input).
 MAX_BLOCKS = 1 << 16
+MAX_COMBOS = 1 << 16
 MAX_LINES = 1 << 18
 #: A cached block's value is ``stack_id << LINE_BITS | lines`` (lines of its record, with the
 #: blank line after it); blocks too long for that are never cached.
 LINE_BITS = 20
 LINE_MASK = (1 << LINE_BITS) - 1
+#: A learned period-and-event text is ``tail_id << TAIL_SHIFT`` (above any stack id).
+TAIL_SHIFT = 64
 
 _TID = re.compile(r"(?:^|(?<=\s))(\d+)(?:/(\d+))?(?=\s|$)")
 _EVENT = r"([A-Za-z_][\w.\-]*(?::[\w.\-]+)*):(?=\s|$)\s*(.*)"
@@ -195,12 +198,12 @@ class PerfState:
         self.kernel = options.kernel
         self.rules = options.get_rules()
         # fast-path tables, keyed by raw bytes
-        self.acc: defaultdict[tuple[bytes, bytes, int], int] = defaultdict(int)
+        self.acc: defaultdict[tuple[bytes, int], int] = defaultdict(int)
         self.blocks: dict[bytes, int] = {}
-        self.fold_tails: dict[bytes, tuple[int, str]] = {}
-        self.skip_tails: dict[bytes, str] = {}
+        self.combos: dict[bytes, int] = {}
+        self.tails: dict[bytes, int] = {}
+        self.tail_list: list[tuple[int, str]] = []
         self.heads: dict[bytes, tuple[str, int, int]] = {}
-        self.skipped: defaultdict[bytes, int] = defaultdict(int)
         self.skipped_by_name: dict[str, int] = {}
         # shared
         self.sem: dict[tuple[str, int, int, str, int | None, int], int] = {}
@@ -335,7 +338,7 @@ class PerfState:
         v = self.blocks.get(block)
         if v is None:
             lines = block.split(b"\n") if block else []
-            if len(lines) + 2 > LINE_MASK:
+            if len(lines) + 2 > LINE_MASK or len(self.stacks) >> (TAIL_SHIFT - LINE_BITS):
                 return False
             names: list[str] = []
             for raw in lines:
@@ -354,14 +357,13 @@ class PerfState:
         self.recognised += 1
         if h.time is not None:
             self.note_time(h.time)
-        if kind in ("on", "offcpu"):
-            self.fold_tails[tail] = (h.period, event)
-            self.acc[head, tail, v] += 1
-            if self.tracker.open and h.time is not None:
-                self.tracker.running(h.tid, h.time)
-        else:
-            self.skip_tails[tail] = event
-            self.skipped[tail] += 1
+        tail_v = self.tails.get(tail)
+        if tail_v is None:
+            tail_v = self.tails[tail] = len(self.tail_list) << TAIL_SHIFT
+            self.tail_list.append((h.period, event))
+        self.acc[head, tail_v | v] += 1
+        if kind in ("on", "offcpu") and self.tracker.open and h.time is not None:
+            self.tracker.running(h.tid, h.time)
         return True
 
     def header_line(self, raw: bytes, no: int) -> None:
@@ -453,15 +455,16 @@ class PerfState:
         if not self.recognised and self.profile.meta.losses:
             raise InputError(f"{name}: no perf script sample or record recognised",
                              "give the text output of `perf script` (or pick another --format)")
-        for (head, tail, v), n in self.acc.items():
+        fid_mask = (1 << (TAIL_SHIFT - LINE_BITS)) - 1
+        for (head, v), n in self.acc.items():
+            period, event = self.tail_list[v >> TAIL_SHIFT]
+            if self.kind(event) not in ("on", "offcpu"):
+                self.skipped_by_name[event] = self.skipped_by_name.get(event, 0) + n
+                continue
             comm, pid, tid = self.who(head)
             self.thread_seen(tid, comm)
-            period, event = self.fold_tails[tail]
-            key = (comm, pid, tid, event, period, v >> LINE_BITS)
+            key = (comm, pid, tid, event, period, (v >> LINE_BITS) & fid_mask)
             self.sem[key] = self.sem.get(key, 0) + n
-        for tail, n in self.skipped.items():
-            event = self.skip_tails[tail]
-            self.skipped_by_name[event] = self.skipped_by_name.get(event, 0) + n
         self.acc.clear()
         if self.tracker.switch_outs:
             if self.last_time is None:
