@@ -231,3 +231,14 @@ def test_property_swap_negates_and_totals_add_up(ma: dict, mb: dict) -> None:  #
 def test_html_render_is_deterministic() -> None:
     a, b = hostile_pair()
     assert render(compare(a, b)) == render(compare(a, b))
+
+
+def test_embedded_page_data_golden(golden: Callable[[Path, str], None]) -> None:
+    from wallflame.report.diff_html import page_data
+
+    d = compare(load_inputs([BEFORE]), load_inputs([AFTER]), ("before", "after"))
+    data = page_data(d)
+    stacks = data["stacks"]
+    assert sum(stacks["len"]) == len(stacks["frames"]) and len(stacks["v"]) == 4 * len(
+        stacks["len"])
+    golden(FIX / "page-data.golden.json", json.dumps(data, sort_keys=True, indent=1) + "\n")
