@@ -25,14 +25,16 @@ from wallflame.profile import Profile
 NAME = "gdb"
 
 _HEADER = re.compile(
-    r"^Thread (\d+) \((?:Thread 0x[0-9a-fA-F]+ \((?:LWP|process) (\d+)\)|(?:LWP|process) (\d+))"
+    r"^Thread (\d+(?:\.\d+)?) "  # gdb's number ("1.2" with several inferiors)
+    r"\((?:Thread 0x[0-9a-fA-F]+ \((?:LWP|process) (\d+)\)|(?:LWP|process) (\d+))"
     r'(?: "(.*)")?\):$'
 )
 _FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-fA-F]+) in )?(.*)$")
 _LOCK = re.compile(
     r"(?:^|[(,] ?)(?:mutex|m|__mutex|lock)=(?:[\w.]+@entry=)?(0x[0-9a-fA-F]+)(?: <([^>]*)>)?"
 )
-_DETECT = re.compile(r"^Thread \d+ \(.*\):$|^#\d+ +0x[0-9a-fA-F]+ in \S", re.MULTILINE)
+_DETECT = re.compile(r"^Thread \d+(?:\.\d+)? \(.*\):$|^#\d+ +0x[0-9a-fA-F]+ in \S",
+                     re.MULTILINE)
 _OPERATOR = re.compile(r"operator(?:\(\)|\[\]|<<=|>>=|->\*|->|<<|>>|<=>|<=|>=|[<>])")
 _TAIL = re.compile(r"\)((?: at | from )[^()]*)?$")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')

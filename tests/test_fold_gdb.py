@@ -188,6 +188,20 @@ def test_any_frame_text_parses(text: str, prefix: str) -> None:
     eustack.parse_frame(prefix + text)
 
 
+@pytest.mark.parametrize(("line", "head"), [
+    ('Thread 42 (Thread 0x7f274d19f640 (LWP 3772082) "connection"):', (3772082, "connection")),
+    ('Thread 1.2 (Thread 0x7f (LWP 12) "x"):', (12, "x")),
+    ("Thread 1 (process 4100):", (4100, "")),
+    ('Thread 3 (LWP 77 "a (b)"):', (77, "a (b)")),
+    ('Thread 3 (Thread 0x1 (LWP 9) ""):', (9, "")),
+    ("Thread x (LWP 1):", None),
+    ("Thread 1 (LWP 1)", None),
+])
+def test_header_lines(line: str, head: tuple[int, str] | None) -> None:
+    got = gdb.parse_header(line)
+    assert (got[:2] if got else None) == head
+
+
 @pytest.mark.parametrize(("line", "ns"), [
     ("TS 123456789.1732258745 2026-11-22 06:45:45", 1732258745_123456789),
     ("TS 000000012.1732258745 2026-11-22 06:45:45", 1732258745_000000012),
