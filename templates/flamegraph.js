@@ -275,7 +275,16 @@ var WF = (function () {
     ctx.globalAlpha = 1;
   };
 
-  Flame.prototype.render = function () { this.layout(); this.draw(); };
+  Flame.prototype.render = function () { this.layout(); this.reveal(); this.draw(); };
+
+  /* Keep the zoomed frame's row in view (after a zoom restored from the URL, or zooming out
+   * of a deep stack), scrolling only when it is not visible already. */
+  Flame.prototype.reveal = function () {
+    var row = this.ancestors, top = this.scroll.scrollTop, rowH = this.rowH;
+    if (row * rowH < top || (row + 1) * rowH > top + this.viewH) {
+      this.scroll.scrollTop = Math.max(0, (row - 2) * rowH);
+    }
+  };
 
   Flame.prototype.hit = function (e) {
     if (!this.vis) return -1;
