@@ -31,7 +31,7 @@ from typing import IO, Any
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.mutex import SYS_FUTEX_X86_64, MemReader, Symbols, mutex_owner
 from wallflame.collect.safety import ensure_running, spawn, stop_tool
-from wallflame.collect.target import Target, read_threads
+from wallflame.collect.target import Target, list_tids, parse_syscall, read_text, read_threads
 from wallflame.errors import ToolError
 
 BACKENDS = ("eu-stack", "gdb", "gdb-batch")
@@ -173,6 +173,61 @@ def ts_line(t_ns: int) -> str:
     """pt-pmp's ``date +'TS %N.%s %F %T'``."""
     secs, nanos = divmod(t_ns, 1_000_000_000)
     return f"TS {nanos:09d}.{secs} " + time.strftime("%F %T", time.localtime(secs))
+
+
+class OwnerSampler(threading.Thread):
+    """Mutex waiters and their owners from /proc alone, at a rate snapshots cannot afford.
+
+    No ptrace: only each thread's ``syscall`` file and, for a thread in ``futex``, 12 bytes
+    of the target's memory.  One JSON line per waiter seen with an owner goes to ``log``:
+    ``{"t_ns", "tid", "comm", "lock", "owner"}``.  With scheduler off-CPU time these samples
+    name the lock and the holder of each exact mutex wait (``wallflame.finish``)."""
+
+    def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event) -> None:
+        super().__init__(name="wallflame-owners", daemon=True)
+        self.pid = pid
+        self.log = log
+        self.interval = 1.0 / rate_hz
+        self.stop_event = stop
+        self.samples = 0
+        self.waiters = 0
+
+    def run(self) -> None:
+        mem = MemReader(self.pid)
+        symbols = Symbols(self.pid)
+        names: dict[int, str] = {}
+        next_t = time.monotonic()
+        try:
+            while not self.stop_event.is_set():
+                self._sample(mem, symbols, names)
+                next_t = max(next_t + self.interval, time.monotonic())
+                self.stop_event.wait(next_t - time.monotonic())
+        finally:
+            mem.close()
+            self.log.flush()
+
+    def _sample(self, mem: MemReader, symbols: Symbols, names: dict[int, str]) -> None:
+        tids = set(list_tids(self.pid))
+        t_ns = time.time_ns()
+        self.samples += 1
+        for tid in sorted(tids):
+            try:
+                nr, arg0 = parse_syscall(read_text(f"/proc/{self.pid}/task/{tid}/syscall")
+                                         or "")
+            except PermissionError:
+                return
+            if nr != SYS_FUTEX_X86_64 or not arg0:
+                continue
+            owner = mutex_owner(mem, arg0, tids, tid)
+            if not owner:
+                continue
+            lock = names.get(arg0)
+            if lock is None:
+                lock = names[arg0] = symbols.name(arg0)
+            comm = (read_text(f"/proc/{self.pid}/task/{tid}/comm") or "").strip()
+            self.waiters += 1
+            self.log.write(json.dumps({"t_ns": t_ns, "tid": tid, "comm": comm, "lock": lock,
+                                       "owner": owner}, sort_keys=True) + "\n")
 
 
 class ProcReader:

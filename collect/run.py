@@ -22,7 +22,7 @@ from typing import Any
 
 from wallflame.collect import perf
 from wallflame.collect.memory import MemorySampler
-from wallflame.collect.pmp import BACKENDS, SnapshotLoop, make_backend
+from wallflame.collect.pmp import BACKENDS, OwnerSampler, SnapshotLoop, make_backend
 from wallflame.collect.safety import Guard, ensure_running, spawn
 from wallflame.collect.target import Target, open_target, proc_name, tracer_of
 from wallflame.errors import InputError, TargetError
@@ -30,6 +30,7 @@ from wallflame.errors import InputError, TargetError
 OFF_CPU_MODES = ("pmp", "sched", "both", "none")
 CAPTURE = "capture.json"
 SNAPSHOT_LOG = "snapshots.log"
+OWNERS_LOG = "owners.log"
 
 
 @dataclass
@@ -39,7 +40,11 @@ class CollectOptions:
     duration_s:   collection window; ``None`` in launch mode means "until the command exits".
     off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.
     pmp_backend:  ``eu-stack`` (default: lowest pause), ``gdb`` (persistent), ``gdb-batch``.
-    pmp_rate_hz:  snapshots per second.
+    pmp_rate_hz:  snapshots per second (``None``: 10 with ``--off-cpu pmp``, where snapshots
+                  are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
+                  times and snapshots only the holders' stacks, at a fifth of the cost).
+    owner_rate_hz: /proc-only samples of mutex waiters and owners per second (``both`` and
+                  ``pmp``); no ptrace, so much cheaper than a snapshot.
     freq_hz:      perf on-CPU sampling frequency.
     call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
     sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
@@ -51,7 +56,8 @@ class CollectOptions:
     duration_s: float | None = 10.0
     off_cpu: str = "both"
     pmp_backend: str = "eu-stack"
-    pmp_rate_hz: float = 10.0
+    pmp_rate_hz: float | None = None
+    owner_rate_hz: float = 20.0
     freq_hz: int = 997
     call_graph: str = "fp"
     sched_call_graph: str = "dwarf"
@@ -82,6 +88,7 @@ class Collection:
     warnings: list[str] = field(default_factory=list)
     ended_by: str = ""
     launched: dict[str, Any] = field(default_factory=dict)
+    owners: dict[str, Any] = field(default_factory=dict)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -221,6 +228,8 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched")
     loop: SnapshotLoop | None = None
     log = None
+    owners: OwnerSampler | None = None
+    owners_log = None
     t_start = time.time_ns()
     m_start = time.monotonic()
     try:
@@ -230,12 +239,17 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             backend = make_backend(opts.pmp_backend, target.pid)
             col.commands["pmp"] = backend.commands
             log = open(raw / SNAPSHOT_LOG, "w", encoding="utf-8")  # noqa: SIM115
-            loop = SnapshotLoop(target, backend, log, opts.pmp_rate_hz, opts.max_pause_ms, stop,
+            rate = opts.pmp_rate_hz or (10.0 if opts.off_cpu == "pmp" else 2.0)
+            loop = SnapshotLoop(target, backend, log, rate, opts.max_pause_ms, stop,
                                 guard.watch)
             loop.start()
             loop.started.wait(120)
             if loop.start_error is not None:
                 raise loop.start_error
+        if opts.off_cpu in ("pmp", "both") and opts.owner_rate_hz > 0:
+            owners_log = open(raw / OWNERS_LOG, "w", encoding="utf-8")  # noqa: SIM115
+            owners = OwnerSampler(target.pid, owners_log, opts.owner_rate_hz, stop)
+            owners.start()
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
@@ -259,8 +273,13 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         for r in recorders:
             r.stop()
         mem.join(5)
-        if log is not None:
-            log.close()
+        if owners is not None:
+            owners.join(5)
+            col.owners = {"samples": owners.samples, "waiters": owners.waiters,
+                          "rate_hz": opts.owner_rate_hz}
+        for f in (log, owners_log):
+            if f is not None:
+                f.close()
         col.window = {"start_ns": t_start, "end_ns": t_end, "window_ns": t_end - t_start}
         _record_results(col, recorders, loop, mem)
     if loop is not None and loop.start_error is not None:

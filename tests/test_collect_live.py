@@ -149,16 +149,16 @@ def test_already_traced_names_the_tracer(live: None, sample_bin: Path, tmp_path:
 
 
 def test_target_exits_mid_collection(live: None, sample_bin: Path, tmp_path: Path) -> None:
-    mix = start_mix(sample_bin, "--threads", "2", "--duration", "1.5")
+    mix = start_mix(sample_bin, "--threads", "2", "--duration", "4")
     run = tmp_path / "run"
-    r = collect("--pid", str(mix.pid), "--duration", "6", "-o", str(run))
+    r = collect("--pid", str(mix.pid), "--duration", "12", "-o", str(run))
     stop_mix(mix)
     assert r.returncode == 0, r.stderr
     meta = load(run, "meta.json")
     assert meta["ended_by"] == "target exited"
     assert any("exited during collection" in w for w in meta["warnings"])
     assert "target exited during collection" in meta["losses"]
-    assert meta["window"]["window_ns"] < 5e9
+    assert meta["window"]["window_ns"] < 10e9
 
 
 def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,

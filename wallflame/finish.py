@@ -31,6 +31,7 @@ from wallflame.textio import iter_lines
 
 CAPTURE = "capture.json"
 SNAPSHOT_LOG = "snapshots.log"
+OWNERS_LOG = "owners.log"
 
 
 def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
@@ -61,6 +62,21 @@ def perf_script(raw: Path, stem: str, warnings: list[str]) -> tuple[Path | None,
 
 
 Pairs = dict[int, dict[tuple[str, int], int]]
+
+
+def owner_samples(log: Path, pairs: Any) -> None:
+    """Add the /proc-only waiter -> owner samples of ``raw/owners.log`` to ``pairs``."""
+    for _, line in iter_lines(str(log)):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        tid, lock, owner = rec.get("tid"), rec.get("lock"), rec.get("owner")
+        if isinstance(tid, int) and isinstance(lock, str) and isinstance(owner, int):
+            pairs.setdefault(tid, {})
+            pairs[tid][(lock, owner)] = pairs[tid].get((lock, owner), 0) + 1
 
 
 def lock_samples(log: Path) -> tuple[Pairs, dict[HolderKey, int]]:
@@ -137,11 +153,21 @@ def split_locks(sched_off: Profile, seen: Pairs, holders: dict[HolderKey, int]) 
             given += part
             out.add(k._replace(lock=lock, holder=holder), part)
             exact_by_lock[lock] += part
-    seen_by_lock: defaultdict[str, int] = defaultdict(int)
+    # Holders: each lock's exact wait goes to its owners in the proportions the /proc samples
+    # saw them, and each owner's share to the stacks the dumps caught it with (none: no stack).
+    by_lock: defaultdict[str, int] = defaultdict(int)
+    for (lock, _), n in overall.items():
+        by_lock[lock] += n
+    stacks: defaultdict[tuple[str, int], dict[HolderKey, int]] = defaultdict(dict)
     for h, n in holders.items():
-        seen_by_lock[h.lock] += n
-    for h, n in holders.items():
-        out.add_holder(h, n * exact_by_lock.get(h.lock, 0) // seen_by_lock[h.lock])
+        stacks[(h.lock, h.tid)][h] = n
+    for (lock, owner), n in sorted(overall.items()):
+        share = exact_by_lock.get(lock, 0) * n // by_lock[lock]
+        known = stacks.get((lock, owner)) or {
+            HolderKey(lock, owner, sched_off.meta.threads.get(owner, ""), ()): 1}
+        denom = sum(known.values())
+        for h, m in sorted(known.items()):
+            out.add_holder(h, share * m // denom)
     return out
 
 
@@ -169,8 +195,14 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
         profile.merge(perf_profile.on_cpu())
     if sched_profile is not None:
         off = sched_profile.off_cpu()
+        pairs: Pairs = {}
+        holders: dict[HolderKey, int] = {}
         if (raw / SNAPSHOT_LOG).exists():
-            off = split_locks(off, *lock_samples(raw / SNAPSHOT_LOG))
+            pairs, holders = lock_samples(raw / SNAPSHOT_LOG)
+        if (raw / OWNERS_LOG).exists():
+            owner_samples(raw / OWNERS_LOG, pairs)
+        if pairs:
+            off = split_locks(off, pairs, holders)
         profile.merge(off)
         profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:

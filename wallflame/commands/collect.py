@@ -51,8 +51,9 @@ def _progress_printer() -> tuple[object, object]:
               "(one gdb kept attached, consistent snapshots), gdb-batch (a gdb per snapshot, "
               "like pt-pmp). Any ptrace stop makes blocked calls such as epoll_wait in the "
               "target return early (EINTR); perf and sched never do.")
-@click.option("--pmp-rate", type=float, default=_DEFAULTS.pmp_rate_hz, show_default=True,
-              help="Snapshots per second.")
+@click.option("--pmp-rate", type=float, default=None,
+              help="Snapshots per second (default: 10 with --off-cpu pmp; 2 with both, where "
+              "the scheduler gives the times and snapshots only the lock holders' stacks).")
 @click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
               help="perf on-CPU sampling frequency (Hz).")
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
@@ -67,7 +68,7 @@ def _progress_printer() -> tuple[object, object]:
               help="A snapshot pausing the target longer than this halves the snapshot rate.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
-            pmp_rate: float, freq: int, call_graph: str, sched_call_graph: str,
+            pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
             max_pause_ms: float,
             command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
@@ -82,7 +83,8 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
         raise InputError("give either --pid PID or a command after --",
                          "wallflame collect --pid 1234 -o run, or: "
                          "wallflame collect -o run -- ./app")
-    if pmp_rate <= 0 or freq <= 0 or (duration is not None and duration <= 0):
+    if (pmp_rate is not None and pmp_rate <= 0) or freq <= 0 or \
+            (duration is not None and duration <= 0):
         raise InputError("--pmp-rate, -F and --duration must be positive")
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if pid is not None else None),
