@@ -163,7 +163,7 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
     blocks = st.blocks
     tails = st.tails
     tracker_open = st.tracker.open
-    a = b""
+    last = b""  # the thread part and time of the last record folded here
     for rec in recs:
         a, _, rest = rec.partition(b": ")
         v = combos.get(rest)
@@ -173,8 +173,6 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
             t = tails.get(tail)
             if b is None or t is None:
                 # Uncommon shape, or first sight of this event or stack: the slow path.
-                st.note_time(parse_time(a.rpartition(b" ")[2]))
-                a = b""
                 if rec:
                     st.slow_lines(rec, ln, end=True)
                 ln += rec.count(b"\n") + 2
@@ -188,6 +186,7 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
         if tracker_open:
             st.running(head, time)
         ln += v & LINE_MASK
-    if a:
-        st.note_time(parse_time(a.rpartition(b" ")[2]))
+        last = a
+    if last:
+        st.note_time(parse_time(last.rpartition(b" ")[2]))
     return ln

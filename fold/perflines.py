@@ -283,7 +283,7 @@ class PerfState:
     def running(self, head: bytes, time: bytes) -> None:
         tid = self.who(head)[2]
         if tid in self.tracker.open:
-            self.tracker.running(tid, parse_time(time[:-1]))
+            self.tracker.running(tid, parse_time(time))
 
     # -- the slow path ---------------------------------------------------------------------
 

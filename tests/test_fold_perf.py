@@ -283,6 +283,27 @@ def test_preempted_switch_outs_are_runqueue_time_not_stacks() -> None:
     assert p.meta.extra["sched"]["closed_at_end"] == 1
 
 
+def test_on_cpu_samples_close_intervals_when_no_switch_in_was_recorded() -> None:
+    switch = (b"app 7 [000] 1.000000: sched:sched_switch: prev_comm=app prev_pid=7 "
+              b"prev_prio=120 prev_state=S ==> next_comm=x next_pid=9 next_prio=120\n"
+              b"\t1 schedule (k)\n\t2 nanosleep (/lib/libc.so.6)\n\n")
+    sample = b"app 7 [000] %b: 1000 cpu-clock: \n\t1 main (/bin/app)\n\n"
+    # the same sample seen first by the slow path, then (repeated) by the fast path
+    text = (sample % b"0.500000" + switch + sample % b"1.250000" + switch.replace(
+        b"1.000000", b"2.000000") + sample % b"2.125000" + sample % b"3.000000")
+    p = fold(text)
+    off = {k.frames: w for k, w in p.stacks.items() if k.state == OFF}
+    assert off == {("nanosleep", "schedule"): 250_000_000 + 125_000_000}
+    assert p.meta.extra["sched"]["inferred_switch_in"] == 2
+    assert p.meta.window_ns == 2_500_000_000
+
+
+def test_garbage_records_do_not_stretch_the_window() -> None:
+    good = b"app 7 1.000000: 10 cpu-clock: \n\t1 main (/bin/app)\n\n"
+    p = fold(good + b"hello 99999: x\n\n" + good.replace(b"1.000000", b"2.000000"))
+    assert p.meta.window_ns == 1_000_000_000
+
+
 def test_sched_fields_cannot_be_forged_by_a_thread_name() -> None:
     text = (b"a prev_pid=9 7 [000] 1.0: sched:sched_switch: prev_comm=a prev_pid=9 prev_pid=7 "
             b"prev_prio=120 prev_state=S ==> next_comm=b next_pid=1 next_pid=8 next_prio=120\n"
