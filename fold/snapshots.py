@@ -8,7 +8,9 @@ A snapshot log is a sequence of whole-process dumps (gdb ``thread apply all bt``
 Weighting (DESIGN.md): one stack per thread per snapshot.  A blocked thread's snapshot weighs
 the wall time since that thread's previous snapshot; a thread's first snapshot weighs the log's
 median interval (1 / rate when there is only one dump, ``snapshot_interval_ns`` when there are
-no timestamps at all).  A thread is blocked when its /proc state is S or D, or, in a log without
+no timestamps at all).  A thread is blocked when its /proc state is not R (S and D wait; T is
+stopped by job control: not on a CPU either), or, when there is no proc line or the state is
+``t`` (stopped by a tracer, which hides what the thread was doing), or in a log without
 proc lines, when a wait rule matches its stack.  Running threads of a wallflame log are not
 added (perf measures on-CPU better) but their time goes to ``meta.extra["pmp_running_ns"]``;
 in foreign logs they become on-CPU stacks, since there is no perf data beside them.
@@ -39,7 +41,7 @@ SNAPSHOT = "# wallflame-snapshot "
 _TS = re.compile(r"^TS (\d+)\.(\d+)(?: |$)")
 _PID_LINE = re.compile(r"^PID (\d+) - process$")
 _DETACHED = re.compile(r"^\[Inferior \d+ \(process (\d+)\) detached\]$")
-_BLOCKED_STATES = ("S", "D")
+_WAITING_STATES = ("S", "D")  # asleep in the kernel: the stack should show the wait
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed.
 _LOCK_CLASSES = ("mutex", "rwlock", "other")
 _NOISE = ("[New ", "[Thread debugging", "Using host libthread_db", "[Inferior ",
@@ -163,7 +165,9 @@ class Accumulator:
             self.meta.threads[th.tid] = name
         frames = tuple(reversed(th.frames))
         kstate = str(proc.get("state", "")) if proc else ""
-        blocked = (kstate in _BLOCKED_STATES if proc
+        # only R runs; S/D wait; T is stopped by job control.  "t" (stopped by a tracer, as
+        # when our own gdb has just attached) says nothing: the stack decides, as without /proc
+        blocked = (kstate != "R" if kstate and kstate != "t"
                    else find_wait(frames, self.rules) is not None)
         pid = dump.pid or self.pid
         weight = self._weight(th.tid, t)
@@ -191,7 +195,7 @@ class Accumulator:
         if proc and wait in _LOCK_CLASSES:
             lock = str(proc.get("lock") or "") or lock
             owner = _int_or_none(proc.get("owner"))
-        if proc and find_wait(frames, self.rules) is None:
+        if kstate in _WAITING_STATES and find_wait(frames, self.rules) is None:
             # /proc said blocked, the stack shows no wait: they were read at different
             # instants.  The kernel state wins (DESIGN.md), the mismatch is counted.
             self.mismatches += 1

@@ -136,6 +136,37 @@ def test_wallflame_log_holders() -> None:
     assert sum(p.holders.values()) == sum(v for k, v in p.stacks.items() if k.holder)
 
 
+def test_proc_states(tmp_path: Path) -> None:
+    """R runs (coverage only), S with a wait on the stack waits, T is stopped (off-CPU, not a
+    mismatch), S with no wait on the stack is kept off-CPU and counted as a mismatch, and t
+    (a tracer's stop) leaves the decision to the stack."""
+    lines = ['# wallflame-snapshots 1 {"backend": "gdb", "pid": 1, "rate_hz": 10}']
+    for ts in (1, 2):
+        lines += ['Thread 4 (Thread 0x1 (LWP 4) "r"):', "#0  0x1 in spin ()",
+                  'Thread 3 (Thread 0x2 (LWP 3) "s"):', "#0  0x1 in nanosleep ()",
+                  'Thread 2 (Thread 0x3 (LWP 2) "t"):', "#0  0x1 in spin ()",
+                  'Thread 1 (Thread 0x4 (LWP 1) "m"):', "#0  0x1 in spin ()",
+                  'Thread 5 (Thread 0x5 (LWP 5) "x"):', "#0  0x1 in nanosleep ()",
+                  'Thread 6 (Thread 0x6 (LWP 6) "y"):', "#0  0x1 in spin ()"]
+        lines += ['# wallflame-proc {"tid": 4, "state": "R"}',
+                  '# wallflame-proc {"tid": 3, "state": "S"}',
+                  '# wallflame-proc {"tid": 2, "state": "T"}',
+                  '# wallflame-proc {"tid": 1, "state": "S"}',
+                  '# wallflame-proc {"tid": 5, "state": "t"}',
+                  '# wallflame-proc {"tid": 6, "state": "t"}',
+                  f"TS {ts}00000000.1732258745 d t"]
+    path = tmp_path / "log.txt"
+    path.write_text("\n".join(lines) + "\n")
+    p = fold(path)
+    by = {k.tid: k for k in p.stacks}
+    running = p.meta.extra["pmp_running_ns"]
+    assert 4 not in by and running == {"4": 200_000_000, "6": 200_000_000}
+    assert by[5].wait == "sleep"  # "t": stopped by a tracer, the stack decides
+    assert by[3].wait == "sleep" and by[2].wait == "other" and by[1].wait == "other"
+    assert p.meta.extra["pmp_state_mismatch"] == 2  # thread 1, twice
+    assert all(w == 200_000_000 for w in p.stacks.values())
+
+
 def test_hostile_names_stay_one_frame_each() -> None:
     p = fold(FIX / "hostile.txt")
     by_tid = {k.tid: k for k in p.stacks}
