@@ -24,7 +24,13 @@ from wallflame.collect import perf
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.pmp import BACKENDS, OwnerSampler, SnapshotLoop, make_backend
 from wallflame.collect.safety import Guard, ensure_running, spawn
-from wallflame.collect.target import Target, open_target, proc_name, tracer_of
+from wallflame.collect.target import (
+    Target,
+    check_trace_access,
+    open_target,
+    proc_name,
+    tracer_of,
+)
 from wallflame.errors import InputError, TargetError
 
 OFF_CPU_MODES = ("pmp", "sched", "both", "none")
@@ -168,6 +174,7 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                          f"use one of {', '.join(BACKENDS)}")
     if pid is not None:
         target = open_target(pid)  # before anything is written or started
+        check_trace_access(pid)
     perf.perf_path()
     raw = prepare_dir(out)
     col = Collection(options=asdict(opts), tools=tool_versions())
@@ -304,6 +311,9 @@ def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading
             if child is None:
                 col.warn(f"PID {target.pid} exited during collection; kept what was "
                          "collected until then")
+            if target.reused():
+                col.warn(f"PID {target.pid} now belongs to another process (PID reuse, "
+                         "detected by its start time); it was not touched")
             return
         if loop is not None and not loop.is_alive() and loop.start_error is not None:
             return

@@ -196,6 +196,26 @@ def open_target(pid: int, allow_own_child: bool = False) -> Target:
     return Target(pid, st.start_ticks, st.comm, exe, cmdline, stopped)
 
 
+def check_trace_access(pid: int) -> None:
+    """Raise ``PermissionDenied`` with the fix if we may not ptrace ``pid`` (the check the
+    kernel applies to /proc/PID/mem is the ptrace attach check)."""
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    except PermissionError:
+        uid = (status_field(pid, "Uid") or "?").split()[0]
+        fix = (f"run as root or as uid {uid}, or give wallflame's user CAP_SYS_PTRACE and "
+               "CAP_PERFMON")
+        scope = read_text("/proc/sys/kernel/yama/ptrace_scope")
+        if scope is not None and scope.strip() != "0":
+            fix += (f"; kernel.yama.ptrace_scope is {scope.strip()}: "
+                    "sysctl -w kernel.yama.ptrace_scope=0")
+        raise PermissionDenied(f"may not trace PID {pid} ({proc_name(pid)}, uid {uid}): "
+                               "ptrace permission denied", fix) from None
+    except OSError:
+        return
+    os.close(fd)
+
+
 @dataclass
 class ThreadProc:
     """What /proc says about one thread at one instant (a ``# wallflame-proc`` record)."""

@@ -176,3 +176,34 @@ def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
 def test_ctypes_available() -> None:
     assert ctypes.CDLL(None).prctl is not None
     assert signal.SIGINT != signal.SIGTERM
+
+
+def test_permission_denied_names_the_fix(live: None, sample_bin: Path) -> None:
+    """A user who may not trace the target gets PermissionDenied (exit 5) with the fix."""
+    from wallflame.collect.target import check_trace_access
+    from wallflame.errors import EXIT_PERMISSION, PermissionDenied
+
+    mix = start_mix(sample_bin, "--threads", "1", "--duration", "30")
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked child
+        os.close(read)
+        msg = "no error"
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            check_trace_access(mix.pid)
+        except PermissionDenied as e:
+            msg = f"{e.exit_code}|{e.format_message()}"
+        except BaseException as e:  # reported to the parent, which fails the test
+            msg = f"unexpected {e!r}"
+        os.write(write, msg.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        msg = f.read()
+    os.waitpid(child, 0)
+    stop_mix(mix)
+    code, _, text = msg.partition("|")
+    assert code == str(EXIT_PERMISSION), msg
+    assert f"may not trace PID {mix.pid}" in text and "CAP_SYS_PTRACE" in text

@@ -28,7 +28,7 @@ def _progress_printer() -> tuple[object, object]:
 
     def show(p: Progress) -> None:
         live.update(Text(f"collecting {p.elapsed_s:5.1f}s  perf chunks {p.chunks}  "
-                         f"snapshots {p.snapshots}  pause {p.pause_ms:.0f} ms  "
+                         f"snapshots {p.snapshots}  target paused {p.pause_ms:.0f} ms in all  "
                          f"failed {p.failed}"))
 
     return live, show
