@@ -15,6 +15,7 @@ import hashlib
 import heapq
 import json
 import re
+import shlex
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -163,7 +164,8 @@ def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
     mem = extra.get("memory")
     if not isinstance(mem, dict):
         return None
-    samples = [s for s in mem.get("samples", []) if isinstance(s, dict)]
+    # A sample with no thread was taken after the target exited: nothing was measured.
+    samples = [s for s in mem.get("samples", []) if isinstance(s, dict) and s.get("threads")]
     out: dict[str, Any] = {"arenas": mem.get("arenas") or {}, "n": len(samples)}
     if samples:
         t_max = max(float(s.get("t_s", 0)) for s in samples) or 1.0
@@ -208,7 +210,19 @@ def _resolution(profile: Profile) -> list[str]:
 
 
 #: ``meta.extra`` entries shown elsewhere on the page (or too big to list).
-_SHOWN = {"memory", "pause", "commands", "tools", "target", "run_dir", "work"}
+_SHOWN = {"memory", "pause", "commands", "tools", "target", "run_dir", "work", "launched"}
+
+
+def _commands(value: Any) -> list[str]:
+    """Commands as shell lines: ``{"perf_record": [argv]}``, ``[argv, ...]`` or strings."""
+    items = value.items() if isinstance(value, dict) else (("", v) for v in value or [])
+    out = []
+    for name, cmd in items:
+        argvs = cmd if isinstance(cmd, list) and cmd and isinstance(cmd[0], list) else [cmd]
+        for argv in argvs:
+            line = shlex.join(map(str, argv)) if isinstance(argv, list) else str(argv)
+            out.append(f"{name}: {line}" if name else line)
+    return out
 
 
 def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -238,12 +252,12 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "locks": _locks(summary), "top": _top_stacks(profile, unit),
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,
-        "commands": [str(c) for c in m.extra.get("commands", []) or []],
+        "commands": _commands(m.extra.get("commands")),
         "tools": {str(k): str(v) for k, v in dict(m.extra.get("tools", {}) or {}).items()},
-        "sources": [str(s.get("path", "")) + " (" + str(s.get("format", "?")) + ")"
-                    for s in m.sources],
+        "sources": list(dict.fromkeys(f"{s.get('path', '')} ({s.get('format', '?')})"
+                                      for s in m.sources)),
         "target": m.extra.get("target"), "title": title or _title(profile),
-        "details": _details(m.extra),
+        "details": _details(m.extra), "ended_by": str(m.extra.get("ended_by") or ""),
         "total_s": profile.total() / 1e9 if m.unit == UNIT_NS else float(profile.total()),
         **assets(),
     }
@@ -251,10 +265,9 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
 
 def _title(profile: Profile) -> str:
     target = profile.meta.extra.get("target")
-    if isinstance(target, dict):
-        name = target.get("comm") or target.get("command") or target.get("pid")
-        if name:
-            return f"wallflame: {name}"
+    if isinstance(target, dict) and (target.get("comm") or target.get("pid")):
+        pid = f" (PID {target['pid']})" if target.get("pid") else ""
+        return f"wallflame: {target.get('comm') or ''}{pid}".rstrip()
     if profile.meta.sources:
         return f"wallflame: {profile.meta.sources[0].get('path', 'profile')}"
     return "wallflame report"
