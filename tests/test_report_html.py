@@ -183,7 +183,15 @@ def make_run_dir(d: Path) -> Path:
     memory = meta["extra"].pop("memory")
     memory["arenas_start"] = {"count": 1, "mappings": [], "total_rss_kb": 100}
     (d / MEMORY).write_text(json.dumps(memory))
-    (d / META).write_text(json.dumps({"profile": meta}))
+    meta["extra"].pop("commands")
+    meta["extra"].pop("tools")
+    top = {"profile": meta,  # run-level facts, as wallflame collect writes them
+           "target": {"comm": "mix", "pid": 4242, "cmdline": ["mix", "--threads", "4"]},
+           "commands": {"perf_record": ["perf", "record", "-p", "4242", "--", "sleep", "2"],
+                        "pmp": [["eu-stack", "-p", "4242"]]},
+           "tools": {"perf": "perf version 6.1", "eu-stack": "eu-stack (elfutils) 0.188"},
+           "ended_by": "duration"}
+    (d / META).write_text(json.dumps(top))
     assert meta_from_json(meta).window_ns == p.meta.window_ns
     return d
 
@@ -202,5 +210,8 @@ def test_report_of_a_run_directory_lands_in_it(tmp_path: Path) -> None:
     text = " ".join(" ".join(parse(html).text).split())
     assert "glibc malloc arenas: 3" in text and "at the start: 1 arenas" in text
     assert "Waited 2.400 s" in text and "910.00 ms" in text
+    assert "wallflame: mix (PID 4242)" in text and "mix --threads 4" in text
+    assert "perf_record: perf record -p 4242 -- sleep 2" in text
+    assert "pmp: eu-stack -p 4242" in text and "eu-stack (elfutils) 0.188" in text
     # the page's tree is the demo profile's: nothing lost on the way through the run directory
     assert page_data(html)["flame"]["self"] == embedded_data(demo_profile())["flame"]["self"]
