@@ -42,6 +42,16 @@ _TS = re.compile(r"^TS (\d+)\.(\d+)(?: |$)")
 _PID_LINE = re.compile(r"^PID (\d+) - process$")
 _DETACHED = re.compile(r"^\[Inferior \d+ \(process (\d+)\) detached\]$")
 _WAITING_STATES = ("S", "D")  # asleep in the kernel: the stack should show the wait
+#: x86-64 system calls a blocked thread may sit in, by wait class: used when /proc says the
+#: thread was asleep but the stack (read a moment later) shows it running again.
+_SYSCALL_CLASS = {
+    **dict.fromkeys((35, 230), "sleep"),  # nanosleep, clock_nanosleep
+    **dict.fromkeys((7, 23, 232, 270, 271, 281, 441), "poll"),  # poll, select, epoll_*...
+    **dict.fromkeys((0, 1, 17, 18, 19, 20, 42, 43, 44, 45, 46, 47, 74, 75, 208, 288, 299, 426),
+                    "io"),  # read/write family, connect/accept, send/recv, fsync, aio, uring
+}
+SYS_FUTEX = 202
+
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed.
 _LOCK_CLASSES = ("mutex", "rwlock", "other")
 _NOISE = ("[New ", "[Thread debugging", "Using host libthread_db", "[Inferior ",
@@ -196,10 +206,14 @@ class Accumulator:
             lock = str(proc.get("lock") or "") or lock
             owner = _int_or_none(proc.get("owner"))
         if kstate in _WAITING_STATES and find_wait(frames, self.rules) is None:
-            # /proc said blocked, the stack shows no wait: they were read at different
-            # instants.  The kernel state wins (DESIGN.md), the mismatch is counted.
+            # /proc said asleep, the stack shows no wait: they were read at different instants
+            # (eu-stack reaches a thread milliseconds after /proc was read).  The kernel state
+            # wins (DESIGN.md) and, the stack being of no help, /proc's system call says what
+            # the thread waited on.  The mismatch is counted.
             self.mismatches += 1
-            lock, owner = "", None
+            wait = _proc_class(proc, kstate) if proc else wait
+            if wait != "mutex":
+                lock, owner = "", None
         key = StackKey(frames, th.tid, name, pid, OFF, wait, lock, owner or 0)
         if not (owner and lock):
             return key, None
@@ -247,8 +261,8 @@ class Accumulator:
         if self.mismatches:
             meta.extra["pmp_state_mismatch"] = self.mismatches
             meta.warn(f"{self.mismatches} thread snapshot(s) blocked in /proc but with no wait on "
-                      "the stack (state and stack read at different instants): kept as "
-                      "off-CPU 'other'")
+                      "the stack (state and stack read at different instants): classified by "
+                      "the system call /proc showed")
         if self.running:
             meta.extra["pmp_running_ns"] = {str(k): v for k, v in sorted(self.running.items())}
         if self.pauses:
@@ -259,6 +273,16 @@ class Accumulator:
                 "total_ms": round(sum(self.pauses), 3),
             }
         source.update(snapshots=self.snapshots, first_snapshot_ns=w)
+
+
+def _proc_class(proc: dict[str, Any], kstate: str) -> str:
+    """A wait class from /proc alone: the system call the thread was blocked in."""
+    if kstate == "D":
+        return "io"
+    sc = _int_or_none(proc.get("syscall"))
+    if sc == SYS_FUTEX:
+        return "mutex" if proc.get("owner") and proc.get("lock") else "condvar"
+    return _SYSCALL_CLASS.get(sc, "other") if sc is not None else "other"
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -24,7 +24,7 @@ from wallflame.errors import InputError
 from wallflame.fold import eustack, gdb, snapshots
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
-from wallflame.profile import OFF, ON, Profile
+from wallflame.profile import OFF, ON, HolderKey, Profile
 
 FIX = Path(__file__).parent / "fixtures" / "gdb"
 GOLDEN = FIX / "golden"
@@ -165,6 +165,34 @@ def test_proc_states(tmp_path: Path) -> None:
     assert by[3].wait == "sleep" and by[2].wait == "other" and by[1].wait == "other"
     assert p.meta.extra["pmp_state_mismatch"] == 2  # thread 1, twice
     assert all(w == 200_000_000 for w in p.stacks.values())
+
+
+@pytest.mark.parametrize(("proc", "wait", "lock", "holder"), [
+    ('"state": "S", "syscall": 230', "sleep", "", 0),
+    ('"state": "S", "syscall": 202, "owner": 9, "lock": "0x10 <m>"', "mutex", "0x10 <m>", 9),
+    ('"state": "S", "syscall": 202', "condvar", "", 0),
+    ('"state": "S", "syscall": 232', "poll", "", 0),
+    ('"state": "S", "syscall": 0', "io", "", 0),
+    ('"state": "D", "syscall": 61', "io", "", 0),
+    ('"state": "S", "syscall": -1', "other", "", 0),
+])
+def test_proc_says_asleep_stack_says_running(tmp_path: Path, proc: str, wait: str, lock: str,
+                                             holder: int) -> None:
+    """eu-stack reaches a thread milliseconds after /proc was read: when /proc says asleep
+    and the stack shows running code, the system call /proc showed gives the class."""
+    path = tmp_path / "log.txt"
+    path.write_text('# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n'
+                    'Thread 2 (Thread 0x1 (LWP 2) "w"):\n#0  0x1 in spin ()\n'
+                    'Thread 1 (Thread 0x2 (LWP 9) "h"):\n#0  0x1 in critical ()\n'
+                    f'# wallflame-proc {{"tid": 2, {proc}}}\n'
+                    '# wallflame-proc {"tid": 9, "state": "R"}\n'
+                    "TS 1.1732258745 d t\n")
+    p = fold(path)
+    (key,) = p.stacks
+    assert (key.wait, key.lock, key.holder) == (wait, lock, holder)
+    assert p.meta.extra["pmp_state_mismatch"] == 1
+    if holder:
+        assert p.holders == {HolderKey(lock, 9, "h", ("critical",)): p.stacks[key]}
 
 
 def test_hostile_names_stay_one_frame_each() -> None:
