@@ -175,6 +175,7 @@ def make_run_dir(d: Path) -> Path:
     from wallflame.rundir import MEMORY, META, OFFCPU, ONCPU
 
     p = demo_profile()
+    del p.meta.extra["commands"], p.meta.extra["tools"]  # run-level facts, in meta.json
     d.mkdir()
     for name, part in ((ONCPU, p.on_cpu()), (OFFCPU, p.off_cpu())):
         with open(d / name, "w") as f:
@@ -183,8 +184,6 @@ def make_run_dir(d: Path) -> Path:
     memory = meta["extra"].pop("memory")
     memory["arenas_start"] = {"count": 1, "mappings": [], "total_rss_kb": 100}
     (d / MEMORY).write_text(json.dumps(memory))
-    meta["extra"].pop("commands")
-    meta["extra"].pop("tools")
     top = {"profile": meta,  # run-level facts, as wallflame collect writes them
            "target": {"comm": "mix", "pid": 4242, "cmdline": ["mix", "--threads", "4"]},
            "commands": {"perf_record": ["perf", "record", "-p", "4242", "--", "sleep", "2"],
