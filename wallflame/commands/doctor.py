@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -35,19 +36,29 @@ def _run(cmd: list[str], limit: int = 8 << 20) -> str:
     return data.decode("utf-8", "replace")
 
 
+#: Start-up code from crt*.o, never built with the program's flags.
+_CRT = {"_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones",
+        "__do_global_dtors_aux", "frame_dummy", "__libc_csu_init", "__libc_csu_fini"}
+
+
 def frame_pointer_share(exe: str) -> float | None:
-    """Share of functions whose prologue is ``push %rbp; mov %rsp,%rbp`` (first 8 MiB of the
-    disassembly), or ``None`` without objdump."""
+    """Share of the program's own non-leaf ``.text`` functions that set up a frame pointer
+    (``mov %rsp,%rbp`` in the prologue; first 8 MiB of the disassembly), or ``None``."""
     if shutil.which("objdump") is None:
         return None
     funcs = with_fp = 0
-    lines = _run(["objdump", "-d", "--no-show-raw-insn", exe]).splitlines()
-    for i, line in enumerate(lines):
-        if line.endswith(">:"):
-            funcs += 1
-            body = " ".join(lines[i + 1:i + 4])
-            if "push   %rbp" in body and "mov    %rsp,%rbp" in body:
-                with_fp += 1
+    lines = _run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", exe]).splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith(">:")] + [len(lines)]
+    for a, b in itertools.pairwise(starts):
+        name = lines[a][lines[a].find("<") + 1:-2]
+        body = lines[a + 1:b]
+        # Leaf functions need no frame (GCC omits it there by default) and crt code is not
+        # the program's: only functions that call something are counted.
+        if name in _CRT or "@" in name or not any("\tcall " in ln for ln in body):
+            continue
+        funcs += 1
+        if any("mov    %rsp,%rbp" in ln for ln in body[:10]):
+            with_fp += 1
     return with_fp / funcs if funcs else None
 
 
@@ -117,6 +128,9 @@ def target_checks(pid: int) -> list[tuple[str, str, str]]:
                      ("yes" if symtab else "no (stripped)"),
                      "" if symtab else "keep symbols (do not strip) for readable stacks"))
     share = frame_pointer_share(exe)
+    if share is None and shutil.which("objdump"):
+        rows.append(("warn", "frame pointers: cannot tell (no function symbols)",
+                     "collect with --call-graph dwarf if on-CPU stacks look shallow"))
     if share is not None:
         ok = share >= 0.5
         rows.append(("ok" if ok else "warn", f"frame pointers: {share:.0%} of functions",
