@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -243,4 +244,34 @@ def test_real_perf_capture_of_mix(browser: Any, mix_capture: Path, tmp_path: Pat
     assert page.text_content("#det-name") == f"{busiest.name} ({busiest.tid})"
     shots = Path(os.environ.get("WALLFLAME_SHOTS", tmp_path))
     page.screenshot(path=str(shots / "report-mix.png"), full_page=True)
+    got.clean()
+
+
+@pytest.fixture(scope="module")
+def mix_run(tmp_path_factory: pytest.TempPathFactory, sample_bin: Path, live: None) -> Path:
+    """A 3 s ``wallflame collect`` run directory of mix (4 workers contending on a mutex)."""
+    run = tmp_path_factory.mktemp("collect") / "run"
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "-o", str(run),
+                        "--duration", "3", "--", str(sample_bin / "mix"), "--threads", "4",
+                        "--duration", "3"], cwd=root, capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    return run
+
+
+def test_real_collect_run_shows_the_mutex(browser: Any, mix_run: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "wallflame", "report", str(mix_run)],
+                       cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    got = load(browser, mix_run / "report.html")
+    page = got.page
+    assert "shared_lock" in page.inner_text("#locks")
+    names = page.evaluate("window.wallflame.graphs.off.tree.names")
+    assert any(n.startswith("[mutex ") and "shared_lock" in n for n in names)
+    matched = search(page, r"^\[mutex ")
+    assert float(matched.split("Matched: ")[1].split("%")[0]) > 0
+    page.screenshot(path=str(Path(os.environ.get("WALLFLAME_SHOTS", mix_run)) /
+                             "report-collect.png"), full_page=True)
     got.clean()
