@@ -7,7 +7,7 @@
 //                     while a consumer copies the message out and updates the shared per-host
 //                     statistics, so under load the consumers queue up behind each other on it.
 //   --queue=lockfree  moodycamel::BlockingConcurrentQueue: the producer calls try_enqueue and falls
-//                     back to a backing-off wait_enqueue; consumers call wait_dequeue_timed (100 ms)
+//                     back to a sleeping, backing-off wait_enqueue; consumers call wait_dequeue_timed (100 ms)
 //                     and keep their statistics per thread. No lock on the message path.
 //
 // The on-CPU work per message (process_message and below) is identical in both variants.
@@ -41,17 +41,26 @@ const char kUsage[] =
     "              lockfree: moodycamel::BlockingConcurrentQueue\n"
     "  --duration  run time in seconds (default 10); SIGINT/SIGTERM end it early\n"
     "  --threads   consumer threads (default 8)\n"
-    "  --capacity  queue bound in messages (default 1024)\n"
-    "  --work      hashing rounds per message (default 40)\n"
-    "  --bookkeeping  fingerprint rounds in the per-message statistics (default 1); in the\n"
+    "  --capacity  queue bound in messages (default 4096)\n"
+    "  --work      hashing rounds per message (default 120)\n"
+    "  --bookkeeping  fingerprint rounds in the per-message statistics (default 4); in the\n"
     "              mutex variant they run under the queue mutex\n"
     "Prints one JSON line with the message count and rate at exit.\n";
 
-int g_work_rounds = 40;
-int g_stats_rounds = 1;
+int g_work_rounds = 120;
+int g_stats_rounds = 4;
+size_t g_capacity = 4096;
 constexpr size_t kBatch = 32;  // the producer pushes messages in batches of this many
 
 // ---------------------------------------------------------------- the per-message work
+
+// One received syslog packet. Fixed size (syslog over UDP is short), so that passing messages
+// through either queue allocates nothing per message: only the queues differ between variants.
+struct Message {
+    uint32_t len = 0;
+    char text[252];
+    std::string_view view() const { return std::string_view(text, len); }
+};
 
 struct SyslogFields {
     int priority = 0;
@@ -68,9 +77,9 @@ __attribute__((noinline)) uint64_t fnv1a(std::string_view s, uint64_t h) {
 }
 
 // "<PRI>Mmm dd hh:mm:ss host app[pid]: text"
-__attribute__((noinline)) bool parse_syslog(const std::string& line, SyslogFields& f) {
+__attribute__((noinline)) bool parse_syslog(const Message& m, SyslogFields& f) {
     SAMPLE_FRAME();
-    std::string_view s(line);
+    std::string_view s = m.view();
     if (s.size() < 4 || s[0] != '<') return false;
     size_t gt = s.find('>');
     if (gt == std::string_view::npos) return false;
@@ -120,7 +129,7 @@ __attribute__((noinline)) size_t format_record(const SyslogFields& f, uint64_t f
     return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
-__attribute__((noinline)) uint64_t process_message(const std::string& line) {
+__attribute__((noinline)) uint64_t process_message(const Message& line) {
     SAMPLE_FRAME();
     SyslogFields f;
     if (!parse_syslog(line, f)) return 0;
@@ -139,10 +148,11 @@ struct QueueStats {
     uint64_t recent[256] = {};
     uint64_t bytes = 0, repeats = 0, next = 0;
 
-    __attribute__((noinline)) void record(const std::string& line) {
+    __attribute__((noinline)) void record(const Message& m) {
         SAMPLE_FRAME();
+        std::string_view line = m.view();
         size_t gt = line.find('>');
-        int pri = gt != std::string::npos && gt > 1 ? std::atoi(line.c_str() + 1) : 0;
+        int pri = gt != std::string_view::npos && gt > 1 ? std::atoi(m.text + 1) : 0;
         per_severity[pri & 7]++;
         bytes += line.size();
         size_t host_at = gt + 22;  // "<PRI>Mmm dd hh:mm:ss host-NN"
@@ -179,15 +189,18 @@ public:
                                   "<%u>Oct %2u %02u:%02u:%02u host-%02u %s[%u]: %s", (x >> 3) % 192,
                                   1 + i / 86400 % 28, i / 3600 % 24, i / 60 % 60, i % 60, x % 64,
                                   kApps[(x >> 5) % 6], 1000 + x % 30000, text);
-            ring_.emplace_back(line, n > 0 ? static_cast<size_t>(n) : 0);
+            Message& m = ring_.emplace_back();
+            m.len = static_cast<uint32_t>(std::min<size_t>(n > 0 ? static_cast<size_t>(n) : 0,
+                                                           sizeof m.text));
+            std::memcpy(m.text, line, m.len);
         }
     }
 
-    __attribute__((noinline)) std::string next_packet() { return ring_[seq_++ % kRing]; }
+    __attribute__((noinline)) const Message& next_packet() { return ring_[seq_++ % kRing]; }
 
 private:
     static constexpr uint32_t kRing = 4096;
-    std::vector<std::string> ring_;
+    std::vector<Message> ring_;
     uint64_t seq_ = 0;
 };
 
@@ -197,12 +210,12 @@ class MutexQueue {
 public:
     explicit MutexQueue(size_t capacity) : capacity_(capacity) {}
 
-    __attribute__((noinline)) void push_batch(std::vector<std::string>& batch) {
+    __attribute__((noinline)) void push_batch(std::vector<Message>& batch) {
         SAMPLE_FRAME();
-        if (size_.load() + batch.size() > capacity_) {
+        if (size_.load() + batch.size() > capacity_) {  // full: wait until half empty
             std::unique_lock<std::mutex> signal(signal_mutex_);
             not_full_.wait(signal, [&] {
-                return size_.load() + batch.size() <= capacity_ || sample::g_stop.load();
+                return size_.load() <= capacity_ / 2 || sample::g_stop.load();
             });
         }
         {
@@ -216,7 +229,7 @@ public:
     }
 
     // Takes one message; false when none arrived within 100 ms (or the run is stopping).
-    __attribute__((noinline)) bool pop(std::string& out, int64_t& lock_wait_ns,
+    __attribute__((noinline)) bool pop(Message& out, int64_t& lock_wait_ns,
                                        int64_t& idle_wait_ns) {
         SAMPLE_FRAME();
         if (size_.load() == 0) {
@@ -226,7 +239,7 @@ public:
                                 [&] { return size_.load() > 0 || sample::g_stop.load(); });
             idle_wait_ns += sample::now_ns() - t0;
         }
-        bool room_for_batch;
+        bool half_empty;
         {
             if (!queue_mutex_.try_lock()) {
                 int64_t t0 = sample::now_ns();
@@ -239,9 +252,9 @@ public:
             items_.pop_front();
             size_t left = --size_;
             stats_.record(out);
-            room_for_batch = left + kBatch == capacity_;
+            half_empty = left == capacity_ / 2;
         }
-        if (room_for_batch) {
+        if (half_empty) {
             { std::lock_guard<std::mutex> signal(signal_mutex_); }
             not_full_.notify_one();
         }
@@ -255,7 +268,7 @@ public:
     }
 
 private:
-    std::list<std::string> items_;
+    std::list<Message> items_;
     const size_t capacity_;
     std::atomic<size_t> size_{0};
     std::mutex queue_mutex_;   // guards items_ and stats_
@@ -266,27 +279,25 @@ private:
 
 // ---------------------------------------------------------------- variant 2: lock-free
 
-using LockFreeQueue = moodycamel::BlockingConcurrentQueue<std::string>;
+using LockFreeQueue = moodycamel::BlockingConcurrentQueue<Message>;
 
-// Retries briefly (64 pauses), then sleeps with a doubling back-off (100 ns .. 10 ms).
-__attribute__((noinline)) bool add_item_busy_wait(LockFreeQueue& q, moodycamel::ProducerToken& t,
-                                                  std::string& item) {
-    SAMPLE_FRAME();
-    for (int i = 0; i < 64; i++) {
-        if (q.try_enqueue(t, std::move(item))) return true;
-        _mm_pause();
-    }
-    return false;
-}
-
+// Called when try_enqueue found the queue full. Like the mutex variant's producer, it waits until
+// the queue is half empty, but by sleeping with a doubling back-off (100 us .. 10 ms) and polling
+// size_approx(), then retries with a short spin.
 __attribute__((noinline)) void wait_enqueue(LockFreeQueue& q, moodycamel::ProducerToken& t,
-                                            std::string& item) {
+                                            Message& item, size_t capacity) {
     SAMPLE_FRAME();
-    int64_t sleep_ns = 100;
-    do {
-        std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
-        sleep_ns = std::min<int64_t>(sleep_ns * 2, 10000000);
-    } while (!add_item_busy_wait(q, t, item) && !sample::g_stop.load());
+    int64_t sleep_ns = 100000;
+    for (;;) {
+        while (q.size_approx() > capacity / 2 && !sample::g_stop.load()) {
+            std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
+            sleep_ns = std::min<int64_t>(sleep_ns * 2, 10000000);
+        }
+        for (int i = 0; i < 64; i++) {
+            if (q.try_enqueue(t, std::move(item)) || sample::g_stop.load()) return;
+            _mm_pause();
+        }
+    }
 }
 
 // ---------------------------------------------------------------- threads
@@ -306,13 +317,13 @@ __attribute__((noinline)) void producer_loop(bool lockfree) {
     if (lockfree) {
         moodycamel::ProducerToken token(*g_lockfree_queue);
         while (!sample::g_stop.load()) {
-            std::string packet = source.next_packet();
+            Message packet = source.next_packet();
             if (!g_lockfree_queue->try_enqueue(token, std::move(packet)))
-                wait_enqueue(*g_lockfree_queue, token, packet);
+                wait_enqueue(*g_lockfree_queue, token, packet, g_capacity);
         }
         return;
     }
-    std::vector<std::string> batch;
+    std::vector<Message> batch;
     while (!sample::g_stop.load()) {
         batch.push_back(source.next_packet());
         if (batch.size() == kBatch) g_mutex_queue->push_batch(batch);
@@ -322,7 +333,7 @@ __attribute__((noinline)) void producer_loop(bool lockfree) {
 __attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerTotals& totals) {
     SAMPLE_FRAME();
     sample::name_thread("consumer-" + std::to_string(index));
-    std::string message;
+    Message message;
     if (lockfree) {
         moodycamel::ConsumerToken token(*g_lockfree_queue);
         QueueStats stats;  // per thread: nothing shared on the message path
@@ -350,9 +361,10 @@ int main(int argc, char** argv) {
     std::string variant = opt.choice("queue", {"mutex", "lockfree"});
     double duration = opt.number("duration", 10, 0.1, 86400);
     int consumers = static_cast<int>(opt.number("threads", 8, 1, 64));
-    size_t capacity = static_cast<size_t>(opt.number("capacity", 1024, kBatch, 1 << 20));
-    g_work_rounds = static_cast<int>(opt.number("work", 40, 0, 100000));
-    g_stats_rounds = static_cast<int>(opt.number("bookkeeping", 1, 0, 100000));
+    size_t capacity = static_cast<size_t>(opt.number("capacity", 4096, 2 * kBatch, 1 << 20));
+    g_capacity = capacity;
+    g_work_rounds = static_cast<int>(opt.number("work", 120, 0, 100000));
+    g_stats_rounds = static_cast<int>(opt.number("bookkeeping", 4, 0, 100000));
     opt.done();
     bool lockfree = variant == "lockfree";
 
