@@ -29,6 +29,8 @@ MAX_NODES = 150_000
 #: Names longer than this are cut (with the count of what was cut) even in the embedded data.
 MAX_NAME = 2000
 ELIDED = "(elided)"
+#: Characters of names a page may embed; beyond it the longest names are shortened further.
+NAME_BUDGET = 3_000_000
 
 _PLAIN = re.compile(r"[^\x20-\x7e]")
 
@@ -83,6 +85,7 @@ class FlameTree:
     threads:  thread nodes as ``(node, tid, thread name)``.
     unit:     ``ns`` or ``samples``.
     elided:   how many nodes were pruned into ``(elided)`` nodes.
+    shortened: how many names were cut to keep the embedded names within ``NAME_BUDGET``.
     """
 
     names: list[str] = field(default_factory=lambda: ["all"])
@@ -92,6 +95,7 @@ class FlameTree:
     threads: list[tuple[int, int, str]] = field(default_factory=list)
     unit: str = UNIT_NS
     elided: int = 0
+    shortened: int = 0
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -145,6 +149,7 @@ class FlameTree:
             "self": flat,
             "threads": [list(t) for t in self.threads],
             "elided": self.elided,
+            "shortened": self.shortened,
         }
 
 
@@ -202,7 +207,27 @@ def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
         s[cls] += weight
     if len(tree) > max_nodes:
         tree = prune(tree, max_nodes)
+    fit_names(tree, NAME_BUDGET)
     return tree
+
+
+def fit_names(tree: FlameTree, budget: int) -> None:
+    """Shorten the longest names until all of them fit in ``budget`` characters (C++ template
+    names can run to kilobytes each; the page must stay small enough to open)."""
+    lengths = [len(n) for n in tree.names]
+    if sum(lengths) <= budget:
+        return
+    lo, hi = 40, max(lengths)  # the largest cap that fits, by bisection
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    for i, n in enumerate(tree.names):
+        if len(n) > lo:
+            tree.names[i] = f"{n[:lo]}…(+{len(n) - lo} chars)"
+            tree.shortened += 1
 
 
 def prune(tree: FlameTree, max_nodes: int) -> FlameTree:

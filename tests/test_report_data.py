@@ -15,7 +15,7 @@ from test_report_fixtures import HOSTILE, demo_profile, hostile_profile
 
 from wallflame.profile import Profile, StackKey
 from wallflame.report.html import embedded_data, render_html
-from wallflame.report.tree import CLASSES, ELIDED, build_tree, prune, visible
+from wallflame.report.tree import CLASSES, ELIDED, build_tree, fit_names, prune, visible
 
 GOLDEN = Path(__file__).parent / "fixtures" / "report"
 
@@ -147,3 +147,14 @@ def test_tree_is_a_trie_holding_exactly_the_stacks(stacks: list[Any]) -> None:
                 node = tree.parent[node]
             got[tuple(reversed(path))] = sum(s)
     assert got == expected
+
+
+def test_long_names_are_shortened_to_the_budget() -> None:
+    p = Profile()
+    for i in range(50):
+        p.add(StackKey(("main", f"tmpl<{i}," + "x" * 5000 + ">"), 1, "t"), 10)
+    tree = build_tree(p)
+    assert all(len(n) <= 2000 + 20 for n in tree.names)  # MAX_NAME, plus the "(+N chars)"
+    fit_names(tree, 20_000)
+    assert sum(len(n) for n in tree.names) <= 20_000 + 20 * tree.shortened
+    assert tree.shortened == 50 and all(n.startswith("tmpl<") for n in tree.names[-50:])
