@@ -76,6 +76,8 @@ class _Mode:
 
 
 def _count(text: str, no: int, profile: Profile) -> int | None:
+    if text.isascii() and text.isdigit():
+        return int(text)
     if not _COUNT.match(text):
         return None
     if "." in text:
@@ -90,12 +92,12 @@ def _key(frames: list[str], mode: _Mode, options: FoldOptions) -> StackKey:
     thread, pid, tid = "", 0, 0
     if frames:
         root = frames[0]
-        m = _PYSPY_PROCESS.match(root)
+        m = _PYSPY_PROCESS.match(root) if root.startswith("process ") else None
         if m is not None:
             pid = int(m.group(1))
             frames = frames[1:]
             root = frames[0] if frames else ""
-        t = _PYSPY_THREAD.match(root)
+        t = _PYSPY_THREAD.match(root) if root.startswith("thread (") else None
         if t is not None:
             ident = t.group(1)
             thread = ident if ident.startswith("0x") else ""
@@ -103,7 +105,7 @@ def _key(frames: list[str], mode: _Mode, options: FoldOptions) -> StackKey:
             frames = frames[1:]
         elif m is None:
             frames = frames[1:]
-            r = _TID_ROOT.match(root)
+            r = _TID_ROOT.match(root) if "/" in root else None
             if r is not None:
                 thread, pid, tid = r.group(1), int(r.group(2)), int(r.group(3))
             else:
@@ -146,7 +148,9 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         if after is None or not stack:
             meta.lose("malformed folded line", no)
             continue
-        frames = [unescape(f) for f in stack.split(";")]
+        frames = stack.split(";")
+        if "\\" in stack:
+            frames = [unescape(f) for f in frames]
         profile.add(_key(frames, mode, options), after * mode.scale)
         if old is not None:
             before[stack] = before.get(stack, 0) + old * mode.scale
