@@ -214,3 +214,15 @@ def test_report_of_a_run_directory_lands_in_it(tmp_path: Path) -> None:
     assert "pmp: eu-stack -p 4242" in text and "eu-stack (elfutils) 0.188" in text
     # the page's tree is the demo profile's: nothing lost on the way through the run directory
     assert page_data(html)["flame"]["self"] == embedded_data(demo_profile())["flame"]["self"]
+
+
+def test_several_inputs_are_merged_into_one_report(tmp_path: Path) -> None:
+    a, b = tmp_path / "host-a.folded", tmp_path / "host-b.folded"
+    a.write_text("svc;main;work 30\n")
+    b.write_text("svc;main;work 12\nsvc;main;idle 8\n")
+    out = tmp_path / "both.txt"
+    r = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "all                            -        50" in text
+    assert "84.0%         42 on" in text  # the merged stack: 30 + 12 of 50 samples
