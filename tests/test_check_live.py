@@ -25,7 +25,7 @@ from wallflame.rundir import ONCPU, load_inputs
 
 pytestmark = pytest.mark.live
 
-DURATION_S = 3
+DURATION_S = 4
 SAME = [f"same{i}" for i in range(1, 6)]
 VARIANTS = {**{name: [] for name in SAME}, "extra": ["--extra-ms", "2"],
             "hold": ["--hold-ms", "8"], "short": ["--duration", "0.3"]}
@@ -83,6 +83,16 @@ def test_unchanged_runs_pass_every_pair(runs: dict[str, Path]) -> None:
     assert sum(v.status == PASS for v in verdicts.values()) >= 1
 
 
+def judged(v: Verdict) -> bool:
+    """Whether both captures were good enough to judge; on a machine so loaded that perf
+    starves or loses events they are not, and the gate must then say "inconclusive"."""
+    if data_problems(v):
+        assert v.status == INCONCLUSIVE
+        print(f"\nnot judged (inconclusive, as it must be): {data_problems(v)}")
+        return False
+    return True
+
+
 def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path]) -> None:
     v = check(runs, "same1", "extra")
     frame = result(v, "frame_share")
@@ -91,13 +101,18 @@ def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path]) -> None:
     assert 0.12 < frame.changes[0].b < 0.28 and frame.changes[0].a == 0
     text = markdown(v, "diff.html")
     assert "extra\\_work" in text and "points" in text
-    assert v.status == FAIL or (v.status == INCONCLUSIVE and data_problems(v))
+    print(f"\nextra_work: {frame.message}")
+    if judged(v):
+        assert v.status == FAIL
 
 
 def test_mutex_contention_fails_and_names_the_lock(runs: dict[str, Path]) -> None:
     v = check(runs, "same1", "hold")
     mutex = result(v, "wait_mutex")
-    assert mutex.status == FAIL, mutex.message
+    print(f"\nhold: {mutex.message}; {result(v, 'mutex_share').message}")
+    if not judged(v):
+        return
+    assert v.status == FAIL and mutex.status == FAIL, mutex.message
     assert "shared_lock" in mutex.message and mutex.changes[0].delta > 0.1  # 2x the limit
     assert result(v, "mutex_share").status == FAIL
     text = markdown(v)
