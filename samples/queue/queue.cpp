@@ -208,7 +208,8 @@ private:
 
 class MutexQueue {
 public:
-    explicit MutexQueue(size_t capacity) : capacity_(capacity) {}
+    // Set once before any thread starts.
+    void set_capacity(size_t capacity) { capacity_ = capacity; }
 
     __attribute__((noinline)) void push_batch(std::vector<Message>& batch) {
         SAMPLE_FRAME();
@@ -269,7 +270,7 @@ public:
 
 private:
     std::list<Message> items_;
-    const size_t capacity_;
+    size_t capacity_ = 4096;
     std::atomic<size_t> size_{0};
     std::mutex queue_mutex_;   // guards items_ and stats_
     std::mutex signal_mutex_;  // paired with both condition variables
@@ -302,7 +303,8 @@ __attribute__((noinline)) void wait_enqueue(LockFreeQueue& q, moodycamel::Produc
 
 // ---------------------------------------------------------------- threads
 
-MutexQueue* g_mutex_queue;
+// A global object, so the queue mutex's address resolves to the symbol g_mutex_queue.
+MutexQueue g_mutex_queue;
 LockFreeQueue* g_lockfree_queue;
 
 struct ConsumerTotals {
@@ -326,7 +328,7 @@ __attribute__((noinline)) void producer_loop(bool lockfree) {
     std::vector<Message> batch;
     while (!sample::g_stop.load()) {
         batch.push_back(source.next_packet());
-        if (batch.size() == kBatch) g_mutex_queue->push_batch(batch);
+        if (batch.size() == kBatch) g_mutex_queue.push_batch(batch);
     }
 }
 
@@ -350,7 +352,7 @@ __attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerT
         return;
     }
     while (!sample::g_stop.load()) {
-        if (!g_mutex_queue->pop(message, totals.lock_wait_ns, totals.idle_wait_ns)) continue;
+        if (!g_mutex_queue.pop(message, totals.lock_wait_ns, totals.idle_wait_ns)) continue;
         totals.checksum += process_message(message);
         totals.messages++;
     }
@@ -368,9 +370,8 @@ int main(int argc, char** argv) {
     opt.done();
     bool lockfree = variant == "lockfree";
 
-    MutexQueue mutex_queue(capacity);
+    g_mutex_queue.set_capacity(capacity);
     LockFreeQueue lockfree_queue(capacity, 1, 0);
-    g_mutex_queue = &mutex_queue;
     g_lockfree_queue = &lockfree_queue;
 
     sample::block_stop_signals();
@@ -382,7 +383,7 @@ int main(int argc, char** argv) {
     std::thread producer(producer_loop, lockfree);
 
     sample::wait_until_stop(duration);
-    mutex_queue.wake_all();
+    g_mutex_queue.wake_all();
     producer.join();
     for (auto& t : threads) t.join();
     double seconds = sample::now_seconds() - start;
