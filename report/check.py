@@ -13,6 +13,7 @@ Thresholds have defaults (``Thresholds``), can be set in ``.wallflame-check.toml
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,14 @@ from wallflame.profile import OFF, ON, WAIT_CLASSES
 from wallflame.report.diff import RATE, SHARE, Change, Diff
 
 CONFIG_NAME = ".wallflame-check.toml"
+#: Losses that say how much data is missing only vaguely (a file cut short, a perf chunk, a
+#: target that exited early, unreadable input): never tolerated, however small their count.
+INTEGRITY = re.compile(r"truncated last|malformed|unreadable|unrecognised|chunk|bad |exited",
+                       re.I)
+#: Rates that adapt during collection (the snapshot rate halves when snapshots pause the
+#: target too long); snapshots are weighted by the time they stand for, so a different rate
+#: changes the noise floor (counted) but not the scale.
+ADAPTIVE_RATES = ("pmp_hz",)
 
 PASS = "pass"
 FAIL = "regression"
@@ -52,10 +61,12 @@ class Thresholds:
     noise_k:         changes within this many standard errors are noise (default 3.0).
     rate_tolerance:  sampling rates of the two runs may differ by this fraction before the runs
                      count as collected differently (default 0.10).
-    max_loss_share:  losses up to this share of a side's evidence (samples, snapshots,
-                     switches) are reported but tolerated (default 0.005: they cannot move a
-                     share by more than half a point, a quarter of the smallest threshold);
-                     0 makes any loss inconclusive.
+    max_loss_share:  losses of single samples (lost perf events, frameless samples, failed
+                     snapshots) up to this share of a side's evidence are reported but
+                     tolerated (default 0.005: they cannot move a share by more than half a
+                     point, a quarter of the smallest threshold); 0 makes any loss
+                     inconclusive.  Truncated or unreadable input, lost perf chunks and an
+                     early target exit (``INTEGRITY``) are never tolerated.
     allowed_losses:  kinds of loss that never make the check inconclusive (default none).
     top:             how many regressed frames the summary names (default 5).
     """
@@ -175,11 +186,12 @@ def quality(diff: Diff, t: Thresholds) -> list[Result]:
                    if k not in t.allowed_losses and v["count"]]
         total = sum(n for _, n in counted)
         evidence = side.n_on + side.n_off
-        tolerated = total <= t.max_loss_share * evidence
+        tolerated = total <= t.max_loss_share * evidence and not any(
+            INTEGRITY.search(k) for k, _ in counted)
         for kind, n in counted:
             text = f"{side.label}: {n} {kind}"
             (minor if tolerated else lost).append(text)
-        if counted and not tolerated:
+        if counted and not tolerated and total > t.max_loss_share * evidence:
             lost.append(f"{side.label}: {total} lost of {evidence + total} "
                         f"({100 * total / max(1, evidence + total):.1f}%, tolerated "
                         f"{100 * t.max_loss_share:g}%)")
@@ -202,7 +214,7 @@ def collector_mismatch(diff: Diff, t: Thresholds) -> list[str]:
     kinds = [sorted(k for k, v in m["samples"].items() if v) for m in (a, b)]
     if kinds[0] != kinds[1]:
         out.append(f"evidence {','.join(kinds[0]) or 'none'} vs {','.join(kinds[1]) or 'none'}")
-    for key in sorted(a["rates"].keys() | b["rates"].keys()):
+    for key in sorted((a["rates"].keys() | b["rates"].keys()) - set(ADAPTIVE_RATES)):
         ra, rb = a["rates"].get(key), b["rates"].get(key)
         if ra is None or rb is None or abs(ra - rb) > t.rate_tolerance * max(abs(ra), abs(rb)):
             out.append(f"{key} {ra} vs {rb}")

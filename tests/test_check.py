@@ -115,6 +115,11 @@ def test_a_few_losses_are_tolerated_and_reported() -> None:
     assert v.status == PASS and r.status == PASS and "1 thread without frames" in r.message
     strict = judge(compare(run(), after), Thresholds(max_loss_share=0))
     assert strict.status == INCONCLUSIVE
+    cut = run()
+    cut.meta.lose("malformed folded line", 4000, 1)  # a file cut short: however little shows
+    r = next(r for r in judge(compare(run(), cut), Thresholds()).results
+             if r.name == "complete_data")
+    assert r.status == INCONCLUSIVE and "malformed folded line" in r.message
 
 
 def test_rate_mismatch_is_inconclusive() -> None:
@@ -123,6 +128,11 @@ def test_rate_mismatch_is_inconclusive() -> None:
     r = next(r for r in judge(compare(run(), after), Thresholds()).results
              if r.name == "same_collectors")
     assert r.status == INCONCLUSIVE and "perf_hz 999.0 vs 99.0" in r.message
+    adaptive = run()
+    adaptive.meta.rates = {"perf_hz": 999.0, "pmp_hz": 5.0}  # halved under a pause budget
+    base = run()
+    base.meta.rates = {"perf_hz": 999.0, "pmp_hz": 10.0}
+    assert judge(compare(base, adaptive), Thresholds()).status == PASS
 
 
 def test_cpu_per_work() -> None:
