@@ -329,31 +329,52 @@ var WF = (function () {
 
   Flame.prototype.select = function (node) { this.selected = node; this.draw(); };
 
-  /* Mark names matching `re` (null: clear).  Returns the matched value, counted once even
-   * when matches nest, within the whole view and within the zoomed frame. */
-  Flame.prototype.search = function (re) {
-    var tree = this.tree, value = this.value, n = tree.n;
-    if (!re) { this.match = null; this.draw(); return null; }
-    var byName = new Map(), match = new Uint8Array(n), under = new Uint8Array(n);
-    var all = 0, zoomed = 0, z = this.zoomNode, inZoom = new Uint8Array(n);
-    inZoom[z] = 1;
+  /* Which nodes of `tree` have a name matching `re`: `match` (the node itself), `top` (a
+   * match with no matching ancestor: what "matched %" sums, so nesting is counted once) and
+   * `under` (the node or an ancestor matches).  Graphs that share a tree share this. */
+  function matchNodes(tree, re) {
+    var n = tree.n, byName = new Int8Array(tree.names.length).fill(-1);
+    var match = new Uint8Array(n), top = new Uint8Array(n), under = new Uint8Array(n);
     for (var i = 1; i < n; i++) {
-      var id = tree.nameId[i], m = byName.get(id);
-      if (m === undefined) { m = re.test(tree.names[id]) ? 1 : 0; byName.set(id, m); }
+      var id = tree.nameId[i], m = byName[id];
+      if (m < 0) m = byName[id] = re.test(tree.names[id]) ? 1 : 0;
       var p = tree.parent[i];
-      if (inZoom[p]) inZoom[i] = 1;
       match[i] = m;
-      if (m && !under[p]) { all += value[i]; if (inZoom[i]) zoomed += value[i]; }
+      if (m && !under[p]) top[i] = 1;
       under[i] = under[p] | m;
     }
-    if (z > 0 && under[z]) zoomed = value[z];
-    this.match = match;
+    return { match: match, top: top, under: under };
+  }
+
+  /* Mark names matching `re` (null: clear).  Returns the matched value, counted once even
+   * when matches nest, within the whole view and within the zoomed frame.  `shared` is a
+   * `matchNodes` result for this tree, when the caller computed it for several graphs. */
+  Flame.prototype.search = function (re, shared) {
+    var value = this.value, n = this.tree.n, z = this.zoomNode;
+    if (!re) { this.match = null; this.draw(); return null; }
+    var m = shared || matchNodes(this.tree, re), top = m.top, all = 0, zoomed = 0, i;
+    for (i = 1; i < n; i++) if (top[i]) all += value[i];
+    if (m.under[z] && z > 0) {
+      zoomed = value[z];
+    } else {  // the zoomed subtree only, not descending below a counted match
+      var stack = [z], start = this.kids.start, list = this.kids.list;
+      while (stack.length) {
+        var node = stack.pop();
+        for (var j = start[node]; j < start[node + 1]; j++) {
+          var c = list[j];
+          if (value[c] <= 0) continue;
+          if (top[c]) zoomed += value[c]; else stack.push(c);
+        }
+      }
+    }
+    this.match = m.match;
     this.draw();
     return { all: all, zoomed: zoomed, total: value[0], zoomTotal: value[z] };
   };
 
   return {
     el: el, cap: cap, fromFlat: fromFlat, intern: intern, regroup: regroup,
-    children: children, values: values, pathOf: pathOf, findPath: findPath, Flame: Flame
+    children: children, values: values, pathOf: pathOf, findPath: findPath,
+    matchNodes: matchNodes, Flame: Flame
   };
 })();

@@ -182,8 +182,8 @@
     if (state.q) {
       try { re = new RegExp(state.q); } catch (e) { out.textContent = "invalid regular expression"; }
     }
-    var res = {};
-    for (var k in graphs) res[k] = graphs[k].search(re);
+    var res = {}, shared = re ? WF.matchNodes(vt, re) : null;
+    for (var k in graphs) res[k] = graphs[k].search(re, shared);
     if (!re) { if (!state.q) out.textContent = ""; return; }
     var m = res.main;
     out.textContent = "Matched: " + pct(m.all, m.total) + " (" + fmt(m.all) + ")" +
