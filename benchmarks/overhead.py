@@ -4,7 +4,8 @@
 Target: ``samples/bin/spin8`` (eight CPU-bound threads counting units of work).  Each
 configuration runs the target for ``--seconds`` with the profiler attached for its whole life,
 ``--runs`` times, interleaved with the other configurations so that drift on a shared machine
-hits all of them alike.  Printed per configuration: median throughput (work/s), median loss
+hits all of them alike; each configuration's loss is taken against a no-profiler run made
+just before it.  Printed per configuration: median throughput (work/s), median loss
 against no profiler, pause per snapshot as the tool reports it (wallflame's measured pause;
 for pt-pmp, the wall time of each gdb run), the *effective* pause (throughput loss x snapshot
 interval: how long the whole process was in effect stopped per snapshot), and the ratio of
@@ -205,18 +206,28 @@ def main() -> None:
     if shutil.which("pt-pmp"):
         configs["pt-pmp --interval 0"] = run_pt_pmp(0)
         configs["pt-pmp --interval 1"] = run_pt_pmp(1)
-    results: dict[str, list[Result]] = {k: [] for k in configs}
+    # Each configuration runs right after its own no-profiler run, and its loss is taken
+    # against that one: on a shared machine the load drifts between minutes, not seconds.
+    results: dict[str, list[Result]] = {k: [] for k in configs if k != "none"}
+    losses: dict[str, list[float]] = {k: [] for k in results}
+    bases: list[float] = []
     for i in range(args.runs):
         for name, fn in configs.items():
-            results[name].append(fn(args.seconds, args.rate))
-            print(f"run {i + 1}/{args.runs} {name}: "
-                  f"{results[name][-1].rate:,.0f} work/s", file=sys.stderr)
-    base = statistics.median(r.rate for r in results["none"])
+            if name == "none":
+                continue
+            base_rate = run_none(args.seconds, args.rate).rate
+            res = fn(args.seconds, args.rate)
+            bases.append(base_rate)
+            results[name].append(res)
+            losses[name].append(1 - res.rate / base_rate)
+            print(f"run {i + 1}/{args.runs} {name}: {res.rate:,.0f} work/s "
+                  f"(no profiler just before: {base_rate:,.0f})", file=sys.stderr)
+    base = statistics.median(bases)
     pt_ms = pt_pmp_snapshot_ms(args.seconds + 10) if shutil.which("pt-pmp") else []
     rows = []
     for name, rs in results.items():
         rate = statistics.median(r.rate for r in rs)
-        loss = max(0.0, 1 - rate / base)
+        loss = statistics.median(losses[name])
         pauses = [p for r in rs for p in r.pauses]
         snaps = statistics.median(r.snapshots / r.span_s for r in rs) if rs[0].snapshots \
             else 0
@@ -225,8 +236,9 @@ def main() -> None:
         if name.startswith("pt-pmp"):
             pause = statistics.median(pt_ms) if pt_ms else None
             per_s = 1 / (pause / 1000 + int(name[-1])) if pause else 0
-        effective = loss / per_s * 1000 if per_s else None
+        effective = max(loss, 0.0) / per_s * 1000 if per_s else None
         rows.append({"config": name, "work_per_s": round(rate), "loss": round(loss, 4),
+                     "losses": [round(x, 4) for x in losses[name]],
                      "snapshots_per_s": round(per_s, 2), "pause_ms": pause,
                      "runs": [round(r.rate) for r in rs],
                      "effective_pause_ms": effective})
@@ -242,13 +254,13 @@ def main() -> None:
         def f(v: float | None, fmt: str) -> str:
             return format(v, fmt) if v is not None else "-"
 
-        print(f"{r['config']:32} {r['work_per_s']:>12,} {r['loss']:>7.1%} "
+        print(f"{r['config']:32} {r['work_per_s']:>12,} {r['loss']:>+7.1%} "
               f"{r['snapshots_per_s']:>7.2f} {f(r['pause_ms'], '9.2f')} "
               f"{f(r['effective_pause_ms'], '8.2f')} {f(loss_ratio, '8.3f')} "
               f"{f(pause_ratio, '9.4f')}")
-    print(f"\nmedian of {args.runs} runs of {args.seconds:g} s each; loss is against no "
-          f"profiler ({base:,.0f} work/s); machine: {os.cpu_count()} CPUs, load "
-          f"{os.getloadavg()[0]:.2f}")
+    print(f"\nmedian of {args.runs} runs of {args.seconds:g} s each; loss is against the "
+          f"no-profiler run just before each (median {base:,.0f} work/s); negative loss is "
+          f"noise; machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
