@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   linux-perf gdb elfutils g++ make
-  libicu-dev libconcurrentqueue-dev
+  libicu-dev libconcurrentqueue-dev pkg-config golang-go
   libtcmalloc-minimal4 libjemalloc2
   percona-toolkit hyperfine
 )

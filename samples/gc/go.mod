@@ -1,3 +1,3 @@
 module wallflame.dev/samples/gc
 
-go 1.21
+go 1.19
