@@ -37,6 +37,8 @@ from wallflame.names import normalize
 FIX = Path(__file__).parent / "fixtures" / "perf"
 INFERNO = shutil.which("inferno-collapse-perf") or shutil.which(
     os.path.expanduser("~/.cargo/bin/inferno-collapse-perf"))
+#: FlameGraph's script, checked too when it is on PATH (never required).
+PERL = shutil.which("stackcollapse-perf.pl")
 
 #: (wallflame options, inferno options) that mean the same thing.
 OPTIONS = [
@@ -128,12 +130,32 @@ def test_fold_matches_inferno(fixture: str, ours: list[str], theirs: list[str],
                               tmp_path: Path) -> None:
     inferno = _require_inferno()
     extra_ours, extra_theirs, prepare = CASES[fixture]
-    src = FIX / fixture
     ref_input = tmp_path / "input.txt"
-    ref_input.write_bytes(prepare(src.read_bytes()))
+    ref_input.write_bytes(prepare((FIX / fixture).read_bytes()))
     ref = subprocess.run([inferno, "--nthreads", "1", *theirs, *extra_theirs, str(ref_input)],
                          capture_output=True, text=True, check=True).stdout
-    result = CliRunner().invoke(fold_command, [*ours, *extra_ours, str(src)])
+    _check(fixture, [*ours, *extra_ours], ref)
+
+
+@pytest.mark.skipif(PERL is None, reason="stackcollapse-perf.pl not on PATH")
+@pytest.mark.parametrize("ours,theirs", OPTIONS, ids=lambda o: " ".join(o) or "default")
+@pytest.mark.parametrize("fixture", sorted(CASES))
+def test_fold_matches_stackcollapse_perf(fixture: str, ours: list[str], theirs: list[str],
+                                         tmp_path: Path) -> None:
+    """The same with FlameGraph's script, which also needs LF line endings (it folds nothing
+    from a CRLF file) and spells the event option ``--event-filter=E``."""
+    assert PERL is not None
+    extra_ours, extra_theirs, prepare = CASES[fixture]
+    ref_input = tmp_path / "input.txt"
+    ref_input.write_bytes(prepare((FIX / fixture).read_bytes()).replace(b"\r\n", b"\n"))
+    perl_extra = ["=".join(extra_theirs)] if extra_theirs else []
+    ref = subprocess.run([PERL, *theirs, *perl_extra, str(ref_input)], capture_output=True,
+                         text=True, check=True).stdout
+    _check(fixture, [*ours, *extra_ours], ref)
+
+
+def _check(fixture: str, options: list[str], ref: str) -> None:
+    result = CliRunner().invoke(fold_command, [*options, str(FIX / fixture)])
     assert result.exit_code == 0, result.output
     mine = result.stdout
     assert mine.strip(), "wallflame folded nothing"
