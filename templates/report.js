@@ -208,8 +208,10 @@
       else if (k === "threads" && /^(per|merged|group)$/.test(v)) state.threads = v;
       else if (k === "q") { try { state.q = decodeURIComponent(v); } catch (e) { state.q = ""; } }
       else if (k === "z" || k === "sel") {
+        // name ids; ids of thread groups are made on the fly (in a stable order), so an id
+        // is only checked for being a number: one that names nothing leads nowhere
         state[k] = v ? v.split(".").map(Number).filter(function (x) {
-          return x >= 0 && x < base.names.length;
+          return Number.isInteger(x) && x >= 0;
         }) : [];
       }
     });

@@ -275,3 +275,22 @@ def test_real_collect_run_shows_the_mutex(browser: Any, mix_run: Path) -> None:
     page.screenshot(path=str(Path(os.environ.get("WALLFLAME_SHOTS", mix_run)) /
                              "report-collect.png"), full_page=True)
     got.clean()
+
+
+def test_zoom_into_a_thread_group_survives_a_reload(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "demo.html"
+    write_report(demo_profile(), "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    page.check("input[name=threads][value=group]")
+    pt = frame_point(page, "main", ["mix-* [4 threads]", "clone3"])
+    page.mouse.click(pt["x"], pt["y"])
+    again = load(browser, out)
+    again.page.goto(page.url)
+    again.page.reload()
+    zoomed = again.page.evaluate("(() => { const g = window.wallflame.graphs.main;"
+                                 " return [g.tree.names[g.tree.nameId[g.zoomNode]],"
+                                 " g.value[g.zoomNode]]; })()")
+    assert zoomed == ["clone3", sum(1950 + 10 * i for i in range(1, 5)) * MS]  # 4 workers
+    got.clean()
+    again.clean()
