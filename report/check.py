@@ -45,16 +45,20 @@ class Thresholds:
     """What counts as a regression.  Every limit must also clear the noise floor.
 
     frame_share_pp:  on-CPU inclusive share of any one frame may grow by at most this many
-                     percentage points (default 2.0).
+                     percentage points (default 5.0; on a quiet dedicated runner 1-2 catches
+                     smaller regressions: on a shared 2-core machine, runs of the same code
+                     moved kernel and ``[unknown]`` frames by up to 3 points).
     wait_s_per_s:    off-CPU seconds per second of window, per wait class, may grow by at most
-                     this much (default 0.05: 5% of one thread) ...
-    wait_relative:   ... or by at most this fraction of the baseline (default 0.25); a class
-                     fails only when it exceeds both.
+                     this much (default 0.1: a tenth of one thread) ...
+    wait_relative:   ... or by at most this fraction of the baseline (default 0.5); a class
+                     fails only when it exceeds both.  (Scheduler off-CPU time is exact, so
+                     its sampling noise is small; the run-to-run spread of mutex waits on a
+                     loaded machine is not, and these limits are set above it.)
     wait_classes:    the wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
                      and I/O; ``condvar``, ``poll`` and ``sleep`` are mostly waiting for work
                      or for time, which grows whenever a run is less busy).
     mutex_share_pp:  mutex wait as a share of all thread time may grow by at most this many
-                     percentage points (default 3.0).
+                     percentage points (default 5.0).
     cpu_per_work_relative: on-CPU time per unit of work (when both runs record work done in
                      ``meta.extra["work"]``) may grow by at most this fraction (default 0.10).
     min_samples:     on-CPU samples each side needs, else inconclusive (default 500).
@@ -71,11 +75,11 @@ class Thresholds:
     top:             how many regressed frames the summary names (default 5).
     """
 
-    frame_share_pp: float = 2.0
-    wait_s_per_s: float = 0.05
-    wait_relative: float = 0.25
+    frame_share_pp: float = 5.0
+    wait_s_per_s: float = 0.1
+    wait_relative: float = 0.5
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
-    mutex_share_pp: float = 3.0
+    mutex_share_pp: float = 5.0
     cpu_per_work_relative: float = 0.10
     min_samples: int = 500
     noise_k: float = 3.0
