@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from pathlib import Path
 from typing import IO
 
 from wallflame.errors import InputError
@@ -15,6 +17,7 @@ from wallflame.report.speedscope import write_speedscope
 from wallflame.report.summary import build_summary
 from wallflame.report.svg import write_svg
 from wallflame.report.text import write_text
+from wallflame.rundir import META, is_run_dir, read_json
 
 FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
 #: Suffixes, longest first so ``.speedscope.json`` wins over ``.json``.
@@ -25,6 +28,22 @@ SUFFIXES = (
 )
 EXTENSION = {"html": ".html", "svg": ".svg", "txt": ".txt", "json": ".json",
              "speedscope": ".speedscope.json", "pprof": ".pb.gz", "folded": ".folded"}
+
+
+#: Run-level facts of ``meta.json`` the report shows (target, exact commands, tool versions).
+RUN_FACTS = ("target", "commands", "tools", "options", "launched", "ended_by")
+
+
+def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
+    """Give the report the run directories' own ``meta.json`` facts (the first input's win):
+    ``load_run_dir`` keeps only the profile's metadata."""
+    for path in paths:
+        if is_run_dir(path):
+            top = read_json(Path(path) / META)
+            if isinstance(top, dict):
+                for key in RUN_FACTS:
+                    if key in top:
+                        profile.meta.extra.setdefault(key, top[key])
 
 
 def format_for(output: str, fmt: str | None) -> str:

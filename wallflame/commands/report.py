@@ -9,26 +9,10 @@ import click
 
 from wallflame.fold import FoldOptions
 from wallflame.output import print_losses
-from wallflame.profile import Profile
-from wallflame.rundir import META, is_run_dir, load_inputs, read_json
+from wallflame.rundir import is_run_dir, load_inputs
 
 #: Kept here (not imported from the exporters) so that starting the CLI stays cheap.
 FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
-
-
-#: Run-level facts of ``meta.json`` the report shows (target, exact commands, tool versions).
-RUN_FACTS = ("target", "commands", "tools", "options", "launched", "ended_by")
-
-
-def _add_run_facts(profile: Profile, inputs: tuple[str, ...]) -> None:
-    """Give the report the run directories' own ``meta.json`` facts (first input wins)."""
-    for path in inputs:
-        if is_run_dir(path):
-            top = read_json(Path(path) / META)
-            if isinstance(top, dict):
-                for key in RUN_FACTS:
-                    if key in top:
-                        profile.meta.extra.setdefault(key, top[key])
 
 
 def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
@@ -63,10 +47,10 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     self-contained: no network access, scripts allowed only by hash; it is written mode 0600
     because it may hold command lines and symbol names of the target.
     """
-    from wallflame.report.exports import format_for, write_report
+    from wallflame.report.exports import add_run_facts, format_for, write_report
 
     profile = load_inputs(inputs, FoldOptions(folded_unit=unit))
-    _add_run_facts(profile, inputs)
+    add_run_facts(profile, inputs)
     if state != "all":
         profile = profile.on_cpu() if state == "on" else profile.off_cpu()
     print_losses(profile.meta)
