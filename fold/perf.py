@@ -30,7 +30,7 @@ from wallflame.textio import open_binary
 NAME = "perf"
 
 #: Bytes read at a time.  Records never straddle two batches (the tail is carried over).
-CHUNK = 4 << 20
+CHUNK = 1 << 20
 
 
 def detect(head: str) -> bool:
