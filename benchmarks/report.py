@@ -209,6 +209,11 @@ def main() -> None:
                   f"{med(wf_cpu) / med(inf_cpu):.2f}x CPU  (target <= 2x)")
         else:
             print("inferno-flamegraph not found (cargo install inferno): ratio not measured")
+        perl = shutil.which("flamegraph.pl")
+        if perl:
+            fg, fg_cpu = timed([perl, str(folded)], d / "fg.svg", min(args.runs, 3))
+            print(f"flamegraph.pl               median {med(fg):.3f} s wall, "
+                  f"{med(fg_cpu):.3f} s CPU")
         print(f"HTML size                   {size / 1e6:.2f} MB  (target < 5 MB)")
         big = d / "big.folded"
         n, got = args.stacks, nodes
