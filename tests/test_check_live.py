@@ -2,7 +2,7 @@
 
 Five runs of the unchanged sample must pass every pairwise check at the default thresholds
 (the false-positive rate is printed); ``--extra-ms 2`` (about 20% more CPU, all of it in
-``extra_work``) and ``--hold-ms 12`` (longer critical sections under ``shared_lock``: mutex
+``extra_work``) and ``--hold-ms 20`` (longer critical sections under ``shared_lock``: mutex
 contention) must fail, naming the frame or the lock; too few samples and lost or truncated
 data must be "inconclusive", with the reason.
 """
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.live
 DURATION_S = 4
 SAME = [f"same{i}" for i in range(1, 6)]
 VARIANTS = {**{name: [] for name in SAME}, "extra": ["--extra-ms", "2"],
-            "hold": ["--hold-ms", "12"], "short": ["--duration", "0.3"]}
+            "hold": ["--hold-ms", "20"], "short": ["--duration", "0.3"]}
 
 
 def collect(out: Path, mix: Path, args: list[str]) -> None:
