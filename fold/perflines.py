@@ -533,3 +533,49 @@ def record_meta(st: PerfState) -> None:
     meta.threads.update(st.threads)
     if st.records:
         meta.extra.setdefault("perf_records", dict(sorted(st.records.items())))
+    _quality(st, folded_on)
+
+
+#: perf's default ``kernel.perf_event_max_stack``: a stack this deep was probably cut.
+MAX_STACK = 127
+
+
+def _quality(st: PerfState, folded_on: int) -> None:
+    """How trustworthy the on-CPU stacks are: shallow (frame pointers missing), unresolved
+    frames, and stacks cut at perf's depth limit; warned when they are a large share."""
+    if not folded_on:
+        return
+    shallow = unknown = deep = 0  # samples with <= 2 frames, half unresolved, at the limit
+    periods: dict[int, int] = {}
+    for _comm, _pid, _tid, event, period, fid in st.sem:
+        if st.kind(event) != "on":
+            continue
+        n = st.sem[_comm, _pid, _tid, event, period, fid]
+        frames = st.stacks[fid]
+        if len(frames) <= 2:
+            shallow += n
+        unresolved = sum(1 for f in frames if f.startswith("[")
+                         and f.removesuffix("_[k]").endswith("]"))
+        if frames and unresolved * 2 >= len(frames):
+            unknown += n
+        if len(frames) >= MAX_STACK:
+            deep += n
+        if period is not None and _base(event) in TIME_EVENTS:
+            periods[period] = periods.get(period, 0) + n
+    meta = st.profile.meta
+    meta.extra.setdefault("perf_quality", {
+        "samples": folded_on, "shallow_samples": shallow, "mostly_unknown_samples": unknown,
+        "max_depth_samples": deep})
+    if periods:
+        period = max(periods.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+        if period > 0:
+            meta.rates.setdefault("perf_hz", round(1e9 / period, 1))
+    if shallow * 10 >= folded_on * 3:
+        meta.warn(f"{100 * shallow // folded_on}% of perf samples have at most 2 frames "
+                  "(no frame pointers?): record with --call-graph dwarf")
+    if unknown * 10 >= folded_on * 3:
+        meta.warn(f"{100 * unknown // folded_on}% of perf samples have mostly unresolved frames "
+                  "(stripped binaries or missing debug symbols)")
+    if deep:
+        meta.warn(f"{deep} perf samples reached the {MAX_STACK}-frame limit and may be cut "
+                  "(raise kernel.perf_event_max_stack)")

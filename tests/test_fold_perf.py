@@ -150,6 +150,19 @@ def perf_name(raw: str) -> str:
     return normalize(raw)
 
 
+def test_stack_quality_recorded_and_warned() -> None:
+    good = fold(FIX / "mix-dwarf.txt")
+    q = good.meta.extra["perf_quality"]
+    assert q["samples"] == len(headers(FIX / "mix-dwarf.txt")) and q["shallow_samples"] == 0
+    assert good.meta.rates["perf_hz"] == 199.0 and not good.meta.warnings
+    shallow = b"app 7 1.0: 10 cpu-clock: \n\t1 [unknown] (/lib/x.so)\n\n"
+    deep = "".join(f"\t{i:x} f{i} (/bin/app)\n" for i in range(127))
+    p = fold(shallow * 3 + f"app 7 2.0: 10 cpu-clock: \n{deep}\n".encode())
+    assert p.meta.extra["perf_quality"] == {"samples": 4, "shallow_samples": 3,
+                                            "mostly_unknown_samples": 3, "max_depth_samples": 1}
+    assert len(p.meta.warnings) == 3
+
+
 def test_unknown_frames_named_after_their_module() -> None:
     text = (b"app 7 1.000000: 1000 cpu-clock: \n\t7f01 [unknown] (/usr/lib/libfoo.so.1)\n"
             b"\t55 [unknown] ([unknown])\n\t7f02  (/usr/lib/libbar.so)\n\n")
