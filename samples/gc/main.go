@@ -187,6 +187,8 @@ type result struct {
 	Work           uint64  `json:"work"`
 	Unit           string  `json:"unit"`
 	Rate           float64 `json:"rate"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	WorkPerCPUSec  float64 `json:"work_per_cpu_second"`
 	GOMAXPROCS     int     `json:"gomaxprocs"`
 	Threads        int     `json:"threads"`
 	NumGC          uint32  `json:"num_gc"`
@@ -196,6 +198,15 @@ type result struct {
 }
 
 func round(v float64, scale float64) float64 { return math.Round(v*scale) / scale }
+
+// processCPUSeconds is the CPU time (user + system) of the whole process so far.
+func processCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
 
 func main() {
 	alloc := flag.String("alloc", "heap", "heap: a fresh object per record; pool: sync.Pool of batches")
@@ -231,6 +242,7 @@ func main() {
 	wg.Wait()
 	seconds := time.Since(start).Seconds()
 
+	cpu := processCPUSeconds()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	work := done.Load()
@@ -241,6 +253,8 @@ func main() {
 		Work:           work,
 		Unit:           "objects",
 		Rate:           round(float64(work)/seconds, 10),
+		CPUSeconds:     round(cpu, 1000),
+		WorkPerCPUSec:  round(float64(work)/math.Max(cpu, 1e-9), 10),
 		GOMAXPROCS:     runtime.GOMAXPROCS(0),
 		Threads:        *threads,
 		NumGC:          ms.NumGC,
