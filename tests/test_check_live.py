@@ -93,60 +93,72 @@ def judged(v: Verdict) -> bool:
     return True
 
 
-def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path]) -> None:
-    v = check(runs, "same1", "extra")
+@pytest.fixture(scope="module")
+def base(runs: dict[str, Path]) -> str:
+    """The unchanged run with the most on-CPU samples (a loaded machine can starve one)."""
+    return max(SAME, key=lambda n: load_inputs([str(runs[n])]).meta.samples.get("perf", 0))
+
+
+def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path], base: str) -> None:
+    v = check(runs, base, "extra")
     frame = result(v, "frame_share")
-    assert frame.status == FAIL and frame.changes[0].name == "extra_work"
+    print(f"\nextra_work: {frame.message}")
+    if not judged(v):
+        return
+    assert v.status == FAIL and frame.status == FAIL and frame.changes[0].name == "extra_work"
     # 2 ms more in a cycle of about 8 ms of CPU: about 20% of on-CPU time, honest margins
-    assert 0.12 < frame.changes[0].b < 0.28 and frame.changes[0].a == 0
+    assert 0.12 < frame.changes[0].b < 0.30 and frame.changes[0].a == 0
     text = markdown(v, "diff.html")
     assert "extra\\_work" in text and "points" in text
-    print(f"\nextra_work: {frame.message}")
-    if judged(v):
-        assert v.status == FAIL
 
 
-def test_mutex_contention_fails_and_names_the_lock(runs: dict[str, Path]) -> None:
-    v = check(runs, "same1", "hold")
+def test_mutex_contention_fails_and_names_the_lock(runs: dict[str, Path], base: str) -> None:
+    v = check(runs, base, "hold")
     mutex = result(v, "wait_mutex")
     print(f"\nhold: {mutex.message}; {result(v, 'mutex_share').message}")
     if not judged(v):
         return
     assert v.status == FAIL and mutex.status == FAIL, mutex.message
-    assert "shared_lock" in mutex.message and mutex.changes[0].delta > 0.1  # 2x the limit
+    assert "shared_lock" in mutex.message and mutex.changes[0].delta > 0.2  # 2x the limit
     assert result(v, "mutex_share").status == FAIL
     text = markdown(v)
     assert "shared\\_lock" in text and "s/s" in text
 
 
-def test_too_few_samples_is_inconclusive(runs: dict[str, Path]) -> None:
-    v = check(runs, "same1", "short")
+def test_too_few_samples_is_inconclusive(runs: dict[str, Path], base: str) -> None:
+    v = check(runs, base, "short")
     r = result(v, "min_samples")
     assert v.status == INCONCLUSIVE and r.status == INCONCLUSIVE
     assert "short has" in r.message and "need 500" in r.message
-    v = check(runs, "short", "same1")  # either side
+    v = check(runs, "short", base)  # either side
     assert v.status == INCONCLUSIVE and "short has" in result(v, "min_samples").message
 
 
-def test_truncated_capture_is_inconclusive(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_truncated_capture_is_inconclusive(runs: dict[str, Path], base: str,
+                                          tmp_path: Path) -> None:
     cut = tmp_path / "cut"
-    shutil.copytree(runs["same2"], cut)
+    shutil.copytree(runs[base], cut)
     data = (cut / ONCPU).read_bytes()
     last = data.rindex(b"\n", 0, len(data) - 1) + 1
     (cut / ONCPU).write_bytes(data[:data.index(b";", last)])  # cut short inside its last line
-    v = check({"same1": runs["same1"], "cut": cut}, "same1", "cut")
+    v = check({base: runs[base], "cut": cut}, base, "cut")
     r = result(v, "complete_data")
     assert v.status == INCONCLUSIVE and r.status == INCONCLUSIVE
     assert "cut:" in r.message and "malformed" in r.message
 
 
-def test_cli_writes_summary_junit_and_diff(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_cli_writes_summary_junit_and_diff(runs: dict[str, Path], base: str,
+                                           tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
-    cmd = [sys.executable, "-m", "wallflame", "check", str(runs["same1"]), str(runs["extra"]),
+    cmd = [sys.executable, "-m", "wallflame", "check", str(runs[base]), str(runs["extra"]),
            "--html", str(tmp_path / "diff.html"), "--junit", str(tmp_path / "junit.xml")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False,
                        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode in (1, 7), r.stderr
-    assert "extra_work" in r.stdout
-    assert "extra\\_work" in summary.read_text() and (tmp_path / "junit.xml").exists()
+    verdict = "regression" if r.returncode == 1 else "inconclusive"
+    assert r.stdout.endswith(f"wallflame check: {verdict}\n")
+    text = summary.read_text()
+    assert text.startswith("## wallflame check: ") and (tmp_path / "junit.xml").exists()
+    if r.returncode == 1:
+        assert "extra_work" in r.stdout and "extra\\_work" in text
     assert (tmp_path / "diff.html").stat().st_mode & 0o777 == 0o600
