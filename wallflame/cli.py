@@ -13,7 +13,23 @@ from wallflame import __version__, commands
 from wallflame.errors import EXIT_INTERRUPTED
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """Commands are modules of ``wallflame.commands``, imported only when used: starting
+    ``wallflame fold`` does not pay for the report's or the collector's imports."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.list_commands(ctx):
+            return None
+        mod = importlib.import_module(f"wallflame.commands.{cmd_name}")
+        cmd = getattr(mod, "command", None)
+        return cmd if isinstance(cmd, click.Command) else None
+
+
+@click.group(cls=LazyGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="wallflame")
 def cli() -> None:
     """Where did each thread's wall-clock time go?
@@ -23,13 +39,6 @@ def cli() -> None:
     1 regression (check), 2 usage, 3 bad input, 4 target problem, 5 permission denied,
     6 external tool missing or failed, 7 inconclusive (check), 130 interrupted.
     """
-
-
-for _info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-    _mod = importlib.import_module(f"wallflame.commands.{_info.name}")
-    _cmd = getattr(_mod, "command", None)
-    if isinstance(_cmd, click.Command):
-        cli.add_command(_cmd)
 
 
 def main() -> None:

@@ -52,7 +52,17 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
             yield no, decode(raw)
 
 
-def head(path: str, limit: int = 64 * 1024) -> str:
-    """The first bytes of a file as text, for format detection (stdin cannot be sniffed)."""
+def head(path: str, limit: int = 64 * 1024, max_line: int = 64 * 1024 * 1024) -> str:
+    """The first bytes of a file as text, for format detection (stdin cannot be sniffed).
+
+    At least one whole line is read (up to ``max_line`` bytes), so a folded file whose first
+    stack is 10,000 frames deep is still recognised."""
     with open_binary(path) as f:
-        return decode(f.read(limit)).replace("\r\n", "\n")
+        data = f.read(limit)
+        while b"\n" not in data and len(data) < max_line:
+            more = f.read(limit)
+            if not more:
+                break
+            data += more
+            limit *= 2
+        return decode(data).replace("\r\n", "\n")
