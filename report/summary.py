@@ -31,6 +31,18 @@ def is_unknown(frame: str) -> bool:
                                     and ".so" in frame)
 
 
+_KERNEL_ENTRY = ("entry_SYSCALL", "asm_exc_", "asm_sysvec_", "asm_common_interrupt",
+                 "ret_from_fork")
+
+
+def user_frames(frames: tuple[str, ...]) -> tuple[str, ...]:
+    """The frames above the kernel entry point (kernel frames are not always marked)."""
+    for i, f in enumerate(frames):
+        if f.startswith(_KERNEL_ENTRY) or f.endswith("_[k]"):
+            return frames[:i]
+    return frames
+
+
 def call_site(frames: tuple[str, ...]) -> str:
     """The frame that called into the lock: the first frame above the leaf-most lock or wait
     frame (kernel, glibc and ``std::lock_guard`` machinery skipped).  Kernel frames are not
@@ -38,7 +50,7 @@ def call_site(frames: tuple[str, ...]) -> str:
     rules = default_rules()
     seen_wait = False
     fallback = ""
-    for f in reversed(frames):
+    for f in reversed(user_frames(frames)):
         if rules.frame_class(f) is not None:
             seen_wait = True
             continue
