@@ -95,8 +95,13 @@ def judged(v: Verdict) -> bool:
 
 @pytest.fixture(scope="module")
 def base(runs: dict[str, Path]) -> str:
-    """The unchanged run with the most on-CPU samples (a loaded machine can starve one)."""
-    return max(SAME, key=lambda n: load_inputs([str(runs[n])]).meta.samples.get("perf", 0))
+    """The unchanged run with complete data and the most on-CPU samples (a loaded machine
+    can starve a capture or make perf lose events)."""
+    def quality(name: str) -> tuple[bool, int]:
+        v = check(runs, name, name)
+        return not data_problems(v), v.diff.before.n_on
+
+    return max(SAME, key=quality)
 
 
 def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path], base: str) -> None:
