@@ -2,10 +2,11 @@
 
 The text is read in large binary chunks and split into records on blank lines.  A record in
 the common shape (a header ``comm tid [cpu] time: period event:`` and indented frame lines)
-takes the fast path: the header is split from the right and the frame block is looked up as
-raw bytes in a bounded cache, so each distinct stack is parsed once.  Anything else (switch and
+takes the fast path: everything after the header's first ``": "`` (period, event and frame
+block) is looked up as raw bytes in bounded caches, so each distinct stack is parsed once.  Anything else (switch and
 lost records, comments, other field sets, whitespace-only lines) goes through the line-by-line
-path in ``wallflame.fold.perflines``, which gives the same result for the common shape.
+path in ``wallflame.fold.perflines`` (lines parsed by ``wallflame.fold.perfparse``), which
+gives the same result for the common shape.
 
 Names follow ``wallflame.names.normalize`` so that perf, gdb and eu-stack agree; the thread
 root is the header's comm (the thread name at that sample).  Weights are the sample's period
@@ -17,13 +18,8 @@ from __future__ import annotations
 from typing import BinaryIO
 
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perflines import (
-    LINE_MASK,
-    MAX_COMBOS,
-    PerfState,
-    parse_header,
-    parse_time,
-)
+from wallflame.fold.perflines import LINE_MASK, MAX_COMBOS, PerfState
+from wallflame.fold.perfparse import parse_header, parse_time
 from wallflame.profile import Profile
 from wallflame.textio import open_binary
 
