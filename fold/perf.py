@@ -3,8 +3,9 @@
 The text is read in large binary chunks and split into records on blank lines.  A record in
 the common shape (a header ``comm tid [cpu] time: period event:`` and indented frame lines)
 takes the fast path: everything after the header's first ``": "`` (period, event and frame
-block) is looked up as raw bytes in bounded caches, so each distinct stack is parsed once.  Anything else (switch and
-lost records, comments, other field sets, whitespace-only lines) goes through the line-by-line
+block) is looked up as raw bytes in bounded caches, so each distinct stack is parsed once.
+Anything else (switch and lost records, comments, other field sets, whitespace-only lines)
+goes through the line-by-line
 path in ``wallflame.fold.perflines`` (lines parsed by ``wallflame.fold.perfparse``), which
 gives the same result for the common shape.
 
