@@ -5,9 +5,8 @@ the common shape (a header ``comm tid [cpu] time: period event:`` and indented f
 takes the fast path: everything after the header's first ``": "`` (period, event and frame
 block) is looked up as raw bytes in bounded caches, so each distinct stack is parsed once.
 Anything else (switch and lost records, comments, other field sets, whitespace-only lines)
-goes through the line-by-line
-path in ``wallflame.fold.perflines`` (lines parsed by ``wallflame.fold.perfparse``), which
-gives the same result for the common shape.
+goes through the line-by-line path in ``wallflame.fold.perflines`` (lines parsed by
+``wallflame.fold.perfparse``), which gives the same result for the common shape.
 
 Names follow ``wallflame.names.normalize`` so that perf, gdb and eu-stack agree; the thread
 root is the header's comm (the thread name at that sample).  Weights are the sample's period
