@@ -15,6 +15,10 @@ root is the header's comm (the thread name at that sample).  Weights are the sam
 
 from __future__ import annotations
 
+import fcntl
+import io
+import os
+import stat
 from typing import BinaryIO
 
 from wallflame.fold.options import FoldOptions
@@ -27,6 +31,7 @@ NAME = "perf"
 
 #: Bytes read at a time.  Records never straddle two batches (the tail is carried over).
 CHUNK = 1 << 20
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def detect(head: str) -> bool:
@@ -70,6 +75,7 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
     ``name`` names the input in error messages.  Text in which nothing at all is recognised
     is an ``InputError``; anything else gives a profile, with every loss counted.
     """
+    _widen_pipe(f)
     st = PerfState(options, profile)
     carry = b""
     line_no = 1
@@ -108,6 +114,17 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
         carry = recs.pop() + data  # after the last blank line: not complete yet
         line_no = _batch(st, recs, line_no)
     st.finish(line_no, name)
+
+
+def _widen_pipe(f: BinaryIO) -> None:
+    """Let the writer of a pipe (``perf script``) run ahead by one chunk while a chunk is
+    folded, instead of blocking on the default 64 KiB pipe buffer."""
+    try:
+        fd = f.fileno()
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            fcntl.fcntl(fd, F_SETPIPE_SZ, CHUNK)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a pipe, or the size is capped (fs.pipe-max-size): keep the default
 
 
 def _last(st: PerfState, buf: bytes, line_no: int) -> int:
