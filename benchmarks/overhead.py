@@ -8,15 +8,17 @@ hits all of them alike; each configuration's loss is taken against a no-profiler
 just before it.  Printed per configuration: median throughput (work/s), median loss
 against no profiler, pause per snapshot as the tool reports it (wallflame's measured pause;
 for pt-pmp, the wall time of each gdb run), the *effective* pause (throughput loss x snapshot
-interval: how long the whole process was in effect stopped per snapshot), and the ratio of
-each to pt-pmp's.
+interval: how long the whole process was in effect stopped per snapshot), the CPU the
+profiler itself used (user + system time of all its processes per second of window, as a share
+of one CPU: unlike throughput this does not depend on what else a shared machine runs), and
+the ratio of each to pt-pmp's.
 
     python3 benchmarks/overhead.py [--runs 3] [--seconds 5] [--rate 10]
 
 Configurations: none; wallflame pmp backends eu-stack, gdb, gdb-batch at ``--rate``/s
 (snapshots only: ``wallflame.collect.pmp``); perf on-CPU at the default -F
-(``wallflame collect --off-cpu none``); the full default ``wallflame collect``; pt-pmp at full
-speed (``--interval 0``) and at ``--interval 1``.
+(``wallflame collect --off-cpu none``); the full default ``wallflame collect`` (collection
+only); pt-pmp at full speed (``--interval 0``) and at ``--interval 1``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -34,12 +37,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from wallflame.collect.pmp import SnapshotLoop, make_backend  # noqa: E402
 from wallflame.collect.run import CollectOptions  # noqa: E402
+from wallflame.collect.run import collect as wf_collect  # noqa: E402
 from wallflame.collect.target import open_target, thread_states  # noqa: E402
 
 SPIN8 = ROOT / "samples" / "bin" / "spin8"
@@ -60,6 +65,16 @@ class Result:
         self.pauses: list[float] = []  # per-snapshot pause in ms, as reported
         self.snapshots = 0
         self.span_s = 0.0           # how long the profiler was attached
+        self.cpu_s = 0.0            # CPU time the profiler itself used (all its processes)
+        self.cpu_mark = cpu_mark()
+
+
+def cpu_mark() -> float:
+    """User + system CPU seconds of this process and its reaped children.  The profiler's
+    own cost, unlike throughput, does not depend on what else the machine is running."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 SLACK_S = 15.0  # the target outlives the profiler; it is killed once the window is measured
@@ -78,6 +93,7 @@ def start_target(seconds: float) -> subprocess.Popen[str]:
 def finish_target(proc: subprocess.Popen[str], res: Result, start_ns: int,
                   end_ns: int) -> Result:
     """Throughput between two wall-clock instants, from spin8's 100 ms progress lines."""
+    res.cpu_s = cpu_mark() - res.cpu_mark  # before the target itself is reaped
     proc.kill()
     out, _ = proc.communicate(timeout=60)
     points = []
@@ -95,9 +111,10 @@ def finish_target(proc: subprocess.Popen[str], res: Result, start_ns: int,
 
 def run_none(seconds: float, rate: float) -> Result:
     proc = start_target(seconds)
+    res = Result()
     t0 = time.time_ns()
     time.sleep(seconds)
-    return finish_target(proc, Result(), t0, time.time_ns())
+    return finish_target(proc, res, t0, time.time_ns())
 
 
 def run_pmp(backend_name: str) -> Callable[[float, float], Result]:
@@ -123,25 +140,20 @@ def run_pmp(backend_name: str) -> Callable[[float, float], Result]:
     return run
 
 
-def run_wallflame(extra: list[str]) -> Callable[[float, float], Result]:
+def run_wallflame(**options: Any) -> Callable[[float, float], Result]:
+    """``wallflame collect`` in this process (collection only: post-processing with perf
+    script and the folders happens after the window and is not the target's cost)."""
     def run(seconds: float, rate: float) -> Result:
         proc = start_target(seconds)
         res = Result()
         with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "run"
-            r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid",
-                                str(proc.pid), "--duration", str(seconds),
-                                "--pmp-rate", str(rate), "-o", str(out), *extra],
-                               capture_output=True, text=True, check=False, cwd=ROOT)
-            if r.returncode != 0:
-                raise SystemExit(f"wallflame collect failed: {r.stderr}")
-            meta = json.loads((out / "meta.json").read_text())
-            pause = (meta.get("pmp") or {}).get("pause") or {}
-            res.snapshots = int(pause.get("snapshots", 0))
-            if res.snapshots:
-                res.pauses = [float(pause["median_ms"])]
-            window = meta["window"]
-        return finish_target(proc, res, window["start_ns"], window["end_ns"])
+            col = wf_collect(Path(tmp) / "run", CollectOptions(duration_s=seconds, **options),
+                             pid=proc.pid)
+        pause = (col.pmp or {}).get("pause") or {}
+        res.snapshots = int(pause.get("snapshots", 0))
+        if res.snapshots:
+            res.pauses = [float(pause["median_ms"])]
+        return finish_target(proc, res, col.window["start_ns"], col.window["end_ns"])
 
     return run
 
@@ -149,6 +161,7 @@ def run_wallflame(extra: list[str]) -> Callable[[float, float], Result]:
 def run_pt_pmp(interval: int) -> Callable[[float, float], Result]:
     def run(seconds: float, rate: float) -> Result:
         proc = start_target(seconds)
+        res = Result()
         t0 = time.time_ns()
         pt = subprocess.Popen(["pt-pmp", "--iterations", "100000", "--interval",
                                str(interval), "--pid", str(proc.pid)],
@@ -167,7 +180,7 @@ def run_pt_pmp(interval: int) -> Callable[[float, float], Result]:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        return finish_target(proc, Result(), t0, time.time_ns())
+        return finish_target(proc, res, t0, time.time_ns())
 
     return run
 
@@ -200,8 +213,8 @@ def main() -> None:
         "wallflame pmp eu-stack": run_pmp("eu-stack"),
         "wallflame pmp gdb": run_pmp("gdb"),
         "wallflame pmp gdb-batch": run_pmp("gdb-batch"),
-        f"wallflame perf -F {default.freq_hz}": run_wallflame(["--off-cpu", "none"]),
-        "wallflame collect (defaults)": run_wallflame([]),
+        f"wallflame perf -F {default.freq_hz}": run_wallflame(off_cpu="none"),
+        "wallflame collect (defaults)": run_wallflame(),
     }
     if shutil.which("pt-pmp"):
         configs["pt-pmp --interval 0"] = run_pt_pmp(0)
@@ -241,23 +254,28 @@ def main() -> None:
                      "losses": [round(x, 4) for x in losses[name]],
                      "snapshots_per_s": round(per_s, 2), "pause_ms": pause,
                      "runs": [round(r.rate) for r in rs],
+                     "profiler_cpu": round(statistics.median(r.cpu_s / r.span_s for r in rs),
+                                           4),
                      "effective_pause_ms": effective})
     ref = next((r for r in rows if r["config"] == "pt-pmp --interval 0"), None)
-    print(f"\n{'configuration':32} {'work/s':>12} {'loss':>7} {'snap/s':>7} {'pause ms':>9} "
-          f"{'eff. ms':>8} {'loss/pt':>8} {'pause/pt':>9}")
+    print(f"\n{'configuration':32} {'work/s':>12} {'loss':>7} {'cpu':>6} {'snap/s':>7} "
+          f"{'pause ms':>9} {'eff. ms':>8} {'loss/pt':>8} {'pause/pt':>9} {'cpu/pt':>7}")
     for r in rows:
         loss_ratio = (r["loss"] / ref["loss"]) if ref and ref["loss"] else None
         pause_ratio = (r["pause_ms"] / ref["pause_ms"]) if ref and ref["pause_ms"] and \
             r["pause_ms"] else None
+        cpu_ratio = (r["profiler_cpu"] / ref["profiler_cpu"]) if ref and ref["profiler_cpu"] \
+            else None
         r["loss_ratio_to_pt_pmp"], r["pause_ratio_to_pt_pmp"] = loss_ratio, pause_ratio
+        r["cpu_ratio_to_pt_pmp"] = cpu_ratio
 
         def f(v: float | None, fmt: str) -> str:
             return format(v, fmt) if v is not None else "-"
 
         print(f"{r['config']:32} {r['work_per_s']:>12,} {r['loss']:>+7.1%} "
-              f"{r['snapshots_per_s']:>7.2f} {f(r['pause_ms'], '9.2f')} "
-              f"{f(r['effective_pause_ms'], '8.2f')} {f(loss_ratio, '8.3f')} "
-              f"{f(pause_ratio, '9.4f')}")
+              f"{r['profiler_cpu']:>6.1%} {r['snapshots_per_s']:>7.2f} "
+              f"{f(r['pause_ms'], '9.2f')} {f(r['effective_pause_ms'], '8.2f')} "
+              f"{f(loss_ratio, '8.3f')} {f(pause_ratio, '9.4f')} {f(cpu_ratio, '7.3f')}")
     print(f"\nmedian of {args.runs} runs of {args.seconds:g} s each; loss is against the "
           f"no-profiler run just before each (median {base:,.0f} work/s); negative loss is "
           f"noise; machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")

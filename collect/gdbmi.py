@@ -28,8 +28,11 @@ SETUP = [
     "-gdb-set confirm off",
     "-gdb-set width 0",
     "-gdb-set print thread-events off",
-    # Never swallow a signal meant for the target (SIGINT and SIGTRAP stay gdb's own).
+    # Never swallow a signal meant for the target.  "all" leaves out SIGINT, which non-stop
+    # interrupts do not use (they stop threads with SIGSTOP), so it is passed on too; only
+    # SIGTRAP stays gdb's own.
     '-interpreter-exec console "handle all nostop noprint pass"',
+    '-interpreter-exec console "handle SIGINT nostop noprint pass"',
 ]
 
 _ESC = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "r": "\r", "a": "\a", "b": "\b",

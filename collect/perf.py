@@ -60,6 +60,20 @@ def supports_off_cpu() -> bool:
     return bool(re.search(r"bpf_skeletons:\s*\[\s*on", r.stdout))
 
 
+def sched_allowed() -> bool:
+    """May this user record ``sched:sched_switch``?  Root may; anyone else is asked of perf
+    itself (tracepoints need tracefs access and a low perf_event_paranoid)."""
+    if os.geteuid() == 0:
+        return True
+    try:
+        r = subprocess.run([perf_path(), "record", "-q", "-e", "sched:sched_switch", "-o",
+                            os.devnull, "--", "true"], capture_output=True, timeout=30,
+                           env=tool_env(), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
 @dataclass
 class PerfOptions:
     """What one ``perf record`` records.

@@ -31,7 +31,7 @@ from wallflame.collect.target import (
     proc_name,
     tracer_of,
 )
-from wallflame.errors import InputError, TargetError
+from wallflame.errors import InputError, PermissionDenied, TargetError
 
 OFF_CPU_MODES = ("pmp", "sched", "both", "none")
 CAPTURE = "capture.json"
@@ -176,8 +176,21 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         target = open_target(pid)  # before anything is written or started
         check_trace_access(pid)
     perf.perf_path()
+    if opts.off_cpu in ("pmp", "both"):
+        make_backend(opts.pmp_backend, 0)  # the tool is installed (nothing is started)
+    notes: list[str] = []
+    if opts.off_cpu in ("sched", "both") and not perf.sched_allowed():
+        fix = ("run as root, or sysctl -w kernel.perf_event_paranoid=-1 and make "
+               "/sys/kernel/tracing readable, or grant CAP_PERFMON")
+        if opts.off_cpu == "sched":
+            raise PermissionDenied("perf may not record sched:sched_switch here", fix)
+        notes.append(f"scheduler events are not permitted ({fix}); off-CPU time comes from "
+                     "snapshots only")
+        opts = replace(opts, off_cpu="pmp")
     raw = prepare_dir(out)
     col = Collection(options=asdict(opts), tools=tool_versions())
+    for n in notes:
+        col.warn(n)
     child: subprocess.Popen[bytes] | None = None
     if command:
         child = launch(command, raw)
