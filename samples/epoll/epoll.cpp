@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -220,8 +221,17 @@ __attribute__((noinline)) void generate_load(uint16_t port, int connections, dou
     int64_t next_send = sample::now_ns();
     size_t rr = 0;
     char buf[4096];
-    while (!sample::g_stop.load(std::memory_order_relaxed) && stats.sent < max_requests) {
+    // After the last request, keep reading (for at most a second) until every answer is in.
+    const int64_t give_up = INT64_MAX;
+    int64_t drain_deadline = give_up;
+    for (;;) {
+        if (sample::g_stop.load(std::memory_order_relaxed)) break;
         int64_t now = sample::now_ns();
+        if (stats.sent >= max_requests) {
+            if (stats.answered >= stats.sent || now >= drain_deadline) break;
+            if (drain_deadline == give_up) drain_deadline = now + 1000000000;
+            next_send = drain_deadline;
+        }
         if (now >= next_send) {
             next_send += interval;
             if (next_send < now - 100 * interval) next_send = now;  // do not burst after a stall
@@ -244,7 +254,7 @@ __attribute__((noinline)) void generate_load(uint16_t port, int connections, dou
             continue;
         }
         for (size_t k = 0; k < conns.size(); k++) pfds[k] = {conns[k].fd, POLLIN, 0};
-        int64_t wait = next_send - now;
+        int64_t wait = std::min<int64_t>(next_send - now, 50000000);  // notice g_stop soon
         timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
         int n = ppoll(pfds.data(), pfds.size(), &ts, nullptr);
         if (n <= 0) continue;
