@@ -11,11 +11,13 @@ run, the median of ``--repeat`` runs of:
 * ``difffolded.pl A B | flamegraph.pl > diff.svg`` (FlameGraph), if present.
 
 Usage: python3 benchmarks/diff.py [--stacks 20000] [--repeat 5] [--keep DIR]
+                                  [--flamegraph-dir DIR]   (where difffolded.pl lives)
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import resource
@@ -91,12 +93,18 @@ def in_process(a: Path, b: Path, out: Path) -> Callable[[], None]:
     from wallflame.rundir import load_inputs
 
     def run() -> None:
-        write_html(compare(load_inputs([str(a)]), load_inputs([str(b)])), str(out))
+        gc.disable()  # as the command does
+        try:
+            write_html(compare(load_inputs([str(a)]), load_inputs([str(b)])), str(out))
+        finally:
+            gc.enable()
+            gc.collect()
     return run
 
 
-def tool(name: str) -> str | None:
-    extra = os.pathsep.join([str(Path.home() / ".cargo" / "bin"), "/usr/share/flamegraph",
+def tool(name: str, folder: Path | None = None) -> str | None:
+    extra = os.pathsep.join([*([str(folder)] if folder else []),
+                             str(Path.home() / ".cargo" / "bin"), "/usr/share/flamegraph",
                              "/opt/FlameGraph", os.environ.get("PATH", "")])
     return shutil.which(name, path=extra)
 
@@ -106,6 +114,8 @@ def main() -> int:
     ap.add_argument("--stacks", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--keep", type=Path, default=None, help="keep inputs and outputs here")
+    ap.add_argument("--flamegraph-dir", type=Path, default=None,
+                    help="folder holding FlameGraph's difffolded.pl and flamegraph.pl")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="wallflame-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -123,7 +133,8 @@ def main() -> int:
             f"{diff_folded} {a} {b} | {flamegraph} > {folder / 'inferno.svg'}"), args.repeat)
     else:
         print("inferno-diff-folded / inferno-flamegraph: not found (cargo install inferno)")
-    pl_diff, pl_flame = tool("difffolded.pl"), tool("flamegraph.pl")
+    pl_diff = tool("difffolded.pl", args.flamegraph_dir)
+    pl_flame = tool("flamegraph.pl", args.flamegraph_dir)
     if pl_diff and pl_flame:
         results["difffolded.pl + flamegraph.pl"] = timed(shell(
             f"{pl_diff} {a} {b} | {pl_flame} > {folder / 'fg.svg'}"), args.repeat)
