@@ -207,3 +207,49 @@ def test_permission_denied_names_the_fix(live: None, sample_bin: Path) -> None:
     code, _, text = msg.partition("|")
     assert code == str(EXIT_PERMISSION), msg
     assert f"may not trace PID {mix.pid}" in text and "CAP_SYS_PTRACE" in text
+
+
+def test_gdb_backend_passes_signals_to_the_target(live: None, sample_bin: Path,
+                                                  tmp_path: Path) -> None:
+    """A SIGINT meant for the target reaches it while gdb is attached (gdb would otherwise
+    swallow it), so the launched command ends and collection ends with it."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "wallflame", "collect", "-o", str(run),
+                             "--off-cpu", "pmp", "--pmp-backend", "gdb", "--",
+                             str(sample_bin / "mix"), "--threads", "2", "--duration", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        mix_pid = 0
+        while not mix_pid and time.monotonic() < deadline:
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        st = Path(f"/proc/{entry}/stat").read_text()
+                    except OSError:
+                        continue
+                    if "(mix)" in st and int(st.rsplit(")", 1)[1].split()[1]) == proc.pid:
+                        mix_pid = int(entry)
+            time.sleep(0.05)
+        assert mix_pid
+        # Wait until gdb is attached (the target has a tracer), then interrupt the target.
+        while not harmed_tracer(mix_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        os.kill(mix_pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out.count('"name":"mix-') == 2  # mix saw SIGINT and printed its results
+    meta = load(run, "meta.json")
+    assert meta["ended_by"] == "command exited"
+    assert meta["launched"]["returncode"] == 0
+
+
+def harmed_tracer(pid: int) -> int:
+    from wallflame.collect.target import tracer_of
+
+    return tracer_of(pid)
