@@ -340,10 +340,11 @@ __attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerT
         moodycamel::ConsumerToken token(*g_lockfree_queue);
         QueueStats stats;  // per thread: nothing shared on the message path
         while (!sample::g_stop.load()) {
-            int64_t t0 = sample::now_ns();
-            if (!g_lockfree_queue->wait_dequeue_timed(token, message, 100000)) {
+            if (!g_lockfree_queue->try_dequeue(token, message)) {  // empty: wait, and time it
+                int64_t t0 = sample::now_ns();
+                bool got = g_lockfree_queue->wait_dequeue_timed(token, message, 100000);
                 totals.idle_wait_ns += sample::now_ns() - t0;
-                continue;
+                if (!got) continue;
             }
             stats.record(message);
             totals.checksum += process_message(message);
