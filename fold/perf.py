@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import io
 import os
+import re
 import stat
 from typing import BinaryIO
 
@@ -35,7 +36,8 @@ F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def detect(head: str) -> bool:
-    """A perf script header followed by a frame line (or a frame on the header itself)."""
+    """A perf script header (with a time or an event name) followed by a frame line, or a
+    frame on the header itself, or a ``PERF_RECORD_*`` line."""
     lines = head.replace("\r\n", "\n").split("\n")
     for i, line in enumerate(lines[:-1]):
         if not line.strip() or line.startswith("#"):
@@ -45,22 +47,16 @@ def detect(head: str) -> bool:
             return False
         if h.record:
             return h.record.startswith("PERF_RECORD_")
+        if h.time is None and not h.event:
+            return False
         if h.frame is not None:
             return True
-        nxt = lines[i + 1]
-        return nxt[:1] in (" ", "\t") and _looks_like_frame(nxt)
+        return _FRAME.match(lines[i + 1]) is not None
     return False
 
 
-def _looks_like_frame(line: str) -> bool:
-    word = line.split(None, 1)
-    if not word:
-        return False
-    try:
-        int(word[0], 16)
-    except ValueError:
-        return False
-    return True
+#: ``\t addr sym+off (dso)`` as perf prints a call-chain line (tab, or spaces then a dso).
+_FRAME = re.compile(r"^(?:\t\s*[0-9a-fA-F]+ .*|\s+[0-9a-fA-F]+ .*\(.*\))$")
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:

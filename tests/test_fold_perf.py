@@ -85,6 +85,8 @@ def test_not_detected_on_other_formats() -> None:
     assert not perf.detect(gdb)
     assert not perf.detect("TID 12:\n#0  0x00007f3 nanosleep\n")
     assert not perf.detect("main;worker;spin 42\nmain;idle 7\n")
+    # pt-pmp aggregated output: a date line, then counts
+    assert not perf.detect("Sun Nov 22 06:07:55 UTC 2026\n      4 nanosleep,nap,main\n")
     assert not perf.detect("")
 
 
