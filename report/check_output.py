@@ -22,16 +22,19 @@ from wallflame.report.diff_render import (
 TITLES = {PASS: "pass: no regression", FAIL: "REGRESSION",
           INCONCLUSIVE: "INCONCLUSIVE: not enough or partial data to judge"}
 ICONS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "**inconclusive**", SKIPPED: "skipped"}
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MAX_NAME = 160
 
 
 def md(text: str, limit: int = MAX_NAME) -> str:
-    """Escape ``text`` for a Markdown table cell: no markup, links, HTML or cell breaks."""
+    """Escape ``text`` for a Markdown table cell or list item: no emphasis, code, link or
+    image (``[`` and ``]`` escaped), no HTML (entities), no cell break, and no bare URL that
+    a renderer would turn into a link (a zero-width space after ``:/`` and ``www``)."""
     text = _MD_SPECIAL.sub(r"\\\1", visible(text, limit))
-    return "".join(_MD_ENTITIES.get(ch, ch) for ch in text)
+    text = "".join(_MD_ENTITIES.get(ch, ch) for ch in text)
+    return text.replace("://", ":/&#8203;/").replace("www.", "www&#8203;.")
 
 
 def markdown(v: Verdict, html_name: str | None = None) -> str:

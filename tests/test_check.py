@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -165,12 +166,15 @@ def test_thresholds_config_then_command_line(tmp_path: Path) -> None:
 
 
 def test_markdown_escapes_hostile_names() -> None:
-    evil = "<img src=x onerror=alert(1)>|[link](javascript:x)`*"
+    evil = "<img src=x onerror=alert(1)>|[link](javascript:x)`*https://e.example www.e.example"
     a, b = run(), run()
     b.add(StackKey(("worker_loop", evil), 1, "mix-1"), 2000 * MS)
     text = markdown(judge(compare(a, b), Thresholds()), "d`x.html")
-    assert "<img" not in text and "](" not in text and "`*" not in text
-    assert "&lt;img src=x onerror=alert\\(1\\)&gt;\\|\\[link\\]\\(javascript:x\\)\\`\\*" in text
+    assert "<img" not in text and "`*" not in text
+    assert not re.search(r"(?<!\\)[\[\]]", text.split("### ")[1])  # every bracket escaped
+    assert ("&lt;img src=x onerror=alert(1)&gt;\\|\\[link\\](javascript:x)\\`\\*"
+            "https:/&#8203;/e.example www&#8203;.e.example") in text
+    assert "://" not in text
     assert "`d'x.html`" in text
 
 
