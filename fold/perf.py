@@ -161,11 +161,11 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
     """The hot loop.
 
     A header reads ``<thread part> <time>: <period> <event>:``.  Everything after its first
-    ``": "`` (period, event and the frame block) is looked up whole; failing that, the
-    period-and-event text and the frame block are looked up apart (periods that vary from
-    sample to sample).  Both were learned from records parsed in full by the slow path.  The
-    value packs the event, the stack id and the record's line count (``LINE_MASK`` bits),
-    so line numbers cost one addition.
+    ``": "`` (period, event and the frame block) is looked up whole; failing that, the frame
+    block and the period-and-event text are looked up apart, the latter parsed on the spot
+    when its event is known (periods that vary from sample to sample).  Blocks and events
+    are learned from records parsed in full by the slow path.  The value packs what to add
+    (period and one sample) and the key: the event, the stack id and the record's line count.
     """
     acc = st.acc
     combos = st.combos
@@ -175,26 +175,29 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
     last = b""  # the thread part and time of the last record folded here
     for rec in recs:
         a, _, rest = rec.partition(b": ")
-        v = combos.get(rest)
-        if v is None:
+        kv = combos.get(rest)
+        if kv is None:
             tail, _, block = rest.partition(b"\n")
             b = blocks.get(block)
-            t = tails.get(tail)
-            if b is None or t is None:
+            t = tails.get(tail) if b is not None else None
+            if t is None and b is not None:
+                t = st.parse_tail(tail)
+            if t is None or b is None:
                 # Uncommon shape, or first sight of this event or stack: the slow path.
                 if rec:
                     st.slow_lines(rec, ln, end=True)
                 ln += rec.count(b"\n") + 2
                 continue
-            v = t | b
+            kv = (t[0] | b, t[1])
             if len(combos) >= MAX_COMBOS:
                 combos.clear()
-            combos[rest] = v
+            combos[rest] = kv
+        k, add = kv
         head, _, time = a.rpartition(b" ")
-        acc[head, v] += 1
+        acc[head, k] += add
         if tracker_open:
             st.running(head, time)
-        ln += v & LINE_MASK
+        ln += k & LINE_MASK
         last = a
     if last:
         st.note_time(parse_time(last.rpartition(b" ")[2]))

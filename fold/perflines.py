@@ -32,13 +32,16 @@ from wallflame.textio import decode
 #: Cache bounds: beyond these the caches start over (memory stays bounded on any input).
 MAX_BLOCKS = 1 << 16
 MAX_COMBOS = 1 << 16
+MAX_TAILS = 1 << 12
 MAX_LINES = 1 << 18
-#: A cached block's value is ``stack_id << LINE_BITS | lines`` (lines of its record, with the
-#: blank line after it); blocks too long for that are never cached.
+#: Fast-path values are ``(key, add)``: ``key = event << EVENT_SHIFT | stack << LINE_BITS |
+#: lines`` (``lines``: the record's line count with the blank line after it) and ``add =
+#: period << COUNT_BITS | 1``, so one sum accumulates the weight and the sample count.
 LINE_BITS = 20
 LINE_MASK = (1 << LINE_BITS) - 1
-#: A learned period-and-event text is ``tail_id << TAIL_SHIFT`` (above any stack id).
-TAIL_SHIFT = 64
+EVENT_SHIFT = 44
+COUNT_BITS = 40
+COUNT_MASK = (1 << COUNT_BITS) - 1
 
 
 class PerfState:
@@ -52,13 +55,16 @@ class PerfState:
         # fast-path tables, keyed by raw bytes
         self.acc: defaultdict[tuple[bytes, int], int] = defaultdict(int)
         self.blocks: dict[bytes, int] = {}
-        self.combos: dict[bytes, int] = {}
-        self.tails: dict[bytes, int] = {}
-        self.tail_list: list[tuple[int, str]] = []
+        self.combos: dict[bytes, tuple[int, int]] = {}
+        self.tails: dict[bytes, tuple[int, int]] = {}
+        self.event_ids: dict[bytes, int] = {}
+        self.event_list: list[str] = []
         self.heads: dict[bytes, tuple[str, int, int]] = {}
         self.skipped_by_name: dict[str, int] = {}
-        # shared
-        self.sem: dict[tuple[str, int, int, str, int | None, int], int] = {}
+        # shared: (comm, pid, tid, event, stack id) -> weight, sample count
+        self.sem_w: dict[tuple[str, int, int, str, int], int] = {}
+        self.sem_n: dict[tuple[str, int, int, str, int], int] = {}
+        self.no_period: set[str] = set()
         self.lines: dict[bytes, str | None] = {}
         self.fids: dict[tuple[str, ...], int] = {}
         self.stacks: list[tuple[str, ...]] = []
@@ -76,10 +82,6 @@ class PerfState:
         self.cur_frames: list[str] = []
         self.cur_line = 0
         self.skipping = False
-        # line-number cursor over the current batch
-        self._lo_recs: list[bytes] | None = None
-        self._lo_i = 0
-        self._lo_line = 0
 
     # -- small helpers -------------------------------------------------------------------
 
@@ -117,20 +119,35 @@ class PerfState:
             self.seen_threads.add((tid, comm))
             self.threads[tid] = comm
 
-    def line_of(self, recs: list[bytes], i: int, base: int) -> int:
-        """Line number of ``recs[i]`` (amortised: calls come in increasing ``i``)."""
-        if self._lo_recs is not recs or i < self._lo_i:
-            self._lo_recs, self._lo_i, self._lo_line = recs, 0, base
-        while self._lo_i < i:
-            self._lo_line += recs[self._lo_i].count(b"\n") + 2
-            self._lo_i += 1
-        return self._lo_line
-
     def who(self, head: bytes) -> tuple[str, int, int]:
         w = self.heads.get(head)
         if w is None:
             w = self.heads[head] = parse_who(decode(head))
         return w
+
+    def parse_tail(self, tail: bytes) -> tuple[int, int] | None:
+        """``<period> <event>:`` of a known event as ``(event key, add)`` (parsed here when
+        periods vary from sample to sample)."""
+        parts = tail.split()
+        if len(parts) != 2 or not parts[0].isdigit():
+            return None
+        ev = self.event_ids.get(parts[1])
+        if ev is None:
+            return None
+        t = (ev, int(parts[0]) << COUNT_BITS | 1)
+        if len(self.tails) >= MAX_TAILS:
+            self.tails.clear()
+        self.tails[tail] = t
+        return t
+
+    def count(self, comm: str, pid: int, tid: int, event: str, period: int | None,
+              fid: int, n: int = 1, weight: int | None = None) -> None:
+        key = (comm, pid, tid, event, fid)
+        if period is None:
+            self.no_period.add(event)
+        w = weight if weight is not None else n * (period if period is not None else 1)
+        self.sem_w[key] = self.sem_w.get(key, 0) + w
+        self.sem_n[key] = self.sem_n.get(key, 0) + n
 
     def running(self, head: bytes, time: bytes) -> None:
         tid = self.who(head)[2]
@@ -190,7 +207,7 @@ class PerfState:
         v = self.blocks.get(block)
         if v is None:
             lines = block.split(b"\n") if block else []
-            if len(lines) + 2 > LINE_MASK or len(self.stacks) >> (TAIL_SHIFT - LINE_BITS):
+            if len(lines) + 2 > LINE_MASK or len(self.stacks) >> (EVENT_SHIFT - LINE_BITS):
                 return False
             names: list[str] = []
             for raw in lines:
@@ -209,11 +226,13 @@ class PerfState:
         self.recognised += 1
         if h.time is not None:
             self.note_time(h.time)
-        tail_v = self.tails.get(tail)
-        if tail_v is None:
-            tail_v = self.tails[tail] = len(self.tail_list) << TAIL_SHIFT
-            self.tail_list.append((h.period, event))
-        self.acc[head, tail_v | v] += 1
+        token = tail.split()[1]
+        if token not in self.event_ids:
+            self.event_ids[token] = len(self.event_list) << EVENT_SHIFT
+            self.event_list.append(event)
+        tail_v = self.parse_tail(tail)
+        assert tail_v is not None  # the shape was checked above
+        self.acc[head, tail_v[0] | v] += tail_v[1]
         if kind in ("on", "offcpu") and self.tracker.open and h.time is not None:
             self.tracker.running(h.tid, h.time)
         return True
@@ -282,8 +301,7 @@ class PerfState:
         if kind not in ("on", "offcpu"):
             self.skipped_by_name[h.event] = self.skipped_by_name.get(h.event, 0) + 1
             return
-        key = (h.comm, h.pid, h.tid, h.event, h.period, self.intern(frames))
-        self.sem[key] = self.sem.get(key, 0) + 1
+        self.count(h.comm, h.pid, h.tid, h.event, h.period, self.intern(frames))
         if self.tracker.open and h.time is not None:
             self.tracker.running(h.tid, h.time)
 
@@ -307,16 +325,17 @@ class PerfState:
         if not self.recognised and self.profile.meta.losses:
             raise InputError(f"{name}: no perf script sample or record recognised",
                              "give the text output of `perf script` (or pick another --format)")
-        fid_mask = (1 << (TAIL_SHIFT - LINE_BITS)) - 1
-        for (head, v), n in self.acc.items():
-            period, event = self.tail_list[v >> TAIL_SHIFT]
+        fid_mask = (1 << (EVENT_SHIFT - LINE_BITS)) - 1
+        for (head, v), total in self.acc.items():
+            event = self.event_list[v >> EVENT_SHIFT]
+            n = total & COUNT_MASK
             if self.kind(event) not in ("on", "offcpu"):
                 self.skipped_by_name[event] = self.skipped_by_name.get(event, 0) + n
                 continue
             comm, pid, tid = self.who(head)
             self.thread_seen(tid, comm)
-            key = (comm, pid, tid, event, period, (v >> LINE_BITS) & fid_mask)
-            self.sem[key] = self.sem.get(key, 0) + n
+            self.count(comm, pid, tid, event, 0, (v >> LINE_BITS) & fid_mask, n,
+                       total >> COUNT_BITS)
         self.acc.clear()
         if self.tracker.switch_outs:
             if self.last_time is None:
@@ -331,10 +350,10 @@ class PerfState:
         """Turn the counted samples into stacks; returns folded samples per event."""
         per_event: dict[str, int] = {}
         classes: dict[int, str] = {}
-        for (comm, pid, tid, event, period, fid), n in self.sem.items():
-            per_event[event] = per_event.get(event, 0) + n
+        for key, weight in self.sem_w.items():
+            comm, pid, tid, event, fid = key
+            per_event[event] = per_event.get(event, 0) + self.sem_n[key]
             frames = self.stacks[fid]
-            weight = n * period if period is not None else n
             if self.kind(event) == "offcpu":
                 wait = classes.get(fid)
                 if wait is None:

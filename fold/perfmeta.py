@@ -19,9 +19,7 @@ def record_meta(st: PerfState) -> None:
     """Stacks into the profile, and what the reader should know about them into its meta."""
     meta = st.profile.meta
     per_event = st.add_stacks()
-    had_period: dict[str, bool] = {}
-    for _comm, _pid, _tid, event, period, _fid in st.sem:
-        had_period[event] = had_period.get(event, True) and period is not None
+    had_period = {event: event not in st.no_period for event in per_event}
     for event, n in sorted(per_event.items()):
         meta.count(f"perf:{event or '(no event name)'}", n)
     on_events = sorted(e for e in per_event if st.kind(e) == "on")
@@ -62,11 +60,11 @@ def _quality(st: PerfState, folded_on: int) -> None:
     if not folded_on:
         return
     shallow = unknown = deep = 0  # samples with <= 2 frames, half unresolved, at the limit
-    periods: dict[int, int] = {}
-    for _comm, _pid, _tid, event, period, fid in st.sem:
+    time_weight = time_samples = 0
+    for key, n in st.sem_n.items():
+        event, fid = key[3], key[4]
         if st.kind(event) != "on":
             continue
-        n = st.sem[_comm, _pid, _tid, event, period, fid]
         frames = st.stacks[fid]
         if len(frames) <= 2:
             shallow += n
@@ -76,16 +74,15 @@ def _quality(st: PerfState, folded_on: int) -> None:
             unknown += n
         if len(frames) >= MAX_STACK:
             deep += n
-        if period is not None and base_event(event) in TIME_EVENTS:
-            periods[period] = periods.get(period, 0) + n
+        if event not in st.no_period and base_event(event) in TIME_EVENTS:
+            time_weight += st.sem_w[key]
+            time_samples += n
     meta = st.profile.meta
     meta.extra.setdefault("perf_quality", {
         "samples": folded_on, "shallow_samples": shallow, "mostly_unknown_samples": unknown,
         "max_depth_samples": deep})
-    if periods:
-        period = max(periods.items(), key=lambda kv: (kv[1], -kv[0]))[0]
-        if period > 0:
-            meta.rates.setdefault("perf_hz", round(1e9 / period, 1))
+    if time_samples and time_weight:
+        meta.rates.setdefault("perf_hz", round(1e9 * time_samples / time_weight, 1))
     if shallow * 10 >= folded_on * 3:
         meta.warn(f"{100 * shallow // folded_on}% of perf samples have at most 2 frames "
                   "(no frame pointers?): record with --call-graph dwarf")

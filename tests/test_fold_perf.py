@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from wallflame.errors import InputError
 from wallflame.fold import detect_format, perf
+from wallflame.fold import perflines as perf_lines
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import ThreadRoot, unescape, write_folded
 from wallflame.profile import OFF, ON, Profile
@@ -212,6 +213,37 @@ def test_two_events_all_folded_with_a_warning() -> None:
     assert only.total() == sum(h[3] for h in hs_c)
     assert not any("several" in w for w in only.meta.warnings)
     assert only.meta.samples["perf:task-clock"] == len(hs_t)  # seen, counted, not folded
+
+
+def test_periods_that_vary_per_sample_stay_fast_and_small(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hardware events in frequency mode (``-e cycles -F 99``) have a new period in nearly
+    every sample: still summed exactly, still on the fast path, memory bounded by stacks."""
+    rec = b"app 7 %d.000000: %d cycles: \n\t1 work (/bin/app)\n\t2 main (/bin/app)\n\n"
+    text = b"".join(rec % (i, 1000 + i) for i in range(1, 5001))
+    slow = 0
+    real = perf.PerfState.slow_lines
+
+    def counting(self: perf.PerfState, *a: object, **k: object) -> None:
+        nonlocal slow
+        slow += 1
+        real(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(perf.PerfState, "slow_lines", counting)
+    st_holder: list[perf.PerfState] = []
+    real_init = perf.PerfState.__init__
+
+    def keep(self: perf.PerfState, *a: object) -> None:
+        real_init(self, *a)  # type: ignore[arg-type]
+        st_holder.append(self)
+
+    monkeypatch.setattr(perf.PerfState, "__init__", keep)
+    p = fold(text)
+    assert p.total() == sum(1000 + i for i in range(1, 5001))
+    assert p.meta.samples["perf:cycles"] == 5000 and p.meta.unit == "samples"
+    assert slow == 1
+    st = st_holder[0]
+    assert len(st.tails) <= perf_lines.MAX_TAILS and len(st.sem_w) == 1
 
 
 def test_event_selected_by_base_name() -> None:
