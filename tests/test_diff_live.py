@@ -1,0 +1,89 @@
+"""The headline story as a diff, on real captures (SCENARIOS.md 1): samples/bin/queue with the
+mutex queue (before) and the lock-free queue (after), under ``wallflame collect``.
+
+The consumers' mutex waits on the queue's lock are a large named off-CPU region before and are
+gone after (visible in the BEFORE-shaped graph and in the removed stacks), while the on-CPU
+work per message barely moves; and the gate, run the other way round (adopting the mutex
+queue), fails naming that lock.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wallflame.profile import OFF, ON, Profile
+from wallflame.report.check import FAIL, INCONCLUSIVE, Thresholds, judge
+from wallflame.report.diff import SHARE, Diff, compare
+from wallflame.report.diff_html import page_data
+from wallflame.rundir import load_inputs
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def queue_runs(live: None, sample_bin: Path, tmp_path_factory: pytest.TempPathFactory
+               ) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("queue")
+    out = {}
+    for variant in ("mutex", "lockfree"):
+        out[variant] = root / variant
+        cmd = [sys.executable, "-m", "wallflame", "collect", "-o", str(out[variant]), "--",
+               str(sample_bin / "queue"), f"--queue={variant}", "--duration", "4"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+    return out
+
+
+def consumers(path: Path) -> Profile:
+    p = load_inputs([str(path)])
+    return p.filter(lambda k: p.meta.threads.get(k.tid, k.thread).startswith("consumer"))
+
+
+def diff_of(runs: dict[str, Path], a: str, b: str) -> Diff:
+    """The consumers' time, as shares (the two variants do different amounts of work)."""
+    return compare(consumers(runs[a]), consumers(runs[b]), (a, b), SHARE)
+
+
+def test_mutex_region_vanishes_and_on_cpu_barely_moves(queue_runs: dict[str, Path]) -> None:
+    d = diff_of(queue_runs, "mutex", "lockfree")
+    off = {c.name: c for c in d.functions(OFF)}
+    region = [c for name, c in off.items() if name.startswith("[off mutex g_mutex_queue")]
+    assert region, sorted(off)[:20]
+    wait = max(region, key=lambda c: c.a)
+    assert wait.a > 0.2 and wait.b == 0 and wait.significant  # a large region, then gone
+    mutex = next(c for c in d.class_changes() if c.name == "mutex")
+    assert mutex.a > 0.1 and mutex.b < 0.02 and mutex.significant  # of all thread time
+    # on-CPU, processing is most of the consumers' time either way (the story's 95.5% -> 97%);
+    # of their wall-clock time it was a fraction and becomes most of it
+    on = next(c for c in d.functions(ON) if c.name == "process_message")
+    wall = next(c for c in d.functions("all") if c.name == "process_message")
+    assert on.a > 0.6 and abs(on.delta) < 0.15, on
+    assert wall.delta > 0.3 and wall.delta > 3 * abs(on.delta), wall
+    gone = d.new_and_removed(limit=500)["removed"]
+    assert any(s["stack"][-1].startswith("[off mutex g_mutex_queue") for s in gone)
+    # the page draws it from BEFORE's side: weight before, none after
+    data = page_data(d)["stacks"]
+    names, frames, pos = data["names"], data["frames"], 0
+    seen = False
+    for i, n in enumerate(data["len"]):
+        leaf = names[frames[pos + n - 1]]
+        pos += n
+        if leaf.startswith("[off mutex g_mutex_queue"):
+            seen = True
+            assert data["v"][4 * i + 1] > 0 and data["v"][4 * i + 3] == 0
+    assert seen
+
+
+def test_gate_fails_when_the_mutex_queue_comes_back(queue_runs: dict[str, Path]) -> None:
+    d = compare(load_inputs([str(queue_runs["lockfree"])]),
+                load_inputs([str(queue_runs["mutex"])]), ("lockfree", "mutex"))
+    v = judge(d, Thresholds())
+    r = next(r for r in v.results if r.name == "mutex_share")
+    assert r.status == FAIL and "g_mutex_queue" in r.message, r.message
+    partial = [x.message for x in v.results
+               if x.name in ("min_samples", "complete_data") and x.status == INCONCLUSIVE]
+    assert v.status == (INCONCLUSIVE if partial else FAIL), partial
