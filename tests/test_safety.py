@@ -74,14 +74,22 @@ def test_interrupt_keeps_what_was_collected(target: subprocess.Popen[bytes], tmp
     proc = subprocess.Popen([*WALLFLAME, "collect", "--pid", str(target.pid), "--duration",
                              "30", "-o", str(run)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    time.sleep(2.5)
+    # Interrupt once collection is under way: four snapshots logged (startup takes a
+    # variable time on a busy machine).
+    log = run / "raw" / "snapshots.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if log.exists() and log.read_text(errors="replace").count("\nTS ") >= 4:
+            break
+        time.sleep(0.05)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()
     meta = load(run, "meta.json")
     assert meta["ended_by"] == signal.Signals(sig).name
-    assert 1.0 < meta["window"]["window_ns"] / 1e9 < 10
-    assert meta["pmp"]["snapshots"] >= 3
+    assert 0.2 < meta["window"]["window_ns"] / 1e9 < 20
+    assert meta["pmp"]["snapshots"] >= 4
+    assert list((run / "raw").glob("perf.data.*"))
     assert (run / "summary.json").exists()
     h, left = wait_clean(target.pid, run, 5)
     assert not h and not left

@@ -241,10 +241,19 @@ def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],
                       "; ".join(rec.get("lost_lines", [])[:2]))
     if bad_chunks:
         meta.lose("unreadable perf chunks", 0, bad_chunks)
+    missing: dict[str, str] = {}
+    if opts.get("call_graph") == "fp":
+        missing["oncpu"] = ("frame-pointer unwinding: a sample inside code built without "
+                            "frame pointers (glibc, most distribution libraries) loses its "
+                            "caller; --call-graph dwarf keeps it")
     if perf_info.get("sched") and opts.get("sched_call_graph") == "fp":
-        meta.extra["missing_frames"] = (
-            "scheduler stacks unwound with frame pointers lose the caller of a blocking "
-            "glibc function (glibc has no frame pointers); use --sched-call-graph dwarf")
+        missing["offcpu"] = ("scheduler stacks unwound with frame pointers lose the caller of "
+                             "a blocking glibc function (glibc has no frame pointers); "
+                             "--sched-call-graph dwarf keeps it")
+    if perf_info.get("sched") and opts.get("sched_call_graph") == "dwarf":
+        missing.setdefault("offcpu", "DWARF unwinding copies 8 KiB of stack per switch: "
+                           "deeper stacks are cut at that depth")
+    meta.extra["missing_frames"] = missing
     ended = cap.get("ended_by", "")
     if ended == "target exited":
         meta.lose("target exited during collection", 0)

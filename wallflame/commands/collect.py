@@ -65,7 +65,8 @@ def _progress_printer() -> tuple[object, object]:
               help="Stack unwinding of scheduler (off-CPU) stacks: DWARF keeps the callers of "
               "blocking glibc functions, which frame pointers lose.")
 @click.option("--max-pause-ms", type=float, default=_DEFAULTS.max_pause_ms, show_default=True,
-              help="A snapshot pausing the target longer than this halves the snapshot rate.")
+              help="Pause budget per snapshot: three snapshots in a row over it halve the "
+              "snapshot rate (ten well under it restore it step by step).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
