@@ -30,10 +30,10 @@ const char kUsage[] =
     "              fast: ASCII fast path, ICU only for non-ASCII fields\n"
     "  --duration  run time in seconds (default 10); SIGINT/SIGTERM end it early\n"
     "  --threads   worker threads (default 2)\n"
-    "  --work      fingerprint rounds per event (default 22)\n"
+    "  --work      fingerprint rounds per event (default 20)\n"
     "Prints one JSON line with the event count and rate at exit.\n";
 
-int g_work_rounds = 22;
+int g_work_rounds = 20;
 bool g_fast = false;
 
 // ---------------------------------------------------------------- lower-casing
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
     std::string variant = opt.choice("mode", {"icu", "fast"});
     double duration = opt.number("duration", 10, 0.1, 86400);
     int threads = static_cast<int>(opt.number("threads", 2, 1, 64));
-    g_work_rounds = static_cast<int>(opt.number("work", 22, 0, 100000));
+    g_work_rounds = static_cast<int>(opt.number("work", 20, 0, 100000));
     opt.done();
     g_fast = variant == "fast";
 
