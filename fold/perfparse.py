@@ -6,6 +6,7 @@ Pure functions, shared by the fast and the line-by-line paths of the perf folder
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from wallflame.names import UNKNOWN, normalize, unknown_in
@@ -19,7 +20,8 @@ _TID = re.compile(r"(?:^|(?<=\s))(\d+)(?:/(\d+))?(?=\s|$)")
 _EVENT = r"([A-Za-z_][\w.\-]*(?::[\w.\-]+)*):(?=\s|$)\s*(.*)"
 _TAIL = re.compile(r"\s*(?:\[\d+\]\s+)?(?:(\d+\.\d+):\s*)?(?:(\d+)\s+)?(?:" + _EVENT + r")?$")
 _RECORD = re.compile(r"\s*(?:\[\d+\]\s+)?(?:(\d+\.\d+):\s*)?(PERF_RECORD_[A-Z_]+)\b:?\s*(.*)$")
-_NO_TID = re.compile(r"^\s*(.*?)\s+(?:\[\d+\]\s+)?(\d+\.\d+):\s+(?:(\d+)\s+)?" + _EVENT + "$")
+_NO_TID = re.compile(r"^\s*(.{0,64}?)\s+(?:\[\d+\]\s+)?(\d+\.\d+):\s+(?:(\d+)\s+)?" + _EVENT
+                     + "$")
 _OFFSET = re.compile(r"\+0x[0-9a-fA-F]*$")
 _MODIFIERS = re.compile(r"[ukhIGHpPSDWeb]+")
 LOST_RE = re.compile(r"\blost (\d+)\b")
@@ -27,6 +29,11 @@ NEXT_TID_RE = re.compile(r"next pid/tid:\s*-?\d+/(\d+)")
 TIME_RE = re.compile(rb"\d+\.\d+")
 PERIOD_EVENT_RE = re.compile(rb"\s*(\d+) +([A-Za-z_][\w.\-]*(?::[\w.\-]+)*):\s*")
 _WHO_END = re.compile(r"\s*(?:\[\d+\])?\s*$")
+#: The thread id starts within this many characters (a comm is at most 15 bytes; perf pads
+#: it): later candidates are not tried, which keeps parsing linear on any line.
+TID_WINDOW = 64
+#: Longer lines are not headers (the longest real ones are tracepoints with their fields).
+MAX_HEADER = 1 << 16
 
 
 @dataclass
@@ -71,18 +78,19 @@ def parse_header(line: str) -> Header | None:
     The thread id is the first all-digit word after which the rest parses as the remaining
     fields, so a thread name with spaces or numbers in it stays whole.
     """
+    if len(line) > MAX_HEADER:
+        return None
     record = "PERF_RECORD_" in line
-    for m in _TID.finditer(line):
-        tail = line[m.end():]
+    for m in _tid_candidates(line):
         pid, tid = (int(m.group(1)), int(m.group(2))) if m.group(2) else (0, int(m.group(1)))
         comm = line[: m.start()].strip()
         if record:
-            r = _RECORD.match(tail)
+            r = _RECORD.match(line, m.end())
             if r:
                 t = parse_time(r.group(1)) if r.group(1) else None
                 return Header(comm, pid, tid, t, None, "", r.group(3).strip(), r.group(2))
             continue
-        t_m = _TAIL.match(tail)
+        t_m = _TAIL.match(line, m.end())
         if t_m is None:
             continue
         time_s, period_s, event, rest = t_m.groups()
@@ -95,10 +103,21 @@ def parse_header(line: str) -> Header | None:
                   int(n.group(3)) if n.group(3) else None, n.group(4), n.group(5).strip())
 
 
+def _tid_candidates(line: str) -> Iterator[re.Match[str]]:
+    """All-digit words (``tid`` or ``pid/tid``) that start within ``TID_WINDOW``."""
+    end = min(len(line), TID_WINDOW + 24)
+    for m in _TID.finditer(line, 0, end):
+        if m.start() > TID_WINDOW:
+            return
+        if m.end() == end < len(line) and not line[end].isspace():
+            continue  # a number cut by the window, not a word
+        yield m
+
+
 def parse_who(head: str) -> tuple[str, int, int]:
     """``(comm, pid, tid)`` from the part of a header before its time (``comm [pid/]tid
     [cpu]``), by the same rule as ``parse_header``."""
-    for m in _TID.finditer(head):
+    for m in _tid_candidates(head):
         if _WHO_END.match(head, m.end()):
             comm = head[: m.start()].strip()
             if m.group(2):

@@ -511,6 +511,23 @@ def test_ten_thousand_frames() -> None:
     assert out.getvalue().count(";") == 10_000
 
 
+@pytest.mark.parametrize("line", [
+    b"1 " * 500_000,                       # a million digit words: tid candidates
+    b"1 " * 30_000,                        # the same under the header length limit
+    b"a 1.1: " * 150_000,                  # many time-like fields
+    b"a 1.1: " * 9_000,
+    b"x 7 1.0: 1 e:" + b"f:" * 30_000,     # a long event-like word
+    b"x 7 1.0: 1 cpu-clock: \n\t1 f" + b"@GLIBC_" * 150_000 + b" (/x)",  # a long frame
+    b"x 7 1.0: 1 cpu-clock: \n\t1 f" + b"(" * 300_000 + b" (/x)",
+])
+def test_long_hostile_lines_take_linear_time(line: bytes) -> None:
+    good = b"app 7 1.0: 10 cpu-clock: \n\t1 main (/bin/app)\n\n"
+    t0 = time.perf_counter()
+    p = fold(good + line + b"\n\n" + good)
+    assert time.perf_counter() - t0 < 5
+    assert p.meta.samples["perf"] >= 2
+
+
 def test_hostile_names_stay_data() -> None:
     text = (b"<img src=x> 7 1.0: 10 cpu-clock: \n\t1 <script>alert(1)</script>;x (/bin/a b)\n"
             b"\t2 \xff\xfe\x1b[31m (/bin/app)\n\n")
