@@ -49,16 +49,18 @@ class Thresholds:
                      smaller regressions: on a shared 2-core machine, runs of the same code
                      moved kernel and ``[unknown]`` frames by up to 3 points).
     wait_s_per_s:    off-CPU seconds per second of window, per wait class, may grow by at most
-                     this much (default 0.1: a tenth of one thread) ...
-    wait_relative:   ... or by at most this fraction of the baseline (default 0.5); a class
-                     fails only when it exceeds both.  (Scheduler off-CPU time is exact, so
-                     its sampling noise is small; the run-to-run spread of mutex waits on a
-                     loaded machine is not, and these limits are set above it.)
+                     this much (default 0.25: a quarter of one thread) ...
+    wait_relative:   ... or by at most this fraction of the baseline (default 1.0: double);
+                     a class fails only when it exceeds both.  (Scheduler off-CPU time is
+                     exact, so its sampling noise is small, but contention is not repeatable:
+                     identical 4 s runs of samples/bin/mix on a shared 2-core machine waited
+                     0.17 to 0.39 s per s on its mutex; these limits sit above that spread.)
     wait_classes:    the wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
                      and I/O; ``condvar``, ``poll`` and ``sleep`` are mostly waiting for work
                      or for time, which grows whenever a run is less busy).
     mutex_share_pp:  mutex wait as a share of all thread time may grow by at most this many
-                     percentage points (default 5.0).
+                     percentage points (default 10.0; the same identical runs spread over 4.4%
+                     to 10.3%).
     cpu_per_work_relative: on-CPU time per unit of work (when both runs record work done in
                      ``meta.extra["work"]``) may grow by at most this fraction (default 0.10).
     min_samples:     on-CPU samples each side needs, else inconclusive (default 500).
@@ -76,10 +78,10 @@ class Thresholds:
     """
 
     frame_share_pp: float = 5.0
-    wait_s_per_s: float = 0.1
-    wait_relative: float = 0.5
+    wait_s_per_s: float = 0.25
+    wait_relative: float = 1.0
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
-    mutex_share_pp: float = 5.0
+    mutex_share_pp: float = 10.0
     cpu_per_work_relative: float = 0.10
     min_samples: int = 500
     noise_k: float = 3.0

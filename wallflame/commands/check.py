@@ -40,10 +40,10 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     samples, lost or truncated data, or runs collected differently): never "pass" on partial
     data. Thresholds, with defaults, settable in .wallflame-check.toml under [thresholds]:
       frame_share_pp=5.0    on-CPU inclusive share of any frame, growth in points
-      wait_s_per_s=0.1      off-CPU s per s of window per wait class, growth ...
-      wait_relative=0.5     ... and relative growth (a class fails past both)
+      wait_s_per_s=0.25     off-CPU s per s of window per wait class, growth ...
+      wait_relative=1.0     ... and relative growth (a class fails past both)
       wait_classes=mutex,rwlock,io  (of mutex,rwlock,condvar,io,poll,sleep,other)
-      mutex_share_pp=5.0    mutex wait share of all thread time, growth in points
+      mutex_share_pp=10     mutex wait share of all thread time, growth in points
       cpu_per_work_relative=0.10  CPU per unit of work (when both runs record work)
       min_samples=500       on-CPU samples each side needs
       noise_k=3.0           changes within k standard errors of sampling are noise
