@@ -94,6 +94,7 @@ class Symbols:
         self.maps: list[Mapping] = []
         self.starts: list[int] = []
         self.tables: dict[str, tuple[list[int], list[tuple[int, str]]]] = {}
+        self.functions: dict[str, tuple[list[int], list[tuple[int, str]]]] = {}
         self.nm = shutil.which("nm")
         self.refresh()
 
@@ -143,20 +144,56 @@ class Symbols:
         inside = f"/proc/{self.pid}/root{path}"
         return inside if os.path.exists(inside) else path
 
-    def _table(self, path: str) -> tuple[list[int], list[tuple[int, str]]]:
-        table = self.tables.get(path)
+    def _table(self, path: str, code: bool = False) -> tuple[list[int], list[tuple[int, str]]]:
+        cache = self.functions if code else self.tables
+        table = cache.get(path)
         if table is not None:
             return table
         rows: list[tuple[int, int, str]] = []
         if self.nm is not None:
             for extra in ([], ["-D"]):
-                rows = _nm(self.nm, self._file(path), extra)
+                rows = _nm(self.nm, self._file(path), extra, _CODE if code else _DATA)
                 if rows:
                     break
         rows.sort()
         table = ([r[0] for r in rows], [(r[1], r[2]) for r in rows])
-        self.tables[path] = table
+        cache[path] = table
         return table
+
+    def function(self, addr: int) -> str:
+        """The function whose (sized) symbol contains code address ``addr``, or ``""``."""
+        i = self._find(addr)
+        if i < 0 or "x" not in self.maps[i].perms or not self.maps[i].path.startswith("/"):
+            return ""
+        found = self._elf_for(addr)
+        if found is None:
+            return ""
+        path, bias = found
+        values, info = self._table(path, code=True)
+        vaddr = addr - bias
+        j = bisect.bisect_right(values, vaddr) - 1
+        if j < 0 or vaddr - values[j] >= info[j][0]:
+            return ""
+        return info[j][1]
+
+    def return_sites(self, mem: MemReader, sp: int, words: int = 128, limit: int = 8) -> list[
+            str]:
+        """Functions of the return addresses found on the stack above ``sp`` (a stack scan:
+        each 8-byte word that points into a function's code), innermost first.  This tells
+        which call site a futex waiter is blocked at without stopping it."""
+        data = mem.read(sp, words * 8) if sp else None
+        if data is None:
+            return []
+        out: list[str] = []
+        for (value,) in struct.iter_unpack("<Q", data):
+            if value < 4096:
+                continue
+            name = self.function(value)
+            if name and name not in out:
+                out.append(name)
+                if len(out) >= limit:
+                    break
+        return out
 
     def name(self, addr: int) -> str:
         """``0xADDR <symbol>`` (``<symbol+0xN>`` inside it) or ``0xADDR``."""
@@ -176,7 +213,11 @@ class Symbols:
         return f"{hex(addr)} <{sym}{f'+{hex(off)}' if off else ''}>"
 
 
-def _nm(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str]]:
+_DATA = "BbDdRrVvGgSs"
+_CODE = "TtWwi"
+
+
+def _nm(nm: str, path: str, extra: list[str], types: str) -> list[tuple[int, int, str]]:
     try:
         r = subprocess.run([nm, "--defined-only", "-S", *extra, path], capture_output=True,
                            timeout=30, env=tool_env(), check=False)
@@ -185,7 +226,7 @@ def _nm(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str]]:
     rows = []
     for raw in r.stdout.decode("utf-8", "replace").splitlines():
         parts = raw.split(None, 3)
-        if len(parts) != 4 or parts[2] not in "BbDdRrVvGgSs":
+        if len(parts) != 4 or parts[2] not in types:
             continue
         try:
             rows.append((int(parts[0], 16), int(parts[1], 16), parts[3]))

@@ -31,7 +31,14 @@ from typing import IO, Any
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.mutex import SYS_FUTEX_X86_64, MemReader, Symbols, mutex_owner
 from wallflame.collect.safety import ensure_running, spawn, stop_tool
-from wallflame.collect.target import Target, list_tids, parse_syscall, read_text, read_threads
+from wallflame.collect.target import (
+    Target,
+    list_tids,
+    parse_syscall,
+    read_text,
+    read_threads,
+    syscall_sp,
+)
 from wallflame.errors import ToolError
 
 BACKENDS = ("eu-stack", "gdb", "gdb-batch")
@@ -179,9 +186,11 @@ class OwnerSampler(threading.Thread):
     """Mutex waiters and their owners from /proc alone, at a rate snapshots cannot afford.
 
     No ptrace: only each thread's ``syscall`` file and, for a thread in ``futex``, 12 bytes
-    of the target's memory.  One JSON line per waiter seen with an owner goes to ``log``:
-    ``{"t_ns", "tid", "comm", "lock", "owner"}``.  With scheduler off-CPU time these samples
-    name the lock and the holder of each exact mutex wait (``wallflame.finish``)."""
+    of the target's memory and 1 KiB of its stack (scanned for return addresses: the call
+    site).  One JSON line per waiter seen with an owner goes to ``log``:
+    ``{"t_ns", "tid", "comm", "lock", "owner", "sites"}``.  With scheduler off-CPU time
+    these samples name the lock and the holder of each exact mutex wait
+    (``wallflame.finish``)."""
 
     def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event) -> None:
         super().__init__(name="wallflame-owners", daemon=True)
@@ -212,10 +221,10 @@ class OwnerSampler(threading.Thread):
         self.samples += 1
         for tid in sorted(tids):
             try:
-                nr, arg0 = parse_syscall(read_text(f"/proc/{self.pid}/task/{tid}/syscall")
-                                         or "")
+                text = read_text(f"/proc/{self.pid}/task/{tid}/syscall") or ""
             except PermissionError:
                 return
+            nr, arg0 = parse_syscall(text)
             if nr != SYS_FUTEX_X86_64 or not arg0:
                 continue
             owner = mutex_owner(mem, arg0, tids, tid)
@@ -225,9 +234,11 @@ class OwnerSampler(threading.Thread):
             if lock is None:
                 lock = names[arg0] = symbols.name(arg0)
             comm = (read_text(f"/proc/{self.pid}/task/{tid}/comm") or "").strip()
+            sites = symbols.return_sites(mem, syscall_sp(text))
             self.waiters += 1
             self.log.write(json.dumps({"t_ns": t_ns, "tid": tid, "comm": comm, "lock": lock,
-                                       "owner": owner}, sort_keys=True) + "\n")
+                                       "owner": owner, "sites": sites}, sort_keys=True)
+                           + "\n")
 
 
 class ProcReader:
@@ -256,6 +267,7 @@ class ProcReader:
                 if owner:
                     rec["owner"] = owner
                     rec["lock"] = self.lock_name(t.arg0)
+                    rec["sites"] = self.symbols.return_sites(self.mem, t.sp)
             out.append(rec)
         return out
 

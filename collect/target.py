@@ -226,10 +226,22 @@ class ThreadProc:
     wchan: str
     syscall: int  # -1: not in a system call, -2: running or unknown
     arg0: int
+    sp: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {"tid": self.tid, "comm": self.comm, "state": self.state, "wchan": self.wchan,
                 "syscall": self.syscall, "arg0": hex(self.arg0)}
+
+
+def syscall_sp(text: str) -> int:
+    """The user stack pointer in ``/proc/.../syscall`` (the second-to-last field), or 0."""
+    parts = text.split()
+    if len(parts) < 3 or parts[0] == "running":
+        return 0
+    try:
+        return int(parts[-2], 16)
+    except ValueError:
+        return 0
 
 
 def parse_syscall(text: str) -> tuple[int, int]:
@@ -252,10 +264,12 @@ def read_thread(pid: int, tid: int) -> ThreadProc | None:
         return None
     wchan = (read_text(base + "/wchan") or "").strip()
     try:
-        nr, arg0 = parse_syscall(read_text(base + "/syscall") or "")
+        text = read_text(base + "/syscall") or ""
     except PermissionError:
-        nr, arg0 = -2, 0
-    return ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr, arg0)
+        text = ""
+    nr, arg0 = parse_syscall(text)
+    return ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr, arg0,
+                      syscall_sp(text))
 
 
 def read_threads(pid: int) -> list[ThreadProc]:

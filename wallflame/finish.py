@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from wallflame import rundir
 from wallflame.errors import InputError, WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
+from wallflame.names import normalize
 from wallflame.output import open_output
 from wallflame.profile import OFF, HolderKey, Profile
 from wallflame.textio import iter_lines
@@ -61,39 +64,52 @@ def perf_script(raw: Path, stem: str, warnings: list[str]) -> tuple[Path | None,
     return out, bad
 
 
-Pairs = dict[int, dict[tuple[str, int], int]]
+@dataclass
+class LockSamples:
+    """What the snapshots' /proc records (and ``raw/owners.log``) saw of mutex waits.
 
+    pairs:   waiter tid -> (lock, owner) -> times seen.
+    holders: (lock, owner, owner's stack in the same dump) -> times seen.
+    sites:   lock -> call-site signatures of its waiters: the two innermost functions on
+             the waiter's stack (the collector's stack scan above the futex call, ``sites``
+             in the records).  A scheduler stack is attributed only to the locks whose
+             signature it contains as caller and callee (``_matches``), so waits on two
+             mutexes (a condition variable's relock, say) are not mixed.  Only DWARF
+             scheduler stacks keep those frames; with frame pointers the split falls back
+             to the thread's proportions.
+    """
 
-def owner_samples(log: Path, pairs: Any) -> None:
-    """Add the /proc-only waiter -> owner samples of ``raw/owners.log`` to ``pairs``."""
-    for _, line in iter_lines(str(log)):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(rec, dict):
-            continue
+    pairs: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
+    holders: dict[HolderKey, int] = field(default_factory=dict)
+    sites: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
+
+    def add(self, rec: dict[str, Any]) -> tuple[int, str, int] | None:
+        """Count one waiter record; returns (tid, lock, owner) when it is one."""
         tid, lock, owner = rec.get("tid"), rec.get("lock"), rec.get("owner")
-        if isinstance(tid, int) and isinstance(lock, str) and isinstance(owner, int):
-            pairs.setdefault(tid, {})
-            pairs[tid][(lock, owner)] = pairs[tid].get((lock, owner), 0) + 1
+        if not (isinstance(owner, int) and isinstance(tid, int) and isinstance(lock, str)):
+            return None
+        per = self.pairs.setdefault(tid, {})
+        per[(lock, owner)] = per.get((lock, owner), 0) + 1
+        sites = rec.get("sites")
+        if isinstance(sites, list) and sites:
+            sig = tuple(normalize(str(x)) for x in sites[:2])
+            self.sites.setdefault(lock, set()).add(sig)
+        return tid, lock, owner
 
 
-def lock_samples(log: Path) -> tuple[Pairs, dict[HolderKey, int]]:
-    """From a snapshot log's ``# wallflame-proc`` lines: per waiter tid, how often it was seen
-    blocked on (lock, owner); and per (lock, owner, owner's stack in that dump), how often.
+def lock_samples(log: Path) -> LockSamples:
+    """Read a snapshot log's ``# wallflame-proc`` records and dumps (see ``LockSamples``).
 
     The /proc records of one snapshot are read within microseconds of each other and without
     stopping anything, so a waiter and its owner agree even when the stack dump (eu-stack:
     one thread at a time) does not; the owner's stack is the one from the same dump."""
     from wallflame.fold import eustack, gdb
 
-    pairs: defaultdict[int, defaultdict[tuple[str, int], int]] = defaultdict(
-        lambda: defaultdict(int))
-    holders: defaultdict[HolderKey, int] = defaultdict(int)
+    out = LockSamples()
     stacks: dict[int, list[str]] = {}
     procs: list[dict[str, Any]] = []
     current: list[str] | None = None
+    kind = ""
     for _, line in iter_lines(str(log)):
         if line.startswith("# wallflame-proc "):
             try:
@@ -103,36 +119,74 @@ def lock_samples(log: Path) -> tuple[Pairs, dict[HolderKey, int]]:
             if isinstance(rec, dict):
                 procs.append(rec)
         elif line.startswith("TS "):
-            _close_dump(procs, stacks, pairs, holders)
+            _close_dump(procs, stacks, out)
             procs, stacks, current = [], {}, None
         elif line.startswith("#") and line[1:2].isdigit() and current is not None:
-            parse = gdb.parse_frame if " in " in line or line.endswith(")") else None
-            name = parse(line).name if parse else eustack.parse_frame(line).name
-            current.append(name)
+            parse = gdb.parse_frame if kind == "gdb" else eustack.parse_frame
+            current.append(parse(line).name)
         else:
             head = eustack.parse_header(line) or gdb.parse_header(line)
             if head is not None:
                 current = stacks.setdefault(head[0], [])
-    return ({t: dict(v) for t, v in pairs.items()}, dict(holders))
+                kind = head[2]
+    return out
 
 
-def _close_dump(procs: list[dict[str, Any]], stacks: dict[int, list[str]], pairs: Any,
-                holders: dict[HolderKey, int]) -> None:
+def _close_dump(procs: list[dict[str, Any]], stacks: dict[int, list[str]],
+                out: LockSamples) -> None:
     comm = {r.get("tid"): str(r.get("comm", "")) for r in procs}
     for r in procs:
-        owner, lock, tid = r.get("owner"), r.get("lock"), r.get("tid")
-        if not (isinstance(owner, int) and isinstance(tid, int) and isinstance(lock, str)):
+        got = out.add(r)
+        if got is None:
             continue
-        pairs[tid][(lock, owner)] += 1
+        _, lock, owner = got
         frames = tuple(reversed(stacks.get(owner, [])))
         key = HolderKey(lock, owner, comm.get(owner, ""), frames)
-        holders[key] = holders.get(key, 0) + 1
+        out.holders[key] = out.holders.get(key, 0) + 1
 
 
-def split_locks(sched_off: Profile, seen: Pairs, holders: dict[HolderKey, int]) -> Profile:
+def owner_samples(log: Path, out: LockSamples) -> None:
+    """Add the /proc-only waiter -> owner samples of ``raw/owners.log``."""
+    for _, line in iter_lines(str(log)):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.add(rec)
+
+
+def _matches(leaf_first: list[str], sig: tuple[str, ...]) -> bool:
+    """``sig`` (innermost caller first) is where this stack called: its first function is in
+    the stack and the next frame towards the root is its second."""
+    try:
+        i = leaf_first.index(sig[0])
+    except ValueError:
+        return False
+    return len(sig) < 2 or (i + 1 < len(leaf_first) and leaf_first[i + 1] == sig[1])
+
+
+def _candidates(shares: dict[tuple[str, int], int], frames: Sequence[str], tid: int,
+                sites: dict[str, set[tuple[str, ...]]]) -> list[tuple[tuple[str, int], int]]:
+    """The (lock, owner) pairs a scheduler mutex stack may be attributed to (see
+    ``LockSamples.sites``); without signatures, all of the thread's pairs."""
+    items = sorted((p, n) for p, n in shares.items() if p[1] != tid)
+    if not sites:
+        return items
+    leaf_first = list(reversed(frames))
+    match = {lk for lk, sigs in sites.items() if any(_matches(leaf_first, g) for g in sigs)}
+    if match:
+        return [(p, n) for p, n in items if p[0] in match]
+    # No signature matches: only locks never seen with a signature may be this wait.
+    return [(p, n) for p, n in items if not sites.get(p[0])]
+
+
+def split_locks(sched_off: Profile, samples: LockSamples) -> Profile:
     """Exact scheduler off-CPU time, with each thread's mutex waits attributed to locks and
     holders in the proportions its /proc records saw them (a thread never seen on a named
-    mutex gets the process-wide split); the holders table is scaled to the exact times."""
+    mutex gets the process-wide split), matched by call site; the holders table is scaled
+    to the exact times."""
+    seen, holders = samples.pairs, samples.holders
     overall: defaultdict[tuple[str, int], int] = defaultdict(int)
     for shares_of in seen.values():
         for pair, n in shares_of.items():
@@ -142,7 +196,7 @@ def split_locks(sched_off: Profile, seen: Pairs, holders: dict[HolderKey, int]) 
     for k, w in sched_off.stacks.items():
         shares = (seen.get(k.tid) or overall) if k.state == OFF and k.wait == "mutex" \
             and not k.lock else None
-        items = sorted((p, n) for p, n in (shares or {}).items() if p[1] != k.tid)
+        items = _candidates(shares or {}, k.frames, k.tid, samples.sites)
         total = sum(n for _, n in items)
         if not total:
             out.add(k, w)
@@ -195,14 +249,15 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
         profile.merge(perf_profile.on_cpu())
     if sched_profile is not None:
         off = sched_profile.off_cpu()
-        pairs: Pairs = {}
-        holders: dict[HolderKey, int] = {}
+        samples = LockSamples()
         if (raw / SNAPSHOT_LOG).exists():
-            pairs, holders = lock_samples(raw / SNAPSHOT_LOG)
+            samples = lock_samples(raw / SNAPSHOT_LOG)
         if (raw / OWNERS_LOG).exists():
-            owner_samples(raw / OWNERS_LOG, pairs)
-        if pairs:
-            off = split_locks(off, pairs, holders)
+            owner_samples(raw / OWNERS_LOG, samples)
+        if opts.get("sched_call_graph", "dwarf") != "dwarf":
+            samples.sites.clear()  # frame-pointer stacks lack the glibc caller frames
+        if samples.pairs:
+            off = split_locks(off, samples)
         profile.merge(off)
         profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:
@@ -304,4 +359,4 @@ def finish(run_dir: str | Path) -> Profile:
     return profile
 
 
-__all__ = ["build_profile", "finish", "split_locks"]
+__all__ = ["LockSamples", "build_profile", "finish", "lock_samples", "split_locks"]
