@@ -31,6 +31,10 @@ def record_meta(st: PerfState) -> None:
         if st.kind(name) == "trace":
             meta.warn(f"{n} samples of event {name} were not folded (fold them with "
                       f"--event {name})")
+    chosen = st.options.event
+    if chosen is not None and not per_event and not st.tracker.switch_outs:
+        present = ", ".join(sorted(st.skipped_by_name)) or "none"
+        meta.warn(f"no samples of event {chosen} (events in this input: {present})")
     if len(on_events) > 1:
         counts = ", ".join(f"{e}: {per_event[e]}" for e in on_events)
         meta.warn(f"several on-CPU events were merged ({counts} samples); pick one with "

@@ -249,7 +249,10 @@ def test_periods_that_vary_per_sample_stay_fast_and_small(
 def test_event_selected_by_base_name() -> None:
     text = b"app 7 1.0: 10 cpu-clock:ppp: \n\t1 main (/bin/app)\n\n"
     assert fold(text, event="cpu-clock").total() == 10
-    assert fold(text, event="task-clock").total() == 0
+    missing = fold(text, event="task-clock")
+    assert missing.total() == 0
+    assert missing.meta.warnings == [
+        "no samples of event task-clock (events in this input: cpu-clock:ppp)"]
 
 
 def test_other_tracepoints_are_left_out_and_named() -> None:
