@@ -184,6 +184,7 @@ def test_unknown_frames_named_after_their_module() -> None:
     ("app 7 cpu-clock: ", "app", 0, 7, 1, "samples"),
     ("app 7 ", "app", 0, 7, 1, "samples"),
     ("   app 7 1.5: 20 cycles:u: ", "app", 0, 7, 20, "samples"),
+    ("a: b 7 1.5: 1000 cpu-clock: ", "a: b", 0, 7, 1000, "ns"),
 ])
 def test_header_field_sets(header: str, comm: str, pid: int, tid: int, weight: int,
                            unit: str) -> None:
