@@ -179,7 +179,7 @@ def main() -> None:
     ap.add_argument("--stream-only", action="store_true", help="only the streaming check")
     args = ap.parse_args()
     os.chdir(ROOT)
-    subprocess.run(["make", "-s", "-C", "samples"], check=True)
+    subprocess.run(["make", "-s", "-C", "samples", "bin/mix"], check=True)
     subprocess.run(["make", "-s", "-C", "samples/fixtures"], check=True)
     args.work.mkdir(parents=True, exist_ok=True)
     inferno = find_inferno()

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 OUT=tests/fixtures/perf
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-make -s -C samples
+make -s -C samples bin/mix
 make -s -C samples/fixtures
 MIX=samples/bin/mix
 DEEP=samples/bin/deep
