@@ -96,7 +96,9 @@
   function color(node) {
     var d = D[node];
     if (!(Math.abs(d) > K * SE[node]) || d === 0 || maxAbs === 0) return "#e4e0d6";
-    var t = Math.sqrt(Math.min(1, Math.abs(d) / maxAbs)), c = Math.round(215 * (1 - t));
+    /* strongest change: rgb(255,90,90) / rgb(110,110,255), still readable under dark labels */
+    var t = Math.sqrt(Math.min(1, Math.abs(d) / maxAbs));
+    var c = Math.round((d > 0 ? 90 : 110) + 130 * (1 - t));
     return d > 0 ? "rgb(255," + c + "," + c + ")" : "rgb(" + c + "," + c + ",255)";
   }
 
@@ -141,7 +143,8 @@
     compute();
     flame.setData(tree, kids, width);
     flame.render();
-    $("norm-text").textContent = normText();
+    $("graph-norm").textContent = "graph " + normText() + "; colour: " + st.delta +
+      " delta, neutral within " + K + " standard errors";
     var msg = "drawn: " + n + " frames";
     if (S.elided) msg += "; the " + S.elided + " lightest stacks left out (size budget)";
     $("graph-status").textContent = msg + ". Click a frame to zoom.";
