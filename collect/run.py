@@ -12,13 +12,14 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 from wallflame.collect import perf
 from wallflame.collect.memory import MemorySampler
@@ -155,13 +156,48 @@ class _Stop:
             signal.signal(s, h)
 
 
-def launch(command: Sequence[str], raw: Path) -> subprocess.Popen[bytes]:
-    """Start the command to profile (no shell); its output passes through."""
-    try:
-        return subprocess.Popen(list(command))
-    except OSError as e:
-        raise TargetError(f"cannot run {command[0]!r}: {e.strerror}",
-                          "check the command and its path") from None
+class Launched:
+    """A launched command whose output passes through and is saved in ``raw/target.stdout``
+    and ``raw/target.stderr`` (a sample's work counter is read from there).  If wallflame is
+    killed, the command's next write to the closed pipe fails (SIGPIPE), as under ``tee``."""
+
+    def __init__(self, command: Sequence[str], raw: Path) -> None:
+        try:
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as e:
+            raise TargetError(f"cannot run {command[0]!r}: {e.strerror}",
+                              "check the command and its path") from None
+        self.pid = self.proc.pid
+        self.copiers = [
+            threading.Thread(target=_tee, args=(src, dst, raw / name), daemon=True)
+            for src, dst, name in ((self.proc.stdout, sys.stdout, "target.stdout"),
+                                   (self.proc.stderr, sys.stderr, "target.stderr"))]
+        for t in self.copiers:
+            t.start()
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def join(self) -> None:
+        for t in self.copiers:
+            t.join(5)
+
+
+def _tee(src: IO[bytes] | None, dst: IO[str], path: Path) -> None:
+    if src is None:
+        return
+    out = getattr(dst, "buffer", None)
+    with open(path, "wb") as f:
+        while block := src.read1(1 << 16) if hasattr(src, "read1") else src.read(1 << 16):
+            f.write(block)
+            f.flush()
+            if out is not None:
+                try:
+                    out.write(block)
+                    out.flush()
+                except (OSError, ValueError):
+                    out = None
 
 
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,
@@ -191,9 +227,9 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     col = Collection(options=asdict(opts), tools=tool_versions())
     for n in notes:
         col.warn(n)
-    child: subprocess.Popen[bytes] | None = None
+    child: Launched | None = None
     if command:
-        child = launch(command, raw)
+        child = Launched(command, raw)
         col.launched = {"command": list(command), "pid": child.pid}
         target = open_target(child.pid, allow_own_child=True)
     col.target = target.identity()
@@ -238,7 +274,7 @@ def _recorders(target: Target, opts: CollectOptions, raw: Path) -> list[perf.Per
 
 
 def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
-         stop: threading.Event, guard: Guard, child: subprocess.Popen[bytes] | None,
+         stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None) -> None:
     mem = MemorySampler(target.pid, stop)
     recorders = _recorders(target, opts, raw)
@@ -276,14 +312,16 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
                 guard.watch(r.proc.pid)
         for r in recorders:
             if not r.wait_ready():
-                r.early_failure()
+                if target.alive():
+                    r.early_failure()
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
         t_start = time.time_ns()
         m_start = time.monotonic()
         time.sleep(0.1)
         for r in recorders:
-            r.early_failure()
+            if target.alive():  # perf fails with ESRCH when the target is already gone
+                r.early_failure()
         _wait(target, opts, col, stop, child, recorders[0], loop, m_start, progress)
     finally:
         t_end = time.time_ns()
@@ -307,7 +345,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
 
 
 def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading.Event,
-          child: subprocess.Popen[bytes] | None, recorder: perf.PerfRecorder,
+          child: Launched | None, recorder: perf.PerfRecorder,
           loop: SnapshotLoop | None, m_start: float,
           progress: Callable[[Progress], None] | None) -> None:
     deadline = None if opts.duration_s is None else m_start + opts.duration_s
@@ -377,8 +415,9 @@ def _final_check(target: Target, col: Collection) -> None:
                  "collection")
 
 
-def _end_child(child: subprocess.Popen[bytes], col: Collection) -> None:
+def _end_child(launched: Launched, col: Collection) -> None:
     """Launch mode: when collection ended first, the command is asked to end (SIGTERM)."""
+    child = launched.proc
     if child.poll() is None:
         try:
             child.send_signal(signal.SIGTERM)
@@ -388,6 +427,9 @@ def _end_child(child: subprocess.Popen[bytes], col: Collection) -> None:
                      "left running")
         except ProcessLookupError:
             pass
+    else:
+        child.wait()
+    launched.join()
     col.launched["returncode"] = child.returncode
 
 

@@ -211,8 +211,8 @@ def test_permission_denied_names_the_fix(live: None, sample_bin: Path) -> None:
 
 def test_gdb_backend_passes_signals_to_the_target(live: None, sample_bin: Path,
                                                   tmp_path: Path) -> None:
-    """A SIGINT meant for the target reaches it while gdb is attached (gdb would otherwise
-    swallow it), so the launched command ends and collection ends with it."""
+    """A SIGTERM meant for the target reaches it while gdb is attached (gdb would otherwise
+    stop the target and keep it), so the launched command ends and collection with it."""
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "wallflame", "collect", "-o", str(run),
                              "--off-cpu", "pmp", "--pmp-backend", "gdb", "--",
@@ -236,14 +236,14 @@ def test_gdb_backend_passes_signals_to_the_target(live: None, sample_bin: Path,
         while not harmed_tracer(mix_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
-        os.kill(mix_pid, signal.SIGINT)
+        os.kill(mix_pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
-    assert out.count('"name":"mix-') == 2  # mix saw SIGINT and printed its results
+    assert out.count('"name":"mix-') == 2  # mix saw SIGTERM and printed its results
     meta = load(run, "meta.json")
     assert meta["ended_by"] == "command exited"
     assert meta["launched"]["returncode"] == 0

@@ -225,6 +225,33 @@ def split_locks(sched_off: Profile, samples: LockSamples) -> Profile:
     return out
 
 
+def work_done(raw: Path) -> dict[str, Any] | None:
+    """The launched command's work counter: the last JSON line of ``raw/target.stdout`` with
+    a numeric ``work`` (the samples print ``{"work": N, "unit": "messages", ...}``), as
+    ``{"count", "unit", ...}`` for ``wallflame check``'s CPU-per-work rule."""
+    path = raw / "target.stdout"
+    if not path.exists():
+        return None
+    found = None
+    for _, line in iter_lines(str(path)):
+        line = line.strip()
+        if not (line.startswith("{") and '"work"' in line):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict) and isinstance(d.get("work"), int | float) \
+                and not isinstance(d.get("work"), bool):
+            found = d
+    if found is None:
+        return None
+    out = {k: v for k, v in found.items() if isinstance(v, str | int | float)}
+    out["count"] = float(found["work"])
+    out["unit"] = str(found.get("unit") or "units")
+    return out
+
+
 def _snapshot_format(backend: str) -> str:
     return "eu-stack" if backend == "eu-stack" else "gdb"
 
@@ -268,6 +295,9 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
             # Keep the snapshot evidence's metadata (pause, running time, counts).
             profile.meta.merge(pmp_profile.meta)
     _annotate_meta(profile, cap, warnings, bad_chunks)
+    work = work_done(raw)
+    if work is not None:
+        profile.meta.extra["work"] = work
     return profile
 
 

@@ -50,7 +50,8 @@ def _progress_printer() -> tuple[object, object]:
               help="Snapshot tool: eu-stack (lowest pause, threads stopped one at a time), gdb "
               "(one gdb kept attached, consistent snapshots), gdb-batch (a gdb per snapshot, "
               "like pt-pmp). Any ptrace stop makes blocked calls such as epoll_wait in the "
-              "target return early (EINTR); perf and sched never do.")
+              "target return early (EINTR); perf and sched never do. While the gdb backend "
+              "is attached, a SIGINT sent to the target is held by gdb (other signals pass).")
 @click.option("--pmp-rate", type=float, default=None,
               help="Snapshots per second (default: 10 with --off-cpu pmp; 2 with both, where "
               "the scheduler gives the times and snapshots only the lock holders' stacks).")
