@@ -375,11 +375,13 @@ class SnapshotLoop(threading.Thread):
         if left and not self.target.stopped_at_start:
             self.stats.resumed += 1
         if dump.error:
+            if not self.target.alive():
+                # The target ended during this snapshot: not a failure of the snapshot.
+                self.stats.target_gone = True
+                return True
             self.stats.failed += 1
             if len(self.stats.errors) < 5:
-                self.stats.errors.append(dump.error.splitlines()[0][:300] if dump.error else "")
-            if not self.target.alive():
-                self.stats.target_gone = True
+                self.stats.errors.append(dump.error.splitlines()[0][:300])
             return False
         self.stats.snapshots += 1
         self.stats.pauses_ms.append(dump.pause_ms)
