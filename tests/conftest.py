@@ -61,9 +61,10 @@ def sample_bin() -> Path:
 @pytest.fixture(scope="session")
 def live() -> None:
     """Live tests need perf and ptrace; on a machine without them they are skipped loudly
-    (CI sets WALLFLAME_REQUIRE_LIVE=1 so that a missing capability fails instead)."""
-    ok = _can_perf() and shutil.which("gdb") is not None
-    if not ok:
-        if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1":
-            pytest.fail("perf or gdb is not usable here but WALLFLAME_REQUIRE_LIVE=1")
+    (the test script sets WALLFLAME_REQUIRE_LIVE=1: then they always run, and fail if the
+    machine cannot profile)."""
+    if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1":
+        # Required: no probe that could skip under load; a real problem fails the test itself.
+        return
+    if not (_can_perf() and shutil.which("gdb") is not None):
         pytest.skip("perf/gdb not usable on this machine")
