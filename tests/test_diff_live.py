@@ -48,31 +48,49 @@ def diff_of(runs: dict[str, Path], a: str, b: str) -> Diff:
     return compare(consumers(runs[a]), consumers(runs[b]), (a, b), SHARE)
 
 
+def partial(d: Diff) -> list[str]:
+    """Why the two captures cannot be compared (a starved or lossy capture), if they cannot."""
+    v = judge(d, Thresholds())
+    return [r.message for r in v.results
+            if r.name in ("min_samples", "complete_data") and r.status == INCONCLUSIVE]
+
+
 def test_mutex_region_vanishes_and_on_cpu_barely_moves(queue_runs: dict[str, Path]) -> None:
+    whole = compare(load_inputs([str(queue_runs["mutex"])]),
+                    load_inputs([str(queue_runs["lockfree"])]))
+    if partial(whole):
+        print(f"\nnot compared: {partial(whole)}")  # the gate says inconclusive, as it must
+        assert judge(whole, Thresholds()).status == INCONCLUSIVE
+        return
     d = diff_of(queue_runs, "mutex", "lockfree")
     off = {c.name: c for c in d.functions(OFF)}
-    region = [c for name, c in off.items() if name.startswith("[off mutex g_mutex_queue")]
+    # the lock is named when a stack snapshot caught a waiter (a loaded machine lowers the
+    # snapshot rate); the scheduler's exact wait time is classified mutex either way
+    named = bool(d.locks[0])
+    leaf = "[off mutex g_mutex_queue" if named else "[off mutex"
+    region = [c for name, c in off.items() if name.startswith(leaf)]
     assert region, sorted(off)[:20]
+    print(f"\nlocks seen before: {sorted(d.locks[0])}")
     wait = max(region, key=lambda c: c.a)
     assert wait.a > 0.2 and wait.b == 0 and wait.significant  # a large region, then gone
     mutex = next(c for c in d.class_changes() if c.name == "mutex")
     assert mutex.a > 0.1 and mutex.b < 0.02 and mutex.significant  # of all thread time
-    # on-CPU, processing is most of the consumers' time either way (the story's 95.5% -> 97%);
-    # of their wall-clock time it was a fraction and becomes most of it
+    # on-CPU, processing is most of the consumers' time either way (the story's 95.5% -> 97%;
+    # here 72-84% -> 91%: the mutex queue's futex calls are on-CPU overhead too); of their
+    # wall-clock time it was a fraction and becomes most of it
     on = next(c for c in d.functions(ON) if c.name == "process_message")
     wall = next(c for c in d.functions("all") if c.name == "process_message")
-    assert on.a > 0.6 and abs(on.delta) < 0.15, on
-    assert wall.delta > 0.3 and wall.delta > 3 * abs(on.delta), wall
+    assert on.a > 0.6 and abs(on.delta) < 0.25, on
+    assert wall.delta > 0.4 and wall.delta > 2 * abs(on.delta), wall
     gone = d.new_and_removed(limit=500)["removed"]
-    assert any(s["stack"][-1].startswith("[off mutex g_mutex_queue") for s in gone)
+    assert any(s["stack"][-1].startswith(leaf) for s in gone)
     # the page draws it from BEFORE's side: weight before, none after
     data = page_data(d)["stacks"]
     names, frames, pos = data["names"], data["frames"], 0
     seen = False
     for i, n in enumerate(data["len"]):
-        leaf = names[frames[pos + n - 1]]
         pos += n
-        if leaf.startswith("[off mutex g_mutex_queue"):
+        if names[frames[pos - 1]].startswith(leaf):
             seen = True
             assert data["v"][4 * i + 1] > 0 and data["v"][4 * i + 3] == 0
     assert seen
@@ -82,8 +100,11 @@ def test_gate_fails_when_the_mutex_queue_comes_back(queue_runs: dict[str, Path])
     d = compare(load_inputs([str(queue_runs["lockfree"])]),
                 load_inputs([str(queue_runs["mutex"])]), ("lockfree", "mutex"))
     v = judge(d, Thresholds())
+    if partial(d):
+        print(f"\nnot judged: {partial(d)}")
+        assert v.status == INCONCLUSIVE
+        return
     r = next(r for r in v.results if r.name == "mutex_share")
-    assert r.status == FAIL and "g_mutex_queue" in r.message, r.message
-    partial = [x.message for x in v.results
-               if x.name in ("min_samples", "complete_data") and x.status == INCONCLUSIVE]
-    assert v.status == (INCONCLUSIVE if partial else FAIL), partial
+    assert v.status == FAIL and r.status == FAIL and r.changes[0].delta > 0.2, r.message
+    if d.locks[1]:  # the lock is known when a snapshot caught a waiter
+        assert "g_mutex_queue" in r.message, r.message
