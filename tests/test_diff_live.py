@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from wallflame.profile import OFF, ON, Profile
-from wallflame.report.check import FAIL, INCONCLUSIVE, Thresholds, judge
+from wallflame.report.check import FAIL, INCONCLUSIVE, PASS, Thresholds, judge
 from wallflame.report.diff import SHARE, Diff, compare
 from wallflame.report.diff_html import page_data
 from wallflame.rundir import load_inputs
@@ -108,3 +108,6 @@ def test_gate_fails_when_the_mutex_queue_comes_back(queue_runs: dict[str, Path])
     assert v.status == FAIL and r.status == FAIL and r.changes[0].delta > 0.2, r.message
     if d.locks[1]:  # the lock is known when a snapshot caught a waiter
         assert "g_mutex_queue" in r.message, r.message
+    work = next(x for x in v.results if x.name == "cpu_per_work")
+    if d.meta[0]["work"] and d.meta[1]["work"]:  # collect read the sample's work counter
+        assert work.status in (PASS, FAIL) and "per messages" in work.message, work.message
