@@ -314,7 +314,8 @@ def cpu_per_work(diff: Diff, t: Thresholds) -> Result:
     # relative sampling error of each side's CPU total is 1/sqrt(n)
     se = sum(1 / max(1, s.n_on) for s in (diff.before, diff.after)) ** 0.5
     unit = "ns" if diff.before.unit == "ns" else diff.before.unit
-    verb = f"on-CPU per {ua or 'unit'}: {a:.1f} -> {b:.1f} {unit} ({100 * rel:+.1f}%)"
+    verb = (f"on-CPU time per unit of work ({ua or 'units'}): {a:.1f} -> {b:.1f} {unit} "
+            f"({100 * rel:+.1f}%)")
     if rel > t.cpu_per_work_relative and rel > t.noise_k * se:
         return Result("cpu_per_work", FAIL,
                       f"{verb}, limit +{100 * t.cpu_per_work_relative:g}%")

@@ -110,4 +110,4 @@ def test_gate_fails_when_the_mutex_queue_comes_back(queue_runs: dict[str, Path])
         assert "g_mutex_queue" in r.message, r.message
     work = next(x for x in v.results if x.name == "cpu_per_work")
     if d.meta[0]["work"] and d.meta[1]["work"]:  # collect read the sample's work counter
-        assert work.status in (PASS, FAIL) and "per messages" in work.message, work.message
+        assert work.status in (PASS, FAIL) and "(messages)" in work.message, work.message
