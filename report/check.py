@@ -32,6 +32,10 @@ INTEGRITY = re.compile(r"truncated last|malformed|unreadable|unrecognised|chunk|
 #: target too long); snapshots are weighted by the time they stand for, so a different rate
 #: changes the noise floor (counted) but not the scale.
 ADAPTIVE_RATES = ("pmp_hz",)
+#: Kernel frames that a timer interrupt or a preemption puts on top of any stack.
+PREEMPTION_FRAMES = (r"^asm_sysvec_", r"^sysvec_", r"^__sysvec_", r"^asm_common_interrupt$",
+                     r"^irqentry_", r"^irq_exit", r"^exit_to_user_mode",
+                     r"^preempt_schedule", r"^_?_?schedule$", r"^finish_task_switch")
 
 PASS = "pass"
 FAIL = "regression"
@@ -63,6 +67,11 @@ class Thresholds:
                      to 10.3%).
     cpu_per_work_relative: on-CPU time per unit of work (when both runs record work done in
                      ``meta.extra["work"]``) may grow by at most this fraction (default 0.10).
+    ignore_frames:   regular expressions (searched) for frames ``frame_share`` does not judge;
+                     default: the kernel's interrupt and preemption entry points, whose share
+                     measures how busy the machine was, not the program (identical runs on a
+                     shared 2-core machine moved ``asm_sysvec_apic_timer_interrupt`` by up to
+                     7 points).  They are still shown in the diff.
     min_samples:     on-CPU samples each side needs, else inconclusive (default 500).
     noise_k:         changes within this many standard errors are noise (default 3.0).
     rate_tolerance:  sampling rates of the two runs may differ by this fraction before the runs
@@ -83,6 +92,7 @@ class Thresholds:
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
     mutex_share_pp: float = 10.0
     cpu_per_work_relative: float = 0.10
+    ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
     min_samples: int = 500
     noise_k: float = 3.0
     rate_tolerance: float = 0.10
@@ -110,6 +120,13 @@ class Thresholds:
                              f"{type(current).__name__}", "fix the value") from None
         if not isinstance(new, list) and new < 0:
             raise InputError(f"{origin}: {key} must not be negative", "fix the value")
+        if key == "ignore_frames":
+            for pattern in new:
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    raise InputError(f"{origin}: ignore_frames: bad pattern {pattern!r}: {e}",
+                                     "fix the regular expression") from None
         if key == "wait_classes":
             bad = [c for c in new if c not in WAIT_CLASSES]
             if bad:
@@ -240,8 +257,10 @@ def frame_share(diff: Diff, t: Thresholds) -> Result:
     if not (diff.before.total_on and diff.after.total_on):
         return Result("frame_share", SKIPPED, "no on-CPU data on one side")
     norm = diff.with_mode(SHARE)
+    ignore = re.compile("|".join(f"(?:{p})" for p in t.ignore_frames)) if t.ignore_frames \
+        else None
     grew = [c for c in diff.functions(ON, True, norm, grew_by=t.frame_share_pp / 100)
-            if c.significant]
+            if c.significant and not (ignore and ignore.search(c.name))]
     grew.sort(key=lambda c: (-c.delta, c.name))
     if grew:
         top = grew[0]

@@ -165,6 +165,16 @@ def test_thresholds_config_then_command_line(tmp_path: Path) -> None:
         load_thresholds(str(cfg), [])
 
 
+def test_preemption_frames_are_not_judged() -> None:
+    a, b = run(), run()
+    b.add(StackKey(("worker_loop", "asm_sysvec_apic_timer_interrupt"), 1, "mix-1"), 800 * MS)
+    assert judge(compare(a, b), Thresholds()).status == PASS
+    v = judge(compare(a, b), Thresholds(ignore_frames=[]))
+    assert v.status == FAIL and "asm_sysvec_apic_timer_interrupt" in v.results[3].message
+    with pytest.raises(InputError):
+        load_thresholds(None, ["ignore_frames=(unclosed"])
+
+
 def test_markdown_escapes_hostile_names() -> None:
     evil = "<img src=x onerror=alert(1)>|[link](javascript:x)`*https://e.example www.e.example"
     a, b = run(), run()

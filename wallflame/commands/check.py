@@ -45,6 +45,8 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
       wait_classes=mutex,rwlock,io  (of mutex,rwlock,condvar,io,poll,sleep,other)
       mutex_share_pp=10     mutex wait share of all thread time, growth in points
       cpu_per_work_relative=0.10  CPU per unit of work (when both runs record work)
+      ignore_frames=RE,...  frames frame_share does not judge (default: the kernel's
+                            interrupt and preemption entry points)
       min_samples=500       on-CPU samples each side needs
       noise_k=3.0           changes within k standard errors of sampling are noise
       rate_tolerance=0.10   sampling rates may differ this much
