@@ -381,6 +381,7 @@ def finish(run_dir: str | Path) -> Profile:
         "perf": cap.get("perf"),
         "warnings": profile.meta.warnings,
         "ended_by": cap.get("ended_by"),
+        "owners": cap.get("owners"),
     }
     with open_output(str(out / rundir.META)) as f:
         f.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")
