@@ -12,18 +12,19 @@ import platform
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import Any
 
 from wallflame.collect import perf
+from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.memory import MemorySampler
-from wallflame.collect.pmp import BACKENDS, OwnerSampler, SnapshotLoop, make_backend
+from wallflame.collect.owners import OwnerSampler
+from wallflame.collect.pmp import BACKENDS, SnapshotLoop, make_backend
 from wallflame.collect.safety import Guard, ensure_running, spawn
 from wallflame.collect.target import (
     Target,
@@ -32,7 +33,7 @@ from wallflame.collect.target import (
     proc_name,
     tracer_of,
 )
-from wallflame.errors import InputError, PermissionDenied, TargetError
+from wallflame.errors import InputError, PermissionDenied
 
 OFF_CPU_MODES = ("pmp", "sched", "both", "none")
 CAPTURE = "capture.json"
@@ -156,50 +157,6 @@ class _Stop:
             signal.signal(s, h)
 
 
-class Launched:
-    """A launched command whose output passes through and is saved in ``raw/target.stdout``
-    and ``raw/target.stderr`` (a sample's work counter is read from there).  If wallflame is
-    killed, the command's next write to the closed pipe fails (SIGPIPE), as under ``tee``."""
-
-    def __init__(self, command: Sequence[str], raw: Path) -> None:
-        try:
-            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as e:
-            raise TargetError(f"cannot run {command[0]!r}: {e.strerror}",
-                              "check the command and its path") from None
-        self.pid = self.proc.pid
-        self.copiers = [
-            threading.Thread(target=_tee, args=(src, dst, raw / name), daemon=True)
-            for src, dst, name in ((self.proc.stdout, sys.stdout, "target.stdout"),
-                                   (self.proc.stderr, sys.stderr, "target.stderr"))]
-        for t in self.copiers:
-            t.start()
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def join(self) -> None:
-        for t in self.copiers:
-            t.join(5)
-
-
-def _tee(src: IO[bytes] | None, dst: IO[str], path: Path) -> None:
-    if src is None:
-        return
-    out = getattr(dst, "buffer", None)
-    with open(path, "wb") as f:
-        while block := src.read1(1 << 16) if hasattr(src, "read1") else src.read(1 << 16):
-            f.write(block)
-            f.flush()
-            if out is not None:
-                try:
-                    out.write(block)
-                    out.flush()
-                except (OSError, ValueError):
-                    out = None
-
-
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             command: Sequence[str] | None = None,
             progress: Callable[[Progress], None] | None = None) -> Collection:
@@ -253,7 +210,10 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         _final_check(target, col)
         guard.close()
         if child is not None:
-            _end_child(child, col)
+            returncode, note = end_child(child)
+            col.launched["returncode"] = returncode
+            if note:
+                col.warn(note)
     (raw / CAPTURE).write_text(json.dumps(asdict(col), indent=1, sort_keys=True) + "\n",
                                encoding="utf-8")
     return col
@@ -417,24 +377,6 @@ def _final_check(target: Target, col: Collection) -> None:
     if tracer:
         col.warn(f"PID {target.pid} is traced by PID {tracer} ({proc_name(tracer)}) after "
                  "collection")
-
-
-def _end_child(launched: Launched, col: Collection) -> None:
-    """Launch mode: when collection ended first, the command is asked to end (SIGTERM)."""
-    child = launched.proc
-    if child.poll() is None:
-        try:
-            child.send_signal(signal.SIGTERM)
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            col.warn(f"the command (PID {child.pid}) did not end within 10 s of SIGTERM; "
-                     "left running")
-        except ProcessLookupError:
-            pass
-    else:
-        child.wait()
-    launched.join()
-    col.launched["returncode"] = child.returncode
 
 
 __all__ = ["CollectOptions", "Collection", "collect", "spawn"]

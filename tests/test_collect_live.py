@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from livehelp import collect, harmed, load, start_mix, stop_mix
 
-from wallflame.collect.pmp import LOG_MAGIC, ProcReader
+from wallflame.collect.owners import ProcReader
+from wallflame.collect.pmp import LOG_MAGIC
 
 pytestmark = pytest.mark.live
 
