@@ -254,3 +254,49 @@ def harmed_tracer(pid: int) -> int:
     from wallflame.collect.target import tracer_of
 
     return tracer_of(pid)
+
+
+_ARENAS_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void *work(void *arg) {
+    (void)arg;
+    /* 4 MiB in 64 KiB blocks (below the mmap threshold): from this thread's own arena. */
+    for (int i = 0; i < 64; i++) memset(malloc(64 << 10), 1, 64 << 10);
+    sleep(60);
+    return arg;
+}
+int main(void) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, work, NULL);
+    sleep(60);
+    return 0;
+}
+"""
+
+
+def test_memory_counts_glibc_arenas(live: None, tmp_path: Path) -> None:
+    src = tmp_path / "arenas.c"
+    src.write_text(_ARENAS_C)
+    exe = tmp_path / "arenas"
+    subprocess.run(["cc", "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
+    target = subprocess.Popen([str(exe)])
+    try:
+        time.sleep(0.5)
+        run = tmp_path / "run"
+        r = collect("--pid", str(target.pid), "--duration", "1", "--off-cpu", "none", "-o",
+                    str(run))
+        assert r.returncode == 0, r.stderr
+        mem = load(run, "memory.json")
+        # Each thread that mallocs gets an arena (up to 8 per core): 4 threads, 2+ arenas.
+        assert mem["arenas"]["count"] >= 2, mem["arenas"]
+        assert mem["arenas"]["total_rss_kb"] >= 2 * 4096
+        assert all(int(m["start"], 16) % (64 << 20) == 0 for m in mem["arenas"]["mappings"])
+        assert mem["arenas_start"]["count"] == mem["arenas"]["count"]
+        assert mem["samples"][-1]["threads"] == 5
+        assert mem["samples"][-1]["rss_kb"] >= 4 * 4096
+    finally:
+        target.kill()
+        target.wait()
