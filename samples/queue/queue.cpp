@@ -2,7 +2,7 @@
 // hands them to eight consumer threads through a bounded queue; each consumer parses, hashes and
 // formats every message, then forwards the records to a downstream collector in batches and waits
 // for its acknowledgement (deliver_message: off-CPU, like the network round trip it stands for),
-// so the CPU is not what limits throughput. Two queue implementations:
+// so that the consumers are not CPU-bound by design. Two queue implementations:
 //
 //   --queue=mutex     std::list + two std::mutex + std::condition_variable (not-full / not-empty).
 //                     The queue mutex (`queue_mutex_` inside the global `g_mutex_queue`) is held
