@@ -75,13 +75,13 @@ def test_mutex_region_vanishes_and_on_cpu_barely_moves(queue_runs: dict[str, Pat
     assert wait.a > 0.2 and wait.b == 0 and wait.significant  # a large region, then gone
     mutex = next(c for c in d.class_changes() if c.name == "mutex")
     assert mutex.a > 0.1 and mutex.b < 0.02 and mutex.significant  # of all thread time
-    # on-CPU, processing is most of the consumers' time either way (the story's 95.5% -> 97%;
-    # here 72-84% -> 91%: the mutex queue's futex calls are on-CPU overhead too); of their
-    # wall-clock time it was a fraction and becomes most of it
+    # on-CPU, processing keeps its share of the consumers' time (the story's 95.5% -> 97%; in
+    # this sample the per-message statistics are the other half of the work in both
+    # variants); of their wall-clock time it grows, because the mutex wait is gone
     on = next(c for c in d.functions(ON) if c.name == "process_message")
     wall = next(c for c in d.functions("all") if c.name == "process_message")
-    assert on.a > 0.6 and abs(on.delta) < 0.25, on
-    assert wall.delta > 0.4 and wall.delta > 2 * abs(on.delta), wall
+    assert on.a > 0.25 and abs(on.delta) < 0.1, on
+    assert wall.delta > 0 and wall.delta > 2 * abs(on.delta), wall
     gone = d.new_and_removed(limit=500)["removed"]
     assert any(s["stack"][-1].startswith(leaf) for s in gone)
     # the page draws it from BEFORE's side: weight before, none after
