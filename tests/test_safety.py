@@ -74,12 +74,13 @@ def test_interrupt_keeps_what_was_collected(target: subprocess.Popen[bytes], tmp
     proc = subprocess.Popen([*WALLFLAME, "collect", "--pid", str(target.pid), "--duration",
                              "30", "-o", str(run)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    # Interrupt once collection is under way: four snapshots logged (startup takes a
-    # variable time on a busy machine).
+    # Interrupt once collection is under way: four snapshots logged and a first one-second
+    # perf chunk written (startup takes a variable time on a busy machine).
     log = run / "raw" / "snapshots.log"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if log.exists() and log.read_text(errors="replace").count("\nTS ") >= 4:
+        if log.exists() and log.read_text(errors="replace").count("\nTS ") >= 4 \
+                and list((run / "raw").glob("perf.data.*")):
             break
         time.sleep(0.05)
     proc.send_signal(sig)
@@ -87,7 +88,7 @@ def test_interrupt_keeps_what_was_collected(target: subprocess.Popen[bytes], tmp
     assert proc.returncode == 0, err.decode()
     meta = load(run, "meta.json")
     assert meta["ended_by"] == signal.Signals(sig).name
-    assert 0.2 < meta["window"]["window_ns"] / 1e9 < 20
+    assert 0.5 < meta["window"]["window_ns"] / 1e9 < 20
     assert meta["pmp"]["snapshots"] >= 4
     assert list((run / "raw").glob("perf.data.*"))
     assert (run / "summary.json").exists()
