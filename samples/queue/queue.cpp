@@ -48,7 +48,7 @@ const char kUsage[] =
     "  --threads   consumer threads (default 8)\n"
     "  --capacity  queue bound in messages (default 4096)\n"
     "  --work      hashing rounds per message (default 120)\n"
-    "  --bookkeeping  fingerprint rounds in the per-message statistics (default 80); in the\n"
+    "  --bookkeeping  fingerprint rounds in the per-message statistics (default 140); in the\n"
     "              mutex variant they run under the queue mutex\n"
     "  --take      messages a consumer takes from the mutex queue per lock (default 8)\n"
     "  --deliver-batch  records a consumer forwards downstream at once (default 16)\n"
@@ -410,7 +410,7 @@ int main(int argc, char** argv) {
     size_t capacity = static_cast<size_t>(opt.number("capacity", 4096, 2 * kBatch, 1 << 20));
     g_capacity = capacity;
     g_work_rounds = static_cast<int>(opt.number("work", 120, 0, 100000));
-    g_stats_rounds = static_cast<int>(opt.number("bookkeeping", 80, 0, 100000));
+    g_stats_rounds = static_cast<int>(opt.number("bookkeeping", 140, 0, 100000));
     g_take = static_cast<size_t>(opt.number("take", 8, 1, 1024));
     g_deliver_batch = static_cast<uint64_t>(opt.number("deliver-batch", 16, 1, 1 << 20));
     g_deliver_ns = static_cast<int64_t>(opt.number("deliver-us", 480, 0, 1000000) * 1000);
