@@ -69,17 +69,33 @@ def lock_identity(key: StackKey) -> str:
     return f"(call site) {call_site(key.frames)}"
 
 
-def thread_row(t: ThreadTotals, unit: str, window: int) -> dict[str, Any]:
+def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0) -> dict[str, Any]:
+    """One thread's split of the window.  ``runqueue_s`` is time the thread was runnable but
+    waiting for a CPU (preempted): neither on-CPU nor blocked, but part of its wall time, so
+    coverage counts it."""
     row: dict[str, Any] = {
         "tid": t.tid,
         "name": t.name,
         "on_cpu_s": seconds(t.on, unit),
         "off_cpu_s": seconds(t.off, unit),
         "wait": {c: seconds(t.wait[c], unit) for c in WAIT_CLASSES},
+        "runqueue_s": seconds(runqueue, unit),
     }
     if window and unit == UNIT_NS:
-        row["coverage"] = round(t.total / window, 4)
+        row["coverage"] = round((t.total + runqueue) / window, 4)
     return row
+
+
+def runqueue_ns(profile: Profile) -> dict[int, int]:
+    raw = profile.meta.extra.get("runqueue_ns") or {}
+    out: dict[int, int] = {}
+    if isinstance(raw, dict):
+        for tid, ns in raw.items():
+            try:
+                out[int(tid)] = int(ns)
+            except (TypeError, ValueError):
+                continue
+    return out
 
 
 def locks(profile: Profile) -> list[dict[str, Any]]:
@@ -140,14 +156,16 @@ def build_summary(profile: Profile) -> dict[str, Any]:
     m = profile.meta
     unit = m.unit
     window = m.window_ns if unit == UNIT_NS else 0
-    rows = [thread_row(t, unit, window) for t in profile.per_thread()]
+    rq = runqueue_ns(profile)
+    rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0)
+            for t in profile.per_thread()]
     pause = m.extra.get("pause") or {"snapshots": 0, "median_ms": 0.0, "max_ms": 0.0,
                                      "total_ms": 0.0}
     return {
         "unit": "seconds" if unit == UNIT_NS else "samples",
         "window_s": seconds(window, UNIT_NS) if window else 0.0,
         "threads": rows,
-        "totals": thread_row(profile.totals(), unit, 0),
+        "totals": thread_row(profile.totals(), unit, 0, sum(rq.values())),
         "locks": locks(profile),
         "pause": pause,
         "quality": quality(profile, rows),
