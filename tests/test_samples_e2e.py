@@ -193,12 +193,19 @@ def test_gc_mark_workers_shrink_with_the_pool(tmp_path: Path, live: None,
     heap = collect(tmp_path, "heap", [str(sample_bin / "gc"), "--alloc=heap"])
     pool = collect(tmp_path, "pool", [str(sample_bin / "gc"), "--alloc=pool"])
 
-    def gc(f: str) -> bool:
+    # Marking runs in the background mark workers and, when they fall behind (a loaded
+    # machine), in mark assists charged to the allocating goroutines: both drain the
+    # mark queue in runtime.gcDrain*.
+    def marking(f: str) -> bool:
+        return f.startswith("runtime.gcDrain")
+
+    def workers(f: str) -> bool:
         return f.startswith("runtime.gcBgMarkWorker")
 
-    gh, gp = on_share(heap.profile, gc), on_share(pool.profile, gc)
-    assert gh >= 0.05, f"GC mark workers {gh:.1%} of on-CPU time with heap allocation"
-    assert gp <= gh / 2, f"GC mark workers {gh:.1%} -> {gp:.1%}"
+    assert on_share(heap.profile, workers) > 0, "GC mark workers not visible"
+    gh, gp = on_share(heap.profile, marking), on_share(pool.profile, marking)
+    assert gh >= 0.05, f"GC marking {gh:.1%} of on-CPU time with heap allocation"
+    assert gp <= gh / 2, f"GC marking {gh:.1%} -> {gp:.1%}"
 
 
 def test_arenas_memory_panel_shows_retained_arenas(tmp_path: Path, live: None,
