@@ -5,7 +5,8 @@ the mutex's address as the first argument (``/proc/PID/task/TID/syscall``).  The
 owner's tid at offset 8 (``__data.__owner``), read here through ``/proc/PID/mem``.  The futex
 word of a condition variable or semaphore is not a mutex; a value is only accepted as an owner
 when the lock word says "locked" and the tid is a live thread of the target.  A global lock is
-named by the symbol that contains its address, from the ELF mapped there (``nm``).
+named by the symbol that contains its address, from the ELF mapped there (``nm -C``:
+demangled, so call sites compare equal to the folded stacks' names).
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ _CODE = "TtWwi"
 
 def _nm(nm: str, path: str, extra: list[str], types: str) -> list[tuple[int, int, str]]:
     try:
-        r = subprocess.run([nm, "--defined-only", "-S", *extra, path], capture_output=True,
+        r = subprocess.run([nm, "--defined-only", "-S", "-C", *extra, path], capture_output=True,
                            timeout=30, env=tool_env(), check=False)
     except (OSError, subprocess.SubprocessError):
         return []

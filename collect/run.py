@@ -269,7 +269,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             col.commands["owners"] = [
                 f"read /proc/{target.pid}/task/*/syscall at {opts.owner_rate_hz:g}/s; for a "
                 "futex waiter, 12 bytes at the futex address and 1 KiB of its stack from "
-                f"/proc/{target.pid}/mem", "nm --defined-only -S [-D] <each mapped ELF>"]
+                f"/proc/{target.pid}/mem", "nm --defined-only -S -C [-D] <each mapped ELF>"]
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
