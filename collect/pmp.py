@@ -53,6 +53,23 @@ def _tool(name: str, package: str) -> str:
     return path
 
 
+def run_once(command: list[str], timeout_s: float,
+             watch: Callable[[int], None] | None) -> tuple[str, str, float]:
+    """Run a one-shot snapshot tool: its stdout, stderr and wall time in ms.  Past the
+    timeout it is stopped the safe way (``stop_tool``: SIGINT, then SIGKILL)."""
+    t0 = time.monotonic()
+    proc = spawn(command, signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if watch is not None:
+        watch(proc.pid)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_tool(proc, grace_s=1.0)
+        out, err = proc.communicate()
+    span = (time.monotonic() - t0) * 1000
+    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace").strip(), span
+
+
 class EuStackBackend:
     name = "eu-stack"
     consistent = False
@@ -68,19 +85,8 @@ class EuStackBackend:
 
     def snapshot(self, timeout_s: float, threads: int,
                  watch: Callable[[int], None] | None = None) -> Dump:
-        t0 = time.monotonic()
-        proc = spawn(self.commands[0], signal.SIGKILL, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE)
-        if watch is not None:
-            watch(proc.pid)
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_tool(proc, grace_s=1.0)
-            out, err = proc.communicate()
-        span = (time.monotonic() - t0) * 1000
-        text = out.decode("utf-8", "replace")
-        error = "" if "TID " in text else err.decode("utf-8", "replace").strip()
+        text, err, span = run_once(self.commands[0], timeout_s, watch)
+        error = "" if "TID " in text else err
         # Each thread is stopped on its own; the mean per-thread stop is at most span/threads.
         return Dump(text, span / max(threads, 1), span, error)
 
@@ -104,20 +110,9 @@ class GdbBatchBackend:
 
     def snapshot(self, timeout_s: float, threads: int,
                  watch: Callable[[int], None] | None = None) -> Dump:
-        t0 = time.monotonic()
-        proc = spawn(self.commands[0], signal.SIGKILL, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE)
-        if watch is not None:
-            watch(proc.pid)
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_tool(proc, grace_s=1.0)
-            out, err = proc.communicate()
-        span = (time.monotonic() - t0) * 1000
-        text = out.decode("utf-8", "replace")
+        text, err, span = run_once(self.commands[0], timeout_s, watch)
         # gdb exits 0 when the attach fails: judge from the thread headers it printed.
-        error = "" if "\nThread " in "\n" + text else err.decode("utf-8", "replace").strip()
+        error = "" if "\nThread " in "\n" + text else err
         return Dump(text, span, span, error)
 
     def close(self) -> None:
