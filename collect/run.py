@@ -160,6 +160,8 @@ class _Stop:
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             command: Sequence[str] | None = None,
             progress: Callable[[Progress], None] | None = None) -> Collection:
+    # Tools run with the raw folder as their working directory: every path must be absolute.
+    out = out.absolute()
     if opts.off_cpu not in OFF_CPU_MODES:
         raise InputError(f"unknown --off-cpu {opts.off_cpu!r}", "use pmp, sched, both or none")
     if opts.pmp_backend not in BACKENDS:

@@ -3,7 +3,6 @@ and one-line errors for every unusable target."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from livehelp import collect, harmed, load, start_mix, stop_mix
+from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
 from wallflame.collect.owners import ProcReader
 from wallflame.collect.pmp import LOG_MAGIC
@@ -174,9 +173,14 @@ def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
     assert meta["launched"]["returncode"] == 0
 
 
-def test_ctypes_available() -> None:
-    assert ctypes.CDLL(None).prctl is not None
-    assert signal.SIGINT != signal.SIGTERM
+def test_relative_run_directory(live: None, sample_bin: Path, tmp_path: Path) -> None:
+    """`-o run` relative to the caller's directory works (the tools run elsewhere)."""
+    r = subprocess.run([*WALLFLAME, "collect", "-o", "rel/run", "--duration", "2", "--",
+                        str(sample_bin / "mix"), "--threads", "1", "--duration", "2"],
+                       capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    summary = load(tmp_path / "rel" / "run", "summary.json")
+    assert any(t["name"] == "mix-1" and t["on_cpu_s"] > 0 for t in summary["threads"])
 
 
 def test_permission_denied_names_the_fix(live: None, sample_bin: Path) -> None:
