@@ -22,6 +22,7 @@ from typing import Any
 
 from wallflame.collect import perf
 from wallflame.collect.launch import Launched, end_child
+from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.owners import OwnerSampler
 from wallflame.collect.pmp import BACKENDS, SnapshotLoop, make_backend
@@ -47,7 +48,8 @@ class CollectOptions:
 
     duration_s:   collection window; ``None`` in launch mode means "until the command exits".
     off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.
-    pmp_backend:  ``eu-stack`` (default: lowest pause), ``gdb`` (persistent), ``gdb-batch``.
+    pmp_backend:  ``libdw`` (default: elfutils' unwinder kept loaded, lowest pause and cost),
+                  ``eu-stack``, ``gdb`` (persistent), ``gdb-batch``.
     pmp_rate_hz:  snapshots per second (``None``: 10 with ``--off-cpu pmp``, where snapshots
                   are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
                   times and snapshots only the holders' stacks, at a fifth of the cost).
@@ -63,7 +65,7 @@ class CollectOptions:
 
     duration_s: float | None = 10.0
     off_cpu: str = "both"
-    pmp_backend: str = "eu-stack"
+    pmp_backend: str = "libdw"
     pmp_rate_hz: float | None = None
     owner_rate_hz: float = 20.0
     freq_hz: int = 997
@@ -116,7 +118,8 @@ def _version(cmd: list[str]) -> str:
 
 def tool_versions() -> dict[str, str]:
     return {"perf": _version(["perf", "--version"]), "gdb": _version(["gdb", "--version"]),
-            "eu-stack": _version(["eu-stack", "--version"]), "kernel": platform.release(),
+            "eu-stack": _version(["eu-stack", "--version"]), "libdw": libdw_version(),
+            "kernel": platform.release(),
             "python": platform.python_version()}
 
 
@@ -195,12 +198,12 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     if target.stopped_at_start:
         col.warn(f"PID {target.pid} was stopped (state T) when collection began; it stays "
                  "stopped")
-        if opts.pmp_backend != "eu-stack" and opts.off_cpu in ("pmp", "both"):
-            # gdb would resume a job-control-stopped process with its continue; eu-stack
-            # leaves each thread as it found it.
+        if opts.pmp_backend not in ("libdw", "eu-stack") and opts.off_cpu in ("pmp", "both"):
+            # gdb would resume a job-control-stopped process with its continue; libdw (and
+            # eu-stack) leave each thread as they found it.
             col.warn(f"--pmp-backend {opts.pmp_backend} would resume the stopped target; "
-                     "used eu-stack instead")
-            opts = replace(opts, pmp_backend="eu-stack")
+                     "used libdw instead")
+            opts = replace(opts, pmp_backend="libdw")
     stop = threading.Event()
     guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
     try:

@@ -35,7 +35,7 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         assert meta["commands"]["perf_record"][:2] == [meta["commands"]["perf_record"][0],
                                                         "record"]
         assert meta["tools"]["perf"].startswith("perf version")
-        assert meta["pmp"]["backend"] == "eu-stack" and meta["pmp"]["consistent"] is False
+        assert meta["pmp"]["backend"] == "libdw" and meta["pmp"]["consistent"] is False
         assert meta["pmp"]["snapshots"] >= 5
         log = (run / "raw/snapshots.log").read_text()
         assert log.startswith(LOG_MAGIC)

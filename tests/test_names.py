@@ -171,12 +171,15 @@ def perf_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
 @pytest.fixture(scope="module")
 def captures(sample_bin: Path, live: None, tmp_path_factory: pytest.TempPathFactory
              ) -> dict[str, object]:
-    """perf, gdb, eu-stack and eu-stack -i of one mix process, plus its memory map."""
+    """perf, gdb, eu-stack, eu-stack -i and the libdw backend of one mix process, plus its
+    memory map."""
+    from wallflame.collect.libdw import Unwinder
+
     tmp = tmp_path_factory.mktemp("parity")
     env = dict(os.environ, DEBUGINFOD_URLS="")
     mix = subprocess.Popen([str(sample_bin / "mix"), "--threads", "3", "--duration", "20"],
                            stdout=subprocess.DEVNULL)
-    out: dict[str, list[str]] = {"gdb": [], "eu": [], "eui": []}
+    out: dict[str, list[str]] = {"gdb": [], "eu": [], "eui": [], "libdw": []}
     try:
         time.sleep(0.5)
         pid = str(mix.pid)
@@ -194,6 +197,12 @@ def captures(sample_bin: Path, live: None, tmp_path_factory: pytest.TempPathFact
             out["eui"].append(subprocess.run(["eu-stack", "-i", "-m", "-p", pid],
                                              capture_output=True, text=True, timeout=60,
                                              check=False).stdout)
+            unwinder = Unwinder(mix.pid)
+            try:
+                tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+                out["libdw"].append(unwinder.dump(tids)[0])
+            finally:
+                unwinder.close()
             time.sleep(0.2)
         perf.wait(timeout=60)
     finally:
@@ -215,6 +224,7 @@ def test_same_address_same_name_across_collectors(captures: dict[str, object]) -
         "gdb": gdb_sites(str(captures["gdb"]), maps),
         "eu-stack": eustack_sites(str(captures["eu"]), maps),
         "eu-stack -i": eustack_sites(str(captures["eui"]), maps),
+        "libdw": eustack_sites(str(captures["libdw"]), maps),
         "perf": perf_sites(str(captures["perf"]), maps),
     }
     for tool, s in sites.items():
@@ -248,13 +258,14 @@ def test_folded_mix_names_agree(captures: dict[str, object]) -> None:
     assert isinstance(tmp, Path)
     names: dict[str, set[str]] = {}
     for tool, module, file in [("gdb", gdb, "gdb.txt"), ("eu-stack", eustack, "eu.txt"),
-                               ("eu-stack -i", eustack, "eui.txt"), ("perf", perf, "perf.txt")]:
+                               ("eu-stack -i", eustack, "eui.txt"),
+                               ("libdw", eustack, "libdw.txt"), ("perf", perf, "perf.txt")]:
         p = Profile()
         module.fold(str(tmp / file), FoldOptions(), p)
         frames = {f for k in p.stacks for f in k.frames}
         spelled = {f for f in frames if any(f.startswith(m) for m in MIX_FUNCTIONS)}
         assert spelled <= MIX_FUNCTIONS, f"{tool}: {sorted(spelled - MIX_FUNCTIONS)}"
         names[tool] = spelled
-    for tool in ("gdb", "eu-stack", "eu-stack -i"):
+    for tool in ("gdb", "eu-stack", "eu-stack -i", "libdw"):
         assert {"main", "ticker", "nap", "worker_main", "worker_loop"} <= names[tool], tool
     assert {"worker_main", "worker_loop", "spin_work", "mix_hash"} <= names["perf"]

@@ -58,7 +58,7 @@ def test_signal_at_random_moments_never_harms_target(target: subprocess.Popen[by
     rng = random.Random(1000 + sig)
     failures = []
     for i in range(TRIALS):
-        backend = ("eu-stack", "gdb", "gdb-batch")[i % 3]
+        backend = ("libdw", "eu-stack", "gdb", "gdb-batch")[i % 4]
         msg = _trial(target.pid, tmp_path / f"run{i}", sig, rng.uniform(0.1, DURATION),
                      backend)
         if msg:
@@ -113,7 +113,7 @@ def _perf_recording(run: Path) -> bool:
     return False
 
 
-@pytest.mark.parametrize("backend", ["eu-stack", "gdb"])
+@pytest.mark.parametrize("backend", ["libdw", "eu-stack", "gdb"])
 def test_stopped_target_stays_stopped(target: subprocess.Popen[bytes], tmp_path: Path,
                                       backend: str) -> None:
     target.send_signal(signal.SIGSTOP)

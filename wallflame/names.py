@@ -69,6 +69,8 @@ GLIBC_ALIASES = {
     "__usleep": "usleep",
     "__sleep": "sleep",
     "__sched_yield": "sched_yield",
+    "__clock_gettime": "clock_gettime",
+    "__gettimeofday": "gettimeofday",
 }
 
 

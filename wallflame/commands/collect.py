@@ -47,7 +47,9 @@ def _progress_printer() -> tuple[object, object]:
               "(exact times from the scheduler, locks and holders from snapshots) or none.")
 @click.option("--pmp-backend", type=click.Choice(BACKENDS), default=_DEFAULTS.pmp_backend,
               show_default=True,
-              help="Snapshot tool: eu-stack (lowest pause, threads stopped one at a time), gdb "
+              help="Snapshot tool: libdw (elfutils' unwinder kept loaded in wallflame: lowest "
+              "pause and cost, threads stopped one at a time), eu-stack (the same, a new "
+              "eu-stack process per snapshot), gdb "
               "(one gdb kept attached, consistent snapshots), gdb-batch (a gdb per snapshot, "
               "like pt-pmp). Any ptrace stop makes blocked calls such as epoll_wait in the "
               "target return early (EINTR); perf and sched never do. While the gdb backend "

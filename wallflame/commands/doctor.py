@@ -76,6 +76,10 @@ def checks(pid: int | None) -> list[tuple[str, str, str]]:
         else:
             rows.append(("FAIL" if need else "warn", f"{tool}: not installed",
                          f"apt-get install {pkg}"))
+    lib = versions.get("libdw", "")
+    rows.append(("ok", f"{lib} (the default snapshot backend)", "") if lib else
+                ("FAIL", "libdw.so.1: cannot be loaded (the default snapshot backend)",
+                 "apt-get install libdw1, or use --pmp-backend eu-stack"))
     paranoid = _read("/proc/sys/kernel/perf_event_paranoid")
     if paranoid is not None:
         ok = root or int(paranoid) <= 1

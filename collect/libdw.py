@@ -1,0 +1,255 @@
+"""Stacks of every thread through elfutils' unwinder (libdw), loaded once and kept warm.
+
+``eu-stack -p PID`` spends most of each snapshot starting up: exec, reading every module's
+ELF headers and symbol tables, parsing CFI.  Only a small part of that time has a thread
+stopped, but all of it is CPU taken from a busy target.  This backend calls the same library
+in-process through ``ctypes``: the ``Dwfl`` session (modules, symbol tables, CFI) is built
+once per run and reused, so a snapshot costs only what stopping and unwinding each thread
+costs.
+
+Each thread is stopped on its own (``PTRACE_ATTACH``, unwind, ``PTRACE_DETACH``, done by
+libdwfl), exactly as eu-stack does: the process as a whole never stops and a snapshot is not
+consistent across threads.  The pause of a snapshot is the longest single-thread stop in it
+(timed around each thread's unwind, so an upper bound).  Symbols are looked up after every
+thread was let go.  Output is eu-stack's text format, so ``fold.eustack`` reads it.
+
+ptrace is per OS thread: one ``Unwinder`` must be used from a single Python thread.  A SIGKILL
+of wallflame while a thread is attached leaves that thread stopped; the guard process
+(``collect.safety``) resumes it, as it does for a killed eu-stack or gdb.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import time
+from dataclasses import dataclass
+
+from wallflame.errors import ToolError
+
+#: Deepest stack kept per thread (eu-stack's default is 256).
+MAX_FRAMES = 1024
+_DWARF_CB_OK, _DWARF_CB_ABORT = 0, 1
+
+_FRAME_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class _Callbacks(ctypes.Structure):
+    _fields_ = [("find_elf", ctypes.c_void_p), ("find_debuginfo", ctypes.c_void_p),
+                ("section_address", ctypes.c_void_p),
+                ("debuginfo_path", ctypes.POINTER(ctypes.c_char_p))]
+
+
+@dataclass
+class ThreadStack:
+    tid: int
+    pcs: list[tuple[int, bool]]  # (pc, is_activation), innermost first
+    stop_ms: float  # from the thread's registers being read to its release
+    span_ms: float  # from the attach request to the release (includes waiting for a CPU)
+    error: str = ""
+
+
+class _Lib:
+    """libdw's functions with their C signatures."""
+
+    def __init__(self) -> None:
+        # debuginfod (network, can stall for 90 s) is set up when libdw is loaded.
+        os.environ.pop("DEBUGINFOD_URLS", None)
+        try:
+            dw = ctypes.CDLL("libdw.so.1", use_errno=True)
+        except OSError:
+            raise ToolError("libdw (elfutils) is not installed",
+                            "apt-get install libdw1, or use --pmp-backend eu-stack") from None
+        vp, i, u64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64
+        sig = {
+            "dwfl_begin": (vp, [ctypes.POINTER(_Callbacks)]),
+            "dwfl_end": (None, [vp]),
+            "dwfl_linux_proc_report": (i, [vp, i]),
+            "dwfl_report_begin": (None, [vp]),
+            "dwfl_report_begin_add": (None, [vp]),
+            "dwfl_report_end": (i, [vp, vp, vp]),
+            "dwfl_linux_proc_attach": (i, [vp, i, ctypes.c_bool]),
+            "dwfl_getthread_frames": (i, [vp, i, _FRAME_CB, vp]),
+            "dwfl_frame_pc": (ctypes.c_bool, [vp, ctypes.POINTER(u64),
+                                              ctypes.POINTER(ctypes.c_bool)]),
+            "dwfl_addrmodule": (vp, [vp, u64]),
+            "dwfl_module_addrname": (ctypes.c_char_p, [vp, u64]),
+            "dwfl_module_info": (ctypes.c_char_p, [vp, vp, vp, vp, vp, vp,
+                                                   ctypes.POINTER(ctypes.c_char_p), vp]),
+            "dwfl_errno": (i, []),
+            "dwfl_errmsg": (ctypes.c_char_p, [i]),
+        }
+        for name, (res, args) in sig.items():
+            fn = getattr(dw, name)
+            fn.restype, fn.argtypes = res, args
+        self.dw = dw
+        self.find_elf = ctypes.cast(dw.dwfl_linux_proc_find_elf, ctypes.c_void_p).value
+        self.find_debuginfo = ctypes.cast(dw.dwfl_standard_find_debuginfo,
+                                          ctypes.c_void_p).value
+
+    def error(self) -> str:
+        msg = self.dw.dwfl_errmsg(-1)
+        return msg.decode("utf-8", "replace") if msg else "unknown libdw error"
+
+
+_LIB: _Lib | None = None
+
+
+def libdw_version() -> str:
+    """``libdw 0.188``, or empty when libdw cannot be loaded."""
+    try:
+        dw = _lib().dw
+    except ToolError:
+        return ""
+    fn = dw.dwfl_version
+    fn.restype, fn.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+    v = fn(None)
+    return f"libdw {v.decode()}" if v else "libdw"
+
+
+def libdw_library() -> _Lib:
+    """libdw, loaded once (``ToolError`` naming the package when it is missing)."""
+    return _lib()
+
+
+def _lib() -> _Lib:
+    global _LIB
+    if _LIB is None:
+        _LIB = _Lib()
+    return _LIB
+
+
+class _Demangler:
+    """C++ names demangled by libstdc++'s ``__cxa_demangle``, as eu-stack prints them."""
+
+    def __init__(self) -> None:
+        self.fn = None
+        self.free = None
+        try:
+            cxx = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+            libc = ctypes.CDLL(None)
+        except OSError:
+            return
+        fn = getattr(cxx, "__cxa_demangle")  # not a private name of this class
+        fn.restype = ctypes.c_void_p
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                       ctypes.POINTER(ctypes.c_int)]
+        libc.free.argtypes = [ctypes.c_void_p]
+        self.fn, self.free = fn, libc.free
+
+    def __call__(self, raw: bytes) -> bytes:
+        if self.fn is None or not raw.startswith(b"_Z"):
+            return raw
+        status = ctypes.c_int(0)
+        ptr = self.fn(raw, None, None, ctypes.byref(status))
+        if not ptr:
+            return raw
+        try:
+            return ctypes.string_at(ptr)
+        finally:
+            assert self.free is not None
+            self.free(ptr)
+
+
+class Unwinder:
+    """One libdwfl session attached to ``pid`` for the whole run."""
+
+    def __init__(self, pid: int, max_frames: int = MAX_FRAMES) -> None:
+        self.pid = pid
+        self.max_frames = max_frames
+        self.lib = _lib()
+        self._path = ctypes.c_char_p(None)
+        self._callbacks = _Callbacks(self.lib.find_elf, self.lib.find_debuginfo, None,
+                                     ctypes.pointer(self._path))
+        self._pcs: list[tuple[int, bool]] = []
+        self._t_stopped = 0
+        self._pc = ctypes.c_uint64(0)
+        self._act = ctypes.c_bool(False)
+        self._cb = _FRAME_CB(self._frame)
+        self._names: dict[int, str] = {}
+        self._demangle = _Demangler()
+        self.reports = 0
+        self.dwfl: int | None = None
+        dw = self.lib.dw
+        dwfl = dw.dwfl_begin(ctypes.byref(self._callbacks))
+        if not dwfl:
+            raise ToolError(f"libdw could not start: {self.lib.error()}", "run wallflame doctor")
+        self.dwfl = dwfl
+        self._report(add=False)
+        if dw.dwfl_linux_proc_attach(dwfl, pid, False) != 0:
+            err = self.lib.error()
+            self.close()
+            raise ToolError(f"libdw could not attach to {pid}: {err}", "run wallflame doctor")
+
+    def _report(self, add: bool) -> None:
+        dw = self.lib.dw
+        (dw.dwfl_report_begin_add if add else dw.dwfl_report_begin)(self.dwfl)
+        rc = dw.dwfl_linux_proc_report(self.dwfl, self.pid)
+        dw.dwfl_report_end(self.dwfl, None, None)
+        self.reports += 1
+        if rc != 0:
+            raise ToolError(f"libdw could not read the modules of {self.pid}: "
+                            f"{os.strerror(rc) if rc > 0 else self.lib.error()}",
+                            "run wallflame doctor")
+
+    def _frame(self, frame: int, _arg: int) -> int:
+        if not self.lib.dw.dwfl_frame_pc(frame, ctypes.byref(self._pc), ctypes.byref(self._act)):
+            return _DWARF_CB_ABORT
+        if not self._pcs:
+            self._t_stopped = time.monotonic_ns()
+        self._pcs.append((self._pc.value, self._act.value))
+        return _DWARF_CB_OK if len(self._pcs) < self.max_frames else _DWARF_CB_ABORT
+
+    def stack(self, tid: int) -> ThreadStack:
+        """Stop ``tid``, unwind it, let it go."""
+        self._pcs = []
+        t0 = self._t_stopped = time.monotonic_ns()
+        rc = self.lib.dw.dwfl_getthread_frames(self.dwfl, tid, self._cb, None)
+        t1 = time.monotonic_ns()
+        # An error after some frames is the end of what can be unwound (eu-stack: exit 1).
+        error = self.lib.error() if rc != 0 and not self._pcs else ""
+        return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error)
+
+    def name(self, pc: int, activation: bool) -> str:
+        """``NAME``, ``- MODULE`` or nothing, for an eu-stack frame line."""
+        adj = pc if activation else pc - 1
+        cached = self._names.get(adj)
+        if cached is not None:
+            return cached
+        dw = self.lib.dw
+        mod = dw.dwfl_addrmodule(self.dwfl, adj)
+        if not mod and self.reports < 100:
+            self._report(add=True)  # a module mapped since the last report (dlopen)
+            mod = dw.dwfl_addrmodule(self.dwfl, adj)
+        text = ""
+        if mod:
+            raw = dw.dwfl_module_addrname(mod, adj)
+            if raw:
+                text = self._demangle(raw).decode("utf-8", "replace")
+            else:
+                main = ctypes.c_char_p(None)
+                modname = dw.dwfl_module_info(mod, None, None, None, None, None,
+                                              ctypes.byref(main), None)
+                path = main.value or modname or b""
+                text = "- " + path.decode("utf-8", "replace") if path else ""
+        self._names[adj] = text
+        return text
+
+    def dump(self, tids: list[int]) -> tuple[str, list[ThreadStack]]:
+        """eu-stack's text for ``tids`` (in that order) and each thread's stop."""
+        stacks = [self.stack(tid) for tid in tids]
+        lines = [f"PID {self.pid} - process"]
+        for st in stacks:
+            if st.error:
+                continue
+            lines.append(f"TID {st.tid}:")
+            for n, (pc, act) in enumerate(st.pcs):
+                name = self.name(pc, act)
+                lines.append(f"#{n:<2} 0x{pc:016x} {name}" if name else f"#{n:<2} 0x{pc:016x}")
+        return "\n".join(lines) + "\n", stacks
+
+    def close(self) -> None:
+        if self.dwfl:
+            self.lib.dw.dwfl_end(self.dwfl)
+            self.dwfl = None
