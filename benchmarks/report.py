@@ -5,7 +5,11 @@
 Prints, side by side in one run:
   * generation time (median of --runs) of the HTML page by ``wallflame report`` (a whole
     process, as a user runs it, and in-process) and of the SVG by ``inferno-flamegraph``
-    (~/.cargo/bin; ``cargo install inferno``), and their ratio (target: within 2x);
+    (~/.cargo/bin; ``cargo install inferno``), and their ratio (target: within 2x).  The
+    process runs as an installed wallflame does: with its modules' bytecode cached (in a
+    private ``PYTHONPYCACHEPREFIX``, whatever ``PYTHONDONTWRITEBYTECODE`` says) and its
+    compiled templates cached (a private ``XDG_CACHE_HOME``); the first run fills both
+    caches and is printed apart, and one more figure shows a run with neither cache;
   * the HTML file size (target: under 5 MB);
   * in headless Chromium (Debian's /usr/bin/chromium through Playwright): first contentful
     paint and the time until the three flame graphs are drawn (target: under 1 s);
@@ -18,6 +22,7 @@ The input is synthetic but shaped like a real profile (see ``synthetic_folded``)
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import resource
@@ -67,7 +72,27 @@ def synthetic_folded(path: Path, stacks: int, seed: int = 4) -> None:
             out.write(f"{s} {n}\n")
 
 
-def timed(cmd: list[str], out: Path, runs: int) -> tuple[list[float], list[float]]:
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def python_env(tmp: Path, cached: bool) -> dict[str, str]:
+    """The environment of a ``wallflame`` process: with bytecode and template caches of its
+    own (as an installed package has; filled by its first run), or with neither."""
+    env = dict(os.environ)
+    env["XDG_CACHE_HOME"] = str(tmp / "cache")
+    if cached:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.pop("WALLFLAME_NO_CACHE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["WALLFLAME_NO_CACHE"] = "1"
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "no-pycache")
+    return env
+
+
+def timed(cmd: list[str], out: Path, runs: int,
+          env: dict[str, str] | None = None) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU (user + system) seconds of each run of ``cmd``.  On a shared
     machine the CPU time is the steadier figure; both are printed."""
     wall, cpu = [], []
@@ -75,7 +100,8 @@ def timed(cmd: list[str], out: Path, runs: int) -> tuple[list[float], list[float
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         with open(out, "wb") as f:
-            subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+            subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True, env=env,
+                           cwd=ROOT)
         wall.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -85,6 +111,7 @@ def timed(cmd: list[str], out: Path, runs: int) -> tuple[list[float], list[float
 def in_process(folded: Path, runs: int) -> dict[str, float]:
     """Median seconds of each step of ``wallflame report`` inside one process."""
     steps: dict[str, list[float]] = {"load": [], "tree": [], "summary": [], "page": []}
+    gc.disable()  # as ``wallflame report`` runs
     for _ in range(runs):
         t0 = time.perf_counter()
         profile = load_inputs([str(folded)])
@@ -99,6 +126,7 @@ def in_process(folded: Path, runs: int) -> dict[str, float]:
         steps["tree"].append(t2 - t1)
         steps["summary"].append(t3 - t2)
         steps["page"].append(t4 - t3)
+    gc.enable()
     return {k: statistics.median(v) for k, v in steps.items()}
 
 
@@ -188,20 +216,39 @@ def main() -> None:
         print(f"input: {args.stacks} unique stacks, {folded.stat().st_size / 1e6:.1f} MB "
               f"folded, {nodes} flame-tree nodes")
         med = statistics.median
+        env = python_env(d, cached=True)
+        report = [sys.executable, "-m", "wallflame", "report", str(folded), "-o",
+                  str(d / "wf.html")]
+        first, first_cpu = timed(report, d / "wf.log", 1, env)  # fills the caches
         start, start_cpu = timed([sys.executable, "-m", "wallflame", "--help"], d / "help",
-                                 args.runs)
-        wf, wf_cpu = timed([sys.executable, "-m", "wallflame", "report", str(folded), "-o",
-                            str(d / "wf.html")], d / "wf.log", args.runs)
+                                 args.runs, env)
+        # wallflame and inferno in turn, so that both meet the same load on a shared machine
+        have_inferno = os.path.exists(inferno)
+        wf: list[float] = []
+        wf_cpu: list[float] = []
+        inf: list[float] = []
+        inf_cpu: list[float] = []
+        for _ in range(args.runs):
+            w, c = timed(report, d / "wf.log", 1, env)
+            wf += w
+            wf_cpu += c
+            if have_inferno:
+                w, c = timed([inferno, str(folded)], d / "inferno.svg", 1)
+                inf += w
+                inf_cpu += c
+        cold, cold_cpu = timed(report, d / "wf.log", args.runs, python_env(d, cached=False))
         steps = in_process(folded, args.runs)
         size = (d / "wf.html").stat().st_size
         print(f"wallflame report (process)  median {med(wf):.3f} s wall, {med(wf_cpu):.3f} s "
               f"CPU  (wall runs: {', '.join(f'{t:.2f}' for t in wf)})")
+        print(f"  first run (fills caches)  {first[0]:.3f} s wall, {first_cpu[0]:.3f} s CPU")
+        print(f"  no bytecode/template cache median {med(cold):.3f} s wall, "
+              f"{med(cold_cpu):.3f} s CPU")
         print(f"  of which CLI start-up     {med(start):.3f} s wall, {med(start_cpu):.3f} s CPU "
               "(wallflame --help)")
         print("  in-process steps          " + ", ".join(f"{k} {v:.3f} s"
                                                           for k, v in steps.items()))
-        if os.path.exists(inferno):
-            inf, inf_cpu = timed([inferno, str(folded)], d / "inferno.svg", args.runs)
+        if have_inferno:
             print(f"inferno-flamegraph          median {med(inf):.3f} s wall, "
                   f"{med(inf_cpu):.3f} s CPU  "
                   f"(svg {(d / 'inferno.svg').stat().st_size / 1e6:.1f} MB)")
@@ -224,7 +271,8 @@ def main() -> None:
             if abs(got - args.nodes) < args.nodes * 0.05:
                 break
         subprocess.run([sys.executable, "-m", "wallflame", "report", str(big), "-o",
-                        str(d / "big.html")], stderr=subprocess.DEVNULL, check=True)
+                        str(d / "big.html")], stderr=subprocess.DEVNULL, check=True, env=env,
+                       cwd=ROOT)
         print(f"big profile: {n} stacks, {got} nodes, HTML "
               f"{(d / 'big.html').stat().st_size / 1e6:.2f} MB")
         if not os.path.exists(CHROMIUM):
@@ -235,7 +283,8 @@ def main() -> None:
         deep.write_text("other;main;work 50\ndeep;main;"
                         + ";".join(f"recurse_{k % 7}" for k in range(10_000)) + ";bottom 100\n")
         subprocess.run([sys.executable, "-m", "wallflame", "report", str(deep), "-o",
-                        str(d / "deep.html")], stderr=subprocess.DEVNULL, check=True)
+                        str(d / "deep.html")], stderr=subprocess.DEVNULL, check=True, env=env,
+                       cwd=ROOT)
         b = browser_figures(d / "wf.html", d / "big.html", d / "deep.html")
         print(f"first contentful paint      {b['fcp_ms']:.0f} ms  (target < 1000 ms)")
         print(f"graphs drawn                {b['drawn_ms']:.0f} ms after navigation start "

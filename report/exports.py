@@ -1,22 +1,18 @@
-"""Which writer a report format uses, and the format an output name implies."""
+"""Which writer a report format uses, and the format an output name implies.
+
+Each writer is imported only when its format is asked for: ``wallflame report -o x.html``
+does not pay for the SVG, pprof or speedscope writers (start-up is most of a small report's
+time)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
 from wallflame.errors import InputError
-from wallflame.folded import ThreadRoot, folded_lines
 from wallflame.output import open_output
 from wallflame.profile import Profile
-from wallflame.report.html import render_html
-from wallflame.report.pprof import pprof_bytes
-from wallflame.report.speedscope import write_speedscope
-from wallflame.report.summary import build_summary
-from wallflame.report.svg import write_svg
-from wallflame.report.text import write_text
 from wallflame.rundir import META, is_run_dir, read_json
 
 FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
@@ -66,22 +62,38 @@ def write_report(profile: Profile, fmt: str, output: str, title: str | None = No
 
 def _write(profile: Profile, fmt: str, out: IO[str], title: str | None) -> None:
     if fmt == "html":
+        from wallflame.report.html import render_html
+
         out.write(render_html(profile, title))
     elif fmt == "svg":
+        from wallflame.report.svg import write_svg
+
         write_svg(profile, out, title or "Flame Graph")
     elif fmt == "txt":
+        from wallflame.report.text import write_text
+
         write_text(profile, out)
     elif fmt == "json":
+        import json
+
+        from wallflame.report.summary import build_summary
+
         json.dump(build_summary(profile), out, indent=2, sort_keys=True)
         out.write("\n")
     elif fmt == "speedscope":
+        from wallflame.report.speedscope import write_speedscope
+
         write_speedscope(profile, out, title or "wallflame")
     elif fmt == "folded":
+        from wallflame.folded import ThreadRoot, folded_lines
+
         # Plain lines that FlameGraph and inferno read, off-CPU stacks ending in their
         # ``[off CLASS lock=...]`` pseudo-frame so the state is not lost.
         for line in folded_lines(profile, ThreadRoot.COMM, annotate=True):
             out.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
     elif fmt == "pprof":
+        from wallflame.report.pprof import pprof_bytes
+
         out.flush()
         binary = getattr(out, "buffer", None)
         if binary is None:

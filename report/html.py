@@ -14,13 +14,17 @@ import base64
 import hashlib
 import heapq
 import json
+import os
 import re
 import shlex
+import stat
+from contextlib import suppress
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
+from jinja2.bccache import Bucket
 from markupsafe import Markup, escape
 
 from wallflame.folded import unescape
@@ -67,12 +71,50 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
+class _Cache(FileSystemBytecodeCache):
+    """Compiled templates kept between runs (compiling them costs more than rendering a
+    20,000-stack report).  Entries are keyed by template name and checked against a checksum
+    of the template's source and Jinja2's bytecode version, so an edited template or another
+    Python is simply compiled again.  A cache that cannot be written is no error."""
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        with suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _private_dir(path: str) -> bool:
+    """``path`` is (now) a real directory of ours that nobody else may write to: bytecode
+    loaded from it is code we run."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def bytecode_cache() -> FileSystemBytecodeCache | None:
+    """The template cache in ``$XDG_CACHE_HOME/wallflame`` (``~/.cache/wallflame``), or
+    none when ``WALLFLAME_NO_CACHE`` is set or no private directory can be had."""
+    if os.environ.get("WALLFLAME_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):
+        return None
+    folder = os.path.join(base, "wallflame", "templates")
+    if not (_private_dir(os.path.dirname(folder)) and _private_dir(folder)):
+        return None
+    return _Cache(folder, "%s.jinja")
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The one Jinja2 environment (autoescape on, strict undefined, URL-free JSON)."""
     folder = str(resources.files("wallflame.templates"))
     env = Environment(loader=FileSystemLoader(folder), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      bytecode_cache=bytecode_cache())
     env.policies["json.dumps_function"] = _dumps
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}
     env.filters["vis"] = _vis

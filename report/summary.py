@@ -136,9 +136,22 @@ def locks(profile: Profile) -> list[dict[str, Any]]:
     return out
 
 
+def unknown_weight(profile: Profile) -> int:
+    """Weight of the stacks that hold at least one unknown frame.  Each distinct frame name
+    is judged once (a profile has far fewer names than frames), then each stack is one set
+    test."""
+    names: set[str] = set()
+    names.update(*(k.frames for k in profile.stacks))
+    unknown = {f for f in names if is_unknown(f)}
+    if not unknown:
+        return 0
+    known = unknown.isdisjoint
+    return sum(w for k, w in profile.stacks.items() if not known(k.frames))
+
+
 def quality(profile: Profile, rows: list[dict[str, Any]]) -> dict[str, Any]:
     total = profile.total()
-    unknown = sum(w for k, w in profile.stacks.items() if any(map(is_unknown, k.frames)))
+    unknown = unknown_weight(profile)
     shallow = sum(w for k, w in profile.stacks.items() if len(k.frames) <= SHALLOW_DEPTH)
     m = profile.meta
     return {

@@ -153,31 +153,56 @@ class FlameTree:
         }
 
 
+Row = tuple[tuple[int, str], tuple[str, ...], int, int]
+
+
 def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
     """The per-thread flame tree of ``profile`` (threads merge on the page, not here).
 
     This is the hot loop of report generation, so it leans on one fact: in stacks sorted by
     thread then frames, all stacks that share a prefix are adjacent.  Each stack therefore
     reuses the nodes of its common prefix with the previous stack and creates the rest, with
-    no per-frame child lookup.  Nodes come out in that sorted (deterministic) order."""
-    tree = FlameTree(unit=profile.meta.unit)
-    names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
-    ids: dict[str, int] = {"all": 0}
+    no per-frame child lookup.  Nodes come out in that sorted (deterministic) order.  Stacks
+    usually arrive sorted already (folded files are written sorted), so they are sorted only
+    when the build finds one out of order."""
     thread_names = profile.meta.threads
-    rows = []
+    other = _CLASS_INDEX["other"]
+    rows: list[Row] = []
     for key, weight in profile.stacks.items():
         if weight > 0:
             ident = (key.tid, thread_names.get(key.tid, key.thread) if key.tid else key.thread)
-            cls = 0 if key.state == ON else _CLASS_INDEX.get(key.wait, _CLASS_INDEX["other"])
-            frames = key.frames if not cls else (*key.frames, wait_label(key))
-            rows.append((ident, frames, cls, weight))
-    rows.sort()
+            if key.state == ON:
+                rows.append((ident, key.frames, 0, weight))
+            else:
+                rows.append((ident, (*key.frames, wait_label(key)),
+                             _CLASS_INDEX.get(key.wait, other), weight))
+    tree = _grow(rows, profile.meta.unit, check=True)
+    if tree is None:
+        rows.sort()
+        tree = _grow(rows, profile.meta.unit, check=False)
+        assert tree is not None
+    if len(tree) > max_nodes:
+        tree = prune(tree, max_nodes)
+    fit_names(tree, NAME_BUDGET)
+    return tree
+
+
+def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
+    """The tree of ``rows`` sorted by thread then frames, or ``None`` when ``check`` finds
+    them out of that order."""
+    tree = FlameTree(unit=unit)
+    names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
+    ids: dict[str, int] = {"all": 0}
+    get_id = ids.get
+    width = len(CLASSES)
     last_ident: tuple[int, str] | None = None
     last: tuple[str, ...] = ()
     path: list[int] = []  # path[i]: the node of last[: i + 1]
     root = 0
     for ident, frames, cls, weight in rows:
         if ident != last_ident:
+            if check and last_ident is not None and ident < last_ident:
+                return None
             last_ident, last, path = ident, (), []
             root = len(parent)
             parent.append(0)
@@ -185,29 +210,39 @@ def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
             selfs.append(None)
             names.append(visible(thread_label(*ident)))
             tree.threads.append((root, ident[0], visible(ident[1])))
-        i, n = 0, min(len(frames), len(last))
+        # i: the length of the common prefix with the previous stack
+        n = len(frames) if len(frames) < len(last) else len(last)
+        i = 0
         while i < n and frames[i] == last[i]:
             i += 1
+        if check and (frames[i] < last[i] if i < n else len(frames) < len(last)):
+            return None
         del path[i:]
         node = path[-1] if path else root
-        for frame in frames[i:]:
-            nid = ids.get(frame)
-            if nid is None:
-                nid = ids[frame] = len(names)
-                names.append(visible(frame))
+        added = len(frames) - i
+        if added:
+            base = len(parent)
             parent.append(node)
-            node = len(name)
-            name.append(nid)
-            selfs.append(None)
-            path.append(node)
+            parent.extend(range(base, base + added - 1))
+            nids = list(map(get_id, frames[i:]))
+            if None in nids:
+                for j, nid in enumerate(nids):
+                    if nid is None:
+                        frame = frames[i + j]
+                        nid = get_id(frame)  # the same new name may recur in this stack
+                        if nid is None:
+                            nid = ids[frame] = len(names)
+                            names.append(visible(frame))
+                        nids[j] = nid
+            name.extend(nids)  # type: ignore[arg-type]  # no None left
+            selfs.extend([None] * added)
+            path.extend(range(base, base + added))
+            node = base + added - 1
         last = frames
         s = selfs[node]
         if s is None:
-            s = selfs[node] = [0] * len(CLASSES)
+            s = selfs[node] = [0] * width
         s[cls] += weight
-    if len(tree) > max_nodes:
-        tree = prune(tree, max_nodes)
-    fit_names(tree, NAME_BUDGET)
     return tree
 
 

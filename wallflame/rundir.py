@@ -93,4 +93,6 @@ def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
             profiles.append(fold_file(path, opts, fmt))
     if not profiles:
         raise InputError("no input given", "name a run directory or a capture file")
+    if len(profiles) == 1:
+        return profiles[0]  # what merging it into an empty profile would give, without a copy
     return merge_all(profiles)
