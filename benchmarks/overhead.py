@@ -13,9 +13,17 @@ profiler itself used (user + system time of all its processes per second of wind
 of one CPU: unlike throughput this does not depend on what else a shared machine runs), and
 the ratio of each to pt-pmp's.
 
+The *stop* column is measured on the target's side, independently of what a tool reports:
+spin8's worker threads never block, so each is always either on a CPU or waiting in the run
+queue, and the kernel counts both (``/proc/PID/task/TID/schedstat``).  Over the window,
+wall time minus run time minus run-queue time is the time a worker was stopped by the
+profiler; divided by the number of snapshots it is the stop per snapshot each thread saw
+(median over the workers).  For gdb, which stops all threads together, it is the process's
+pause; for libdw and eu-stack, which stop one thread at a time, it is each thread's own stop.
+
     python3 benchmarks/overhead.py [--runs 3] [--seconds 5] [--rate 10]
 
-Configurations: none; wallflame pmp backends eu-stack, gdb, gdb-batch at ``--rate``/s
+Configurations: none; wallflame pmp backends libdw, eu-stack, gdb, gdb-batch at ``--rate``/s
 (snapshots only: ``wallflame.collect.pmp``); perf on-CPU at the default -F
 (``wallflame collect --off-cpu none``); the full default ``wallflame collect`` (collection
 only); pt-pmp at full speed (``--interval 0``) and at ``--interval 1``.
@@ -67,6 +75,36 @@ class Result:
         self.span_s = 0.0           # how long the profiler was attached
         self.cpu_s = 0.0            # CPU time the profiler itself used (all its processes)
         self.cpu_mark = cpu_mark()
+        self.stop_ms: float | None = None  # target-side stop per snapshot (median worker)
+
+
+Ticks = dict[int, tuple[int, int]]
+
+
+def worker_ticks(pid: int) -> tuple[int, Ticks]:
+    """Now (ns) and each worker thread's (run ns, run-queue ns) from schedstat."""
+    out: Ticks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if int(tid) == pid:
+            continue  # the main thread sleeps; only the always-runnable workers count
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run, wait, _ = f.read().split()
+        except (OSError, ValueError):
+            continue
+        out[int(tid)] = (int(run), int(wait))
+    return time.monotonic_ns(), out
+
+
+def stop_per_snapshot(before: tuple[int, Ticks], after: tuple[int, Ticks],
+                      snapshots: int) -> float | None:
+    """Median over workers of (wall - run - run-queue) / snapshots, in ms."""
+    if snapshots <= 0:
+        return None
+    wall = after[0] - before[0]
+    per = [(wall - (a[0] - before[1][t][0]) - (a[1] - before[1][t][1])) / snapshots / 1e6
+           for t, a in after[1].items() if t in before[1]]
+    return statistics.median(per) if per else None
 
 
 def cpu_mark() -> float:
@@ -129,12 +167,15 @@ def run_pmp(backend_name: str) -> Callable[[float, float], Result]:
             loop.start()
             loop.started.wait(60)  # the persistent gdb's attach is not in the window
             t0 = time.time_ns()
+            ticks0 = worker_ticks(proc.pid)
             time.sleep(seconds)
             stop.set()
             loop.join(60)
             t1 = time.time_ns()
+            ticks1 = worker_ticks(proc.pid)
         res.pauses = list(loop.stats.pauses_ms)
         res.snapshots = loop.stats.snapshots
+        res.stop_ms = stop_per_snapshot(ticks0, ticks1, res.snapshots)
         return finish_target(proc, res, t0, t1)
 
     return run
@@ -146,13 +187,16 @@ def run_wallflame(**options: Any) -> Callable[[float, float], Result]:
     def run(seconds: float, rate: float) -> Result:
         proc = start_target(seconds)
         res = Result()
+        ticks0 = worker_ticks(proc.pid)
         with tempfile.TemporaryDirectory() as tmp:
             col = wf_collect(Path(tmp) / "run", CollectOptions(duration_s=seconds, **options),
                              pid=proc.pid)
+        ticks1 = worker_ticks(proc.pid)
         pause = (col.pmp or {}).get("pause") or {}
         res.snapshots = int(pause.get("snapshots", 0))
         if res.snapshots:
             res.pauses = [float(pause["median_ms"])]
+            res.stop_ms = stop_per_snapshot(ticks0, ticks1, res.snapshots)
         return finish_target(proc, res, col.window["start_ns"], col.window["end_ns"])
 
     return run
@@ -185,18 +229,22 @@ def run_pt_pmp(interval: int) -> Callable[[float, float], Result]:
     return run
 
 
-def pt_pmp_snapshot_ms(seconds: float) -> list[float]:
-    """Wall time of single pt-pmp snapshots (its per-snapshot stop of the target)."""
+def pt_pmp_snapshot_ms(seconds: float) -> tuple[list[float], list[float]]:
+    """Wall time of single pt-pmp snapshots, and the stop each caused on the target's side."""
     proc = start_target(seconds)
-    out = []
+    out, stops = [], []
     for _ in range(3):
+        ticks0 = worker_ticks(proc.pid)
         t0 = time.monotonic()
         subprocess.run(["pt-pmp", "--iterations", "1", "--pid", str(proc.pid)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         out.append((time.monotonic() - t0) * 1000)
+        stop = stop_per_snapshot(ticks0, worker_ticks(proc.pid), 1)
+        if stop is not None:
+            stops.append(stop)
     proc.kill()
     proc.communicate()
-    return out
+    return out, stops
 
 
 def main() -> None:
@@ -205,11 +253,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=10.0, help="snapshots per second")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--only", default="", help="comma-separated parts of configuration names "
+                    "to run (default: all), e.g. 'libdw,pt-pmp --interval 0'")
     args = ap.parse_args()
     build()
     default = CollectOptions()
     configs: dict[str, Callable[[float, float], Result]] = {
         "none": run_none,
+        "wallflame pmp libdw": run_pmp("libdw"),
         "wallflame pmp eu-stack": run_pmp("eu-stack"),
         "wallflame pmp gdb": run_pmp("gdb"),
         "wallflame pmp gdb-batch": run_pmp("gdb-batch"),
@@ -219,6 +270,10 @@ def main() -> None:
     if shutil.which("pt-pmp"):
         configs["pt-pmp --interval 0"] = run_pt_pmp(0)
         configs["pt-pmp --interval 1"] = run_pt_pmp(1)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        configs = {k: v for k, v in configs.items()
+                   if k == "none" or any(w in k for w in wanted)}
     # Each configuration runs right after its own no-profiler run, and its loss is taken
     # against that one: on a shared machine the load drifts between minutes, not seconds.
     results: dict[str, list[Result]] = {k: [] for k in configs if k != "none"}
@@ -236,7 +291,8 @@ def main() -> None:
             print(f"run {i + 1}/{args.runs} {name}: {res.rate:,.0f} work/s "
                   f"(no profiler just before: {base_rate:,.0f})", file=sys.stderr)
     base = statistics.median(bases)
-    pt_ms = pt_pmp_snapshot_ms(args.seconds + 10) if shutil.which("pt-pmp") else []
+    pt_ms, pt_stops = pt_pmp_snapshot_ms(args.seconds + 10) if shutil.which("pt-pmp") \
+        else ([], [])
     rows = []
     for name, rs in results.items():
         rate = statistics.median(r.rate for r in rs)
@@ -246,27 +302,35 @@ def main() -> None:
             else 0
         per_s = snaps
         pause = statistics.median(pauses) if pauses else None
+        stops = [r.stop_ms for r in rs if r.stop_ms is not None]
+        stop = statistics.median(stops) if stops else None
         if name.startswith("pt-pmp"):
             pause = statistics.median(pt_ms) if pt_ms else None
+            stop = statistics.median(pt_stops) if pt_stops else None
             per_s = 1 / (pause / 1000 + int(name[-1])) if pause else 0
         effective = max(loss, 0.0) / per_s * 1000 if per_s else None
         rows.append({"config": name, "work_per_s": round(rate), "loss": round(loss, 4),
                      "losses": [round(x, 4) for x in losses[name]],
                      "snapshots_per_s": round(per_s, 2), "pause_ms": pause,
+                     "stop_ms": stop,
                      "runs": [round(r.rate) for r in rs],
                      "profiler_cpu": round(statistics.median(r.cpu_s / r.span_s for r in rs),
                                            4),
                      "effective_pause_ms": effective})
     ref = next((r for r in rows if r["config"] == "pt-pmp --interval 0"), None)
     print(f"\n{'configuration':32} {'work/s':>12} {'loss':>7} {'cpu':>6} {'snap/s':>7} "
-          f"{'pause ms':>9} {'eff. ms':>8} {'loss/pt':>8} {'pause/pt':>9} {'cpu/pt':>7}")
+          f"{'pause ms':>9} {'stop ms':>8} {'eff. ms':>8} {'loss/pt':>8} {'stop/pt':>8} "
+          f"{'cpu/pt':>7}")
     for r in rows:
         loss_ratio = (r["loss"] / ref["loss"]) if ref and ref["loss"] else None
         pause_ratio = (r["pause_ms"] / ref["pause_ms"]) if ref and ref["pause_ms"] and \
             r["pause_ms"] else None
+        stop_ratio = (r["stop_ms"] / ref["stop_ms"]) if ref and ref["stop_ms"] and \
+            r["stop_ms"] is not None else None
         cpu_ratio = (r["profiler_cpu"] / ref["profiler_cpu"]) if ref and ref["profiler_cpu"] \
             else None
         r["loss_ratio_to_pt_pmp"], r["pause_ratio_to_pt_pmp"] = loss_ratio, pause_ratio
+        r["stop_ratio_to_pt_pmp"] = stop_ratio
         r["cpu_ratio_to_pt_pmp"] = cpu_ratio
 
         def f(v: float | None, fmt: str) -> str:
@@ -274,8 +338,9 @@ def main() -> None:
 
         print(f"{r['config']:32} {r['work_per_s']:>12,} {r['loss']:>+7.1%} "
               f"{r['profiler_cpu']:>6.1%} {r['snapshots_per_s']:>7.2f} "
-              f"{f(r['pause_ms'], '9.2f')} {f(r['effective_pause_ms'], '8.2f')} "
-              f"{f(loss_ratio, '8.3f')} {f(pause_ratio, '9.4f')} {f(cpu_ratio, '7.3f')}")
+              f"{f(r['pause_ms'], '9.2f')} {f(r['stop_ms'], '8.2f')} "
+              f"{f(r['effective_pause_ms'], '8.2f')} "
+              f"{f(loss_ratio, '8.3f')} {f(stop_ratio, '8.4f')} {f(cpu_ratio, '7.3f')}")
     print(f"\nmedian of {args.runs} runs of {args.seconds:g} s each; loss is against the "
           f"no-profiler run just before each (median {base:,.0f} work/s); negative loss is "
           f"noise; machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")

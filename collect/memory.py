@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,9 +91,11 @@ def sample(pid: int) -> tuple[int, int] | None:
 class MemorySampler(threading.Thread):
     """Samples RSS and thread count every ``interval_s`` until ``stop`` is set."""
 
-    def __init__(self, pid: int, stop: threading.Event, interval_s: float = 0.25) -> None:
+    def __init__(self, pid: int, stop: threading.Event, interval_s: float = 0.25,
+                 alive: Callable[[], bool] = lambda: True) -> None:
         super().__init__(name="wallflame-memory", daemon=True)
         self.pid = pid
+        self.alive = alive  # false once the process ended (or its PID was reused)
         self.stop_event = stop
         self.interval_s = interval_s
         self.samples: list[dict[str, Any]] = []
@@ -100,7 +103,7 @@ class MemorySampler(threading.Thread):
         self.arenas_start = read_arenas(pid)
 
     def run(self) -> None:
-        while True:
+        while self.alive():
             s = sample(self.pid)
             if s is not None:
                 self.samples.append({"t_s": round(time.monotonic() - self.t0, 3),
@@ -109,7 +112,7 @@ class MemorySampler(threading.Thread):
                 break
 
     def result(self) -> dict[str, Any]:
-        end = read_arenas(self.pid)
+        end = read_arenas(self.pid) if self.alive() else None
         empty: dict[str, Any] = {"count": 0, "mappings": [], "total_rss_kb": 0}
         start = self.arenas_start
         last = end or start

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from wallflame.collect.mutex import SYS_FUTEX_X86_64, MemReader, Symbols, mutex_owner
@@ -27,9 +28,11 @@ class OwnerSampler(threading.Thread):
     these samples name the lock and the holder of each exact mutex wait
     (``wallflame.finish``)."""
 
-    def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event) -> None:
+    def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event,
+                 alive: Callable[[], bool] = lambda: True) -> None:
         super().__init__(name="wallflame-owners", daemon=True)
         self.pid = pid
+        self.alive = alive  # false once the process ended (or its PID was reused)
         self.log = log
         self.interval = 1.0 / rate_hz
         self.stop_event = stop
@@ -42,7 +45,7 @@ class OwnerSampler(threading.Thread):
         names: dict[int, str] = {}
         next_t = time.monotonic()
         try:
-            while not self.stop_event.is_set():
+            while not self.stop_event.is_set() and self.alive():
                 self._sample(mem, symbols, names)
                 next_t = max(next_t + self.interval, time.monotonic())
                 self.stop_event.wait(next_t - time.monotonic())

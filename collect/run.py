@@ -241,7 +241,7 @@ def _recorders(target: Target, opts: CollectOptions, raw: Path) -> list[perf.Per
 def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None) -> None:
-    mem = MemorySampler(target.pid, stop)
+    mem = MemorySampler(target.pid, stop, alive=target.alive)
     recorders = _recorders(target, opts, raw)
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
@@ -269,7 +269,8 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
                 raise loop.start_error
         if opts.off_cpu in ("pmp", "both") and opts.owner_rate_hz > 0:
             owners_log = open(raw / OWNERS_LOG, "w", encoding="utf-8")  # noqa: SIM115
-            owners = OwnerSampler(target.pid, owners_log, opts.owner_rate_hz, stop)
+            owners = OwnerSampler(target.pid, owners_log, opts.owner_rate_hz, stop,
+                                  alive=target.alive)
             owners.start()
             col.commands["owners"] = [
                 f"read /proc/{target.pid}/task/*/syscall at {opts.owner_rate_hz:g}/s; for a "
@@ -361,7 +362,7 @@ def _record_results(col: Collection, recorders: list[perf.PerfRecorder],
                    "over_budget": st.over_budget, "resumed": st.resumed,
                    "rate_hz": loop.rate_hz, "final_rate_hz": round(st.rate_hz, 3),
                    "attach_ms": round(loop.backend.attach_ms, 3),
-                   "pause": st.pause_summary()}
+                   "pause": st.pause_summary(), "pause_measure": loop.backend.pause_measure}
         if st.over_budget:
             col.warn(f"{st.over_budget} snapshots paused the target longer than "
                      f"--max-pause-ms; the snapshot rate went as low as {st.rate_hz:.2f}/s")

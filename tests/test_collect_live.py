@@ -3,6 +3,7 @@ and one-line errors for every unusable target."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -159,6 +160,71 @@ def test_target_exits_mid_collection(live: None, sample_bin: Path, tmp_path: Pat
     assert any("exited during collection" in w for w in meta["warnings"])
     assert "target exited during collection" in meta["losses"]
     assert meta["window"]["window_ns"] < 10e9
+
+
+def _spawn_as(pid: int, argv: list[str]) -> subprocess.Popen[bytes] | None:
+    """Start ``argv`` as process ``pid`` (root: the next PID is set through ns_last_pid)."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+    except OSError:
+        return None
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    if proc.pid == pid:
+        return proc
+    proc.kill()
+    proc.wait()
+    return None
+
+
+def test_pid_reuse_is_detected(live: None, sample_bin: Path, tmp_path: Path) -> None:
+    """The target dies while wallflame is not looking (stopped) and a new process takes its
+    PID and its threads' ids: collection ends as "target exited", nothing of the newcomer is
+    logged, and the newcomer is never left stopped or traced."""
+    if os.geteuid() != 0:
+        pytest.skip("choosing a PID (ns_last_pid) needs root")
+    argv = [str(sample_bin / "mix"), "--threads", "3", "--duration", "60"]
+    old = start_mix(sample_bin, "--threads", "3", "--duration", "60")
+    run = tmp_path / "run"
+    col = subprocess.Popen([*WALLFLAME, "collect", "--pid", str(old.pid), "--duration", "20",
+                            "--off-cpu", "pmp", "-o", str(run)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+    log = run / "raw" / "snapshots.log"
+    new = None
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+                log.exists() and log.read_text(errors="replace").count("\nTS ") >= 3):
+            time.sleep(0.05)
+        os.kill(col.pid, signal.SIGSTOP)  # wallflame (not its tools) stops looking
+        old.kill()
+        old.wait()
+        new = _spawn_as(old.pid, argv)
+        t_new = time.time_ns()
+        os.kill(col.pid, signal.SIGCONT)
+        if new is None:
+            pytest.skip(f"PID {old.pid} was taken by another process before it could be reused")
+        _, err = col.communicate(timeout=60)
+        assert col.returncode == 0, err.decode()
+        meta = load(run, "meta.json")
+        assert meta["ended_by"] == "target exited", meta["ended_by"]
+        assert meta["window"]["end_ns"] - t_new < 5e9
+        stamps = [json.loads(line.split(" ", 2)[2])["t_ns"]
+                  for line in log.read_text().splitlines()
+                  if line.startswith("# wallflame-snapshot ")]
+        assert stamps and max(stamps) < t_new, "a snapshot was taken of the new process"
+        time.sleep(0.3)
+        assert not harmed(new.pid)
+        assert new.poll() is None
+    finally:
+        if col.poll() is None:
+            os.kill(col.pid, signal.SIGCONT)
+            col.kill()
+            col.communicate()
+        stop_mix(old)
+        if new is not None:
+            new.kill()
+            new.wait()
 
 
 def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
