@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from wallflame.profile import ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
@@ -192,6 +193,7 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
     them out of that order."""
     tree = FlameTree(unit=unit)
     names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
+    weights: dict[int, list[int]] = {}  # node -> self time per class, made ``selfs`` at the end
     ids: dict[str, int] = {"all": 0}
     get_id = ids.get
     width = len(CLASSES)
@@ -207,7 +209,6 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
             root = len(parent)
             parent.append(0)
             name.append(len(names))
-            selfs.append(None)
             names.append(visible(thread_label(*ident)))
             tree.threads.append((root, ident[0], visible(ident[1])))
         # i: the length of the common prefix with the previous stack
@@ -217,8 +218,7 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
             i += 1
         if check and (frames[i] < last[i] if i < n else len(frames) < len(last)):
             return None
-        del path[i:]
-        node = path[-1] if path else root
+        node = path[i - 1] if i else root
         added = len(frames) - i
         if added:
             base = len(parent)
@@ -235,14 +235,18 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
                             names.append(visible(frame))
                         nids[j] = nid
             name.extend(nids)  # type: ignore[arg-type]  # no None left
-            selfs.extend([None] * added)
-            path.extend(range(base, base + added))
+            path[i:] = range(base, base + added)
             node = base + added - 1
+        else:
+            del path[i:]
         last = frames
-        s = selfs[node]
+        s = weights.get(node)
         if s is None:
-            s = selfs[node] = [0] * width
+            s = weights[node] = [0] * width
         s[cls] += weight
+    selfs.extend(repeat(None, len(parent) - len(selfs)))
+    for node, s in weights.items():
+        selfs[node] = s
     return tree
 
 
