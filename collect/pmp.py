@@ -182,6 +182,8 @@ class LibdwBackend:
 
     def snapshot(self, timeout_s: float, tids: list[int],
                  watch: Callable[[int], None] | None = None) -> Dump:
+        if not tids:  # every thread exiting or in uninterruptible sleep
+            return Dump(f"PID {self.pid} - process\n", 0.0, 0.0)
         t0 = time.monotonic()
         try:
             if self.unwinder is None:
@@ -326,7 +328,12 @@ class SnapshotLoop(threading.Thread):
     def _one(self, reader: ProcReader, timeout: float) -> bool:
         procs = reader.read()
         t_ns = time.time_ns()
-        tids = [int(r["tid"]) for r in procs if r.get("state") not in ("Z", "X")]
+        # In-process, an attach cannot be timed out: a thread in uninterruptible sleep (D) is
+        # not attached, as it would hold the snapshot until it wakes (forever on a hung
+        # mount).  Its time goes to its next snapshot's stack (weights are time since the
+        # thread's previous snapshot).
+        skip = ("Z", "X", "D") if isinstance(self.backend, LibdwBackend) else ("Z", "X")
+        tids = [int(r["tid"]) for r in procs if r.get("state") not in skip]
         dump = self.backend.snapshot(timeout, tids, self.watch)
         left = ensure_running(self.target.pid, self.target.start_ticks,
                              self.target.stopped_at_start)
