@@ -45,16 +45,27 @@ def cli() -> None:
 #: without freeing, one by one, the millions of objects a big profile is made of (a tenth of
 #: the command's time).
 _quick_exit = False
+_kept: list[object] = []
 
 
-def quick_exit() -> None:
+def quick_exit(*keep: object) -> bool:
     """Let a successful run of this process end with ``os._exit`` once its streams are
-    flushed.  Only ``main`` (a real process) acts on it, never a test's in-process run."""
+    flushed, holding on to ``keep`` until then (not freed when the command returns).  Only
+    ``main`` (a real process) acts on it, never a test's in-process run; says whether it
+    will."""
     global _quick_exit
     _quick_exit = True
+    if _in_main:
+        _kept.extend(keep)
+    return _in_main
+
+
+_in_main = False
 
 
 def main() -> None:
+    global _in_main
+    _in_main = True
     try:
         cli.main(standalone_mode=True)
     except SystemExit as done:

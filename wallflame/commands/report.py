@@ -54,7 +54,7 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     # Reading a profile allocates millions of objects and frees almost none of them, which
     # makes the cyclic collector scan the growing heap again and again (a tenth of the run
     # time) for cycles that are not there.
-    collecting = gc.isenabled()
+    collecting, ending = gc.isenabled(), False
     gc.disable()
     try:
         profile = load_inputs(inputs, FoldOptions(folded_unit=unit))
@@ -65,10 +65,10 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
         out = output or _default_output(inputs, fmt)
         kind = format_for(out, fmt)
         write_report(profile, kind, out, title)
+        ending = quick_exit(profile)  # the process ends soon: nothing is freed or collected
     finally:
-        if collecting:
+        if collecting and not ending:
             gc.enable()
-    quick_exit()
     if out != "-":
         size = os.path.getsize(out)
         names = profile.meta.threads
