@@ -77,7 +77,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def python_env(tmp: Path, cached: bool) -> dict[str, str]:
     """The environment of a ``wallflame`` process: with bytecode and template caches of its
-    own (as an installed package has; filled by its first run), or with neither."""
+    own (as an installed package has; filled by its first run), or with neither: the
+    interpreter's own bytecode, wallflame's modules compiled on every run (unless a
+    ``__pycache__`` is already beside them) and its templates too."""
     env = dict(os.environ)
     env["XDG_CACHE_HOME"] = str(tmp / "cache")
     if cached:
@@ -85,9 +87,9 @@ def python_env(tmp: Path, cached: bool) -> dict[str, str]:
         env.pop("WALLFLAME_NO_CACHE", None)
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     else:
+        env.pop("PYTHONPYCACHEPREFIX", None)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["WALLFLAME_NO_CACHE"] = "1"
-        env["PYTHONPYCACHEPREFIX"] = str(tmp / "no-pycache")
     return env
 
 
@@ -220,8 +222,9 @@ def main() -> None:
         report = [sys.executable, "-m", "wallflame", "report", str(folded), "-o",
                   str(d / "wf.html")]
         first, first_cpu = timed(report, d / "wf.log", 1, env)  # fills the caches
-        start, start_cpu = timed([sys.executable, "-m", "wallflame", "--help"], d / "help",
-                                 args.runs, env)
+        start, start_cpu = timed([sys.executable, "-m", "wallflame", "report", "--help"],
+                                 d / "help", args.runs, env)
+        bare, bare_cpu = timed([sys.executable, "-c", "pass"], d / "pass", args.runs, env)
         # wallflame and inferno in turn, so that both meet the same load on a shared machine
         have_inferno = os.path.exists(inferno)
         wf: list[float] = []
@@ -241,11 +244,14 @@ def main() -> None:
         size = (d / "wf.html").stat().st_size
         print(f"wallflame report (process)  median {med(wf):.3f} s wall, {med(wf_cpu):.3f} s "
               f"CPU  (wall runs: {', '.join(f'{t:.2f}' for t in wf)})")
-        print(f"  first run (fills caches)  {first[0]:.3f} s wall, {first_cpu[0]:.3f} s CPU")
-        print(f"  no bytecode/template cache median {med(cold):.3f} s wall, "
+        print(f"  first run                 {first[0]:.3f} s wall, {first_cpu[0]:.3f} s CPU "
+              "(fills the bytecode cache, standard library included, and the template cache)")
+        print(f"  without either cache      median {med(cold):.3f} s wall, "
               f"{med(cold_cpu):.3f} s CPU")
         print(f"  of which CLI start-up     {med(start):.3f} s wall, {med(start_cpu):.3f} s CPU "
-              "(wallflame --help)")
+              "(wallflame report --help)")
+        print(f"  of which Python start-up  {med(bare):.3f} s wall, {med(bare_cpu):.3f} s CPU "
+              "(python -c pass)")
         print("  in-process steps          " + ", ".join(f"{k} {v:.3f} s"
                                                           for k, v in steps.items()))
         if have_inferno:

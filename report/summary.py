@@ -170,15 +170,20 @@ def build_summary(profile: Profile) -> dict[str, Any]:
     unit = m.unit
     window = m.window_ns if unit == UNIT_NS else 0
     rq = runqueue_ns(profile)
-    rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0)
-            for t in profile.per_thread()]
+    threads = profile.per_thread()
+    rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0) for t in threads]
+    totals = ThreadTotals(0, "all")  # what ``profile.totals()`` gives, without another pass
+    for t in threads:
+        totals.on += t.on
+        for c, w in t.wait.items():
+            totals.wait[c] += w
     pause = m.extra.get("pause") or {"snapshots": 0, "median_ms": 0.0, "max_ms": 0.0,
                                      "total_ms": 0.0}
     return {
         "unit": "seconds" if unit == UNIT_NS else "samples",
         "window_s": seconds(window, UNIT_NS) if window else 0.0,
         "threads": rows,
-        "totals": thread_row(profile.totals(), unit, 0, sum(rq.values())),
+        "totals": thread_row(totals, unit, 0, sum(rq.values())),
         "locks": locks(profile),
         "pause": pause,
         "quality": quality(profile, rows),
