@@ -13,6 +13,12 @@ profiler itself used (user + system time of all its processes per second of wind
 of one CPU: unlike throughput this does not depend on what else a shared machine runs), and
 the ratio of each to pt-pmp's.
 
+The *est.* column is a loss estimate that hardly depends on what else the machine runs
+(``Meter``): the CPU the profiler took (its processes' user + system time over the window)
+and the target's work per CPU-second of its workers with and without the profiler give the
+loss the target would see with the machine to itself, 1 - (1 - P/C) x (e1/e0).  On a shared
+machine it is the figure to trust; the throughput loss beside it is the direct measurement.
+
 The *stop* column is measured on the target's side, independently of what a tool reports:
 spin8's worker threads never block, so each is always either on a CPU or waiting in the run
 queue, and the kernel counts both (``/proc/PID/task/TID/schedstat``).  Over the window,
@@ -76,6 +82,8 @@ class Result:
         self.cpu_s = 0.0            # CPU time the profiler itself used (all its processes)
         self.cpu_mark = cpu_mark()
         self.stop_ms: float | None = None  # target-side stop per snapshot (median worker)
+        self.meter: Meter | None = None
+        self.window: tuple[float, float, float] | None = None  # s, profiler CPU s, target CPU s
 
 
 Ticks = dict[int, tuple[int, int]]
@@ -107,6 +115,74 @@ def stop_per_snapshot(before: tuple[int, Ticks], after: tuple[int, Ticks],
     return statistics.median(per) if per else None
 
 
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_s(root: int, skip: int) -> float:
+    """CPU seconds of ``root`` and its descendants (without ``skip``'s subtree): each live
+    process's own time plus that of the children it has reaped."""
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split() if int(c) != skip]
+        except (OSError, ValueError, IndexError):
+            continue
+        total += sum(int(x) for x in fields[11:15]) * _TICK_S  # utime stime cutime cstime
+    return total
+
+
+class Meter(threading.Thread):
+    """Every 100 ms: the profiler's CPU (this process and its children, the target excluded,
+    the meter's own time subtracted) and the target workers' CPU (schedstat).  Unlike
+    throughput, both hardly depend on what else a shared machine runs, so they give a loss
+    estimate that does not either: the target loses the CPU the profiler takes from it and
+    whatever the profiler costs inside it (less work per CPU-second)."""
+
+    def __init__(self, target: int) -> None:
+        super().__init__(daemon=True)
+        self.target = target
+        self.points: list[tuple[int, float, int]] = []
+        self.halt = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while True:
+            prof = _tree_cpu_s(os.getpid(), self.target)
+            run = sum(r for r, _ in worker_ticks(self.target)[1].values())
+            # thread_time: all this meter has used so far (counted in this process's time)
+            self.points.append((time.time_ns(), prof - time.thread_time(), run))
+            if self.halt.wait(0.1):
+                return
+
+    def between(self, start_ns: int, end_ns: int) -> tuple[float, float, float] | None:
+        """Seconds, profiler CPU seconds and target CPU seconds over the window."""
+        self.halt.set()
+        self.join()
+        inside = [p for p in self.points if start_ns <= p[0] <= end_ns]
+        if len(inside) < 2:
+            return None
+        (t0, c0, r0), (t1, c1, r1) = inside[0], inside[-1]
+        return (t1 - t0) / 1e9, max(c1 - c0, 0.0), (r1 - r0) / 1e9
+
+
+def estimated_loss(base: Result, res: Result) -> float | None:
+    """Loss on a machine the target has to itself: 1 - (1 - P/C) x (e1/e0), where P is the
+    profiler's CPU per second, C the CPUs and e the work per CPU-second of the target's
+    workers with (e1) and without (e0) the profiler."""
+    if base.window is None or res.window is None:
+        return None
+    (s0, _, r0), (s1, p1, r1) = base.window, res.window
+    if r0 <= 0 or r1 <= 0:
+        return None
+    e0, e1 = base.rate / (r0 / s0), res.rate / (r1 / s1)
+    return 1 - (1 - p1 / s1 / (os.cpu_count() or 1)) * (e1 / e0)
+
+
 def cpu_mark() -> float:
     """User + system CPU seconds of this process and its reaped children.  The profiler's
     own cost, unlike throughput, does not depend on what else the machine is running."""
@@ -132,6 +208,8 @@ def finish_target(proc: subprocess.Popen[str], res: Result, start_ns: int,
                   end_ns: int) -> Result:
     """Throughput between two wall-clock instants, from spin8's 100 ms progress lines."""
     res.cpu_s = cpu_mark() - res.cpu_mark  # before the target itself is reaped
+    if res.meter is not None:
+        res.window = res.meter.between(start_ns, end_ns)
     proc.kill()
     out, _ = proc.communicate(timeout=60)
     points = []
@@ -150,6 +228,7 @@ def finish_target(proc: subprocess.Popen[str], res: Result, start_ns: int,
 def run_none(seconds: float, rate: float) -> Result:
     proc = start_target(seconds)
     res = Result()
+    res.meter = Meter(proc.pid)
     t0 = time.time_ns()
     time.sleep(seconds)
     return finish_target(proc, res, t0, time.time_ns())
@@ -159,6 +238,7 @@ def run_pmp(backend_name: str) -> Callable[[float, float], Result]:
     def run(seconds: float, rate: float) -> Result:
         proc = start_target(seconds)
         res = Result()
+        res.meter = Meter(proc.pid)
         target = open_target(proc.pid, allow_own_child=True)
         stop = threading.Event()
         with tempfile.TemporaryFile("w+") as log:
@@ -187,6 +267,7 @@ def run_wallflame(**options: Any) -> Callable[[float, float], Result]:
     def run(seconds: float, rate: float) -> Result:
         proc = start_target(seconds)
         res = Result()
+        res.meter = Meter(proc.pid)
         ticks0 = worker_ticks(proc.pid)
         with tempfile.TemporaryDirectory() as tmp:
             col = wf_collect(Path(tmp) / "run", CollectOptions(duration_s=seconds, **options),
@@ -206,6 +287,7 @@ def run_pt_pmp(interval: int) -> Callable[[float, float], Result]:
     def run(seconds: float, rate: float) -> Result:
         proc = start_target(seconds)
         res = Result()
+        res.meter = Meter(proc.pid)
         t0 = time.time_ns()
         pt = subprocess.Popen(["pt-pmp", "--iterations", "100000", "--interval",
                                str(interval), "--pid", str(proc.pid)],
@@ -278,16 +360,21 @@ def main() -> None:
     # against that one: on a shared machine the load drifts between minutes, not seconds.
     results: dict[str, list[Result]] = {k: [] for k in configs if k != "none"}
     losses: dict[str, list[float]] = {k: [] for k in results}
+    est_losses: dict[str, list[float]] = {k: [] for k in results}
     bases: list[float] = []
     for i in range(args.runs):
         for name, fn in configs.items():
             if name == "none":
                 continue
-            base_rate = run_none(args.seconds, args.rate).rate
+            base_res = run_none(args.seconds, args.rate)
+            base_rate = base_res.rate
             res = fn(args.seconds, args.rate)
             bases.append(base_rate)
             results[name].append(res)
             losses[name].append(1 - res.rate / base_rate)
+            est = estimated_loss(base_res, res)
+            if est is not None:
+                est_losses[name].append(est)
             print(f"run {i + 1}/{args.runs} {name}: {res.rate:,.0f} work/s "
                   f"(no profiler just before: {base_rate:,.0f})", file=sys.stderr)
     base = statistics.median(bases)
@@ -297,6 +384,7 @@ def main() -> None:
     for name, rs in results.items():
         rate = statistics.median(r.rate for r in rs)
         loss = statistics.median(losses[name])
+        est = statistics.median(est_losses[name]) if est_losses[name] else None
         pauses = [p for r in rs for p in r.pauses]
         snaps = statistics.median(r.snapshots / r.span_s for r in rs) if rs[0].snapshots \
             else 0
@@ -310,6 +398,8 @@ def main() -> None:
             per_s = 1 / (pause / 1000 + int(name[-1])) if pause else 0
         effective = max(loss, 0.0) / per_s * 1000 if per_s else None
         rows.append({"config": name, "work_per_s": round(rate), "loss": round(loss, 4),
+                     "est_loss": round(est, 4) if est is not None else None,
+                     "est_losses": [round(x, 4) for x in est_losses[name]],
                      "losses": [round(x, 4) for x in losses[name]],
                      "snapshots_per_s": round(per_s, 2), "pause_ms": pause,
                      "stop_ms": stop,
@@ -318,7 +408,8 @@ def main() -> None:
                                            4),
                      "effective_pause_ms": effective})
     ref = next((r for r in rows if r["config"] == "pt-pmp --interval 0"), None)
-    print(f"\n{'configuration':32} {'work/s':>12} {'loss':>7} {'cpu':>6} {'snap/s':>7} "
+    print(f"\n{'configuration':32} {'work/s':>12} {'loss':>7} {'est.':>6} {'cpu':>6} "
+          f"{'snap/s':>7} "
           f"{'pause ms':>9} {'stop ms':>8} {'eff. ms':>8} {'loss/pt':>8} {'stop/pt':>8} "
           f"{'cpu/pt':>7}")
     for r in rows:
@@ -337,6 +428,7 @@ def main() -> None:
             return format(v, fmt) if v is not None else "-"
 
         print(f"{r['config']:32} {r['work_per_s']:>12,} {r['loss']:>+7.1%} "
+              f"{f(r['est_loss'], '+6.1%')} "
               f"{r['profiler_cpu']:>6.1%} {r['snapshots_per_s']:>7.2f} "
               f"{f(r['pause_ms'], '9.2f')} {f(r['stop_ms'], '8.2f')} "
               f"{f(r['effective_pause_ms'], '8.2f')} "
