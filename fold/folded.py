@@ -200,6 +200,7 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     mode: _Mode | None = _Mode(options, _data_lines(read_head(path))) if path != "-" else None
     before: dict[str, int] = {}
     stacks = profile.stacks
+    get = stacks.get
     make = tuple.__new__
     fast = mode is not None and not mode.diff and not mode.bcc
     scale = mode.scale if mode is not None else 1
@@ -217,8 +218,9 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
                     if not root.startswith(("process ", "thread (")) and "/" not in root:
                         weight = int(last) * scale
                         if weight:
-                            key = make(StackKey, (tuple(parts[1:]), 0, root, 0, ON, "", "", 0))
-                            stacks[key] = stacks.get(key, 0) + weight
+                            del parts[0]
+                            key = make(StackKey, (tuple(parts), 0, root, 0, ON, "", "", 0))
+                            stacks[key] = get(key, 0) + weight
                         continue
             mode = read_line(no, line, mode, options, profile, before)
             if mode is not None:
