@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -14,47 +15,56 @@ from wallflame.errors import TargetError
 
 
 class Launched:
-    """A launched command whose output passes through and is saved in ``raw/target.stdout``
-    and ``raw/target.stderr`` (a sample's work counter is read from there).  If wallflame is
-    killed, the command's next write to the closed pipe fails (SIGPIPE), as under ``tee``."""
+    """A launched command whose output goes straight into ``raw/target.stdout`` and
+    ``raw/target.stderr`` (a sample's work counter is read from there) and is followed from
+    those files onto wallflame's own output.  The command never writes into a pipe that
+    wallflame holds: if wallflame is killed, the command carries on and its output is still
+    saved (under ``tee`` its next write would fail with SIGPIPE)."""
 
     def __init__(self, command: Sequence[str], raw: Path) -> None:
-        try:
-            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as e:
-            raise TargetError(f"cannot run {command[0]!r}: {e.strerror}",
-                              "check the command and its path") from None
+        paths = (raw / "target.stdout", raw / "target.stderr")
+        with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
+            try:
+                self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                    list(command), stdout=out, stderr=err)
+            except OSError as e:
+                raise TargetError(f"cannot run {command[0]!r}: {e.strerror}",
+                                  "check the command and its path") from None
         self.pid = self.proc.pid
-        self.copiers = [
-            threading.Thread(target=_tee, args=(src, dst, raw / name), daemon=True)
-            for src, dst, name in ((self.proc.stdout, sys.stdout, "target.stdout"),
-                                   (self.proc.stderr, sys.stderr, "target.stderr"))]
-        for t in self.copiers:
+        self.done = threading.Event()
+        self.followers = [
+            threading.Thread(target=_follow, args=(path, dst, self.done), daemon=True)
+            for path, dst in zip(paths, (sys.stdout, sys.stderr), strict=True)]
+        for t in self.followers:
             t.start()
 
     def poll(self) -> int | None:
         return self.proc.poll()
 
     def join(self) -> None:
-        for t in self.copiers:
+        self.done.set()
+        for t in self.followers:
             t.join(5)
 
 
-def _tee(src: IO[bytes] | None, dst: IO[str], path: Path) -> None:
-    if src is None:
-        return
+def _follow(path: Path, dst: IO[str], done: threading.Event) -> None:
+    """Copy what is appended to ``path`` onto ``dst`` until ``done`` and the end of the file."""
     out = getattr(dst, "buffer", None)
-    with open(path, "wb") as f:
-        while block := src.read1(1 << 16) if hasattr(src, "read1") else src.read(1 << 16):
-            f.write(block)
-            f.flush()
-            if out is not None:
-                try:
-                    out.write(block)
-                    out.flush()
-                except (OSError, ValueError):
-                    out = None
+    with open(path, "rb") as f:
+        while True:
+            finished = done.is_set()
+            block = f.read(1 << 16)
+            if block:
+                if out is not None:
+                    try:
+                        out.write(block)
+                        out.flush()
+                    except (OSError, ValueError):
+                        out = None
+                continue
+            if finished:
+                return
+            time.sleep(0.05)
 
 
 def end_child(launched: Launched) -> tuple[int | None, str]:

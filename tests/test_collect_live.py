@@ -239,6 +239,35 @@ def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
     assert meta["launched"]["returncode"] == 0
 
 
+def test_launched_command_outlives_a_killed_wallflame(live: None, sample_bin: Path,
+                                                     tmp_path: Path) -> None:
+    """The command writes its output into the run directory itself, not into a pipe that
+    wallflame holds: SIGKILL to wallflame neither stops it nor loses what it prints."""
+    run = tmp_path / "run"
+    col = subprocess.Popen([*WALLFLAME, "collect", "-o", str(run), "--duration", "20", "--",
+                            str(sample_bin / "mix"), "--threads", "2", "--duration", "4"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    child = 0
+    while time.monotonic() < deadline and not child:
+        for task in Path(f"/proc/{col.pid}/task").iterdir():
+            for pid in (task / "children").read_text().split():
+                if Path(f"/proc/{pid}/exe").resolve() == (sample_bin / "mix").resolve():
+                    child = int(pid)
+        time.sleep(0.05)
+    assert child, "the command was not started"
+    time.sleep(1.0)
+    col.kill()
+    col.wait()
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists(), "the command did not end"
+    # mix prints one line per worker when it ends, seconds after wallflame was killed
+    lines = (run / "raw" / "target.stdout").read_text().splitlines()
+    assert sum('"mix-' in line for line in lines) == 2, lines
+
+
 def test_relative_run_directory(live: None, sample_bin: Path, tmp_path: Path) -> None:
     """`-o run` relative to the caller's directory works (the tools run elsewhere)."""
     r = subprocess.run([*WALLFLAME, "collect", "-o", "rel/run", "--duration", "2", "--",
