@@ -23,7 +23,6 @@ folded (``difffolded.pl``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from wallflame.classify import classify
@@ -31,8 +30,8 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import unescape
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile, StackKey
-from wallflame.textio import decode, open_binary
 from wallflame.textio import head as read_head
+from wallflame.textio import iter_lines
 
 NAME = "folded"
 
@@ -129,102 +128,32 @@ def _key(frames: list[str], mode: _Mode, options: FoldOptions) -> StackKey:
     return StackKey(tuple(frames), tid, thread, pid, OFF, classify(real, "", options.get_rules()))
 
 
-#: Bytes read at a time: lines are split and decoded a chunk at a time, memory stays bounded.
-CHUNK = 4 << 20
-
-
-def _chunks(path: str) -> Iterator[tuple[int, list[str]]]:
-    """``(number of the first line, lines)``: the lines ``textio.iter_lines`` gives (split on
-    LF only, one CR before it dropped, invalid UTF-8 as U+FFFD), read whole chunks at a time.
-    A chunk ends at a newline, and a newline byte never belongs to a UTF-8 sequence, so the
-    text is the same as line-by-line decoding gives."""
-    first = 1
-    pending: list[bytes] = []
-    with open_binary(path) as f:
-        while True:
-            data = f.read(CHUNK)
-            if not data:
-                break
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                pending.append(data)
-                continue
-            if pending:
-                pending.append(data)
-                data = b"".join(pending)
-                cut = data.rfind(b"\n")
-                pending = []
-            if cut + 1 < len(data):
-                pending.append(data[cut + 1 :])
-            text = decode(data[:cut])
-            lines = text.split("\n")
-            if "\r" in text:
-                lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-            yield first, lines
-            first += len(lines)
-    if pending:
-        last = decode(b"".join(pending))
-        yield first, [last[:-1] if last.endswith("\r") else last]
-
-
-def read_line(no: int, line: str, mode: _Mode | None, options: FoldOptions, profile: Profile,
-              before: dict[str, int]) -> _Mode | None:
-    """Read any one line (comments, differential and bcc lines, escapes, py-spy and tid roots)
-    into ``profile``; ``mode`` is decided from the first data line when not known yet."""
-    if not line.strip() or _is_comment(line):
-        return mode
-    if mode is None:
-        mode = _Mode(options, [line])
-    stack, _, last = line.rpartition(" ")
-    after = _count(last, no, profile)
-    old: int | None = None
-    if after is not None and mode.diff:
-        stack, _, first = stack.rpartition(" ")
-        old = _count(first, no, profile)
-        if old is None:
-            after = None
-    if after is None or not stack:
-        profile.meta.lose("malformed folded line", no)
-        return mode
-    frames = stack.split(";")
-    if "\\" in stack:
-        frames = [unescape(f) for f in frames]
-    profile.add(_key(frames, mode, options), after * mode.scale)
-    if old is not None:
-        before[stack] = before.get(stack, 0) + old * mode.scale
-    return mode
-
-
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     meta = profile.meta
     mode: _Mode | None = _Mode(options, _data_lines(read_head(path))) if path != "-" else None
     before: dict[str, int] = {}
-    stacks = profile.stacks
-    get = stacks.get
-    make = tuple.__new__
-    fast = mode is not None and not mode.diff and not mode.bcc
-    scale = mode.scale if mode is not None else 1
-    for first, lines in _chunks(path):
-        for no, line in enumerate(lines, first):
-            if fast:
-                # The common line ``comm;frame;...;frame COUNT`` of a plain file, read here
-                # exactly as ``read_line`` reads it (an on-CPU stack whose root frame is the
-                # thread's name), without its per-line calls: most of a big file's time.
-                stack, _, last = line.rpartition(" ")
-                if stack and last.isdigit() and last.isascii() and line[0] != "#" \
-                        and "\\" not in stack:
-                    parts = stack.split(";")
-                    root = parts[0]
-                    if not root.startswith(("process ", "thread (")) and "/" not in root:
-                        weight = int(last) * scale
-                        if weight:
-                            del parts[0]
-                            key = make(StackKey, (tuple(parts), 0, root, 0, ON, "", "", 0))
-                            stacks[key] = get(key, 0) + weight
-                        continue
-            mode = read_line(no, line, mode, options, profile, before)
-            if mode is not None:
-                fast, scale = not mode.diff and not mode.bcc, mode.scale
+    for no, line in iter_lines(path):
+        if not line.strip() or _is_comment(line):
+            continue
+        if mode is None:
+            mode = _Mode(options, [line])
+        stack, _, last = line.rpartition(" ")
+        after = _count(last, no, profile)
+        old: int | None = None
+        if after is not None and mode.diff:
+            stack, _, first = stack.rpartition(" ")
+            old = _count(first, no, profile)
+            if old is None:
+                after = None
+        if after is None or not stack:
+            meta.lose("malformed folded line", no)
+            continue
+        frames = stack.split(";")
+        if "\\" in stack:
+            frames = [unescape(f) for f in frames]
+        profile.add(_key(frames, mode, options), after * mode.scale)
+        if old is not None:
+            before[stack] = before.get(stack, 0) + old * mode.scale
     if not profile.stacks and not before and "malformed folded line" in meta.losses:
         raise InputError(f"{path}: no folded 'frame;...;frame COUNT' line found",
                          "give folded stacks, or name the format with --format")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from wallflame.profile import ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
@@ -193,9 +192,7 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
     them out of that order."""
     tree = FlameTree(unit=unit)
     names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
-    weights: dict[int, list[int]] = {}  # node -> self time per class, made ``selfs`` at the end
     ids: dict[str, int] = {"all": 0}
-    get_id = ids.get
     width = len(CLASSES)
     last_ident: tuple[int, str] | None = None
     last: tuple[str, ...] = ()
@@ -209,6 +206,7 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
             root = len(parent)
             parent.append(0)
             name.append(len(names))
+            selfs.append(None)
             names.append(visible(thread_label(*ident)))
             tree.threads.append((root, ident[0], visible(ident[1])))
         # i: the length of the common prefix with the previous stack
@@ -218,35 +216,23 @@ def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
             i += 1
         if check and (frames[i] < last[i] if i < n else len(frames) < len(last)):
             return None
-        node = path[i - 1] if i else root
-        added = len(frames) - i
-        if added:
-            base = len(parent)
+        del path[i:]
+        node = path[-1] if path else root
+        for frame in frames[i:]:
+            nid = ids.get(frame)
+            if nid is None:
+                nid = ids[frame] = len(names)
+                names.append(visible(frame))
             parent.append(node)
-            parent.extend(range(base, base + added - 1))
-            nids = list(map(get_id, frames[i:]))
-            if None in nids:
-                for j, nid in enumerate(nids):
-                    if nid is None:
-                        frame = frames[i + j]
-                        nid = get_id(frame)  # the same new name may recur in this stack
-                        if nid is None:
-                            nid = ids[frame] = len(names)
-                            names.append(visible(frame))
-                        nids[j] = nid
-            name.extend(nids)  # type: ignore[arg-type]  # no None left
-            path[i:] = range(base, base + added)
-            node = base + added - 1
-        else:
-            del path[i:]
+            node = len(name)
+            name.append(nid)
+            selfs.append(None)
+            path.append(node)
         last = frames
-        s = weights.get(node)
+        s = selfs[node]
         if s is None:
-            s = weights[node] = [0] * width
+            s = selfs[node] = [0] * width
         s[cls] += weight
-    selfs.extend(repeat(None, len(parent) - len(selfs)))
-    for node, s in weights.items():
-        selfs[node] = s
     return tree
 
 

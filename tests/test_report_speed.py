@@ -1,6 +1,5 @@
-"""What makes ``wallflame report`` fast must not change what it reads or draws: the folded
-reader's fast path and chunked reading, the tree built without sorting already sorted stacks,
-the compiled-template cache, and the CLI's quick exit."""
+"""What makes ``wallflame report`` fast must not change what it draws: the tree built without
+sorting already sorted stacks, the compiled-template cache, and the CLI's quick exit."""
 
 from __future__ import annotations
 
@@ -10,124 +9,14 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from wallflame.errors import InputError
-from wallflame.fold import folded
-from wallflame.fold.options import FoldOptions
 from wallflame.profile import Profile, StackKey
 from wallflame.report import html
 from wallflame.report.tree import build_tree
-from wallflame.textio import head, iter_lines
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def line_by_line(path: str, options: FoldOptions) -> Profile:
-    """The folded reader as it was: every line through ``read_line``, read one at a time."""
-    profile = Profile()
-    mode = folded._Mode(options, folded._data_lines(head(path))) if path != "-" else None
-    before: dict[str, int] = {}
-    for no, line in iter_lines(path):
-        mode = folded.read_line(no, line, mode, options, profile, before)
-    if not profile.stacks and not before and "malformed folded line" in profile.meta.losses:
-        raise InputError("no folded line")
-    if mode is None:
-        mode = folded._Mode(options, [])
-    profile.meta.unit = mode.unit
-    if mode.diff:
-        profile.meta.extra["diff_before"] = dict(sorted(before.items()))
-    profile.meta.extra.setdefault("folded_sources", []).append(
-        {"bcc": mode.bcc, "diff": mode.diff})
-    return profile
-
-
-def outcome(read: Any, path: str, options: FoldOptions) -> Any:
-    try:
-        p = read(path, options)
-    except InputError:
-        return "InputError"
-    return list(p.stacks.items()), p.meta, p.holders
-
-
-def fast(path: str, options: FoldOptions) -> Profile:
-    p = Profile()
-    folded.fold(path, options, p)
-    return p
-
-
-MIXED = (
-    b"main;start;work 5\n"
-    b"main;start;work;leaf 7\r\n"
-    b"# a comment\n"
-    b"#;hash-thread;f 2\n"
-    b"\n   \n"
-    b"w-1/17;a;b 3\n"
-    b'process 12:"./app";thread (0x7f00);f (x.py:1) 4\n'
-    b"thread (33);g 1\n"
-    b"main;esc\\x3baped;x 6\n"
-    b"main;bad\xff\xfeutf8;y 8\n"
-    b"main;zero 0\n"
-    b"main;frac 2.5\n"
-    b"main;nocount\n"
-    b" 9\n"
-    b"main; spaced frame ;z 10\n"
-    b"main 11\n"
-    b"main; 12\n"
-    b"main;\xd9\xa1 13\n"
-    b"main;last-line-without-newline 14"
-)
-
-
-@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 22])
-@pytest.mark.parametrize("unit", ["samples", "us"])
-def test_fast_folded_reading_is_line_by_line_reading(tmp_path: Path, chunk: int, unit: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "mixed.folded"
-    path.write_bytes(MIXED)
-    monkeypatch.setattr(folded, "CHUNK", chunk)
-    options = FoldOptions(folded_unit=unit)
-    expected = outcome(line_by_line, str(path), options)
-    assert expected != "InputError" and len(expected[0]) > 10
-    assert outcome(fast, str(path), options) == expected
-
-
-_piece = st.sampled_from([b"a", b"b", b";", b" ", b"1", b"23", b"0.5", b"\\x3b", b"\\", b"#",
-                          b"\r", b"\n", b"\n", b"\n", b"/", b"-4/5", b"process 1:\"x\"",
-                          b"thread (0x1)", b"thread (7)", b"-", b"--", b"\xff", b"\xc3",
-                          b"\xa9", b"\t"])
-
-
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(_piece, max_size=80), st.sampled_from([1, 3, 16, 1 << 22]))
-def test_any_bytes_read_as_line_by_line(tmp_path: Path, pieces: list[bytes], chunk: int) -> None:
-    path = tmp_path / "any.folded"
-    path.write_bytes(b"".join(pieces))
-    old = folded.CHUNK
-    folded.CHUNK = chunk
-    try:
-        for unit in ("samples", "ns"):
-            options = FoldOptions(folded_unit=unit)
-            assert outcome(fast, str(path), options) == outcome(line_by_line, str(path),
-                                                                options)
-    finally:
-        folded.CHUNK = old
-
-
-def test_stdin_reads_as_a_file_does(tmp_path: Path) -> None:
-    path = tmp_path / "in.folded"
-    path.write_bytes(MIXED)
-    code = ("import sys; from wallflame.fold import folded; from wallflame.fold.options import "
-            "FoldOptions; from wallflame.profile import Profile; p = Profile(); "
-            "folded.fold('-', FoldOptions(), p); print(repr(sorted(p.stacks.items())))")
-    with open(path, "rb") as stdin:
-        out = subprocess.run([sys.executable, "-c", code], stdin=stdin, capture_output=True,
-                             text=True, check=True, cwd=ROOT).stdout
-    assert out.strip() == repr(sorted(line_by_line(str(path), FoldOptions()).stacks.items()))
 
 
 def _profile(seed: int) -> Profile:
