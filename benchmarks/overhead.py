@@ -347,6 +347,7 @@ def main() -> None:
         "wallflame pmp gdb": run_pmp("gdb"),
         "wallflame pmp gdb-batch": run_pmp("gdb-batch"),
         f"wallflame perf -F {default.freq_hz}": run_wallflame(off_cpu="none"),
+        "wallflame perf -F 997": run_wallflame(off_cpu="none", freq_hz=997),
         "wallflame collect (defaults)": run_wallflame(),
     }
     if shutil.which("pt-pmp"):

@@ -91,7 +91,7 @@ class PerfOptions:
                 with perf 6.1).
     """
 
-    freq_hz: int = 997
+    freq_hz: int = 499
     call_graph: str = "fp"
     sched: bool = False
 

@@ -55,7 +55,9 @@ class CollectOptions:
                   times and snapshots only the holders' stacks, at a fifth of the cost).
     owner_rate_hz: /proc-only samples of mutex waiters and owners per second (``both`` and
                   ``pmp``); no ptrace, so much cheaper than a snapshot.
-    freq_hz:      perf on-CPU sampling frequency.
+    freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
+                  in the target, which cost spin8 2.5% of its work per CPU-second at 997 Hz
+                  on this kind of VM and 1.1% at 499 Hz; benchmarks/overhead.py).
     call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
     sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
                   lose the callers of a blocking glibc function (glibc has none), which turns
@@ -68,7 +70,7 @@ class CollectOptions:
     pmp_backend: str = "libdw"
     pmp_rate_hz: float | None = None
     owner_rate_hz: float = 20.0
-    freq_hz: int = 997
+    freq_hz: int = 499
     call_graph: str = "fp"
     sched_call_graph: str = "dwarf"
     max_pause_ms: float = 50.0
