@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  linux-perf gdb elfutils g++ make
+  linux-perf gdb elfutils libdw1 g++ make
   libicu-dev libconcurrentqueue-dev pkg-config golang-go
   libtcmalloc-minimal4 libjemalloc2
   percona-toolkit hyperfine
