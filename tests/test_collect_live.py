@@ -53,6 +53,44 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         stop_mix(mix)
 
 
+def test_libdw_backend_realtime_only_while_unwinding(live: None, sample_bin: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The libdw backend unwinds under SCHED_FIFO when allowed and returns to the normal
+    policy after each snapshot; without the capability it still works and says its pause is
+    an upper bound.  The target is left running either way."""
+    from wallflame.collect.pmp import LibdwBackend
+
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{mix.pid}/task"))
+        backend = LibdwBackend(mix.pid)
+        try:
+            dump = backend.snapshot(10.0, tids)
+        finally:
+            backend.close()
+        assert not dump.error and dump.text.count("TID ") == len(tids), dump.text[:500]
+        assert "worker_main" in dump.text
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+        if os.geteuid() == 0:
+            assert backend.realtime and "SCHED_FIFO" in backend.pause_measure
+
+        def refused(*_: object) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "sched_setscheduler", refused)
+        backend = LibdwBackend(mix.pid)
+        try:
+            dump = backend.snapshot(10.0, tids)
+        finally:
+            backend.close()
+        assert not dump.error and dump.text.count("TID ") == len(tids)
+        assert backend.realtime is False and "upper bound" in backend.pause_measure
+        time.sleep(0.2)
+        assert not harmed(mix.pid)
+    finally:
+        stop_mix(mix)
+
+
 def test_gdb_backend_is_consistent_and_detaches(live: None, sample_bin: Path,
                                                tmp_path: Path) -> None:
     mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
