@@ -289,8 +289,16 @@ def test_launched_command_outlives_a_killed_wallflame(live: None, sample_bin: Pa
     child = 0
     while time.monotonic() < deadline and not child:
         for task in Path(f"/proc/{col.pid}/task").iterdir():
-            for pid in (task / "children").read_text().split():
-                if Path(f"/proc/{pid}/exe").resolve() == (sample_bin / "mix").resolve():
+            try:  # a thread or a short-lived tool may be gone already
+                pids = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    exe = Path(f"/proc/{pid}/exe").resolve(strict=True)
+                except OSError:
+                    continue
+                if exe == (sample_bin / "mix").resolve():
                     child = int(pid)
         time.sleep(0.05)
     assert child, "the command was not started"

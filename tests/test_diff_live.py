@@ -80,8 +80,10 @@ def test_mutex_region_vanishes_and_on_cpu_barely_moves(queue_runs: dict[str, Pat
     # variants); of their wall-clock time it grows, because the mutex wait is gone
     on = next(c for c in d.functions(ON) if c.name == "process_message")
     wall = next(c for c in d.functions("all") if c.name == "process_message")
-    assert on.a > 0.25 and abs(on.delta) < 0.1, on
-    assert wall.delta > 0 and wall.delta > 2 * abs(on.delta), wall
+    # Measured over 10 pairs: the on-CPU share moves by a factor 1.03-1.19 (the mutex
+    # variant's lock calls dilute it a little), the wall-clock share doubles (x2.0-2.2).
+    assert on.a > 0.25 and 0.8 < on.b / on.a < 1.25, on
+    assert wall.b > 1.5 * wall.a, wall
     gone = d.new_and_removed(limit=500)["removed"]
     assert any(s["stack"][-1].startswith(leaf) for s in gone)
     # the page draws it from BEFORE's side: weight before, none after

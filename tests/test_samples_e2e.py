@@ -105,7 +105,9 @@ def test_queue_mutex_wait_found_off_cpu_and_gone_after(tmp_path: Path, live: Non
 
     pb = on_share(before.profile, processing, "consumer")
     pa = on_share(after.profile, processing, "consumer")
-    assert abs(pa - pb) <= 0.05, f"on-CPU processing share {pb:.1%} -> {pa:.1%}"
+    # Measured over 10 pairs: a factor 1.03-1.19 (the mutex variant's lock calls dilute the
+    # share a little), against a mutex wait that goes from >= 15% of wall time to ~0.
+    assert 0.8 <= pa / pb <= 1.25, f"on-CPU processing share {pb:.1%} -> {pa:.1%}"
 
     assert after.work["rate"] > before.work["rate"], (before.work, after.work)
 
