@@ -91,6 +91,9 @@ class _Lib:
             fn = getattr(dw, name)
             fn.restype, fn.argtypes = res, args
         self.dw = dw
+        # Loaded now, in the thread that creates the backend, not in the snapshot thread at
+        # its first snapshot: a dlopen in one thread while another forks a tool is unsafe.
+        self.demangle = _Demangler()
         self.find_elf = ctypes.cast(dw.dwfl_linux_proc_find_elf, ctypes.c_void_p).value
         self.find_debuginfo = ctypes.cast(dw.dwfl_standard_find_debuginfo,
                                           ctypes.c_void_p).value
@@ -175,7 +178,7 @@ class Unwinder:
         self._act = ctypes.c_bool(False)
         self._cb = _FRAME_CB(self._frame)
         self._names: dict[int, str] = {}
-        self._demangle = _Demangler()
+        self._demangle = self.lib.demangle
         self.reports = 0
         self.realtime: bool | None = None  # None: not tried yet
         self.dwfl: int | None = None

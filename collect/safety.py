@@ -41,10 +41,14 @@ def tool_env() -> dict[str, str]:
 
 def _death_signal_preexec(sig: int) -> Callable[[], None]:
     parent = os.getpid()
+    # Looked up here, in the parent: the child of a multi-threaded process must not dlopen
+    # (another thread may have been inside the dynamic loader at fork; ld.so then aborts
+    # with "Inconsistency detected by ld.so", exit 127, seen when perf was started while the
+    # snapshot thread was loading libdw).
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl took effect
             os.kill(os.getpid(), sig)
         # A tool never gets the terminal's Ctrl-C directly: wallflame decides how to stop it.
