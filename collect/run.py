@@ -382,7 +382,9 @@ def _final_check(target: Target, col: Collection) -> None:
     if left and not target.stopped_at_start:
         col.warn(f"{len(left)} threads were left stopped after collection and were resumed")
     tracer = tracer_of(target.pid)
-    if tracer:
+    # A target that has just exited (launch mode: the command ended with the window) may show
+    # as a zombie whose exit the snapshot thread saw while attaching: nothing left to harm.
+    if tracer and target.alive():
         col.warn(f"PID {target.pid} is traced by PID {tracer} ({proc_name(tracer)}) after "
                  "collection")
 
