@@ -312,7 +312,11 @@ def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],
     pmp = cap.get("pmp") or {}
     if pmp:
         meta.rates["pmp_hz"] = float(pmp.get("final_rate_hz") or pmp.get("rate_hz") or 0)
-        meta.extra["pause"] = pmp.get("pause")
+        pause = pmp.get("pause")
+        if isinstance(pause, dict):  # which backend, and what its pause figure measures
+            pause = {**pause, "backend": pmp.get("backend", ""),
+                     **({"measure": pmp["pause_measure"]} if pmp.get("pause_measure") else {})}
+        meta.extra["pause"] = pause
         meta.extra["pmp_consistent"] = bool(pmp.get("consistent"))
         meta.extra["attach_ms"] = pmp.get("attach_ms", 0.0)
         if pmp.get("failed"):
