@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,12 @@ from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
 from wallflame.textio import iter_lines
 
 LOG_MAGIC = "# wallflame-snapshots 1"
+
+
+def _median(values: list[float] | list[int]) -> float:
+    import statistics  # only when there are snapshots: a report of a perf profile skips it
+
+    return statistics.median(values)
 PROC = "# wallflame-proc "
 SNAPSHOT = "# wallflame-snapshot "
 
@@ -235,7 +240,7 @@ class Accumulator:
 
     def first_weight(self) -> int:
         if self.intervals:
-            return int(statistics.median(self.intervals))
+            return int(_median(self.intervals))
         if self.rate_hz > 0:
             return int(1e9 / self.rate_hz)
         return self.options.snapshot_interval_ns
@@ -268,7 +273,7 @@ class Accumulator:
         if self.pauses:
             meta.extra["pause"] = {
                 "snapshots": len(self.pauses),
-                "median_ms": round(statistics.median(self.pauses), 3),
+                "median_ms": round(_median(self.pauses), 3),
                 "max_ms": round(max(self.pauses), 3),
                 "total_ms": round(sum(self.pauses), 3),
             }

@@ -13,8 +13,6 @@ names are demangled in batches with ``c++filt`` when it is installed.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -141,6 +139,9 @@ def is_mangled(name: str) -> bool:
 
 def demangle_all(names: Iterable[str]) -> dict[str, str]:
     """Map each mangled name to its normalized demangled form (one ``c++filt`` run)."""
+    import shutil  # only here: reading a profile with no mangled name never needs them
+    import subprocess
+
     todo = sorted({n for n in names if is_mangled(n) and "\n" not in n})
     if not todo:
         return {}
