@@ -65,7 +65,9 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 def detect(head: str) -> bool:
     if head.startswith(snapshots.LOG_MAGIC):
         first = head.split("\n", 1)[0]
-        return '"backend": "eu-stack"' in first or '"backend":"eu-stack"' in first
+        # libdw (elfutils' unwinder in-process) writes eu-stack's text
+        return any(f'"backend": "{b}"' in first or f'"backend":"{b}"' in first
+                   for b in ("eu-stack", "libdw"))
     return _DETECT.search(head) is not None
 
 

@@ -37,6 +37,11 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
                                                         "record"]
         assert meta["tools"]["perf"].startswith("perf version")
         assert meta["pmp"]["backend"] == "libdw" and meta["pmp"]["consistent"] is False
+        from wallflame.rundir import load_inputs
+
+        sources = load_inputs([str(run)]).meta.sources  # libdw writes eu-stack's text
+        assert {"eu-stack"} == {s["format"] for s in sources
+                                if str(s["path"]).endswith("snapshots.log")}, sources
         assert meta["pmp"]["snapshots"] >= 5
         log = (run / "raw/snapshots.log").read_text()
         assert log.startswith(LOG_MAGIC)

@@ -97,6 +97,20 @@ def test_names_come_from_proc_lines_in_wallflame_logs() -> None:
         assert t.total + running.get(str(t.tid), 0) == p.meta.window_ns + first, t.name
 
 
+def test_libdw_logs_are_eustack_text(tmp_path: Path) -> None:
+    """The libdw backend's log says ``"backend": "libdw"`` and holds eu-stack's text: it is
+    detected as eu-stack (so ``wallflame fold raw/snapshots.log`` works) and folds the same."""
+    from wallflame.fold import detect_format
+    from wallflame.textio import head
+
+    text = (FIX / "mix-collect-eustack.log").read_text()
+    assert '"backend": "eu-stack"' in text.split("\n", 1)[0]
+    log = tmp_path / "snapshots.log"
+    log.write_text(text.replace('"backend": "eu-stack"', '"backend": "libdw"', 1))
+    assert detect_format(head(str(log)), str(log)) == "eu-stack"
+    assert fold(log).stacks == fold(FIX / "mix-collect-eustack.log").stacks
+
+
 @pytest.mark.parametrize(("line", "name"), [
     ("#0  0x00007f clock_nanosleep@GLIBC_2.2.5", "clock_nanosleep"),
     ("#1  0x00007f __GI___nanosleep - /usr/lib/x86_64-linux-gnu/libc.so.6", "nanosleep"),

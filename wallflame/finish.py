@@ -253,7 +253,7 @@ def work_done(raw: Path) -> dict[str, Any] | None:
 
 
 def _snapshot_format(backend: str) -> str:
-    return "eu-stack" if backend == "eu-stack" else "gdb"
+    return "eu-stack" if backend in ("eu-stack", "libdw") else "gdb"  # libdw: eu-stack's text
 
 
 def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
