@@ -138,7 +138,12 @@ def prepare_dir(out: Path) -> Path:
 
 
 class _Stop:
-    """SIGINT, SIGTERM and SIGHUP end collection early; everything collected is kept."""
+    """SIGINT, SIGTERM and SIGHUP end collection early; everything collected is kept.
+
+    The handler runs in the main thread between two bytecodes, possibly while that thread
+    holds ``event``'s internal lock (inside ``Event.wait`` or ``Event.set``); setting the
+    event from the handler would then deadlock.  The handler only writes a byte to a pipe, and
+    a watcher thread sets the event."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -146,8 +151,12 @@ class _Stop:
         self.event = event
         self.signal: int = 0
         self.old: dict[int, Any] = {}
+        self._r, self._w = os.pipe()
+        self._watcher = threading.Thread(target=self._watch, name="wallflame-signals",
+                                         daemon=True)
 
     def __enter__(self) -> _Stop:
+        self._watcher.start()
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
                 self.old[s] = signal.signal(s, self._handler)
@@ -155,11 +164,19 @@ class _Stop:
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.signal = self.signal or signum
-        self.event.set()
+        os.write(self._w, b"s")
+
+    def _watch(self) -> None:
+        while os.read(self._r, 1) == b"s":
+            self.event.set()
 
     def __exit__(self, *exc: object) -> None:
         for s, h in self.old.items():
             signal.signal(s, h)
+        os.write(self._w, b"q")
+        self._watcher.join(5)
+        os.close(self._r)
+        os.close(self._w)
 
 
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,

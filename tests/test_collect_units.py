@@ -114,3 +114,30 @@ def test_maps_parsing() -> None:
     m = parse_maps("55d0c0a3c000-55d0c0a3d000 r--p 00000000 08:01 1234 /usr/bin/x y\n"
                    "garbage\n")
     assert len(m) == 1 and m[0].path == "/usr/bin/x y" and m[0].inode == 1234
+
+
+STOP_SCRIPT = """
+import os, signal, threading
+from wallflame.collect.run import _Stop
+ev = threading.Event()
+with _Stop(ev) as st:
+    # Event.wait and Event.set hold the event's (non-reentrant) lock across a few bytecodes;
+    # a signal handled there must not need that lock.
+    with ev._cond:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+    assert ev.wait(5), "the event was not set"
+print(st.signal)
+"""
+
+
+def test_stop_signal_while_event_lock_is_held_does_not_deadlock() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", STOP_SCRIPT], capture_output=True, text=True,
+                       timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(int(signal.SIGTERM))

@@ -41,7 +41,8 @@ def _trial(pid: int, run: Path, sig: int, delay: float, backend: str) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        return f"wallflame did not end after {signal.Signals(sig).name}"
+        return (f"wallflame did not end after {signal.Signals(sig).name} at {delay:.2f}s "
+                f"({backend})")
     if b"Traceback" in err:
         return f"traceback after {signal.Signals(sig).name}: {err.decode()[-300:]}"
     # Tools must be gone (and the target running) within the duration plus a few seconds.
