@@ -23,6 +23,7 @@ folded (``difffolded.pl``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from wallflame.classify import classify
@@ -30,6 +31,7 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import unescape
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile, StackKey
+from wallflame.speedups import frame_splitter
 from wallflame.textio import head as read_head
 from wallflame.textio import iter_lines
 
@@ -88,7 +90,7 @@ def _count(text: str, no: int, profile: Profile) -> int | None:
     return int(text)
 
 
-def _key(frames: list[str], mode: _Mode, options: FoldOptions) -> StackKey:
+def _key(frames: Sequence[str], mode: _Mode, options: FoldOptions) -> StackKey:
     thread, pid, tid = "", 0, 0
     if frames:
         root = frames[0]
@@ -132,13 +134,15 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     meta = profile.meta
     mode: _Mode | None = _Mode(options, _data_lines(read_head(path))) if path != "-" else None
     before: dict[str, int] = {}
+    split = frame_splitter()
+    stacks = profile.stacks
     for no, line in iter_lines(path):
-        if not line.strip() or _is_comment(line):
+        if not line.strip() or (line[0] == "#" and _is_comment(line)):
             continue
         if mode is None:
             mode = _Mode(options, [line])
         stack, _, last = line.rpartition(" ")
-        after = _count(last, no, profile)
+        after = int(last) if last.isascii() and last.isdigit() else _count(last, no, profile)
         old: int | None = None
         if after is not None and mode.diff:
             stack, _, first = stack.rpartition(" ")
@@ -148,10 +152,18 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         if after is None or not stack:
             meta.lose("malformed folded line", no)
             continue
-        frames = stack.split(";")
+        frames: Sequence[str] = split(stack)
+        root = frames[0]
         if "\\" in stack:
             frames = [unescape(f) for f in frames]
-        profile.add(_key(frames, mode, options), after * mode.scale)
+            key = _key(frames, mode, options)
+        elif mode.bcc or "/" in root or root.startswith(("process ", "thread (")):
+            key = _key(frames, mode, options)
+        else:  # the common case, as _key would make it: the root frame names the thread
+            key = StackKey(frames[1:], 0, root, 0, ON)  # type: ignore[arg-type]
+        weight = after * mode.scale
+        if weight:
+            stacks[key] = stacks.get(key, 0) + weight
         if old is not None:
             before[stack] = before.get(stack, 0) + old * mode.scale
     if not profile.stacks and not before and "malformed folded line" in meta.losses:

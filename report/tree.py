@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wallflame.profile import ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
+from wallflame.speedups import native
 
 #: Class names by index: what the ``self`` triples and the page's legend refer to.
 CLASSES = (ON, *WAIT_CLASSES)
@@ -134,12 +135,15 @@ class FlameTree:
 
     def to_json(self) -> dict[str, Any]:
         """The compact form the page embeds: ``self`` is flat ``node, class, value`` triples."""
-        flat: list[int] = []
-        for i, s in enumerate(self.selfs):
-            if s is not None:
-                for c, v in enumerate(s):
-                    if v:
-                        flat.extend((i, c, v))
+        if native is not None:
+            flat: list[int] = native.self_triples(self.selfs)
+        else:
+            flat = []
+            for i, s in enumerate(self.selfs):
+                if s is not None:
+                    for c, v in enumerate(s):
+                        if v:
+                            flat.extend((i, c, v))
         return {
             "unit": self.unit,
             "classes": list(CLASSES),
@@ -189,8 +193,16 @@ def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
 
 def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
     """The tree of ``rows`` sorted by thread then frames, or ``None`` when ``check`` finds
-    them out of that order."""
+    them out of that order.  ``_speedups.grow`` does the same natively."""
     tree = FlameTree(unit=unit)
+    if native is not None:
+        ok = native.grow(rows, tree.names, tree.name, tree.parent, tree.selfs, tree.threads,
+                         {"all": 0}, len(CLASSES), check, visible, thread_label)
+        return tree if ok else None
+    return _grow_py(rows, tree, check)
+
+
+def _grow_py(rows: list[Row], tree: FlameTree, check: bool) -> FlameTree | None:
     names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
     ids: dict[str, int] = {"all": 0}
     width = len(CLASSES)

@@ -42,14 +42,36 @@ def decode(raw: bytes) -> str:
 
 
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
-    """``(line_number, text)`` for every line, 1-based, without the line ending."""
+    """``(line_number, text)`` for every line, 1-based, without the line ending.
+
+    Read in blocks of whole lines, each decoded at once: a newline never sits inside a UTF-8
+    sequence, so this decodes exactly as line by line would, with less work per line."""
     with open_binary(path) as f:
-        for no, raw in enumerate(f, 1):
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
-            yield no, decode(raw)
+        no = 0
+        for block in _line_blocks(f):
+            for line in block.decode("utf-8", "replace").split("\n"):
+                no += 1
+                yield no, line[:-1] if line.endswith("\r") else line
+
+
+def _line_blocks(f: BinaryIO) -> Iterator[bytes]:
+    """The file in blocks of about ``CHUNK`` bytes that each end at a line end, the newline
+    itself left out; the last block holds whatever follows the last newline (if anything)."""
+    pending: list[bytes] = []
+    while True:
+        data = f.read(CHUNK)
+        if not data:
+            break
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending.append(data)  # one long line (a 10,000-frame stack) spans blocks
+            continue
+        pending.append(data[:cut])
+        yield b"".join(pending)
+        pending = [data[cut + 1 :]]
+    rest = b"".join(pending)
+    if rest:
+        yield rest
 
 
 def head(path: str, limit: int = 64 * 1024, max_line: int = 64 * 1024 * 1024) -> str:

@@ -1,0 +1,156 @@
+"""The native module (``wallflame._speedups``) gives exactly what the pure-Python code gives.
+
+Property tests compare the two on random input; an end-to-end test renders the same inputs
+with and without it (``WALLFLAME_PURE=1``) and requires identical files.  Under the test
+script (``WALLFLAME_REQUIRE_LIVE=1``) the module must have been built."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wallflame import speedups
+from wallflame.report import tree as tree_mod
+from wallflame.report.tree import CLASSES, FlameTree, Row, thread_label, visible
+
+native = speedups.native
+if native is None:
+    if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1":
+        raise RuntimeError("wallflame._speedups was not built (pip install -e . needs a C "
+                           "compiler and Python's headers)")
+    pytest.skip("wallflame._speedups is not built", allow_module_level=True)
+
+# Frames drawn from a small alphabet so that stacks share prefixes, with the characters that
+# matter: the separator's neighbours, multi-byte UTF-8, controls, an empty name.
+FRAME = st.sampled_from(["main", "a", "b", "", "é", "日本", "\x1b[31m", "x y", "b;", "~"])
+TEXT = st.text(alphabet=st.sampled_from([*"ab;é日\x00 \n\\", "\U0001f600", "\ud800"]),
+               max_size=40)
+
+
+@given(TEXT)
+def test_split_is_str_split(s: str) -> None:
+    split = speedups.frame_splitter()
+    assert split(s) == tuple(s.split(";"))
+    assert split(s) == tuple(s.split(";"))  # the second time from the shared names
+
+
+@given(st.lists(TEXT, max_size=30))
+def test_split_shares_each_name(lines: list[str]) -> None:
+    interner = native.Interner()
+    seen: dict[str, str] = {}
+    for line in lines:
+        try:
+            parts = interner.split(line)
+        except UnicodeEncodeError:  # a lone surrogate: the wrapper falls back
+            assert "\ud800" in line
+            continue
+        assert parts == tuple(line.split(";"))
+        for p in parts:
+            assert seen.setdefault(p, p) is p
+    assert interner.size() == len(seen)
+
+
+def test_split_deep_stack() -> None:
+    line = ";".join(f"f{i % 300}" for i in range(10_000))
+    assert speedups.frame_splitter()(line) == tuple(line.split(";"))
+
+
+IDENT = st.tuples(st.integers(0, 3), st.sampled_from(["", "worker", "<script>", "\x07"]))
+ROW = st.tuples(IDENT, st.lists(FRAME, max_size=6).map(tuple), st.integers(0, len(CLASSES) - 1),
+                st.integers(1, 10**12))
+
+
+def _fields(t: FlameTree | None) -> object:
+    if t is None:
+        return None
+    return (t.names, t.name, t.parent, t.selfs, t.threads)
+
+
+def _both(rows: list[Row], check: bool) -> tuple[object, object]:
+    ours = FlameTree()
+    ok = native.grow(rows, ours.names, ours.name, ours.parent, ours.selfs, ours.threads,
+                     {"all": 0}, len(CLASSES), check, visible, thread_label)
+    theirs = tree_mod._grow_py(rows, FlameTree(), check)
+    return (_fields(ours) if ok else None), _fields(theirs)
+
+
+@settings(max_examples=300)
+@given(st.lists(ROW, max_size=25))
+def test_grow_matches_python_sorted(rows: list[Row]) -> None:
+    rows.sort()
+    ours, theirs = _both(rows, check=True)
+    assert theirs is not None
+    assert ours == theirs
+
+
+@settings(max_examples=300)
+@given(st.lists(ROW, max_size=25))
+def test_grow_matches_python_unsorted(rows: list[Row]) -> None:
+    """Out of order: both give up (None) under ``check``; without it both build the same
+    (unmerged) tree."""
+    assert _both(rows, check=True)[0] == _both(rows, check=True)[1]
+    ours, theirs = _both(rows, check=False)
+    assert ours == theirs
+
+
+def test_grow_rejects_bad_rows() -> None:
+    t = FlameTree()
+    with pytest.raises(TypeError):
+        native.grow([((0, "t"), ("a",), len(CLASSES), 1)], t.names, t.name, t.parent,
+                     t.selfs, t.threads, {"all": 0}, len(CLASSES), True, visible, thread_label)
+    with pytest.raises(TypeError):
+        native.grow([("not a row",)], t.names, t.name, t.parent, t.selfs, t.threads,  # type: ignore[list-item]
+                     {"all": 0}, len(CLASSES), True, visible, thread_label)
+
+
+@given(st.lists(st.one_of(st.none(), st.lists(st.integers(0, 3), min_size=len(CLASSES),
+                                              max_size=len(CLASSES))), max_size=20))
+def test_self_triples_matches_python(selfs: list[list[int] | None]) -> None:
+    t = FlameTree(names=["all"], name=[0] * len(selfs), parent=[-1] * len(selfs),
+                  selfs=selfs)
+    expected: list[int] = []
+    for i, s in enumerate(selfs):
+        for c, v in enumerate(s or []):
+            if v:
+                expected.extend((i, c, v))
+    assert native.self_triples(t.selfs) == expected
+
+
+def _synthetic(path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        from report import synthetic_folded  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    synthetic_folded(path, 1500)
+
+
+@pytest.mark.parametrize("fmt", ["html", "json", "txt", "svg", "speedscope.json"])
+def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None:
+    folded = tmp_path / "in.folded"
+    _synthetic(folded)
+    hostile = tmp_path / "hostile.folded"
+    deep = ";".join(f"f{i % 97}" for i in range(3000))
+    hostile.write_bytes(b"".join(
+        line + b"\n" for line in (
+            b"t;<script>alert(1)</script>;x 5", b"t;\x1b[31m;\xc3\xa9;\xe2\x80\xae 3",
+            b"t;\xff\xfe;a 2", b"t;a\\;b;c 1", b"u/7/9;main;x 4", b"thread (12);f 2",
+            b"t;" + deep.encode() + b" 6", b"t;" + deep.encode() + b";g 1")))
+    inputs = [str(folded), str(hostile), *(str(FIXTURES / "folded" / f) for f in
+                                           ("bcc-offcputime.folded", "plain-tid.folded"))]
+    outs = []
+    for pure in ("", "1"):
+        out = tmp_path / f"out{pure}.{fmt}"
+        env = {**os.environ, "WALLFLAME_PURE": pure, "WALLFLAME_NO_CACHE": "1"}
+        r = subprocess.run([sys.executable, "-m", "wallflame", "report", *inputs, "-o",
+                            str(out)], capture_output=True, text=True, env=env, check=False)
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]

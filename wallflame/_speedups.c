@@ -1,0 +1,468 @@
+/* Optional native versions of the two hot loops of report generation.
+ *
+ * Both have pure-Python equivalents (wallflame/speedups.py and report/tree.py) that give the
+ * same results; tests compare the two.  Nothing here parses a whole format: the Python code
+ * decides what a line means, these functions only do its per-frame work.
+ *
+ *   Interner.split(s)  s.split(";") as a tuple whose items are shared: each distinct frame
+ *                      name is one str object for the whole run, so a 500,000-frame profile
+ *                      with 4,000 distinct names creates 4,000 strings, not 500,000, and
+ *                      hashing a stack reuses each name's cached hash.
+ *   grow(...)          the flame tree of rows sorted by thread then frames (see _grow in
+ *                      report/tree.py, which this mirrors statement by statement).
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* ---- Interner ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    const char *utf8; /* owned by ``str`` (its UTF-8 form, cached inside the object) */
+    PyObject *str;
+} Slot;
+
+typedef struct {
+    PyObject_HEAD
+    Slot *slots;
+    Py_ssize_t cap; /* a power of two */
+    Py_ssize_t used;
+} Interner;
+
+/* A word-at-a-time hash (names average tens of bytes; equality is checked with memcmp). */
+static uint64_t hash_bytes(const char *p, Py_ssize_t n)
+{
+    const uint64_t k = 0x9E3779B97F4A7C15ULL;
+    uint64_t h = (uint64_t)n * k;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, (size_t)n);
+        h = (h ^ w) * k;
+    }
+    h ^= h >> 32;
+    return h;
+}
+
+static int interner_grow(Interner *self)
+{
+    Py_ssize_t cap = self->cap ? self->cap * 2 : 1024;
+    Slot *slots = PyMem_Calloc((size_t)cap, sizeof(Slot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->cap; i++) {
+        Slot *s = &self->slots[i];
+        if (s->str == NULL)
+            continue;
+        Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(cap - 1));
+        while (slots[j].str != NULL)
+            j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    PyMem_Free(self->slots);
+    self->slots = slots;
+    self->cap = cap;
+    return 0;
+}
+
+/* A borrowed reference to the one str object spelled by the UTF-8 bytes p[0:n]. */
+static PyObject *intern_bytes(Interner *self, const char *p, Py_ssize_t n)
+{
+    if (2 * (self->used + 1) > self->cap && interner_grow(self) < 0)
+        return NULL;
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(self->cap - 1));
+    for (;;) {
+        Slot *s = &self->slots[j];
+        if (s->str == NULL)
+            break;
+        if (s->hash == h && s->len == n && memcmp(s->utf8, p, (size_t)n) == 0)
+            return s->str;
+        j = (j + 1) & (self->cap - 1);
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(p, n, "strict");
+    if (str == NULL)
+        return NULL;
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(str, &len);
+    if (utf8 == NULL) {
+        Py_DECREF(str);
+        return NULL;
+    }
+    Slot *s = &self->slots[j];
+    s->hash = h;
+    s->len = len;
+    s->utf8 = utf8;
+    s->str = str; /* the table's reference */
+    self->used++;
+    return str;
+}
+
+static PyObject *Interner_split(Interner *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "split() takes a str");
+        return NULL;
+    }
+    Py_ssize_t n;
+    /* Fails (UnicodeEncodeError) on a lone surrogate: the caller falls back to str.split. */
+    const char *u = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (u == NULL)
+        return NULL;
+    PyObject *local[128], **items = local; /* borrowed references */
+    Py_ssize_t count = 0, cap = 128;
+    const char *p = u, *end = u + n;
+    PyObject *out = NULL;
+    for (;;) {
+        const char *q = memchr(p, ';', (size_t)(end - p));
+        if (q == NULL)
+            q = end;
+        PyObject *s = intern_bytes(self, p, q - p);
+        if (s == NULL)
+            goto done;
+        if (count == cap) { /* a deep stack */
+            PyObject **more = PyMem_Malloc((size_t)cap * 2 * sizeof(PyObject *));
+            if (more == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memcpy(more, items, (size_t)count * sizeof(PyObject *));
+            if (items != local)
+                PyMem_Free(items);
+            items = more;
+            cap *= 2;
+        }
+        items[count++] = s;
+        if (q == end)
+            break;
+        p = q + 1;
+    }
+    out = PyTuple_New(count);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_INCREF(items[k]);
+        PyTuple_SET_ITEM(out, k, items[k]);
+    }
+done:
+    if (items != local)
+        PyMem_Free(items);
+    return out;
+}
+
+static PyObject *Interner_len(Interner *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(self->used);
+}
+
+static void Interner_dealloc(Interner *self)
+{
+    for (Py_ssize_t i = 0; i < self->cap; i++)
+        Py_XDECREF(self->slots[i].str);
+    PyMem_Free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Interner_methods[] = {
+    {"split", (PyCFunction)Interner_split, METH_O,
+     "split(s) -> tuple: s.split(';') with every item shared across calls."},
+    {"size", (PyCFunction)Interner_len, METH_NOARGS, "size() -> int: distinct names held."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject InternerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "wallflame._speedups.Interner",
+    .tp_basicsize = sizeof(Interner),
+    .tp_dealloc = (destructor)Interner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Splits folded stacks at ';' into shared frame names.",
+    .tp_methods = Interner_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- grow ----------------------------------------------------------------------------- */
+
+/* list.append(PyLong(v)) */
+static int append_int(PyObject *list, Py_ssize_t v)
+{
+    PyObject *o = PyLong_FromSsize_t(v);
+    if (o == NULL)
+        return -1;
+    int r = PyList_Append(list, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* visible(x) appended to names; returns 0 or -1. */
+static int append_visible(PyObject *names, PyObject *visible, PyObject *x)
+{
+    PyObject *v = PyObject_CallOneArg(visible, x);
+    if (v == NULL)
+        return -1;
+    int r = PyList_Append(names, v);
+    Py_DECREF(v);
+    return r;
+}
+
+typedef struct {
+    Py_ssize_t *items;
+    Py_ssize_t len, cap;
+} Path;
+
+static int path_push(Path *p, Py_ssize_t v)
+{
+    if (p->len == p->cap) {
+        Py_ssize_t cap = p->cap ? p->cap * 2 : 256;
+        Py_ssize_t *items = PyMem_Realloc(p->items, (size_t)cap * sizeof(Py_ssize_t));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->items = items;
+        p->cap = cap;
+    }
+    p->items[p->len++] = v;
+    return 0;
+}
+
+/* grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, thread_label)
+ * -> bool.  Appends to the lists and ``ids`` as report/tree.py's _grow does; False when
+ * ``check`` finds the rows out of order (the lists are then partly filled and discarded). */
+static PyObject *grow(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "grow() takes 11 arguments");
+        return NULL;
+    }
+    PyObject *rows = args[0], *names = args[1], *name = args[2], *parent = args[3];
+    PyObject *selfs = args[4], *threads = args[5], *ids = args[6];
+    Py_ssize_t width = PyLong_AsSsize_t(args[7]);
+    int check = PyObject_IsTrue(args[8]);
+    PyObject *visible = args[9], *thread_label = args[10];
+    if ((width < 0 || check < 0) && PyErr_Occurred())
+        return NULL;
+    if (!PyList_Check(rows) || !PyList_Check(names) || !PyList_Check(name) ||
+        !PyList_Check(parent) || !PyList_Check(selfs) || !PyList_Check(threads) ||
+        !PyDict_Check(ids)) {
+        PyErr_SetString(PyExc_TypeError, "grow(): rows and the tree's fields must be lists");
+        return NULL;
+    }
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    PyObject *last_ident = NULL; /* borrowed from rows */
+    PyObject *last = empty;      /* borrowed */
+    Path path = {NULL, 0, 0};
+    Py_ssize_t root = 0;
+    PyObject *result = NULL;
+
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(rows); r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
+            PyErr_SetString(PyExc_TypeError, "grow(): a row is (ident, frames, cls, weight)");
+            goto done;
+        }
+        PyObject *ident = PyTuple_GET_ITEM(row, 0), *frames = PyTuple_GET_ITEM(row, 1);
+        Py_ssize_t cls = PyLong_AsSsize_t(PyTuple_GET_ITEM(row, 2));
+        PyObject *weight = PyTuple_GET_ITEM(row, 3);
+        if (cls == -1 && PyErr_Occurred())
+            goto done;
+        if (!PyTuple_Check(frames) || !PyTuple_Check(ident) || PyTuple_GET_SIZE(ident) != 2 ||
+            cls < 0 || cls >= width) {
+            PyErr_SetString(PyExc_TypeError, "grow(): bad row");
+            goto done;
+        }
+        int same = last_ident == NULL ? 0 : PyObject_RichCompareBool(ident, last_ident, Py_EQ);
+        if (same < 0)
+            goto done;
+        if (!same) {
+            if (check && last_ident != NULL) {
+                int lt = PyObject_RichCompareBool(ident, last_ident, Py_LT);
+                if (lt < 0)
+                    goto done;
+                if (lt) {
+                    result = Py_False;
+                    goto done;
+                }
+            }
+            last_ident = ident;
+            last = empty;
+            path.len = 0;
+            root = PyList_GET_SIZE(parent);
+            if (append_int(parent, 0) < 0 || append_int(name, PyList_GET_SIZE(names)) < 0 ||
+                PyList_Append(selfs, Py_None) < 0)
+                goto done;
+            PyObject *label = PyObject_Call(thread_label, ident, NULL);
+            if (label == NULL)
+                goto done;
+            int err = append_visible(names, visible, label);
+            Py_DECREF(label);
+            if (err < 0)
+                goto done;
+            PyObject *tname = PyObject_CallOneArg(visible, PyTuple_GET_ITEM(ident, 1));
+            if (tname == NULL)
+                goto done;
+            PyObject *entry = Py_BuildValue("(nON)", root, PyTuple_GET_ITEM(ident, 0), tname);
+            if (entry == NULL)
+                goto done;
+            err = PyList_Append(threads, entry);
+            Py_DECREF(entry);
+            if (err < 0)
+                goto done;
+        }
+        /* i: the length of the common prefix with the previous stack */
+        Py_ssize_t nf = PyTuple_GET_SIZE(frames), nl = PyTuple_GET_SIZE(last);
+        Py_ssize_t n = nf < nl ? nf : nl, i = 0;
+        for (; i < n; i++) {
+            PyObject *a = PyTuple_GET_ITEM(frames, i), *b = PyTuple_GET_ITEM(last, i);
+            if (a == b)
+                continue;
+            int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+            if (eq < 0)
+                goto done;
+            if (!eq)
+                break;
+        }
+        if (check) {
+            int before;
+            if (i < n)
+                before = PyObject_RichCompareBool(PyTuple_GET_ITEM(frames, i),
+                                                  PyTuple_GET_ITEM(last, i), Py_LT);
+            else
+                before = nf < nl;
+            if (before < 0)
+                goto done;
+            if (before) {
+                result = Py_False;
+                goto done;
+            }
+        }
+        if (path.len > i)
+            path.len = i;
+        Py_ssize_t node = path.len ? path.items[path.len - 1] : root;
+        for (Py_ssize_t k = i; k < nf; k++) {
+            PyObject *frame = PyTuple_GET_ITEM(frames, k);
+            PyObject *nid = PyDict_GetItemWithError(ids, frame); /* borrowed */
+            if (nid == NULL) {
+                if (PyErr_Occurred())
+                    goto done;
+                PyObject *fresh = PyLong_FromSsize_t(PyList_GET_SIZE(names));
+                if (fresh == NULL)
+                    goto done;
+                int err = PyDict_SetItem(ids, frame, fresh);
+                Py_DECREF(fresh);
+                if (err < 0 || append_visible(names, visible, frame) < 0)
+                    goto done;
+                nid = PyDict_GetItemWithError(ids, frame);
+                if (nid == NULL)
+                    goto done;
+            }
+            if (append_int(parent, node) < 0)
+                goto done;
+            node = PyList_GET_SIZE(name);
+            if (PyList_Append(name, nid) < 0 || PyList_Append(selfs, Py_None) < 0 ||
+                path_push(&path, node) < 0)
+                goto done;
+        }
+        last = frames;
+        PyObject *s = PyList_GET_ITEM(selfs, node);
+        if (s == Py_None) {
+            s = PyList_New(width);
+            if (s == NULL)
+                goto done;
+            for (Py_ssize_t c = 0; c < width; c++) {
+                PyObject *zero = PyLong_FromLong(0);
+                PyList_SET_ITEM(s, c, zero);
+            }
+            if (PyList_SetItem(selfs, node, s) < 0) /* steals s */
+                goto done;
+        }
+        PyObject *old = PyList_GET_ITEM(s, cls);
+        PyObject *sum = PyNumber_Add(old, weight);
+        if (sum == NULL || PyList_SetItem(s, cls, sum) < 0)
+            goto done;
+    }
+    result = Py_True;
+done:
+    PyMem_Free(path.items);
+    Py_DECREF(empty);
+    Py_XINCREF(result);
+    return result;
+}
+
+/* self_triples(selfs) -> list: ``node, class, value`` for every non-zero value of every node's
+ * self times (``None`` for a node without any), as FlameTree.to_json flattens them. */
+static PyObject *self_triples(PyObject *module, PyObject *selfs)
+{
+    if (!PyList_Check(selfs)) {
+        PyErr_SetString(PyExc_TypeError, "self_triples() takes a list");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(selfs); i++) {
+        PyObject *s = PyList_GET_ITEM(selfs, i);
+        if (s == Py_None)
+            continue;
+        if (!PyList_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "self_triples(): a node's self times are a list");
+            goto fail;
+        }
+        for (Py_ssize_t c = 0; c < PyList_GET_SIZE(s); c++) {
+            PyObject *v = PyList_GET_ITEM(s, c);
+            int nonzero = PyObject_IsTrue(v);
+            if (nonzero < 0)
+                goto fail;
+            if (!nonzero)
+                continue;
+            if (append_int(out, i) < 0 || append_int(out, c) < 0 || PyList_Append(out, v) < 0)
+                goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+    {"grow", (PyCFunction)(void (*)(void))grow, METH_FASTCALL,
+     "grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, "
+     "thread_label) -> bool"},
+    {"self_triples", (PyCFunction)self_triples, METH_O,
+     "self_triples(selfs) -> list: flat node, class, value triples of the non-zero values"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "wallflame._speedups",
+    "Native versions of report generation's hot loops (optional).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    if (PyType_Ready(&InternerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&InternerType);
+    if (PyModule_AddObject(m, "Interner", (PyObject *)&InternerType) < 0) {
+        Py_DECREF(&InternerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
