@@ -1,6 +1,6 @@
 """Benchmark of ``wallflame report`` against ``inferno-flamegraph`` on the same folded input.
 
-    python3 benchmarks/report.py [--stacks 20000] [--runs 5] [--nodes 100000]
+    python3 benchmarks/report.py [--stacks 20000] [--runs 5] [--nodes 100000] [--pin CPU]
 
 Prints, side by side in one run:
   * generation time (median of --runs) of the HTML page by ``wallflame report`` (a whole
@@ -207,7 +207,11 @@ def main() -> None:
     ap.add_argument("--stacks", type=int, default=20_000)
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--pin", type=int, metavar="CPU",
+                    help="run the timed processes on this CPU only (taskset): steadier figures "
+                         "on a shared machine")
     args = ap.parse_args()
+    pin = ["taskset", "-c", str(args.pin)] if args.pin is not None else []
     inferno = shutil.which("inferno-flamegraph") or os.path.expanduser(
         "~/.cargo/bin/inferno-flamegraph")
     with tempfile.TemporaryDirectory(prefix="wf-bench-") as tmp:
@@ -219,12 +223,13 @@ def main() -> None:
               f"folded, {nodes} flame-tree nodes")
         med = statistics.median
         env = python_env(d, cached=True)
-        report = [sys.executable, "-m", "wallflame", "report", str(folded), "-o",
+        report = [*pin, sys.executable, "-m", "wallflame", "report", str(folded), "-o",
                   str(d / "wf.html")]
         first, first_cpu = timed(report, d / "wf.log", 1, env)  # fills the caches
-        start, start_cpu = timed([sys.executable, "-m", "wallflame", "report", "--help"],
+        start, start_cpu = timed([*pin, sys.executable, "-m", "wallflame", "report", "--help"],
                                  d / "help", args.runs, env)
-        bare, bare_cpu = timed([sys.executable, "-c", "pass"], d / "pass", args.runs, env)
+        bare, bare_cpu = timed([*pin, sys.executable, "-c", "pass"], d / "pass", args.runs, env)
+        bare_s, _ = timed([*pin, sys.executable, "-S", "-c", "pass"], d / "pass", args.runs, env)
         # wallflame and inferno in turn, so that both meet the same load on a shared machine
         have_inferno = os.path.exists(inferno)
         wf: list[float] = []
@@ -236,10 +241,11 @@ def main() -> None:
             wf += w
             wf_cpu += c
             if have_inferno:
-                w, c = timed([inferno, str(folded)], d / "inferno.svg", 1)
+                w, c = timed([*pin, inferno, str(folded)], d / "inferno.svg", 1)
                 inf += w
                 inf_cpu += c
         cold, cold_cpu = timed(report, d / "wf.log", args.runs, python_env(d, cached=False))
+        pure, pure_cpu = timed(report, d / "wf.log", args.runs, {**env, "WALLFLAME_PURE": "1"})
         steps = in_process(folded, args.runs)
         size = (d / "wf.html").stat().st_size
         print(f"wallflame report (process)  median {med(wf):.3f} s wall, {med(wf_cpu):.3f} s "
@@ -248,18 +254,22 @@ def main() -> None:
               "(fills the bytecode cache, standard library included, and the template cache)")
         print(f"  without either cache      median {med(cold):.3f} s wall, "
               f"{med(cold_cpu):.3f} s CPU")
+        print(f"  pure Python               median {med(pure):.3f} s wall, "
+              f"{med(pure_cpu):.3f} s CPU (WALLFLAME_PURE=1: without the native code)")
         print(f"  of which CLI start-up     {med(start):.3f} s wall, {med(start_cpu):.3f} s CPU "
               "(wallflame report --help)")
         print(f"  of which Python start-up  {med(bare):.3f} s wall, {med(bare_cpu):.3f} s CPU "
-              "(python -c pass)")
+              f"(python -c pass; {med(bare_s):.3f} s with -S, without site hooks)")
         print("  in-process steps          " + ", ".join(f"{k} {v:.3f} s"
                                                           for k, v in steps.items()))
         if have_inferno:
             print(f"inferno-flamegraph          median {med(inf):.3f} s wall, "
                   f"{med(inf_cpu):.3f} s CPU  "
                   f"(svg {(d / 'inferno.svg').stat().st_size / 1e6:.1f} MB)")
+            paired = med([w / i for w, i in zip(wf, inf, strict=True)])
             print(f"ratio wallflame/inferno     {med(wf) / med(inf):.2f}x wall, "
-                  f"{med(wf_cpu) / med(inf_cpu):.2f}x CPU  (target <= 2x)")
+                  f"{med(wf_cpu) / med(inf_cpu):.2f}x CPU, {paired:.2f}x median of the "
+                  "run-by-run wall ratios  (target <= 2x)")
         else:
             print("inferno-flamegraph not found (cargo install inferno): ratio not measured")
         perl = shutil.which("flamegraph.pl")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -144,7 +144,8 @@ def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None
             b"t;\xff\xfe;a 2", b"t;a\\;b;c 1", b"u/7/9;main;x 4", b"thread (12);f 2",
             b"t;" + deep.encode() + b" 6", b"t;" + deep.encode() + b";g 1")))
     inputs = [str(folded), str(hostile), *(str(FIXTURES / "folded" / f) for f in
-                                           ("bcc-offcputime.folded", "plain-tid.folded"))]
+                                           ("bcc-offcputime.folded", "plain-tid.folded")),
+              str(ROOT / "examples" / "ci" / "baseline")]  # a run directory
     outs = []
     for pure in ("", "1"):
         out = tmp_path / f"out{pure}.{fmt}"

@@ -20,10 +20,11 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
 from wallflame.profile import OFF, ON, HolderKey, Loss, Meta, Profile, StackKey
+from wallflame.speedups import frame_splitter
 
 MAGIC = "# wallflame-folded 1"
 #: The root frame's name for a thread whose name is not known.
@@ -154,30 +155,38 @@ def meta_from_json(d: dict[str, Any]) -> Meta:
     return m
 
 
-def parse_annotated_line(text: str) -> StackKey:
-    """Turn ``comm-pid/tid;f;...;[off ...]`` back into a key (inverse of ``stack_text``)."""
-    raw = text.split(";")
+def _split(text: str) -> list[str]:
+    return text.split(";")
+
+
+def parse_annotated_line(text: str,
+                         split: Callable[[str], Sequence[str]] = _split) -> StackKey:
+    """Turn ``comm-pid/tid;f;...;[off ...]`` back into a key (inverse of ``stack_text``).
+    ``split`` is ``str.split(";")`` or an equivalent that shares frame names."""
+    raw = split(text)
     state, wait, lock, holder = ON, "", "", 0
+    end = len(raw)
     if raw:
         m = _ANNOTATION.match(raw[-1])  # matched escaped: an escaped "[" is a real frame
         if m:
-            raw.pop()
+            end -= 1
             state, wait = OFF, m.group(1)
             lock, holder = unescape(m.group(2) or ""), int(m.group(3) or 0)
-    frames = [unescape(f) for f in raw]
+    frames = tuple(raw[:end]) if "\\" not in text else tuple(unescape(f) for f in raw[:end])
     comm, pid, tid = "", 0, 0
     if frames:
         t = _THREAD_ROOT.match(frames[0])
         if t:
-            frames.pop(0)
+            frames = frames[1:]
             comm = t.group(1) if t.group(1) != UNKNOWN_THREAD else ""
             pid = int(t.group(2)) if t.group(2) != "?" else 0
             tid = int(t.group(3)) if t.group(3) != "?" else 0
-    return StackKey(tuple(frames), tid, comm, pid, state, wait, lock, holder)
+    return StackKey(frames, tid, comm, pid, state, wait, lock, holder)
 
 
 def read_annotated(lines: Iterable[tuple[int, str]], profile: Profile) -> None:
     """Read wallflame's annotated folded lines (``(line_no, text)``) into ``profile``."""
+    split = frame_splitter()
     for no, line in lines:
         if not line or line == MAGIC:
             continue
@@ -204,4 +213,4 @@ def read_annotated(lines: Iterable[tuple[int, str]], profile: Profile) -> None:
         if not stack or not count.isdigit():
             profile.meta.lose("malformed folded line", no)
             continue
-        profile.add(parse_annotated_line(stack), int(count))
+        profile.add(parse_annotated_line(stack, split), int(count))
