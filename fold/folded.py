@@ -31,9 +31,9 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import unescape
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile, StackKey
-from wallflame.speedups import frame_splitter
+from wallflame.speedups import frame_splitter, native
 from wallflame.textio import head as read_head
-from wallflame.textio import iter_lines
+from wallflame.textio import iter_lines, line_blocks, open_binary
 
 NAME = "folded"
 
@@ -134,11 +134,14 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     meta = profile.meta
     mode: _Mode | None = _Mode(options, _data_lines(read_head(path))) if path != "-" else None
     before: dict[str, int] = {}
-    split = frame_splitter()
+    interner = native.Interner() if native is not None else None
+    split = frame_splitter(interner)
     stacks = profile.stacks
-    for no, line in iter_lines(path):
+
+    def take(no: int, line: str) -> None:
+        nonlocal mode
         if not line.strip() or (line[0] == "#" and _is_comment(line)):
-            continue
+            return
         if mode is None:
             mode = _Mode(options, [line])
         stack, _, last = line.rpartition(" ")
@@ -151,7 +154,7 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
                 after = None
         if after is None or not stack:
             meta.lose("malformed folded line", no)
-            continue
+            return
         frames: Sequence[str] = split(stack)
         root = frames[0]
         if "\\" in stack:
@@ -166,6 +169,28 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
             stacks[key] = stacks.get(key, 0) + weight
         if old is not None:
             before[stack] = before.get(stack, 0) + old * mode.scale
+
+    if interner is not None and mode is not None and not mode.diff and not mode.bcc:
+        # Natively, the plain lines (the common case of ``take``) go straight into the
+        # profile; every other line still goes through ``take``, in file order.
+        with open_binary(path) as f:
+            no = 0
+            for block in line_blocks(f):
+                pos, end = 0, len(block)
+                while pos <= end:
+                    pos, n = interner.fold_plain(block, pos, stacks, StackKey, ON, mode.scale)
+                    no += n
+                    if pos > end:
+                        break
+                    nl = block.find(b"\n", pos)
+                    stop = end if nl < 0 else nl
+                    no += 1
+                    take(no, block[pos : stop - 1 if block[pos:stop].endswith(b"\r") else stop]
+                         .decode("utf-8", "replace"))
+                    pos = stop + 1
+    else:
+        for no, line in iter_lines(path):
+            take(no, line)
     if not profile.stacks and not before and "malformed folded line" in meta.losses:
         raise InputError(f"{path}: no folded 'frame;...;frame COUNT' line found",
                          "give folded stacks, or name the format with --format")

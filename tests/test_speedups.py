@@ -155,3 +155,79 @@ def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None
         assert r.returncode == 0, r.stderr
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+LINE_PART = st.sampled_from([
+    b"main", b"worker", b";", b";f", b";g", b" ", b"1", b"0", b"7", b"#", b"\\", b"/", b"\r",
+    b"\xff", b"\xc3\xa9", b"\xe2\x80", b"process 12", b"thread (3)", b"\x1c", b"\xc2\xa0",
+    b"\t", b"-", b".5", b"99999999999999999999", b"--",
+])
+LINE = st.lists(LINE_PART, max_size=8).map(b"".join)
+PLAIN = st.tuples(st.sampled_from([b"main", b"w-1", b"\xc3\xa9t", b"t-1/2", b"process 5",
+                                   b"thread (3)", b"a\\x3bb", b"#c", b" x"]),
+                  st.lists(st.sampled_from([b"a", b"b", b"\xff", b"c d"]), max_size=4),
+                  st.integers(0, 10**6)).map(
+    lambda t: b";".join([t[0], *t[1]]) + b" " + str(t[2]).encode())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(PLAIN, PLAIN, LINE), min_size=1, max_size=30),
+       st.sampled_from([b"\n", b"\r\n"]), st.booleans())
+def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: bool) -> None:
+    """Folding a file natively (plain lines in C, the rest in Python) and in pure Python
+    give the same stacks in the same order, the same losses and the same error."""
+    import tempfile
+
+    from wallflame.fold import folded as folded_mod
+    from wallflame.fold.options import FoldOptions
+    from wallflame.profile import Profile
+
+    data = eol.join(lines) + (eol if last_eol else b"")
+    with tempfile.NamedTemporaryFile(suffix=".folded") as f:
+        f.write(data)
+        f.flush()
+        results = []
+        for use_native in (True, False):
+            saved = folded_mod.native, speedups.native
+            if not use_native:
+                folded_mod.native = speedups.native = None
+            profile = Profile()
+            try:
+                folded_mod.fold(f.name, FoldOptions(), profile)
+                err = None
+            except Exception as e:  # the same clean error either way
+                err = str(e)
+            finally:
+                folded_mod.native, speedups.native = saved
+            results.append((err, list(profile.stacks.items()),
+                            {k: (v.count, v.first_line) for k, v in
+                             profile.meta.losses.items()}, profile.meta.unit))
+    assert results[0] == results[1]
+
+
+def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:
+    """Lines longer than a read block, and many blocks, read natively as in Python."""
+    from wallflame import textio
+    from wallflame.fold import folded as folded_mod
+    from wallflame.fold.options import FoldOptions
+    from wallflame.profile import Profile
+
+    path = tmp_path / "long.folded"
+    deep = ";".join(f"f{i}" for i in range(5000))
+    path.write_text("".join(f"t{i % 3};{deep};x{i} {i}\n" for i in range(50)))
+    old_chunk = textio.CHUNK
+    textio.CHUNK = 4096
+    try:
+        native_profile = Profile()
+        folded_mod.fold(str(path), FoldOptions(), native_profile)
+        saved = folded_mod.native, speedups.native
+        folded_mod.native = speedups.native = None
+        try:
+            pure = Profile()
+            folded_mod.fold(str(path), FoldOptions(), pure)
+        finally:
+            folded_mod.native, speedups.native = saved
+    finally:
+        textio.CHUNK = old_chunk
+    assert list(native_profile.stacks.items()) == list(pure.stacks.items())
+    assert len(pure.stacks) == 49  # count 0 adds nothing

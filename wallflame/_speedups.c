@@ -21,7 +21,7 @@
 typedef struct {
     uint64_t hash;
     Py_ssize_t len;
-    const char *utf8; /* owned by ``str`` (its UTF-8 form, cached inside the object) */
+    char *key; /* the bytes looked up (a copy; not always ``str``'s UTF-8: see below) */
     PyObject *str;
 } Slot;
 
@@ -75,7 +75,9 @@ static int interner_grow(Interner *self)
     return 0;
 }
 
-/* A borrowed reference to the one str object spelled by the UTF-8 bytes p[0:n]. */
+/* A borrowed reference to the one str object that the bytes p[0:n] decode to (UTF-8, with
+ * U+FFFD for invalid sequences, as a folded file is read).  Two different invalid sequences
+ * may give equal strings held as two objects: equal either way, never merged wrongly. */
 static PyObject *intern_bytes(Interner *self, const char *p, Py_ssize_t n)
 {
     if (2 * (self->used + 1) > self->cap && interner_grow(self) < 0)
@@ -86,39 +88,35 @@ static PyObject *intern_bytes(Interner *self, const char *p, Py_ssize_t n)
         Slot *s = &self->slots[j];
         if (s->str == NULL)
             break;
-        if (s->hash == h && s->len == n && memcmp(s->utf8, p, (size_t)n) == 0)
+        if (s->hash == h && s->len == n && memcmp(s->key, p, (size_t)n) == 0)
             return s->str;
         j = (j + 1) & (self->cap - 1);
     }
-    PyObject *str = PyUnicode_DecodeUTF8(p, n, "strict");
-    if (str == NULL)
+    char *key = PyMem_Malloc((size_t)n + 1);
+    if (key == NULL) {
+        PyErr_NoMemory();
         return NULL;
-    Py_ssize_t len;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(str, &len);
-    if (utf8 == NULL) {
-        Py_DECREF(str);
+    }
+    memcpy(key, p, (size_t)n);
+    PyObject *str = PyUnicode_DecodeUTF8(p, n, "replace");
+    if (str == NULL) {
+        PyMem_Free(key);
         return NULL;
     }
     Slot *s = &self->slots[j];
     s->hash = h;
-    s->len = len;
-    s->utf8 = utf8;
+    s->len = n;
+    s->key = key;
     s->str = str; /* the table's reference */
     self->used++;
     return str;
 }
 
-static PyObject *Interner_split(Interner *self, PyObject *arg)
+/* The ';'-separated parts of u[0:n] from the ``skip``-th on, as a tuple of shared strings;
+ * with ``first``, the first part (borrowed) too. */
+static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssize_t skip,
+                             PyObject **first)
 {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "split() takes a str");
-        return NULL;
-    }
-    Py_ssize_t n;
-    /* Fails (UnicodeEncodeError) on a lone surrogate: the caller falls back to str.split. */
-    const char *u = PyUnicode_AsUTF8AndSize(arg, &n);
-    if (u == NULL)
-        return NULL;
     PyObject *local[128], **items = local; /* borrowed references */
     Py_ssize_t count = 0, cap = 128;
     const char *p = u, *end = u + n;
@@ -147,17 +145,172 @@ static PyObject *Interner_split(Interner *self, PyObject *arg)
             break;
         p = q + 1;
     }
-    out = PyTuple_New(count);
+    if (first != NULL)
+        *first = items[0];
+    if (skip > count)
+        skip = count;
+    out = PyTuple_New(count - skip);
     if (out == NULL)
         goto done;
-    for (Py_ssize_t k = 0; k < count; k++) {
+    for (Py_ssize_t k = skip; k < count; k++) {
         Py_INCREF(items[k]);
-        PyTuple_SET_ITEM(out, k, items[k]);
+        PyTuple_SET_ITEM(out, k - skip, items[k]);
     }
 done:
     if (items != local)
         PyMem_Free(items);
     return out;
+}
+
+static PyObject *Interner_split(Interner *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "split() takes a str");
+        return NULL;
+    }
+    Py_ssize_t n;
+    /* Fails (UnicodeEncodeError) on a lone surrogate: the caller falls back to str.split. */
+    const char *u = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (u == NULL)
+        return NULL;
+    return split_bytes(self, u, n, 0, NULL);
+}
+
+static int starts_with(const char *p, Py_ssize_t n, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    return (size_t)n >= k && memcmp(p, prefix, k) == 0;
+}
+
+/* Whether a line is one fold_plain takes: ``ROOT;FRAME;... COUNT`` with a plain root. */
+static int plain_line(const char *p, Py_ssize_t n, const char **space, long long *count)
+{
+    /* Not empty, not a comment, not starting with a space of any kind (str.strip() would see
+     * those; Python also counts \x1c-\x1f as spaces), ASCII first. */
+    if (n == 0 || (unsigned char)p[0] <= 0x20 || (unsigned char)p[0] >= 0x7f || p[0] == '#')
+        return 0;
+    const char *sp = NULL;
+    for (const char *q = p + n - 1; q >= p; q--)
+        if (*q == ' ') {
+            sp = q;
+            break;
+        }
+    if (sp == NULL || sp == p)
+        return 0;
+    Py_ssize_t digits = p + n - (sp + 1);
+    if (digits < 1 || digits > 18)
+        return 0;
+    long long v = 0;
+    for (const char *q = sp + 1; q < p + n; q++) {
+        if (*q < '0' || *q > '9')
+            return 0;
+        v = v * 10 + (*q - '0');
+    }
+    Py_ssize_t len = sp - p;
+    if (memchr(p, '\\', (size_t)len) != NULL)
+        return 0;
+    const char *semi = memchr(p, ';', (size_t)len);
+    Py_ssize_t root = semi ? semi - p : len;
+    if (memchr(p, '/', (size_t)root) != NULL || starts_with(p, root, "process ") ||
+        starts_with(p, root, "thread ("))
+        return 0;
+    *space = sp;
+    *count = v;
+    return 1;
+}
+
+/* fold_plain(data, pos, stacks, key_type, on, scale) -> (pos, lines)
+ *
+ * Adds the plain folded lines of ``data`` (lines separated by b"\n", a trailing b"\r"
+ * ignored) from byte ``pos`` on into ``stacks``, as fold/folded.py's loop does for them:
+ * key_type(frames[1:], 0, frames[0], 0, on, "", "", 0) += count * scale.  Stops at the first
+ * line that is not plain and returns its position and the number of lines taken; a
+ * position past the end means every line was taken. */
+static PyObject *Interner_fold_plain(Interner *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyBytes_Check(args[0]) || !PyDict_Check(args[2]) ||
+        !PyType_Check(args[3]) || !PyUnicode_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fold_plain(data: bytes, pos, stacks: dict, key_type, on: str, scale)");
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *stacks = args[2], *key_type = args[3], *on = args[4], *scale = args[5];
+    PyObject *zero = PyLong_FromLong(0), *empty = PyUnicode_FromStringAndSize("", 0);
+    Py_ssize_t lines = 0;
+    PyObject *result = NULL;
+    if (zero == NULL || empty == NULL)
+        goto done;
+    while (pos >= 0 && pos <= size) {
+        const char *p = data + pos;
+        const char *nl = memchr(p, '\n', (size_t)(size - pos));
+        Py_ssize_t n = (nl ? nl : data + size) - p;
+        Py_ssize_t next = pos + n + 1;
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        const char *sp;
+        long long count;
+        if (!plain_line(p, n, &sp, &count))
+            break;
+        PyObject *c = PyLong_FromLongLong(count);
+        PyObject *weight = c ? PyNumber_Multiply(c, scale) : NULL;
+        Py_XDECREF(c);
+        if (weight == NULL)
+            goto done;
+        int nonzero = PyObject_IsTrue(weight);
+        if (nonzero < 0) {
+            Py_DECREF(weight);
+            goto done;
+        }
+        if (nonzero) {
+            PyObject *root = NULL;
+            PyObject *frames = split_bytes(self, p, sp - p, 1, &root);
+            PyObject *fields = frames == NULL ? NULL :
+                PyTuple_Pack(8, frames, zero, root, zero, on, empty, empty, zero);
+            Py_XDECREF(frames);
+            PyObject *targs = fields == NULL ? NULL : PyTuple_Pack(1, fields);
+            Py_XDECREF(fields);
+            /* tuple.__new__(key_type, fields): how a NamedTuple is made without its
+             * Python-level __new__ */
+            PyObject *key = targs == NULL ? NULL :
+                PyTuple_Type.tp_new((PyTypeObject *)key_type, targs, NULL);
+            Py_XDECREF(targs);
+            if (key == NULL) {
+                Py_DECREF(weight);
+                goto done;
+            }
+#if PY_VERSION_HEX < 0x030D0000
+            Py_hash_t hash = PyObject_Hash(key); /* once, for the lookup and the store */
+            PyObject *old = hash == -1 ? NULL : _PyDict_GetItem_KnownHash(stacks, key, hash);
+#define STORE(d, k, v) _PyDict_SetItem_KnownHash(d, k, v, hash)
+#else
+            PyObject *old = PyDict_GetItemWithError(stacks, key);
+#define STORE(d, k, v) PyDict_SetItem(d, k, v)
+#endif
+            PyObject *sum = old != NULL ? PyNumber_Add(old, weight) : (Py_INCREF(weight), weight);
+            int err = sum == NULL || (old == NULL && PyErr_Occurred()) ? -1 :
+                STORE(stacks, key, sum);
+#undef STORE
+            Py_XDECREF(sum);
+            Py_DECREF(key);
+            if (err < 0) {
+                Py_DECREF(weight);
+                goto done;
+            }
+        }
+        Py_DECREF(weight);
+        lines++;
+        pos = next;
+    }
+    result = Py_BuildValue("(nn)", pos, lines);
+done:
+    Py_XDECREF(zero);
+    Py_XDECREF(empty);
+    return result;
 }
 
 static PyObject *Interner_len(Interner *self, PyObject *Py_UNUSED(ignored))
@@ -167,8 +320,10 @@ static PyObject *Interner_len(Interner *self, PyObject *Py_UNUSED(ignored))
 
 static void Interner_dealloc(Interner *self)
 {
-    for (Py_ssize_t i = 0; i < self->cap; i++)
+    for (Py_ssize_t i = 0; i < self->cap; i++) {
         Py_XDECREF(self->slots[i].str);
+        PyMem_Free(self->slots[i].key);
+    }
     PyMem_Free(self->slots);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -177,6 +332,8 @@ static PyMethodDef Interner_methods[] = {
     {"split", (PyCFunction)Interner_split, METH_O,
      "split(s) -> tuple: s.split(';') with every item shared across calls."},
     {"size", (PyCFunction)Interner_len, METH_NOARGS, "size() -> int: distinct names held."},
+    {"fold_plain", (PyCFunction)(void (*)(void))Interner_fold_plain, METH_FASTCALL,
+     "fold_plain(data, pos, stacks, key_type, on, scale) -> (pos, lines)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,8 +1,11 @@
 from collections.abc import Callable
+from typing import Any
 
 class Interner:
     def split(self, s: str, /) -> tuple[str, ...]: ...
     def size(self) -> int: ...
+    def fold_plain(self, data: bytes, pos: int, stacks: dict[Any, int], key_type: type,
+                   on: str, scale: int, /) -> tuple[int, int]: ...
 
 def grow(rows: list[tuple[tuple[int, str], tuple[str, ...], int, int]], names: list[str],
          name: list[int], parent: list[int], selfs: list[list[int] | None],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 native: ModuleType | None = None
 if not os.environ.get("WALLFLAME_PURE"):
@@ -22,12 +23,13 @@ def _split(s: str) -> tuple[str, ...]:
     return tuple(s.split(";"))
 
 
-def frame_splitter() -> Callable[[str], tuple[str, ...]]:
+def frame_splitter(interner: Any = None) -> Callable[[str], tuple[str, ...]]:
     """A function giving ``tuple(s.split(";"))``; natively, with each distinct frame name one
-    shared string for the splitter's lifetime (fewer objects, hashes computed once)."""
+    shared string for the splitter's lifetime (or ``interner``'s: a ``native.Interner``),
+    so there are fewer objects and each name's hash is computed once."""
     if native is None:
         return _split
-    split: Callable[[str], tuple[str, ...]] = native.Interner().split
+    split: Callable[[str], tuple[str, ...]] = (interner or native.Interner()).split
 
     def shared(s: str) -> tuple[str, ...]:
         try:

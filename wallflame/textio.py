@@ -48,13 +48,13 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     sequence, so this decodes exactly as line by line would, with less work per line."""
     with open_binary(path) as f:
         no = 0
-        for block in _line_blocks(f):
+        for block in line_blocks(f):
             for line in block.decode("utf-8", "replace").split("\n"):
                 no += 1
                 yield no, line[:-1] if line.endswith("\r") else line
 
 
-def _line_blocks(f: BinaryIO) -> Iterator[bytes]:
+def line_blocks(f: BinaryIO) -> Iterator[bytes]:
     """The file in blocks of about ``CHUNK`` bytes that each end at a line end, the newline
     itself left out; the last block holds whatever follows the last newline (if anything)."""
     pending: list[bytes] = []
