@@ -21,6 +21,7 @@ import stat
 from contextlib import suppress
 from functools import lru_cache
 from importlib import resources
+from operator import itemgetter
 from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
@@ -31,6 +32,7 @@ from wallflame.folded import unescape
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
+from wallflame.speedups import native
 
 #: Scripts and styles inlined into every page, in order.
 SCRIPTS = ("flamegraph.js", "report.js")
@@ -42,7 +44,23 @@ LABELS = {"on": "on-CPU", "mutex": "mutex", "rwlock": "rwlock", "condvar": "cond
 
 
 def _dumps(obj: Any, **kwargs: Any) -> str:
-    return json.dumps(obj, **kwargs).replace("://", ":\\/\\/")
+    return _json(obj, kwargs).replace("://", ":\\/\\/")
+
+
+def _json(obj: Any, kwargs: dict[str, Any]) -> str:
+    """``json.dumps(obj, **kwargs)``; with the native code, the long lists of ints that make
+    up most of a flame tree are written by ``ints_json`` (dicts with sorted ``str`` keys are
+    taken apart to reach them)."""
+    if native is not None and kwargs.get("separators") == (",", ":"):
+        if type(obj) is list and len(obj) >= 64:
+            with suppress(TypeError, OverflowError):  # not all of them 64-bit ints
+                text: str = native.ints_json(obj)
+                return text
+        elif (type(obj) is dict and kwargs.get("sort_keys")
+              and all(type(k) is str for k in obj)):
+            return "{" + ",".join(json.dumps(k) + ":" + _json(v, kwargs)
+                                  for k, v in sorted(obj.items())) + "}"
+    return json.dumps(obj, **kwargs)
 
 
 def _vis(value: Any, cap: int = 240) -> Markup:
@@ -186,7 +204,7 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
     scale = 1e-9 if unit == "seconds" else 1.0
     total = profile.total()
-    top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=lambda kv: kv[1])
+    top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=itemgetter(1))
     return [{"thread": k.thread, "tid": k.tid, "cls": k.wait if k.state == OFF else "on",
              "lock": k.lock, "s": w * scale, "share": _pct(w, total),
              "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}
@@ -281,7 +299,8 @@ def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, Any]:
-    summary = build_summary(profile)
+    groups = profile.grouped()
+    summary = build_summary(profile, groups)
     m = profile.meta
     unit = summary["unit"]
     rows = _bars(summary["threads"], summary["window_s"])
@@ -289,8 +308,8 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "data": embedded_data(profile, max_nodes), "summary": summary, "unit": unit,
         "threads": rows, "groups": _groups(summary["threads"]),
         "coverage_bad": [r for r in rows if r["cov_bad"]],
-        "no_off": not any(k.state == OFF for k in profile.stacks),
-        "no_on": not any(k.state != OFF for k in profile.stacks),
+        "no_off": not any(g.state == OFF for g in groups),
+        "no_on": not any(g.state != OFF for g in groups),
         "locks": _locks(summary), "top": _top_stacks(profile, unit),
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,

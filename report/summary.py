@@ -7,17 +7,20 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from wallflame.classify import default_rules
 from wallflame.folded import escape
-from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey, ThreadTotals
+from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, StackKey, ThreadTotals
+from wallflame.speedups import native
 
 #: A stack this shallow (frames below the thread) has most likely lost its callers.
 SHALLOW_DEPTH = 2
 #: How many holder stacks and waiters a lock entry lists.
 TOP_HOLDERS = 5
 
+_LOCK_CLASSES = ("mutex", "rwlock")
 _LOCK_WRAPPERS = ("std::lock_guard", "std::unique_lock", "std::scoped_lock", "std::shared_lock",
                   "__gthread_", "__gthrw_")
 
@@ -98,14 +101,20 @@ def runqueue_ns(profile: Profile) -> dict[int, int]:
     return out
 
 
-def locks(profile: Profile) -> list[dict[str, Any]]:
+def locks(profile: Profile, groups: Iterable[Group] | None = None) -> list[dict[str, Any]]:
+    """Each contended lock: its waiters, call sites and holders.  ``groups`` (those of
+    ``profile.grouped()``, when at hand) spare the pass over the stacks when no thread waited
+    on a lock."""
+    if groups is not None and not any(g.state == OFF and g.wait in _LOCK_CLASSES
+                                      for g in groups):
+        return []
     unit = profile.meta.unit
     wait: defaultdict[str, int] = defaultdict(int)
     waiters: defaultdict[str, defaultdict[tuple[int, str], int]] = defaultdict(
         lambda: defaultdict(int))
     sites: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     for k, w in profile.stacks.items():
-        if k.state != OFF or k.wait not in ("mutex", "rwlock"):
+        if k.state != OFF or k.wait not in _LOCK_CLASSES:
             continue
         ident = lock_identity(k)
         wait[ident] += w
@@ -136,23 +145,27 @@ def locks(profile: Profile) -> list[dict[str, Any]]:
     return out
 
 
-def unknown_weight(profile: Profile) -> int:
-    """Weight of the stacks that hold at least one unknown frame.  Each distinct frame name
-    is judged once (a profile has far fewer names than frames), then each stack is one set
+def stack_weights(profile: Profile) -> tuple[int, int]:
+    """The weight of the shallow stacks (``SHALLOW_DEPTH`` frames or fewer) and of those
+    holding at least one unknown frame.  Without the native code, each distinct frame name is
+    judged once (a profile has far fewer names than frames), then each stack is one set
     test."""
+    if native is not None:
+        shallow, unknown = native.frame_weights(profile.stacks, SHALLOW_DEPTH)
+        return shallow, unknown
+    shallow = sum(w for k, w in profile.stacks.items() if len(k.frames) <= SHALLOW_DEPTH)
     names: set[str] = set()
     names.update(*(k.frames for k in profile.stacks))
     unknown = {f for f in names if is_unknown(f)}
     if not unknown:
-        return 0
+        return shallow, 0
     known = unknown.isdisjoint
-    return sum(w for k, w in profile.stacks.items() if not known(k.frames))
+    return shallow, sum(w for k, w in profile.stacks.items() if not known(k.frames))
 
 
 def quality(profile: Profile, rows: list[dict[str, Any]]) -> dict[str, Any]:
     total = profile.total()
-    unknown = unknown_weight(profile)
-    shallow = sum(w for k, w in profile.stacks.items() if len(k.frames) <= SHALLOW_DEPTH)
+    shallow, unknown = stack_weights(profile)
     m = profile.meta
     return {
         "losses": {k: v.count for k, v in sorted(m.losses.items())},
@@ -165,12 +178,15 @@ def quality(profile: Profile, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def build_summary(profile: Profile) -> dict[str, Any]:
+def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> dict[str, Any]:
+    """The summary of ``profile`` (``groups``: its ``grouped()``, when the caller has them)."""
     m = profile.meta
     unit = m.unit
     window = m.window_ns if unit == UNIT_NS else 0
     rq = runqueue_ns(profile)
-    threads = profile.per_thread()
+    if groups is None:
+        groups = profile.grouped()
+    threads = profile.per_thread(groups)
     rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0) for t in threads]
     totals = ThreadTotals(0, "all")  # what ``profile.totals()`` gives, without another pass
     for t in threads:
@@ -184,7 +200,7 @@ def build_summary(profile: Profile) -> dict[str, Any]:
         "window_s": seconds(window, UNIT_NS) if window else 0.0,
         "threads": rows,
         "totals": thread_row(totals, unit, 0, sum(rq.values())),
-        "locks": locks(profile),
+        "locks": locks(profile, groups),
         "pause": pause,
         "quality": quality(profile, rows),
         "sources": [{k: v for k, v in s.items() if isinstance(v, (str, int, float, bool))}

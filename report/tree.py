@@ -169,17 +169,7 @@ def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
     no per-frame child lookup.  Nodes come out in that sorted (deterministic) order.  Stacks
     usually arrive sorted already (folded files are written sorted), so they are sorted only
     when the build finds one out of order."""
-    thread_names = profile.meta.threads
-    other = _CLASS_INDEX["other"]
-    rows: list[Row] = []
-    for key, weight in profile.stacks.items():
-        if weight > 0:
-            ident = (key.tid, thread_names.get(key.tid, key.thread) if key.tid else key.thread)
-            if key.state == ON:
-                rows.append((ident, key.frames, 0, weight))
-            else:
-                rows.append((ident, (*key.frames, wait_label(key)),
-                             _CLASS_INDEX.get(key.wait, other), weight))
+    rows = tree_rows(profile)
     tree = _grow(rows, profile.meta.unit, check=True)
     if tree is None:
         rows.sort()
@@ -189,6 +179,27 @@ def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
         tree = prune(tree, max_nodes)
     fit_names(tree, NAME_BUDGET)
     return tree
+
+
+def tree_rows(profile: Profile) -> list[Row]:
+    """``(ident, frames, class index, weight)`` of each stack of positive weight: the thread
+    it ran on, its frames (an off-CPU stack's ending in its ``wait_label``) and its class."""
+    thread_names = profile.meta.threads
+    other = _CLASS_INDEX["other"]
+    if native is not None:
+        rows: list[Row] = native.tree_rows(profile.stacks, thread_names, ON, _CLASS_INDEX,
+                                           other, wait_label)
+        return rows
+    rows = []
+    for key, weight in profile.stacks.items():
+        if weight > 0:
+            ident = (key.tid, thread_names.get(key.tid, key.thread) if key.tid else key.thread)
+            if key.state == ON:
+                rows.append((ident, key.frames, 0, weight))
+            else:
+                rows.append((ident, (*key.frames, wait_label(key)),
+                             _CLASS_INDEX.get(key.wait, other), weight))
+    return rows
 
 
 def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:

@@ -6,6 +6,7 @@ script (``WALLFLAME_REQUIRE_LIVE=1``) the module must have been built."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,11 @@ from conftest import FIXTURES, ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wallflame import profile as profile_mod
 from wallflame import speedups
+from wallflame.profile import OFF, ON, Profile, StackKey
+from wallflame.report import html as html_mod
+from wallflame.report import summary as summary_mod
 from wallflame.report import tree as tree_mod
 from wallflame.report.tree import CLASSES, FlameTree, Row, thread_label, visible
 
@@ -121,6 +126,59 @@ def test_self_triples_matches_python(selfs: list[list[int] | None]) -> None:
             if v:
                 expected.extend((i, c, v))
     assert native.self_triples(t.selfs) == expected
+
+
+KEY = st.builds(
+    StackKey,
+    st.lists(st.sampled_from(["main", "f", "[unknown]", "[libc.so.6]", "[x]", "[", "]", "[.so]",
+                              "a.so]", "[unknown", "[lib.so", "é[.so]"]), max_size=4).map(tuple),
+    st.integers(0, 3), st.sampled_from(["", "worker", "io"]), st.just(0),
+    st.sampled_from([ON, OFF]), st.sampled_from(["", "mutex", "io", "odd"]),
+    st.sampled_from(["", "0x10 <m>"]), st.integers(0, 2))
+STACKS = st.lists(st.tuples(KEY, st.integers(-5, 10**15)), max_size=40).map(dict)
+
+
+def _pure(monkeypatch: pytest.MonkeyPatch, *modules: object) -> None:
+    for m in modules:
+        monkeypatch.setattr(m, "native", None)
+
+
+@given(STACKS, st.dictionaries(st.integers(0, 3), st.sampled_from(["named", "\x1b"])))
+def test_stack_passes_match_python(stacks: dict[StackKey, int],
+                                   threads: dict[int, str]) -> None:
+    p = Profile(stacks=stacks)
+    p.meta.threads = threads
+    ours = (p.grouped(), summary_mod.stack_weights(p), tree_mod.tree_rows(p))
+    with pytest.MonkeyPatch.context() as mp:
+        _pure(mp, profile_mod, summary_mod, tree_mod)
+        theirs = (p.grouped(), summary_mod.stack_weights(p), tree_mod.tree_rows(p))
+    assert ours == theirs
+    assert list(ours[0]) == list(theirs[0])  # the same groups in the same order
+
+
+def test_stack_passes_reject_other_keys() -> None:
+    for bad in ({("a", 1): 1}, {StackKey(("f",))[:4]: 1}, {StackKey("f"): 1}):  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            native.group_weights(bad)
+        with pytest.raises(TypeError):
+            native.frame_weights(bad, 2)
+    with pytest.raises(TypeError):
+        native.frame_weights({StackKey((1,)): 1}, 2)  # type: ignore[arg-type]
+
+
+@given(st.lists(st.integers(-2**63, 2**63 - 1), max_size=100))
+def test_ints_json_is_json_dumps(values: list[int]) -> None:
+    assert native.ints_json(values) == json.dumps(values, separators=(",", ":"))
+
+
+def test_ints_json_refuses_what_json_writes_otherwise() -> None:
+    for values in ([2**63], [-2**63 - 1], [True], [1.0], ["1"]):
+        with pytest.raises((TypeError, OverflowError)):
+            native.ints_json(values)
+    data = {"b": list(range(100)), "a": [2**70] * 70, "c": {"d": [True] * 80, "e": "x://y"}}
+    compact = {"sort_keys": True, "separators": (",", ":")}
+    expected = json.dumps(data, **compact).replace("://", ":\\/\\/")  # type: ignore[arg-type]
+    assert html_mod._dumps(data, **compact) == expected
 
 
 def _synthetic(path: Path) -> None:

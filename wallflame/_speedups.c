@@ -1,15 +1,21 @@
-/* Optional native versions of the two hot loops of report generation.
+/* Optional native versions of the hot loops of report generation.
  *
- * Both have pure-Python equivalents (wallflame/speedups.py and report/tree.py) that give the
- * same results; tests compare the two.  Nothing here parses a whole format: the Python code
- * decides what a line means, these functions only do its per-frame work.
+ * Each has a pure-Python equivalent (wallflame/speedups.py, wallflame/profile.py, report/)
+ * that gives the same results; tests compare the two.  Nothing here parses a whole format:
+ * the Python code decides what a line means, these functions only do its per-frame work.
  *
  *   Interner.split(s)  s.split(";") as a tuple whose items are shared: each distinct frame
  *                      name is one str object for the whole run, so a 500,000-frame profile
  *                      with 4,000 distinct names creates 4,000 strings, not 500,000, and
  *                      hashing a stack reuses each name's cached hash.
+ *   Interner.fold_plain  plain folded lines straight into a profile's stacks.
  *   grow(...)          the flame tree of rows sorted by thread then frames (see _grow in
  *                      report/tree.py, which this mirrors statement by statement).
+ *   tree_rows, group_weights, frame_weights
+ *                      one pass each over a profile's stacks (report/tree.py build_tree,
+ *                      Profile.grouped, report/summary.py stack_weights).
+ *   self_triples, ints_json
+ *                      the page's embedded data.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -594,12 +600,329 @@ fail:
     return NULL;
 }
 
+/* ---- Passes over a profile's stacks ---------------------------------------------------- *
+ * A stack key is a StackKey (a tuple): frames, tid, thread, pid, state, wait, lock, holder. */
+
+enum { K_FRAMES, K_TID, K_THREAD, K_PID, K_STATE, K_WAIT, K_LOCK, K_HOLDER, K_FIELDS };
+
+static int stack_key(PyObject *key)
+{
+    if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != K_FIELDS ||
+        !PyTuple_Check(PyTuple_GET_ITEM(key, K_FRAMES))) {
+        PyErr_SetString(PyExc_TypeError, "a stack's key is a StackKey");
+        return -1;
+    }
+    return 0;
+}
+
+/* a + b into *acc (a new reference replaces the old one); 0 or -1. */
+static int add_into(PyObject **acc, PyObject *w)
+{
+    PyObject *sum = PyNumber_Add(*acc, w);
+    if (sum == NULL)
+        return -1;
+    Py_SETREF(*acc, sum);
+    return 0;
+}
+
+/* group_weights(stacks) -> dict: the weight of each (tid, thread, state, wait, lock), as
+ * Profile.grouped does.  Sorted stacks come in runs of one group, summed before the lookup. */
+static PyObject *group_weights(PyObject *module, PyObject *stacks)
+{
+    static const int fields[] = {K_TID, K_THREAD, K_STATE, K_WAIT, K_LOCK};
+    if (!PyDict_Check(stacks)) {
+        PyErr_SetString(PyExc_TypeError, "group_weights() takes a dict");
+        return NULL;
+    }
+    PyObject *out = PyDict_New(), *run = NULL, *prev = NULL; /* prev: the run's first key */
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *w;
+    for (;;) {
+        int more = PyDict_Next(stacks, &pos, &key, &w);
+        int same = 0;
+        if (more) {
+            if (stack_key(key) < 0)
+                goto fail;
+            same = prev != NULL;
+            for (int f = 0; same && f < 5; f++) {
+                PyObject *a = PyTuple_GET_ITEM(key, fields[f]);
+                PyObject *b = PyTuple_GET_ITEM(prev, fields[f]);
+                /* exact types only: 1 == 1.0 == True would merge groups a dict keeps apart */
+                same = a == b || (Py_TYPE(a) == Py_TYPE(b) &&
+                                  (PyUnicode_CheckExact(a) || PyLong_CheckExact(a)) &&
+                                  PyObject_RichCompareBool(a, b, Py_EQ) == 1);
+            }
+            if (same) {
+                if (add_into(&run, w) < 0)
+                    goto fail;
+                continue;
+            }
+        }
+        if (prev != NULL) { /* flush the run */
+            PyObject *g = PyTuple_New(5);
+            if (g == NULL)
+                goto fail;
+            for (int f = 0; f < 5; f++) {
+                PyObject *item = PyTuple_GET_ITEM(prev, fields[f]);
+                Py_INCREF(item);
+                PyTuple_SET_ITEM(g, f, item);
+            }
+            PyObject *old = PyDict_GetItemWithError(out, g); /* borrowed */
+            int err = old == NULL && PyErr_Occurred();
+            if (!err && old != NULL) {
+                PyObject *sum = PyNumber_Add(old, run);
+                err = sum == NULL || PyDict_SetItem(out, g, sum) < 0;
+                Py_XDECREF(sum);
+            }
+            else if (!err) {
+                PyObject *zero = PyLong_FromLong(0); /* 0 + run, as acc.get(g, 0) + w */
+                PyObject *sum = zero == NULL ? NULL : PyNumber_Add(zero, run);
+                Py_XDECREF(zero);
+                err = sum == NULL || PyDict_SetItem(out, g, sum) < 0;
+                Py_XDECREF(sum);
+            }
+            Py_DECREF(g);
+            Py_CLEAR(run);
+            Py_CLEAR(prev);
+            if (err)
+                goto fail;
+        }
+        if (!more)
+            break;
+        prev = key;
+        Py_INCREF(prev);
+        run = w;
+        Py_INCREF(run);
+    }
+    return out;
+fail:
+    Py_XDECREF(run);
+    Py_XDECREF(prev);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* report/summary.py's is_unknown: "[unknown]", or "[...]" naming a ".so". */
+static int is_unknown(PyObject *frame, PyObject *dot_so)
+{
+    if (!PyUnicode_Check(frame)) {
+        PyErr_SetString(PyExc_TypeError, "a frame is a str");
+        return -1;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(frame);
+    if (n < 2 || PyUnicode_READ_CHAR(frame, 0) != '[' || PyUnicode_READ_CHAR(frame, n - 1) != ']')
+        return 0;
+    if (PyUnicode_CompareWithASCIIString(frame, "[unknown]") == 0)
+        return 1;
+    Py_ssize_t at = PyUnicode_Find(frame, dot_so, 0, n, 1);
+    return at == -2 ? -1 : at >= 0;
+}
+
+/* frame_weights(stacks, depth) -> (shallow, unknown): the weight of the stacks of at most
+ * ``depth`` frames and of those holding an unknown frame (see report/summary.py). */
+static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "frame_weights() takes a dict and a depth");
+        return NULL;
+    }
+    PyObject *stacks = args[0];
+    Py_ssize_t depth = PyLong_AsSsize_t(args[1]);
+    if (depth == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *dot_so = PyUnicode_FromString(".so");
+    PyObject *shallow = PyLong_FromLong(0), *unknown = PyLong_FromLong(0);
+    if (dot_so == NULL || shallow == NULL || unknown == NULL)
+        goto fail;
+    Py_ssize_t pos = 0;
+    PyObject *key, *w;
+    while (PyDict_Next(stacks, &pos, &key, &w)) {
+        if (stack_key(key) < 0)
+            goto fail;
+        PyObject *frames = PyTuple_GET_ITEM(key, K_FRAMES);
+        Py_ssize_t n = PyTuple_GET_SIZE(frames);
+        if (n <= depth && add_into(&shallow, w) < 0)
+            goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int u = is_unknown(PyTuple_GET_ITEM(frames, i), dot_so);
+            if (u < 0)
+                goto fail;
+            if (u) {
+                if (add_into(&unknown, w) < 0)
+                    goto fail;
+                break;
+            }
+        }
+    }
+    Py_DECREF(dot_so);
+    return Py_BuildValue("(NN)", shallow, unknown);
+fail:
+    Py_XDECREF(dot_so);
+    Py_XDECREF(shallow);
+    Py_XDECREF(unknown);
+    return NULL;
+}
+
+/* tree_rows(stacks, thread_names, on, class_index, other, wait_label) -> list: the rows
+ * report/tree.py's build_tree makes of the stacks of positive weight. */
+static PyObject *tree_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "tree_rows(stacks, thread_names, on, class_index, "
+                                         "other, wait_label)");
+        return NULL;
+    }
+    PyObject *stacks = args[0], *thread_names = args[1], *on = args[2], *class_index = args[3];
+    PyObject *other = args[4], *wait_label = args[5];
+    PyObject *out = PyList_New(0), *zero = PyLong_FromLong(0), *ident = NULL;
+    if (out == NULL || zero == NULL)
+        goto fail;
+    Py_ssize_t pos = 0;
+    PyObject *key, *w;
+    while (PyDict_Next(stacks, &pos, &key, &w)) {
+        if (stack_key(key) < 0)
+            goto fail;
+        int positive = PyObject_RichCompareBool(w, zero, Py_GT);
+        if (positive < 0)
+            goto fail;
+        if (!positive)
+            continue;
+        PyObject *tid = PyTuple_GET_ITEM(key, K_TID), *thread = PyTuple_GET_ITEM(key, K_THREAD);
+        int has_tid = PyObject_IsTrue(tid);
+        if (has_tid < 0)
+            goto fail;
+        PyObject *tname = thread; /* borrowed */
+        if (has_tid) {
+            tname = PyDict_GetItemWithError(thread_names, tid);
+            if (tname == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                tname = thread;
+            }
+        }
+        /* consecutive stacks of one thread share one ident (an equal tuple) */
+        if (ident == NULL || PyTuple_GET_ITEM(ident, 0) != tid ||
+            PyTuple_GET_ITEM(ident, 1) != tname) {
+            Py_XDECREF(ident);
+            ident = PyTuple_Pack(2, tid, tname);
+            if (ident == NULL)
+                goto fail;
+        }
+        PyObject *frames = PyTuple_GET_ITEM(key, K_FRAMES), *row;
+        int is_on = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, K_STATE), on, Py_EQ);
+        if (is_on < 0)
+            goto fail;
+        if (is_on) {
+            row = PyTuple_Pack(4, ident, frames, zero, w);
+        }
+        else {
+            PyObject *label = PyObject_CallOneArg(wait_label, key);
+            if (label == NULL)
+                goto fail;
+            Py_ssize_t n = PyTuple_GET_SIZE(frames);
+            PyObject *all = PyTuple_New(n + 1);
+            if (all == NULL) {
+                Py_DECREF(label);
+                goto fail;
+            }
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *f = PyTuple_GET_ITEM(frames, i);
+                Py_INCREF(f);
+                PyTuple_SET_ITEM(all, i, f);
+            }
+            PyTuple_SET_ITEM(all, n, label);
+            PyObject *cls = PyDict_GetItemWithError(class_index, PyTuple_GET_ITEM(key, K_WAIT));
+            if (cls == NULL && PyErr_Occurred()) {
+                Py_DECREF(all);
+                goto fail;
+            }
+            row = PyTuple_Pack(4, ident, all, cls ? cls : other, w);
+            Py_DECREF(all);
+        }
+        if (row == NULL)
+            goto fail;
+        int err = PyList_Append(out, row);
+        Py_DECREF(row);
+        if (err < 0)
+            goto fail;
+    }
+    Py_XDECREF(ident);
+    Py_DECREF(zero);
+    return out;
+fail:
+    Py_XDECREF(ident);
+    Py_XDECREF(zero);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
+ * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
+static PyObject *ints_json(PyObject *module, PyObject *list)
+{
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "ints_json() takes a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    size_t cap = 2 + (size_t)n * 21; /* "-9223372036854775808," is 21 characters */
+    char *buf = PyMem_Malloc(cap), *p = buf;
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    *p++ = '[';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(list, i);
+        if (!PyLong_CheckExact(v)) {
+            PyMem_Free(buf);
+            PyErr_SetString(PyExc_TypeError, "ints_json(): not an int");
+            return NULL;
+        }
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) {
+            PyMem_Free(buf);
+            PyErr_SetString(PyExc_OverflowError, "ints_json(): beyond 64 bits");
+            return NULL;
+        }
+        if (i)
+            *p++ = ',';
+        char digits[24], *d = digits + sizeof digits;
+        unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+        do {
+            *--d = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (x < 0)
+            *--d = '-';
+        size_t len = (size_t)(digits + sizeof digits - d);
+        memcpy(p, d, len);
+        p += len;
+    }
+    *p++ = ']';
+    PyObject *out = PyUnicode_New(p - buf, 127);
+    if (out != NULL)
+        memcpy(PyUnicode_DATA(out), buf, (size_t)(p - buf));
+    PyMem_Free(buf);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"grow", (PyCFunction)(void (*)(void))grow, METH_FASTCALL,
      "grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, "
      "thread_label) -> bool"},
     {"self_triples", (PyCFunction)self_triples, METH_O,
      "self_triples(selfs) -> list: flat node, class, value triples of the non-zero values"},
+    {"group_weights", (PyCFunction)group_weights, METH_O,
+     "group_weights(stacks) -> dict: weight per (tid, thread, state, wait, lock)"},
+    {"frame_weights", (PyCFunction)(void (*)(void))frame_weights, METH_FASTCALL,
+     "frame_weights(stacks, depth) -> (shallow, unknown) weights"},
+    {"tree_rows", (PyCFunction)(void (*)(void))tree_rows, METH_FASTCALL,
+     "tree_rows(stacks, thread_names, on, class_index, other, wait_label) -> list of rows"},
+    {"ints_json", (PyCFunction)ints_json, METH_O,
+     "ints_json(list) -> str: the JSON array of a list of 64-bit ints"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from wallflame.speedups import native
+
 ON = "on"
 OFF = "off"
 STATES = (ON, OFF)
@@ -40,6 +42,17 @@ class StackKey(NamedTuple):
     wait: str = ""
     lock: str = ""
     holder: int = 0
+
+
+class Group(NamedTuple):
+    """What the totals tell stacks apart by: everything of a ``StackKey`` but its frames,
+    pid and holder."""
+
+    tid: int
+    thread: str
+    state: str
+    wait: str
+    lock: str
 
 
 class HolderKey(NamedTuple):
@@ -143,7 +156,7 @@ class ThreadTotals:
     def total(self) -> int:
         return self.on + self.off
 
-    def add(self, key: StackKey, weight: int) -> None:
+    def add(self, key: StackKey | Group, weight: int) -> None:
         if key.state == ON:
             self.on += weight
         else:
@@ -193,21 +206,34 @@ class Profile:
     def total(self) -> int:
         return sum(self.stacks.values())
 
+    def grouped(self) -> dict[Group, int]:
+        """The weight of each ``Group``: one pass over the stacks, from which the totals
+        below are taken (a profile has thousands of stacks and a few dozen groups)."""
+        if native is not None:
+            return {Group(*g): w for g, w in native.group_weights(self.stacks).items()}
+        acc: dict[Group, int] = {}
+        for k, w in self.stacks.items():
+            g = Group(k.tid, k.thread, k.state, k.wait, k.lock)
+            acc[g] = acc.get(g, 0) + w
+        return acc
+
     def totals(self) -> ThreadTotals:
         t = ThreadTotals(0, "all")
-        for k, w in self.stacks.items():
-            t.add(k, w)
+        for g, w in self.grouped().items():
+            t.add(g, w)
         return t
 
-    def per_thread(self) -> list[ThreadTotals]:
-        """Totals per (tid, name), sorted by descending total, then tid."""
+    def per_thread(self, groups: dict[Group, int] | None = None) -> list[ThreadTotals]:
+        """Totals per (tid, name), sorted by descending total, then tid (from ``groups``,
+        this profile's ``grouped()``, when the caller has them)."""
         by: dict[tuple[int, str], ThreadTotals] = {}
-        for k, w in self.stacks.items():
-            ident = (k.tid, self.meta.threads.get(k.tid, k.thread) if k.tid else k.thread)
+        names = self.meta.threads
+        for g, w in (self.grouped() if groups is None else groups).items():
+            ident = (g.tid, names.get(g.tid, g.thread) if g.tid else g.thread)
             t = by.get(ident)
             if t is None:
                 t = by[ident] = ThreadTotals(*ident)
-            t.add(k, w)
+            t.add(g, w)
         return sorted(by.values(), key=lambda t: (-t.total, t.tid, t.name))
 
     def per_class(self) -> dict[str, int]:
@@ -217,9 +243,9 @@ class Profile:
 
     def per_lock(self) -> dict[str, int]:
         acc: defaultdict[str, int] = defaultdict(int)
-        for k, w in self.stacks.items():
-            if k.lock:
-                acc[k.lock] += w
+        for g, w in self.grouped().items():
+            if g.lock:
+                acc[g.lock] += w
         return dict(sorted(acc.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def sorted_items(self) -> Iterator[tuple[StackKey, int]]:

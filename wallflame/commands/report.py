@@ -71,8 +71,6 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
             gc.enable()
     if out != "-":
         size = os.path.getsize(out)
-        names = profile.meta.threads
-        threads = {(k.tid, names.get(k.tid, k.thread) if k.tid else k.thread)
-                   for k in profile.stacks}  # as ``Profile.per_thread`` counts them
         click.echo(f"wallflame: wrote {out} ({kind}, {size / 1024:.0f} KiB, "
-                   f"{len(profile.stacks)} stacks, {len(threads)} threads)", err=True)
+                   f"{len(profile.stacks)} stacks, {len(profile.per_thread())} threads)",
+                   err=True)
