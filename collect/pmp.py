@@ -37,9 +37,9 @@ from wallflame.collect.owners import ProcReader
 from wallflame.collect.safety import ensure_running, spawn, stop_tool
 from wallflame.collect.target import Target
 from wallflame.errors import ToolError
+from wallflame.fold import LOG_MAGIC
 
 BACKENDS = ("libdw", "eu-stack", "gdb", "gdb-batch")
-LOG_MAGIC = "# wallflame-snapshots 1"
 
 
 @dataclass

@@ -14,6 +14,10 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import Profile
 
+#: The first line of a stack snapshot log (``collect`` writes it; the gdb and eu-stack folders
+#: read it).  Here so that recognising a log does not import the log's reader.
+LOG_MAGIC = "# wallflame-snapshots 1"
+
 
 class Folder(Protocol):
     NAME: str
@@ -66,4 +70,4 @@ def fold_file(path: str, options: FoldOptions, fmt: str | None = None) -> Profil
     return profile
 
 
-__all__ = ["FoldOptions", "Folder", "detect_format", "fold_file", "folder", "formats"]
+__all__ = ["LOG_MAGIC", "FoldOptions", "Folder", "detect_format", "fold_file", "folder", "formats"]

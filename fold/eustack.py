@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from wallflame.fold import snapshots
+from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
@@ -63,7 +63,7 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 
 
 def detect(head: str) -> bool:
-    if head.startswith(snapshots.LOG_MAGIC):
+    if head.startswith(LOG_MAGIC):
         first = head.split("\n", 1)[0]
         # libdw (elfutils' unwinder in-process) writes eu-stack's text
         return any(f'"backend": "{b}"' in first or f'"backend":"{b}"' in first
@@ -72,7 +72,7 @@ def detect(head: str) -> bool:
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    from wallflame.fold import gdb
+    from wallflame.fold import gdb, snapshots
 
     snapshots.fold_log(path, options, profile, [parse_header, gdb.parse_header],
                        {"eu-stack": frame, "gdb": gdb._frame})

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from wallflame.fold import snapshots
+from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
@@ -167,14 +167,14 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 
 
 def detect(head: str) -> bool:
-    if head.startswith(snapshots.LOG_MAGIC):
+    if head.startswith(LOG_MAGIC):
         first = head.split("\n", 1)[0]
         return '"backend": "gdb' in first or '"backend":"gdb' in first
     return _DETECT.search(head) is not None
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    from wallflame.fold import eustack
+    from wallflame.fold import eustack, snapshots
 
     snapshots.fold_log(path, options, profile, [parse_header, eustack.parse_header],
                        {"gdb": _frame, "eu-stack": eustack.frame})

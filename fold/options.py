@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from wallflame.classify import Rules, default_rules
+if TYPE_CHECKING:
+    from wallflame.classify import Rules
 
 
 @dataclass
@@ -32,4 +34,6 @@ class FoldOptions:
     include_running: bool = False
 
     def get_rules(self) -> Rules:
+        from wallflame.classify import default_rules
+
         return self.rules or default_rules()

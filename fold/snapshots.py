@@ -29,11 +29,10 @@ from typing import Any
 
 from wallflame.classify import classify, find_wait
 from wallflame.errors import InputError
+from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
 from wallflame.textio import iter_lines
-
-LOG_MAGIC = "# wallflame-snapshots 1"
 
 
 def _median(values: list[float] | list[int]) -> float:

@@ -14,11 +14,8 @@ style by hash, no URL of any kind, and the file written 0600.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 from functools import cache
-from importlib import resources
 from itertools import chain
 from typing import Any
 
@@ -37,7 +34,7 @@ from wallflame.report.diff_render import (
     norm_text,
     visible,
 )
-from wallflame.report.html import environment
+from wallflame.report.html import asset, csp_hash, environment
 
 #: Beyond this many frames in all, the lightest stacks are left out of the page (stated on it).
 MAX_FRAMES = 3_000_000
@@ -46,14 +43,6 @@ TOP = 25
 
 SCRIPTS = ("flamegraph.js", "diff.js")
 STYLES = ("report.css", "diff.css")
-
-
-def asset(name: str) -> str:
-    return resources.files("wallflame.templates").joinpath(name).read_text(encoding="utf-8")
-
-
-def csp_hash(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
 @cache

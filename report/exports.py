@@ -6,8 +6,8 @@ time)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import IO
 
 from wallflame.errors import InputError
@@ -35,7 +35,7 @@ def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
     ``load_run_dir`` keeps only the profile's metadata."""
     for path in paths:
         if is_run_dir(path):
-            top = read_json(Path(path) / META)
+            top = read_json(os.path.join(path, META))
             if isinstance(top, dict):
                 for key in RUN_FACTS:
                     if key in top:
@@ -60,11 +60,22 @@ def write_report(profile: Profile, fmt: str, output: str, title: str | None = No
         _write(profile, fmt, out, title)
 
 
+def _write_bytes(out: IO[str], data: bytes) -> None:
+    """``data`` to the binary stream under ``out`` (UTF-8 text to one without)."""
+    out.flush()
+    binary = getattr(out, "buffer", None)
+    if binary is None:
+        out.write(data.decode("utf-8"))
+        return
+    binary.write(data)
+    binary.flush()
+
+
 def _write(profile: Profile, fmt: str, out: IO[str], title: str | None) -> None:
     if fmt == "html":
-        from wallflame.report.html import render_html
+        from wallflame.report.html import html_bytes
 
-        out.write(render_html(profile, title))
+        _write_bytes(out, html_bytes(profile, title))
     elif fmt == "svg":
         from wallflame.report.svg import write_svg
 
@@ -94,11 +105,8 @@ def _write(profile: Profile, fmt: str, out: IO[str], title: str | None) -> None:
     elif fmt == "pprof":
         from wallflame.report.pprof import pprof_bytes
 
-        out.flush()
-        binary = getattr(out, "buffer", None)
-        if binary is None:
+        if getattr(out, "buffer", None) is None:
             raise InputError("pprof output needs a file or a pipe", "pass -o FILE.pb.gz")
-        binary.write(pprof_bytes(profile))
-        binary.flush()
+        _write_bytes(out, pprof_bytes(profile))
     else:
         raise InputError(f"unknown report format {fmt!r}", f"use one of: {', '.join(FORMATS)}")

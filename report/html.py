@@ -10,7 +10,7 @@ length capped) so the page informs with JavaScript blocked.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import heapq
 import json
@@ -20,7 +20,6 @@ import shlex
 import stat
 from contextlib import suppress
 from functools import lru_cache
-from importlib import resources
 from operator import itemgetter
 from typing import Any
 
@@ -28,8 +27,9 @@ from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, Stric
 from jinja2.bccache import Bucket
 from markupsafe import Markup, escape
 
+import wallflame
 from wallflame.folded import unescape
-from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
+from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
 from wallflame.speedups import native
@@ -43,24 +43,37 @@ LABELS = {"on": "on-CPU", "mutex": "mutex", "rwlock": "rwlock", "condvar": "cond
           "io": "I/O", "poll": "idle poll", "sleep": "sleep", "other": "other"}
 
 
-def _dumps(obj: Any, **kwargs: Any) -> str:
-    return _json(obj, kwargs).replace("://", ":\\/\\/")
+def _html_safe(json_text: str) -> str:
+    """JSON text that may sit inside ``<script>``: as Jinja2's ``tojson`` escapes it, and with
+    ``://`` broken up so that no URL appears in the file."""
+    return (json_text.replace("://", ":\\/\\/").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("'", "\\u0027"))
 
 
-def _json(obj: Any, kwargs: dict[str, Any]) -> str:
-    """``json.dumps(obj, **kwargs)``; with the native code, the long lists of ints that make
-    up most of a flame tree are written by ``ints_json`` (dicts with sorted ``str`` keys are
-    taken apart to reach them)."""
-    if native is not None and kwargs.get("separators") == (",", ":"):
+def tojson(value: Any) -> Markup:
+    """The page's ``tojson`` filter: Jinja2's (HTML-safe JSON), with sorted keys, compact
+    separators and no URL.  With the native code, the long lists of ints that make up most of
+    a flame tree are written by ``ints_json`` and, being digits, commas and brackets only,
+    skip the escaping (dicts with ``str`` keys are taken apart to reach them)."""
+    pieces: list[str] = []
+    _json_pieces(value, pieces)
+    return Markup("".join(pieces))
+
+
+def _json_pieces(obj: Any, out: list[str]) -> None:
+    if native is not None:
         if type(obj) is list and len(obj) >= 64:
             with suppress(TypeError, OverflowError):  # not all of them 64-bit ints
-                text: str = native.ints_json(obj)
-                return text
-        elif (type(obj) is dict and kwargs.get("sort_keys")
-              and all(type(k) is str for k in obj)):
-            return "{" + ",".join(json.dumps(k) + ":" + _json(v, kwargs)
-                                  for k, v in sorted(obj.items())) + "}"
-    return json.dumps(obj, **kwargs)
+                out.append(native.ints_json(obj))
+                return
+        elif type(obj) is dict and all(type(k) is str for k in obj):
+            out.append("{")
+            for i, (k, v) in enumerate(sorted(obj.items())):
+                out.append(("," if i else "") + _html_safe(json.dumps(k)) + ":")
+                _json_pieces(v, out)
+            out.append("}")
+            return
+    out.append(_html_safe(json.dumps(obj, sort_keys=True, separators=(",", ":"))))
 
 
 def _vis(value: Any, cap: int = 240) -> Markup:
@@ -85,19 +98,41 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
-def _csp_hash(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+def csp_hash(text: str) -> str:
+    digest = hashlib.sha256(text.encode()).digest()
+    return "'sha256-" + binascii.b2a_base64(digest, newline=False).decode() + "'"
+
+
+def templates_dir() -> str:
+    """The folder of the page templates and their scripts and styles (package data)."""
+    return os.path.join(os.path.dirname(wallflame.__file__), "templates")
 
 
 class _Cache(FileSystemBytecodeCache):
     """Compiled templates kept between runs (compiling them costs more than rendering a
     20,000-stack report).  Entries are keyed by template name and checked against a checksum
-    of the template's source and Jinja2's bytecode version, so an edited template or another
-    Python is simply compiled again.  A cache that cannot be written is no error."""
+    of the template's source, of what compiling it depends on besides (``fingerprint``: the
+    environment's options, and how each filter and test is called) and of Jinja2's bytecode
+    version, so an edited template, another wallflame or another Python is simply compiled
+    again.  A cache that cannot be written is no error."""
+
+    fingerprint = ""
+
+    def get_source_checksum(self, source: str) -> str:
+        return hashlib.sha1(f"{self.fingerprint}\0{source}".encode()).hexdigest()
 
     def dump_bytecode(self, bucket: Bucket) -> None:
         with suppress(OSError):
             super().dump_bytecode(bucket)
+
+
+def _fingerprint(env: Environment) -> str:
+    """What a compiled template depends on besides its source."""
+    calls = {f"{kind}:{name}": str(getattr(f, "jinja_pass_arg", ""))
+             for kind, table in (("filter", env.filters), ("test", env.tests))
+             for name, f in table.items()}
+    return repr((wallflame.__version__, env.autoescape, env.trim_blocks, env.lstrip_blocks,
+                 env.keep_trailing_newline, env.undefined.__name__, sorted(calls.items())))
 
 
 def _private_dir(path: str) -> bool:
@@ -129,30 +164,37 @@ def bytecode_cache() -> FileSystemBytecodeCache | None:
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The one Jinja2 environment (autoescape on, strict undefined, URL-free JSON)."""
-    folder = str(resources.files("wallflame.templates"))
+    folder = templates_dir()
+    cache = bytecode_cache()
     env = Environment(loader=FileSystemLoader(folder), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                      bytecode_cache=bytecode_cache())
-    env.policies["json.dumps_function"] = _dumps
-    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}
+                      bytecode_cache=cache)
+    env.filters["tojson"] = tojson
     env.filters["vis"] = _vis
     env.filters["amount"] = _amount
     env.globals["pct"] = _pct
     env.globals["labels"] = LABELS
     env.globals["classes"] = CLASSES
+    if isinstance(cache, _Cache):
+        cache.fingerprint = _fingerprint(env)
     return env
+
+
+def asset(name: str) -> str:
+    """The text of one of the page's scripts or styles."""
+    with open(os.path.join(templates_dir(), name), encoding="utf-8") as f:
+        return f.read()
 
 
 @lru_cache(maxsize=1)
 def assets() -> dict[str, Any]:
     """The inline scripts and styles and the CSP that allows exactly them."""
-    folder = resources.files("wallflame.templates")
-    scripts = [folder.joinpath(n).read_text(encoding="utf-8") for n in SCRIPTS]
-    styles = [folder.joinpath(n).read_text(encoding="utf-8") for n in STYLES]
+    scripts = [asset(n) for n in SCRIPTS]
+    styles = [asset(n) for n in STYLES]
     for s in scripts:
         assert "</script" not in s.lower(), "an inline script must not close its own tag"
-    csp = ("default-src 'none'; script-src " + " ".join(map(_csp_hash, scripts))
-           + "; style-src " + " ".join(map(_csp_hash, styles))
+    csp = ("default-src 'none'; script-src " + " ".join(map(csp_hash, scripts))
+           + "; style-src " + " ".join(map(csp_hash, styles))
            + "; img-src 'none'; base-uri 'none'; form-action 'none'")
     return {"scripts": [Markup(s) for s in scripts], "styles": [Markup(s) for s in styles],
             "csp": csp}
@@ -201,11 +243,17 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
+def _wait_class(key: StackKey) -> str:
+    """The class a stack's time is counted under (an unknown one is ``other``, as in the
+    totals)."""
+    return key.wait if key.wait in WAIT_CLASSES else "other"
+
+
 def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
     scale = 1e-9 if unit == "seconds" else 1.0
     total = profile.total()
     top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=itemgetter(1))
-    return [{"thread": k.thread, "tid": k.tid, "cls": k.wait if k.state == OFF else "on",
+    return [{"thread": k.thread, "tid": k.tid, "cls": _wait_class(k) if k.state == OFF else "on",
              "lock": k.lock, "s": w * scale, "share": _pct(w, total),
              "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}
             for k, w in top]
@@ -336,7 +384,12 @@ def _title(profile: Profile) -> str:
 
 def render_html(profile: Profile, title: str | None = None, max_nodes: int = MAX_NODES) -> str:
     """The report page for ``profile`` as one self-contained HTML document."""
+    return html_bytes(profile, title, max_nodes).decode("utf-8")
+
+
+def html_bytes(profile: Profile, title: str | None = None, max_nodes: int = MAX_NODES) -> bytes:
+    """``render_html`` as the UTF-8 bytes of the file."""
     page = environment().get_template("report.html").render(
         **_context(profile, max_nodes, title))
     # A string that is not valid Unicode (an unpaired surrogate) must not abort the write.
-    return page.encode("utf-8", "backslashreplace").decode("utf-8")
+    return page.encode("utf-8", "backslashreplace")

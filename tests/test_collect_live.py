@@ -15,7 +15,7 @@ import pytest
 from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
 from wallflame.collect.owners import ProcReader
-from wallflame.collect.pmp import LOG_MAGIC
+from wallflame.fold import LOG_MAGIC
 
 pytestmark = pytest.mark.live
 

@@ -72,6 +72,31 @@ def test_template_cache_is_private_and_changes_nothing(tmp_path: Path,
         html.environment.cache_clear()
 
 
+def test_template_cache_is_not_used_by_another_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template compiled when ``tojson`` took the evaluation context calls it with two
+    arguments: after an upgrade that changes a filter, the stored entry must not be used."""
+    from jinja2 import pass_eval_context
+
+    p = _profile(2)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    plain = html.tojson
+
+    @pass_eval_context
+    def old_tojson(ctx: object, value: object) -> object:
+        return plain(value)
+
+    try:
+        monkeypatch.setattr(html, "tojson", old_tojson)
+        html.environment.cache_clear()
+        before = html.render_html(p)  # compiled and stored under the old filter
+        monkeypatch.setattr(html, "tojson", plain)
+        html.environment.cache_clear()
+        assert html.render_html(p) == before  # compiled again, not loaded
+    finally:
+        html.environment.cache_clear()
+
+
 def test_report_process_writes_everything_and_exits_zero(tmp_path: Path) -> None:
     src = tmp_path / "in.folded"
     src.write_text("".join(f"main;f{i % 7};g{i} {i + 1}\n" for i in range(300)))
@@ -86,3 +111,34 @@ def test_report_process_writes_everything_and_exits_zero(tmp_path: Path) -> None
     r = subprocess.run([sys.executable, "-m", "wallflame", "report", str(src), "--format",
                         "txt", "-o", "-"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0 and "main" in r.stdout
+
+
+def test_command_list_is_the_commands_package() -> None:
+    import pkgutil
+
+    from wallflame import cli, commands
+
+    assert sorted(cli.COMMANDS) == sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
+    for name in cli.COMMANDS:
+        assert cli.cli.get_command(None, name) is not None  # type: ignore[arg-type]
+    assert cli.cli.get_command(None, "nope") is None  # type: ignore[arg-type]
+
+
+def test_page_templates_are_ascii() -> None:
+    """Non-ASCII text in a template is written as an entity: the page then stays one byte per
+    character in memory (unless a name needs more), which halves the cost of joining and
+    encoding a megabyte page."""
+    folder = ROOT / "templates"
+    for path in [*folder.glob("*.html"), *folder.glob("*.js"), *folder.glob("*.css")]:
+        text = path.read_text(encoding="utf-8")
+        assert text.isascii(), (path.name, sorted({c for c in text if not c.isascii()}))
+
+
+def test_version_option() -> None:
+    from click.testing import CliRunner
+
+    from wallflame import __version__
+    from wallflame.cli import cli
+
+    r = CliRunner().invoke(cli, ["--version"])
+    assert r.exit_code == 0 and r.output == f"wallflame, version {__version__}\n"

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, ROOT
@@ -60,6 +61,16 @@ def test_split_shares_each_name(lines: list[str]) -> None:
         for p in parts:
             assert seen.setdefault(p, p) is p
     assert interner.size() == len(seen)
+
+
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "ab", "", "é", "a;b"]), max_size=6)
+                .map(";".join), max_size=30), st.booleans())
+def test_split_after_a_similar_line(lines: list[str], ordered: bool) -> None:
+    """A line is split right whatever the line before it shared with it: a prefix ending
+    inside a name (``a;b`` then ``a;bc``), a longer or shorter line, empty names."""
+    split = native.Interner().split
+    for line in sorted(lines) if ordered else lines:
+        assert split(line) == tuple(line.split(";"))
 
 
 def test_split_deep_stack() -> None:
@@ -175,10 +186,33 @@ def test_ints_json_refuses_what_json_writes_otherwise() -> None:
     for values in ([2**63], [-2**63 - 1], [True], [1.0], ["1"]):
         with pytest.raises((TypeError, OverflowError)):
             native.ints_json(values)
-    data = {"b": list(range(100)), "a": [2**70] * 70, "c": {"d": [True] * 80, "e": "x://y"}}
-    compact = {"sort_keys": True, "separators": (",", ":")}
-    expected = json.dumps(data, **compact).replace("://", ":\\/\\/")  # type: ignore[arg-type]
-    assert html_mod._dumps(data, **compact) == expected
+
+
+JSON_TEXT = st.lists(st.sampled_from([*"a<>&'\"/:é\x00", "://", "</script>"]),
+                     max_size=6).map("".join)
+JSON_LEAF = st.one_of(st.integers(-2**70, 2**70), st.booleans(), st.none(), st.floats(),
+                      JSON_TEXT)
+JSON = st.recursive(JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.lists(st.integers(-2**64, 2**64), min_size=60, max_size=70),
+    st.lists(st.one_of(st.integers(0, 9), st.booleans()), min_size=64, max_size=66),
+    st.dictionaries(JSON_TEXT, inner, max_size=4)), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_tojson_is_jinja_tojson(value: object) -> None:
+    from jinja2.utils import htmlsafe_json_dumps
+
+    def dumps(obj: object, **kwargs: Any) -> str:
+        return json.dumps(obj, **kwargs).replace("://", ":\\/\\/")
+
+    expected = htmlsafe_json_dumps(value, dumps=dumps, sort_keys=True, separators=(",", ":"))
+    assert html_mod.tojson(value) == expected
+    with pytest.MonkeyPatch.context() as mp:
+        _pure(mp, html_mod)
+        assert html_mod.tojson(value) == expected
+    assert "://" not in expected and "<" not in expected
 
 
 def _synthetic(path: Path) -> None:

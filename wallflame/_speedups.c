@@ -31,11 +31,23 @@ typedef struct {
     PyObject *str;
 } Slot;
 
+/* The parts of one split line: borrowed names (the table owns them) and where each ends. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t *ends; /* the offset of the ';' (or of the end) after each part */
+    Py_ssize_t count, cap;
+} Parts;
+
 typedef struct {
     PyObject_HEAD
     Slot *slots;
     Py_ssize_t cap; /* a power of two */
     Py_ssize_t used;
+    /* The previous line split and its parts: sorted folded lines share long prefixes, whose
+     * parts are taken from it without hashing them again. */
+    char *prev;
+    Py_ssize_t prev_len, prev_cap;
+    Parts last, cur;
 } Interner;
 
 /* A word-at-a-time hash (names average tens of bytes; equality is checked with memcmp). */
@@ -118,53 +130,85 @@ static PyObject *intern_bytes(Interner *self, const char *p, Py_ssize_t n)
     return str;
 }
 
+static int parts_push(Parts *ps, PyObject *item, Py_ssize_t end)
+{
+    if (ps->count == ps->cap) {
+        Py_ssize_t cap = ps->cap ? ps->cap * 2 : 256;
+        PyObject **items = PyMem_Realloc(ps->items, (size_t)cap * sizeof(PyObject *));
+        if (items != NULL)
+            ps->items = items;
+        Py_ssize_t *ends = PyMem_Realloc(ps->ends, (size_t)cap * sizeof(Py_ssize_t));
+        if (ends != NULL)
+            ps->ends = ends;
+        if (items == NULL || ends == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ps->cap = cap;
+    }
+    ps->items[ps->count] = item;
+    ps->ends[ps->count++] = end;
+    return 0;
+}
+
 /* The ';'-separated parts of u[0:n] from the ``skip``-th on, as a tuple of shared strings;
- * with ``first``, the first part (borrowed) too. */
+ * with ``first``, the first part (borrowed) too.  The leading parts equal to the previous
+ * line's (the same bytes up to and including their ';') are that line's names. */
 static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssize_t skip,
                              PyObject **first)
 {
-    PyObject *local[128], **items = local; /* borrowed references */
-    Py_ssize_t count = 0, cap = 128;
-    const char *p = u, *end = u + n;
-    PyObject *out = NULL;
+    Parts *cur = &self->cur, *last = &self->last;
+    Py_ssize_t start = 0;
+    cur->count = 0;
+    for (Py_ssize_t i = 0; i + 1 < last->count; i++) { /* the last part has no ';' */
+        Py_ssize_t e = last->ends[i];
+        if (e >= n || memcmp(u + start, self->prev + start, (size_t)(e - start + 1)) != 0)
+            break;
+        if (parts_push(cur, last->items[i], e) < 0)
+            return NULL;
+        start = e + 1;
+    }
+    const char *p = u + start, *end = u + n;
     for (;;) {
         const char *q = memchr(p, ';', (size_t)(end - p));
         if (q == NULL)
             q = end;
         PyObject *s = intern_bytes(self, p, q - p);
-        if (s == NULL)
-            goto done;
-        if (count == cap) { /* a deep stack */
-            PyObject **more = PyMem_Malloc((size_t)cap * 2 * sizeof(PyObject *));
-            if (more == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            memcpy(more, items, (size_t)count * sizeof(PyObject *));
-            if (items != local)
-                PyMem_Free(items);
-            items = more;
-            cap *= 2;
+        if (s == NULL || parts_push(cur, s, q - u) < 0) {
+            last->count = 0; /* the line is not remembered */
+            return NULL;
         }
-        items[count++] = s;
         if (q == end)
             break;
         p = q + 1;
     }
+    if (n > self->prev_cap) {
+        char *prev = PyMem_Realloc(self->prev, (size_t)n);
+        if (prev == NULL) {
+            last->count = 0;
+            return PyErr_NoMemory();
+        }
+        self->prev = prev;
+        self->prev_cap = n;
+    }
+    memcpy(self->prev, u, (size_t)n);
+    self->prev_len = n;
+    Parts swap = *last; /* cur becomes last; last's arrays are the next line's */
+    *last = *cur;
+    *cur = swap;
+    Py_ssize_t count = last->count;
     if (first != NULL)
-        *first = items[0];
+        *first = last->items[0];
     if (skip > count)
         skip = count;
-    out = PyTuple_New(count - skip);
+    PyObject *out = PyTuple_New(count - skip);
     if (out == NULL)
-        goto done;
+        return NULL;
     for (Py_ssize_t k = skip; k < count; k++) {
-        Py_INCREF(items[k]);
-        PyTuple_SET_ITEM(out, k - skip, items[k]);
+        PyObject *item = last->items[k];
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(out, k - skip, item);
     }
-done:
-    if (items != local)
-        PyMem_Free(items);
     return out;
 }
 
@@ -331,6 +375,11 @@ static void Interner_dealloc(Interner *self)
         PyMem_Free(self->slots[i].key);
     }
     PyMem_Free(self->slots);
+    PyMem_Free(self->prev);
+    PyMem_Free(self->last.items);
+    PyMem_Free(self->last.ends);
+    PyMem_Free(self->cur.items);
+    PyMem_Free(self->cur.ends);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -859,6 +908,10 @@ fail:
     return NULL;
 }
 
+static const char PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                            "34353637383940414243444546474849505152535455565758596061626364656667"
+                            "6869707172737475767778798081828384858687888990919293949596979899";
+
 /* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
  * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
 static PyObject *ints_json(PyObject *module, PyObject *list)
@@ -891,10 +944,18 @@ static PyObject *ints_json(PyObject *module, PyObject *list)
             *p++ = ',';
         char digits[24], *d = digits + sizeof digits;
         unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
-        do {
-            *--d = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
+        while (u >= 100) { /* two digits at a time */
+            unsigned r = (unsigned)(u % 100);
+            u /= 100;
+            *--d = PAIRS[2 * r + 1];
+            *--d = PAIRS[2 * r];
+        }
+        if (u >= 10) {
+            *--d = PAIRS[2 * u + 1];
+            *--d = PAIRS[2 * u];
+        }
+        else
+            *--d = (char)('0' + u);
         if (x < 0)
             *--d = '-';
         size_t len = (size_t)(digits + sizeof digits - d);

@@ -8,11 +8,10 @@ one; otherwise the kernel state the capture recorded (``D`` is I/O); otherwise `
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 
 from wallflame.errors import InputError
 from wallflame.names import normalize
@@ -102,11 +101,13 @@ def load_rules(extra: str | None = None) -> Rules:
     rules = Rules()
     if extra:
         try:
-            text = Path(extra).read_text(encoding="utf-8", errors="replace")
+            with open(extra, encoding="utf-8", errors="replace") as f:
+                text = f.read()
         except OSError as e:
             raise InputError(f"{extra}: cannot read rules: {e.strerror}") from None
         rules.add_text(text, extra)
-    builtin = resources.files("wallflame").joinpath("rules.tsv").read_text(encoding="utf-8")
+    with open(os.path.join(os.path.dirname(__file__), "rules.tsv"), encoding="utf-8") as f:
+        builtin = f.read()
     rules.add_text(builtin, "rules.tsv")
     return rules
 

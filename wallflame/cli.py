@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import sys
 
 import click
 
-from wallflame import __version__, commands
+from wallflame import __version__
 from wallflame.errors import EXIT_INTERRUPTED
+
+#: The modules of ``wallflame.commands`` (a test checks the list against the package).
+COMMANDS = ("check", "collect", "demo", "diff", "doctor", "fold", "report")
 
 
 class LazyGroup(click.Group):
@@ -18,19 +20,27 @@ class LazyGroup(click.Group):
     ``wallflame fold`` does not pay for the report's or the collector's imports."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
+        return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.list_commands(ctx):
+        if cmd_name not in COMMANDS:
             return None
         mod = importlib.import_module(f"wallflame.commands.{cmd_name}")
         cmd = getattr(mod, "command", None)
         return cmd if isinstance(cmd, click.Command) else None
 
 
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"wallflame, version {__version__}")
+        ctx.exit()
+
+
+# (``click.version_option`` would look up its texts' translations on every start)
 @click.group(cls=LazyGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="wallflame")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and exit.")
 def cli() -> None:
     """Where did each thread's wall-clock time go?
 

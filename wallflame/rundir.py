@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from wallflame.errors import InputError
@@ -32,27 +32,27 @@ MEMORY = "memory.json"
 RAW = "raw"
 
 
-def is_run_dir(path: str | Path) -> bool:
-    p = Path(path)
-    return p.is_dir() and (p / META).exists()
+def is_run_dir(path: str | os.PathLike[str]) -> bool:
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, META))
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: str | os.PathLike[str]) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as f:
+            return json.loads(f.read())
     except FileNotFoundError:
         raise InputError(f"{path}: missing", "is this a complete run directory?") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise InputError(f"{path}: unreadable JSON: {e}", "re-run wallflame collect") from None
 
 
-def load_run_dir(path: str | Path) -> Profile:
-    p = Path(path)
+def load_run_dir(path: str | os.PathLike[str]) -> Profile:
+    p = os.fspath(path)
     options = FoldOptions()
-    parts = [fold_file(str(p / name), options, "wallflame")
-             for name in (ONCPU, OFFCPU) if (p / name).exists()]
+    parts = [fold_file(os.path.join(p, name), options, "wallflame")
+             for name in (ONCPU, OFFCPU) if os.path.exists(os.path.join(p, name))]
     profile = merge_all(parts) if parts else Profile()
-    meta = read_json(p / META)
+    meta = read_json(os.path.join(p, META))
     metas = [part.meta for part in parts]
     if isinstance(meta, dict) and isinstance(meta.get("profile"), dict):
         saved = meta_from_json(meta["profile"])
@@ -60,9 +60,9 @@ def load_run_dir(path: str | Path) -> Profile:
         profile.meta.merge(saved)
         metas.append(saved)
     _count_once(profile.meta, metas)
-    if (p / MEMORY).exists():
-        profile.meta.extra["memory"] = read_json(p / MEMORY)
-    profile.meta.extra.setdefault("run_dir", str(p))
+    if os.path.exists(os.path.join(p, MEMORY)):
+        profile.meta.extra["memory"] = read_json(os.path.join(p, MEMORY))
+    profile.meta.extra.setdefault("run_dir", os.path.normpath(p))
     return profile
 
 
@@ -84,7 +84,7 @@ def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
     opts = options or FoldOptions()
     profiles = []
     for path in paths:
-        if Path(path).is_dir():
+        if os.path.isdir(path):
             if not is_run_dir(path):
                 raise InputError(f"{path}: not a run directory (no {META})",
                                  "give a directory written by wallflame collect, or a file")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-from pathlib import Path
 
 import click
 
@@ -24,7 +23,7 @@ def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
 
     ext = EXTENSION[fmt or "html"]
     if len(inputs) == 1 and is_run_dir(inputs[0]):
-        return str(Path(inputs[0]) / f"report{ext}")
+        return os.path.join(inputs[0], f"report{ext}")
     return f"report{ext}"
 
 
