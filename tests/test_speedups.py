@@ -167,6 +167,25 @@ def test_stack_passes_match_python(stacks: dict[StackKey, int],
     assert list(ours[0]) == list(theirs[0])  # the same groups in the same order
 
 
+@settings(max_examples=300, deadline=None)
+@given(STACKS, st.dictionaries(st.integers(0, 3), st.sampled_from(["named", "\x1b"])),
+       st.booleans())
+def test_tree_of_stacks_matches_python(stacks: dict[StackKey, int], threads: dict[int, str],
+                                       ordered: bool) -> None:
+    """``grow_stacks`` (the tree straight from the stacks) gives the pure-Python tree, for
+    stacks in order (one pass) and out of order (found out, then sorted rows)."""
+    def row_order(kv: tuple[StackKey, int]) -> object:
+        k = kv[0]
+        return (k.tid, threads.get(k.tid, k.thread) if k.tid else k.thread), k.frames
+
+    p = Profile(stacks=dict(sorted(stacks.items(), key=row_order)) if ordered else stacks)
+    p.meta.threads = threads
+    ours = _fields(tree_mod.build_tree(p))
+    with pytest.MonkeyPatch.context() as mp:
+        _pure(mp, tree_mod)
+        assert ours == _fields(tree_mod.build_tree(p))
+
+
 def test_stack_passes_reject_other_keys() -> None:
     for bad in ({("a", 1): 1}, {StackKey(("f",))[:4]: 1}, {StackKey("f"): 1}):  # type: ignore[arg-type]
         with pytest.raises(TypeError):
@@ -294,6 +313,8 @@ def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: boo
             results.append((err, list(profile.stacks.items()),
                             {k: (v.count, v.first_line) for k, v in
                              profile.meta.losses.items()}, profile.meta.unit))
+            assert all(type(k) is StackKey for k in profile.stacks)
+            assert all(type(k.frames) is tuple for k in profile.stacks)
     assert results[0] == results[1]
 
 

@@ -130,6 +130,22 @@ static PyObject *intern_bytes(Interner *self, const char *p, Py_ssize_t n)
     return str;
 }
 
+/* The length of the longest common prefix of a[0:n] and b[0:n]. */
+static Py_ssize_t common_prefix(const char *a, const char *b, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            break;
+    }
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
 static int parts_push(Parts *ps, PyObject *item, Py_ssize_t end)
 {
     if (ps->count == ps->cap) {
@@ -160,13 +176,14 @@ static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssi
     Parts *cur = &self->cur, *last = &self->last;
     Py_ssize_t start = 0;
     cur->count = 0;
-    for (Py_ssize_t i = 0; i + 1 < last->count; i++) { /* the last part has no ';' */
-        Py_ssize_t e = last->ends[i];
-        if (e >= n || memcmp(u + start, self->prev + start, (size_t)(e - start + 1)) != 0)
-            break;
-        if (parts_push(cur, last->items[i], e) < 0)
-            return NULL;
-        start = e + 1;
+    if (last->count > 1) {
+        Py_ssize_t same = common_prefix(u, self->prev, n < self->prev_len ? n : self->prev_len);
+        /* a part and its ';' within the common prefix (the last part has no ';') */
+        for (Py_ssize_t i = 0; i + 1 < last->count && last->ends[i] < same; i++) {
+            if (parts_push(cur, last->items[i], last->ends[i]) < 0)
+                return NULL;
+            start = last->ends[i] + 1;
+        }
     }
     const char *p = u + start, *end = u + n;
     for (;;) {
@@ -269,6 +286,26 @@ static int plain_line(const char *p, Py_ssize_t n, const char **space, long long
     return 1;
 }
 
+/* key_type(frames, 0, thread, 0, on, "", "", 0) for a tuple subclass (a NamedTuple) made
+ * as tuple.__new__ makes one, without its Python-level __new__; a new reference. */
+static PyObject *new_key(PyTypeObject *key_type, PyObject *frames, PyObject *thread,
+                         PyObject *on, PyObject *zero, PyObject *empty)
+{
+    if (!PyType_IsSubtype(key_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain(): the key type is a tuple");
+        return NULL;
+    }
+    PyObject *key = key_type->tp_alloc(key_type, 8);
+    if (key == NULL)
+        return NULL;
+    PyObject *items[8] = {frames, zero, thread, zero, on, empty, empty, zero};
+    for (int i = 0; i < 8; i++) {
+        Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(key, i, items[i]);
+    }
+    return key;
+}
+
 /* fold_plain(data, pos, stacks, key_type, on, scale) -> (pos, lines)
  *
  * Adds the plain folded lines of ``data`` (lines separated by b"\n", a trailing b"\r"
@@ -319,16 +356,9 @@ static PyObject *Interner_fold_plain(Interner *self, PyObject *const *args, Py_s
         if (nonzero) {
             PyObject *root = NULL;
             PyObject *frames = split_bytes(self, p, sp - p, 1, &root);
-            PyObject *fields = frames == NULL ? NULL :
-                PyTuple_Pack(8, frames, zero, root, zero, on, empty, empty, zero);
+            PyObject *key = frames == NULL ? NULL :
+                new_key((PyTypeObject *)key_type, frames, root, on, zero, empty);
             Py_XDECREF(frames);
-            PyObject *targs = fields == NULL ? NULL : PyTuple_Pack(1, fields);
-            Py_XDECREF(fields);
-            /* tuple.__new__(key_type, fields): how a NamedTuple is made without its
-             * Python-level __new__ */
-            PyObject *key = targs == NULL ? NULL :
-                PyTuple_Type.tp_new((PyTypeObject *)key_type, targs, NULL);
-            Py_XDECREF(targs);
             if (key == NULL) {
                 Py_DECREF(weight);
                 goto done;
@@ -448,207 +478,6 @@ static int path_push(Path *p, Py_ssize_t v)
     return 0;
 }
 
-/* grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, thread_label)
- * -> bool.  Appends to the lists and ``ids`` as report/tree.py's _grow does; False when
- * ``check`` finds the rows out of order (the lists are then partly filled and discarded). */
-static PyObject *grow(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "grow() takes 11 arguments");
-        return NULL;
-    }
-    PyObject *rows = args[0], *names = args[1], *name = args[2], *parent = args[3];
-    PyObject *selfs = args[4], *threads = args[5], *ids = args[6];
-    Py_ssize_t width = PyLong_AsSsize_t(args[7]);
-    int check = PyObject_IsTrue(args[8]);
-    PyObject *visible = args[9], *thread_label = args[10];
-    if ((width < 0 || check < 0) && PyErr_Occurred())
-        return NULL;
-    if (!PyList_Check(rows) || !PyList_Check(names) || !PyList_Check(name) ||
-        !PyList_Check(parent) || !PyList_Check(selfs) || !PyList_Check(threads) ||
-        !PyDict_Check(ids)) {
-        PyErr_SetString(PyExc_TypeError, "grow(): rows and the tree's fields must be lists");
-        return NULL;
-    }
-    PyObject *empty = PyTuple_New(0);
-    if (empty == NULL)
-        return NULL;
-    PyObject *last_ident = NULL; /* borrowed from rows */
-    PyObject *last = empty;      /* borrowed */
-    Path path = {NULL, 0, 0};
-    Py_ssize_t root = 0;
-    PyObject *result = NULL;
-
-    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(rows); r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
-            PyErr_SetString(PyExc_TypeError, "grow(): a row is (ident, frames, cls, weight)");
-            goto done;
-        }
-        PyObject *ident = PyTuple_GET_ITEM(row, 0), *frames = PyTuple_GET_ITEM(row, 1);
-        Py_ssize_t cls = PyLong_AsSsize_t(PyTuple_GET_ITEM(row, 2));
-        PyObject *weight = PyTuple_GET_ITEM(row, 3);
-        if (cls == -1 && PyErr_Occurred())
-            goto done;
-        if (!PyTuple_Check(frames) || !PyTuple_Check(ident) || PyTuple_GET_SIZE(ident) != 2 ||
-            cls < 0 || cls >= width) {
-            PyErr_SetString(PyExc_TypeError, "grow(): bad row");
-            goto done;
-        }
-        int same = last_ident == NULL ? 0 : PyObject_RichCompareBool(ident, last_ident, Py_EQ);
-        if (same < 0)
-            goto done;
-        if (!same) {
-            if (check && last_ident != NULL) {
-                int lt = PyObject_RichCompareBool(ident, last_ident, Py_LT);
-                if (lt < 0)
-                    goto done;
-                if (lt) {
-                    result = Py_False;
-                    goto done;
-                }
-            }
-            last_ident = ident;
-            last = empty;
-            path.len = 0;
-            root = PyList_GET_SIZE(parent);
-            if (append_int(parent, 0) < 0 || append_int(name, PyList_GET_SIZE(names)) < 0 ||
-                PyList_Append(selfs, Py_None) < 0)
-                goto done;
-            PyObject *label = PyObject_Call(thread_label, ident, NULL);
-            if (label == NULL)
-                goto done;
-            int err = append_visible(names, visible, label);
-            Py_DECREF(label);
-            if (err < 0)
-                goto done;
-            PyObject *tname = PyObject_CallOneArg(visible, PyTuple_GET_ITEM(ident, 1));
-            if (tname == NULL)
-                goto done;
-            PyObject *entry = Py_BuildValue("(nON)", root, PyTuple_GET_ITEM(ident, 0), tname);
-            if (entry == NULL)
-                goto done;
-            err = PyList_Append(threads, entry);
-            Py_DECREF(entry);
-            if (err < 0)
-                goto done;
-        }
-        /* i: the length of the common prefix with the previous stack */
-        Py_ssize_t nf = PyTuple_GET_SIZE(frames), nl = PyTuple_GET_SIZE(last);
-        Py_ssize_t n = nf < nl ? nf : nl, i = 0;
-        for (; i < n; i++) {
-            PyObject *a = PyTuple_GET_ITEM(frames, i), *b = PyTuple_GET_ITEM(last, i);
-            if (a == b)
-                continue;
-            int eq = PyObject_RichCompareBool(a, b, Py_EQ);
-            if (eq < 0)
-                goto done;
-            if (!eq)
-                break;
-        }
-        if (check) {
-            int before;
-            if (i < n)
-                before = PyObject_RichCompareBool(PyTuple_GET_ITEM(frames, i),
-                                                  PyTuple_GET_ITEM(last, i), Py_LT);
-            else
-                before = nf < nl;
-            if (before < 0)
-                goto done;
-            if (before) {
-                result = Py_False;
-                goto done;
-            }
-        }
-        if (path.len > i)
-            path.len = i;
-        Py_ssize_t node = path.len ? path.items[path.len - 1] : root;
-        for (Py_ssize_t k = i; k < nf; k++) {
-            PyObject *frame = PyTuple_GET_ITEM(frames, k);
-            PyObject *nid = PyDict_GetItemWithError(ids, frame); /* borrowed */
-            if (nid == NULL) {
-                if (PyErr_Occurred())
-                    goto done;
-                PyObject *fresh = PyLong_FromSsize_t(PyList_GET_SIZE(names));
-                if (fresh == NULL)
-                    goto done;
-                int err = PyDict_SetItem(ids, frame, fresh);
-                Py_DECREF(fresh);
-                if (err < 0 || append_visible(names, visible, frame) < 0)
-                    goto done;
-                nid = PyDict_GetItemWithError(ids, frame);
-                if (nid == NULL)
-                    goto done;
-            }
-            if (append_int(parent, node) < 0)
-                goto done;
-            node = PyList_GET_SIZE(name);
-            if (PyList_Append(name, nid) < 0 || PyList_Append(selfs, Py_None) < 0 ||
-                path_push(&path, node) < 0)
-                goto done;
-        }
-        last = frames;
-        PyObject *s = PyList_GET_ITEM(selfs, node);
-        if (s == Py_None) {
-            s = PyList_New(width);
-            if (s == NULL)
-                goto done;
-            for (Py_ssize_t c = 0; c < width; c++) {
-                PyObject *zero = PyLong_FromLong(0);
-                PyList_SET_ITEM(s, c, zero);
-            }
-            if (PyList_SetItem(selfs, node, s) < 0) /* steals s */
-                goto done;
-        }
-        PyObject *old = PyList_GET_ITEM(s, cls);
-        PyObject *sum = PyNumber_Add(old, weight);
-        if (sum == NULL || PyList_SetItem(s, cls, sum) < 0)
-            goto done;
-    }
-    result = Py_True;
-done:
-    PyMem_Free(path.items);
-    Py_DECREF(empty);
-    Py_XINCREF(result);
-    return result;
-}
-
-/* self_triples(selfs) -> list: ``node, class, value`` for every non-zero value of every node's
- * self times (``None`` for a node without any), as FlameTree.to_json flattens them. */
-static PyObject *self_triples(PyObject *module, PyObject *selfs)
-{
-    if (!PyList_Check(selfs)) {
-        PyErr_SetString(PyExc_TypeError, "self_triples() takes a list");
-        return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(selfs); i++) {
-        PyObject *s = PyList_GET_ITEM(selfs, i);
-        if (s == Py_None)
-            continue;
-        if (!PyList_Check(s)) {
-            PyErr_SetString(PyExc_TypeError, "self_triples(): a node's self times are a list");
-            goto fail;
-        }
-        for (Py_ssize_t c = 0; c < PyList_GET_SIZE(s); c++) {
-            PyObject *v = PyList_GET_ITEM(s, c);
-            int nonzero = PyObject_IsTrue(v);
-            if (nonzero < 0)
-                goto fail;
-            if (!nonzero)
-                continue;
-            if (append_int(out, i) < 0 || append_int(out, c) < 0 || PyList_Append(out, v) < 0)
-                goto fail;
-        }
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
-}
-
 /* ---- Passes over a profile's stacks ---------------------------------------------------- *
  * A stack key is a StackKey (a tuple): frames, tid, thread, pid, state, wait, lock, holder. */
 
@@ -662,6 +491,341 @@ static int stack_key(PyObject *key)
         return -1;
     }
     return 0;
+}
+
+/* The flame tree being grown: report/tree.py's _grow, whose loop body is grow_row. */
+typedef struct {
+    PyObject *names, *name, *parent, *selfs, *threads, *ids; /* the tree's fields (borrowed) */
+    PyObject *visible, *thread_label;                       /* borrowed */
+    Py_ssize_t width;
+    int check;
+    PyObject *last_ident; /* a strong reference, or NULL */
+    PyObject *last;       /* the previous stack's frames: a strong reference */
+    Path path;
+    Py_ssize_t root;
+} Grower;
+
+static int grower_init(Grower *g, PyObject *const *fields, Py_ssize_t width, int check)
+{
+    g->names = fields[0];
+    g->name = fields[1];
+    g->parent = fields[2];
+    g->selfs = fields[3];
+    g->threads = fields[4];
+    g->ids = fields[5];
+    g->visible = fields[6];
+    g->thread_label = fields[7];
+    if (!PyList_Check(g->names) || !PyList_Check(g->name) || !PyList_Check(g->parent) ||
+        !PyList_Check(g->selfs) || !PyList_Check(g->threads) || !PyDict_Check(g->ids)) {
+        PyErr_SetString(PyExc_TypeError, "grow(): the tree's fields must be lists");
+        return -1;
+    }
+    g->width = width;
+    g->check = check;
+    g->last_ident = NULL;
+    g->last = PyTuple_New(0);
+    g->path = (Path){NULL, 0, 0};
+    g->root = 0;
+    return g->last == NULL ? -1 : 0;
+}
+
+static void grower_done(Grower *g)
+{
+    Py_XDECREF(g->last_ident);
+    Py_XDECREF(g->last);
+    PyMem_Free(g->path.items);
+}
+
+/* One stack into the tree: 1, 0 when ``check`` finds it out of order, -1 on an error. */
+static int grow_row(Grower *g, PyObject *ident, PyObject *frames, Py_ssize_t cls,
+                    PyObject *weight)
+{
+    if (!PyTuple_Check(frames) || !PyTuple_Check(ident) || PyTuple_GET_SIZE(ident) != 2 ||
+        cls < 0 || cls >= g->width) {
+        PyErr_SetString(PyExc_TypeError, "grow(): bad row");
+        return -1;
+    }
+    int same = g->last_ident == NULL ? 0 :
+        ident == g->last_ident ? 1 : PyObject_RichCompareBool(ident, g->last_ident, Py_EQ);
+    if (same < 0)
+        return -1;
+    if (!same) {
+        if (g->check && g->last_ident != NULL) {
+            int lt = PyObject_RichCompareBool(ident, g->last_ident, Py_LT);
+            if (lt != 0)
+                return lt < 0 ? -1 : 0;
+        }
+        Py_INCREF(ident);
+        Py_XSETREF(g->last_ident, ident);
+        Py_SETREF(g->last, PyTuple_New(0));
+        if (g->last == NULL)
+            return -1;
+        g->path.len = 0;
+        g->root = PyList_GET_SIZE(g->parent);
+        if (append_int(g->parent, 0) < 0 || append_int(g->name, PyList_GET_SIZE(g->names)) < 0 ||
+            PyList_Append(g->selfs, Py_None) < 0)
+            return -1;
+        PyObject *label = PyObject_Call(g->thread_label, ident, NULL);
+        if (label == NULL)
+            return -1;
+        int err = append_visible(g->names, g->visible, label);
+        Py_DECREF(label);
+        if (err < 0)
+            return -1;
+        PyObject *tname = PyObject_CallOneArg(g->visible, PyTuple_GET_ITEM(ident, 1));
+        if (tname == NULL)
+            return -1;
+        PyObject *entry = Py_BuildValue("(nON)", g->root, PyTuple_GET_ITEM(ident, 0), tname);
+        if (entry == NULL)
+            return -1;
+        err = PyList_Append(g->threads, entry);
+        Py_DECREF(entry);
+        if (err < 0)
+            return -1;
+    }
+    /* i: the length of the common prefix with the previous stack */
+    PyObject *last = g->last;
+    Py_ssize_t nf = PyTuple_GET_SIZE(frames), nl = PyTuple_GET_SIZE(last);
+    Py_ssize_t n = nf < nl ? nf : nl, i = 0;
+    for (; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(frames, i), *b = PyTuple_GET_ITEM(last, i);
+        if (a == b)
+            continue;
+        int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (eq < 0)
+            return -1;
+        if (!eq)
+            break;
+    }
+    if (g->check) {
+        int before = i < n ? PyObject_RichCompareBool(PyTuple_GET_ITEM(frames, i),
+                                                      PyTuple_GET_ITEM(last, i), Py_LT)
+                           : nf < nl;
+        if (before != 0)
+            return before < 0 ? -1 : 0;
+    }
+    if (g->path.len > i)
+        g->path.len = i;
+    Py_ssize_t node = g->path.len ? g->path.items[g->path.len - 1] : g->root;
+    for (Py_ssize_t k = i; k < nf; k++) {
+        PyObject *frame = PyTuple_GET_ITEM(frames, k);
+        PyObject *nid = PyDict_GetItemWithError(g->ids, frame); /* borrowed */
+        if (nid == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            PyObject *fresh = PyLong_FromSsize_t(PyList_GET_SIZE(g->names));
+            if (fresh == NULL)
+                return -1;
+            int err = PyDict_SetItem(g->ids, frame, fresh);
+            Py_DECREF(fresh);
+            if (err < 0 || append_visible(g->names, g->visible, frame) < 0)
+                return -1;
+            nid = PyDict_GetItemWithError(g->ids, frame);
+            if (nid == NULL)
+                return -1;
+        }
+        if (append_int(g->parent, node) < 0)
+            return -1;
+        node = PyList_GET_SIZE(g->name);
+        if (PyList_Append(g->name, nid) < 0 || PyList_Append(g->selfs, Py_None) < 0 ||
+            path_push(&g->path, node) < 0)
+            return -1;
+    }
+    Py_INCREF(frames);
+    Py_SETREF(g->last, frames);
+    PyObject *s = PyList_GET_ITEM(g->selfs, node);
+    if (s == Py_None) {
+        s = PyList_New(g->width);
+        if (s == NULL)
+            return -1;
+        for (Py_ssize_t c = 0; c < g->width; c++)
+            PyList_SET_ITEM(s, c, PyLong_FromLong(0));
+        if (PyList_SetItem(g->selfs, node, s) < 0) /* steals s */
+            return -1;
+    }
+    PyObject *sum = PyNumber_Add(PyList_GET_ITEM(s, cls), weight);
+    if (sum == NULL || PyList_SetItem(s, cls, sum) < 0)
+        return -1;
+    return 1;
+}
+
+/* grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, thread_label)
+ * -> bool.  Appends to the lists and ``ids`` as report/tree.py's _grow does; False when
+ * ``check`` finds the rows out of order (the lists are then partly filled and discarded). */
+static PyObject *grow(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "grow() takes 11 arguments");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    Py_ssize_t width = PyLong_AsSsize_t(args[7]);
+    int check = PyObject_IsTrue(args[8]);
+    if ((width < 0 || check < 0) && PyErr_Occurred())
+        return NULL;
+    if (!PyList_Check(rows)) {
+        PyErr_SetString(PyExc_TypeError, "grow(): rows must be a list");
+        return NULL;
+    }
+    PyObject *fields[8] = {args[1], args[2], args[3], args[4], args[5], args[6], args[9],
+                           args[10]};
+    Grower g;
+    if (grower_init(&g, fields, width, check) < 0)
+        return NULL;
+    int r = 1;
+    for (Py_ssize_t k = 0; r > 0 && k < PyList_GET_SIZE(rows); k++) {
+        PyObject *row = PyList_GET_ITEM(rows, k);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
+            PyErr_SetString(PyExc_TypeError, "grow(): a row is (ident, frames, cls, weight)");
+            r = -1;
+            break;
+        }
+        Py_ssize_t cls = PyLong_AsSsize_t(PyTuple_GET_ITEM(row, 2));
+        if (cls == -1 && PyErr_Occurred()) {
+            r = -1;
+            break;
+        }
+        r = grow_row(&g, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1), cls,
+                     PyTuple_GET_ITEM(row, 3));
+    }
+    grower_done(&g);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+/* grow_stacks(stacks, thread_names, on, class_index, other, wait_label, names, name, parent,
+ * selfs, threads, ids, width, visible, thread_label) -> bool: grow(tree_rows(...), ...,
+ * check=True) without making the rows (see report/tree.py's tree_rows). */
+static PyObject *grow_stacks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 15 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "grow_stacks() takes 15 arguments");
+        return NULL;
+    }
+    PyObject *stacks = args[0], *thread_names = args[1], *on = args[2], *class_index = args[3];
+    PyObject *other = args[4], *wait_label = args[5];
+    Py_ssize_t width = PyLong_AsSsize_t(args[12]), other_cls = PyLong_AsSsize_t(other);
+    if ((width == -1 || other_cls == -1) && PyErr_Occurred())
+        return NULL;
+    PyObject *fields[8] = {args[6], args[7], args[8], args[9], args[10], args[11], args[13],
+                           args[14]};
+    Grower g;
+    if (grower_init(&g, fields, width, 1) < 0)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0), *ident = NULL;
+    int r = zero == NULL ? -1 : 1;
+    Py_ssize_t pos = 0;
+    PyObject *key, *w;
+    while (r > 0 && PyDict_Next(stacks, &pos, &key, &w)) {
+        r = -1;
+        if (stack_key(key) < 0)
+            break;
+        int positive = PyObject_RichCompareBool(w, zero, Py_GT);
+        if (positive < 0)
+            break;
+        if (!positive) { /* skipped, as tree_rows skips it */
+            r = 1;
+            continue;
+        }
+        PyObject *tid = PyTuple_GET_ITEM(key, K_TID), *thread = PyTuple_GET_ITEM(key, K_THREAD);
+        int has_tid = PyObject_IsTrue(tid);
+        if (has_tid < 0)
+            break;
+        PyObject *tname = thread; /* borrowed */
+        if (has_tid) {
+            tname = PyDict_GetItemWithError(thread_names, tid);
+            if (tname == NULL) {
+                if (PyErr_Occurred())
+                    break;
+                tname = thread;
+            }
+        }
+        if (ident == NULL || PyTuple_GET_ITEM(ident, 0) != tid ||
+            PyTuple_GET_ITEM(ident, 1) != tname) {
+            Py_XDECREF(ident);
+            ident = PyTuple_Pack(2, tid, tname);
+            if (ident == NULL)
+                break;
+        }
+        PyObject *frames = PyTuple_GET_ITEM(key, K_FRAMES);
+        int is_on = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, K_STATE), on, Py_EQ);
+        if (is_on < 0)
+            break;
+        if (is_on) {
+            r = grow_row(&g, ident, frames, 0, w);
+            continue;
+        }
+        PyObject *label = PyObject_CallOneArg(wait_label, key);
+        if (label == NULL)
+            break;
+        Py_ssize_t n = PyTuple_GET_SIZE(frames);
+        PyObject *all = PyTuple_New(n + 1);
+        if (all == NULL) {
+            Py_DECREF(label);
+            break;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *f = PyTuple_GET_ITEM(frames, i);
+            Py_INCREF(f);
+            PyTuple_SET_ITEM(all, i, f);
+        }
+        PyTuple_SET_ITEM(all, n, label);
+        PyObject *cls = PyDict_GetItemWithError(class_index, PyTuple_GET_ITEM(key, K_WAIT));
+        Py_ssize_t c = cls == NULL ? other_cls : PyLong_AsSsize_t(cls);
+        if ((cls == NULL || c == -1) && PyErr_Occurred()) {
+            Py_DECREF(all);
+            break;
+        }
+        r = grow_row(&g, ident, all, c, w);
+        Py_DECREF(all);
+    }
+    Py_XDECREF(ident);
+    Py_XDECREF(zero);
+    grower_done(&g);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+/* self_triples(selfs) -> list: ``node, class, value`` for every non-zero value of every node's
+ * self times (``None`` for a node without any), as FlameTree.to_json flattens them. */
+static PyObject *self_triples(PyObject *module, PyObject *selfs)
+{
+    if (!PyList_Check(selfs)) {
+        PyErr_SetString(PyExc_TypeError, "self_triples() takes a list");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0), *zero = PyLong_FromLong(0);
+    if (out == NULL || zero == NULL) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    Py_DECREF(zero); /* the interpreter's shared 0 stays alive: only its address is used */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(selfs); i++) {
+        PyObject *s = PyList_GET_ITEM(selfs, i);
+        if (s == Py_None)
+            continue;
+        if (!PyList_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "self_triples(): a node's self times are a list");
+            goto fail;
+        }
+        for (Py_ssize_t c = 0; c < PyList_GET_SIZE(s); c++) {
+            PyObject *v = PyList_GET_ITEM(s, c);
+            int nonzero = v == zero ? 0 : PyObject_IsTrue(v); /* most are the shared 0 */
+            if (nonzero < 0)
+                goto fail;
+            if (!nonzero)
+                continue;
+            if (append_int(out, i) < 0 || append_int(out, c) < 0 || PyList_Append(out, v) < 0)
+                goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 /* a + b into *acc (a new reference replaces the old one); 0 or -1. */
@@ -980,6 +1144,9 @@ static PyMethodDef module_methods[] = {
      "group_weights(stacks) -> dict: weight per (tid, thread, state, wait, lock)"},
     {"frame_weights", (PyCFunction)(void (*)(void))frame_weights, METH_FASTCALL,
      "frame_weights(stacks, depth) -> (shallow, unknown) weights"},
+    {"grow_stacks", (PyCFunction)(void (*)(void))grow_stacks, METH_FASTCALL,
+     "grow_stacks(stacks, thread_names, on, class_index, other, wait_label, names, name, "
+     "parent, selfs, threads, ids, width, visible, thread_label) -> bool"},
     {"tree_rows", (PyCFunction)(void (*)(void))tree_rows, METH_FASTCALL,
      "tree_rows(stacks, thread_names, on, class_index, other, wait_label) -> list of rows"},
     {"ints_json", (PyCFunction)ints_json, METH_O,

@@ -20,3 +20,9 @@ def tree_rows(stacks: dict[Any, int], thread_names: dict[int, str], on: str,
               class_index: dict[str, int], other: int, wait_label: Callable[[Any], str],
               /) -> list[tuple[tuple[int, str], tuple[str, ...], int, int]]: ...
 def ints_json(values: list[int], /) -> str: ...
+def grow_stacks(stacks: dict[Any, int], thread_names: dict[int, str], on: str,
+                class_index: dict[str, int], other: int, wait_label: Callable[[Any], str],
+                names: list[str], name: list[int], parent: list[int],
+                selfs: list[list[int] | None], threads: list[tuple[int, int, str]],
+                ids: dict[str, int], width: int, visible: Callable[[str], str],
+                thread_label: Callable[[int, str], str], /) -> bool: ...
