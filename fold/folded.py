@@ -33,7 +33,7 @@ from wallflame.folded import unescape
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile, StackKey
 from wallflame.speedups import frame_splitter, native
 from wallflame.textio import head as read_head
-from wallflame.textio import iter_lines, line_blocks, open_binary
+from wallflame.textio import iter_lines, line_buffers, open_binary
 
 NAME = "folded"
 
@@ -175,18 +175,22 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         # profile; every other line still goes through ``take``, in file order.
         with open_binary(path) as f:
             no = 0
-            for block in line_blocks(f):
-                pos, end = 0, len(block)
+            for block, end in line_buffers(f):
+                pos = 0
                 while pos <= end:
-                    pos, n = interner.fold_plain(block, pos, stacks, StackKey, ON, mode.scale)
+                    pos, n = interner.fold_plain(block, pos, end, stacks, StackKey, ON,
+                                                 mode.scale)
                     no += n
                     if pos > end:
                         break
-                    nl = block.find(b"\n", pos)
+                    nl = block.find(b"\n", pos, end)
                     stop = end if nl < 0 else nl
+                    if stop > pos and block[stop - 1] == 13:  # b"\r"
+                        raw = block[pos : stop - 1]
+                    else:
+                        raw = block[pos:stop]
                     no += 1
-                    take(no, block[pos : stop - 1 if block[pos:stop].endswith(b"\r") else stop]
-                         .decode("utf-8", "replace"))
+                    take(no, raw.decode("utf-8", "replace"))
                     pos = stop + 1
     else:
         for no, line in iter_lines(path):

@@ -146,7 +146,8 @@ KEY = st.builds(
     st.integers(0, 3), st.sampled_from(["", "worker", "io"]), st.just(0),
     st.sampled_from([ON, OFF]), st.sampled_from(["", "mutex", "io", "odd"]),
     st.sampled_from(["", "0x10 <m>"]), st.integers(0, 2))
-STACKS = st.lists(st.tuples(KEY, st.integers(-5, 10**15)), max_size=40).map(dict)
+WEIGHT = st.one_of(st.integers(-5, 10**15), st.sampled_from([2**62, 2**63 - 1, -2**63, 2**64]))
+STACKS = st.lists(st.tuples(KEY, WEIGHT), max_size=40).map(dict)
 
 
 def _pure(monkeypatch: pytest.MonkeyPatch, *modules: object) -> None:
@@ -316,6 +317,27 @@ def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: boo
             assert all(type(k) is StackKey for k in profile.stacks)
             assert all(type(k.frames) is tuple for k in profile.stacks)
     assert results[0] == results[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"\n", b"ab", b"\r\n", b"x" * 40, b"\xff"])).map(b"".join),
+       st.integers(1, 64))
+def test_line_buffers_give_the_blocks(data: bytes, chunk: int) -> None:
+    """The reused buffer holds the lines ``line_blocks`` gives (in blocks cut elsewhere),
+    whatever the read size (lines longer than the buffer grow it)."""
+    import io
+
+    from wallflame import textio
+
+    old_chunk = textio.CHUNK
+    textio.CHUNK = chunk
+    try:
+        blocks = list(textio.line_blocks(io.BytesIO(data)))
+        buffers = [bytes(buf[:end]) for buf, end in textio.line_buffers(io.BytesIO(data))]
+    finally:
+        textio.CHUNK = old_chunk
+    assert [ln for b in buffers for ln in b.split(b"\n")] == \
+        [ln for b in blocks for ln in b.split(b"\n")]
 
 
 def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:

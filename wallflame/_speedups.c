@@ -306,27 +306,34 @@ static PyObject *new_key(PyTypeObject *key_type, PyObject *frames, PyObject *thr
     return key;
 }
 
-/* fold_plain(data, pos, stacks, key_type, on, scale) -> (pos, lines)
+/* fold_plain(data, pos, end, stacks, key_type, on, scale) -> (pos, lines)
  *
- * Adds the plain folded lines of ``data`` (lines separated by b"\n", a trailing b"\r"
+ * Adds the plain folded lines of ``data[:end]`` (lines separated by b"\n", a trailing b"\r"
  * ignored) from byte ``pos`` on into ``stacks``, as fold/folded.py's loop does for them:
  * key_type(frames[1:], 0, frames[0], 0, on, "", "", 0) += count * scale.  Stops at the first
  * line that is not plain and returns its position and the number of lines taken; a
  * position past the end means every line was taken. */
 static PyObject *Interner_fold_plain(Interner *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyBytes_Check(args[0]) || !PyDict_Check(args[2]) ||
-        !PyType_Check(args[3]) || !PyUnicode_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "fold_plain(data: bytes, pos, stacks: dict, key_type, on: str, scale)");
+    if (nargs != 7 || !(PyBytes_Check(args[0]) || PyByteArray_Check(args[0])) ||
+        !PyDict_Check(args[3]) || !PyType_Check(args[4]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain(data: bytes | bytearray, pos, end, "
+                                         "stacks: dict, key_type, on: str, scale)");
         return NULL;
     }
-    const char *data = PyBytes_AS_STRING(args[0]);
-    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), size = PyLong_AsSsize_t(args[2]);
+    if ((pos == -1 || size == -1) && PyErr_Occurred())
         return NULL;
-    PyObject *stacks = args[2], *key_type = args[3], *on = args[4], *scale = args[5];
+    Py_buffer view; /* held until the end: a bytearray cannot be resized meanwhile */
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *data = view.buf;
+    if (size < 0 || size > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "fold_plain(): end is outside the data");
+        return NULL;
+    }
+    PyObject *stacks = args[3], *key_type = args[4], *on = args[5], *scale = args[6];
     PyObject *zero = PyLong_FromLong(0), *empty = PyUnicode_FromStringAndSize("", 0);
     Py_ssize_t lines = 0;
     PyObject *result = NULL;
@@ -390,6 +397,7 @@ static PyObject *Interner_fold_plain(Interner *self, PyObject *const *args, Py_s
 done:
     Py_XDECREF(zero);
     Py_XDECREF(empty);
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -418,7 +426,7 @@ static PyMethodDef Interner_methods[] = {
      "split(s) -> tuple: s.split(';') with every item shared across calls."},
     {"size", (PyCFunction)Interner_len, METH_NOARGS, "size() -> int: distinct names held."},
     {"fold_plain", (PyCFunction)(void (*)(void))Interner_fold_plain, METH_FASTCALL,
-     "fold_plain(data, pos, stacks, key_type, on, scale) -> (pos, lines)"},
+     "fold_plain(data, pos, end, stacks, key_type, on, scale) -> (pos, lines)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -838,6 +846,37 @@ static int add_into(PyObject **acc, PyObject *w)
     return 0;
 }
 
+/* A running sum of weights from 0: in a C integer while they are ints that fit, else (from
+ * the first that is not) in a Python object, so that it is exactly what ``+`` gives. */
+typedef struct {
+    long long small;
+    PyObject *big;
+} Sum;
+
+static int sum_add(Sum *s, PyObject *w)
+{
+    if (s->big == NULL && PyLong_CheckExact(w)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(w, &overflow), t;
+        if (!overflow && !__builtin_add_overflow(s->small, v, &t)) {
+            s->small = t;
+            return 0;
+        }
+    }
+    if (s->big == NULL && (s->big = PyLong_FromLongLong(s->small)) == NULL)
+        return -1;
+    return add_into(&s->big, w);
+}
+
+/* The sum (a new reference); the Sum is then empty again. */
+static PyObject *sum_take(Sum *s)
+{
+    PyObject *v = s->big != NULL ? s->big : PyLong_FromLongLong(s->small);
+    s->big = NULL;
+    s->small = 0;
+    return v;
+}
+
 /* group_weights(stacks) -> dict: the weight of each (tid, thread, state, wait, lock), as
  * Profile.grouped does.  Sorted stacks come in runs of one group, summed before the lookup. */
 static PyObject *group_weights(PyObject *module, PyObject *stacks)
@@ -847,7 +886,8 @@ static PyObject *group_weights(PyObject *module, PyObject *stacks)
         PyErr_SetString(PyExc_TypeError, "group_weights() takes a dict");
         return NULL;
     }
-    PyObject *out = PyDict_New(), *run = NULL, *prev = NULL; /* prev: the run's first key */
+    PyObject *out = PyDict_New(), *prev = NULL; /* prev: the run's first key */
+    Sum run = {0, NULL};
     if (out == NULL)
         return NULL;
     Py_ssize_t pos = 0;
@@ -868,7 +908,7 @@ static PyObject *group_weights(PyObject *module, PyObject *stacks)
                                   PyObject_RichCompareBool(a, b, Py_EQ) == 1);
             }
             if (same) {
-                if (add_into(&run, w) < 0)
+                if (sum_add(&run, w) < 0)
                     goto fail;
                 continue;
             }
@@ -882,22 +922,14 @@ static PyObject *group_weights(PyObject *module, PyObject *stacks)
                 Py_INCREF(item);
                 PyTuple_SET_ITEM(g, f, item);
             }
+            PyObject *total = sum_take(&run);
             PyObject *old = PyDict_GetItemWithError(out, g); /* borrowed */
-            int err = old == NULL && PyErr_Occurred();
-            if (!err && old != NULL) {
-                PyObject *sum = PyNumber_Add(old, run);
-                err = sum == NULL || PyDict_SetItem(out, g, sum) < 0;
-                Py_XDECREF(sum);
-            }
-            else if (!err) {
-                PyObject *zero = PyLong_FromLong(0); /* 0 + run, as acc.get(g, 0) + w */
-                PyObject *sum = zero == NULL ? NULL : PyNumber_Add(zero, run);
-                Py_XDECREF(zero);
-                err = sum == NULL || PyDict_SetItem(out, g, sum) < 0;
-                Py_XDECREF(sum);
-            }
+            int err = total == NULL || (old == NULL && PyErr_Occurred());
+            if (!err && old != NULL) /* another run of the group */
+                err = add_into(&total, old) < 0;
+            err = err || PyDict_SetItem(out, g, total) < 0;
+            Py_XDECREF(total);
             Py_DECREF(g);
-            Py_CLEAR(run);
             Py_CLEAR(prev);
             if (err)
                 goto fail;
@@ -906,12 +938,12 @@ static PyObject *group_weights(PyObject *module, PyObject *stacks)
             break;
         prev = key;
         Py_INCREF(prev);
-        run = w;
-        Py_INCREF(run);
+        if (sum_add(&run, w) < 0)
+            goto fail;
     }
     return out;
 fail:
-    Py_XDECREF(run);
+    Py_XDECREF(run.big);
     Py_XDECREF(prev);
     Py_DECREF(out);
     return NULL;
@@ -946,8 +978,8 @@ static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize
     if (depth == -1 && PyErr_Occurred())
         return NULL;
     PyObject *dot_so = PyUnicode_FromString(".so");
-    PyObject *shallow = PyLong_FromLong(0), *unknown = PyLong_FromLong(0);
-    if (dot_so == NULL || shallow == NULL || unknown == NULL)
+    Sum shallow = {0, NULL}, unknown = {0, NULL};
+    if (dot_so == NULL)
         goto fail;
     Py_ssize_t pos = 0;
     PyObject *key, *w;
@@ -956,25 +988,31 @@ static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize
             goto fail;
         PyObject *frames = PyTuple_GET_ITEM(key, K_FRAMES);
         Py_ssize_t n = PyTuple_GET_SIZE(frames);
-        if (n <= depth && add_into(&shallow, w) < 0)
+        if (n <= depth && sum_add(&shallow, w) < 0)
             goto fail;
         for (Py_ssize_t i = 0; i < n; i++) {
             int u = is_unknown(PyTuple_GET_ITEM(frames, i), dot_so);
             if (u < 0)
                 goto fail;
             if (u) {
-                if (add_into(&unknown, w) < 0)
+                if (sum_add(&unknown, w) < 0)
                     goto fail;
                 break;
             }
         }
     }
     Py_DECREF(dot_so);
-    return Py_BuildValue("(NN)", shallow, unknown);
+    PyObject *a = sum_take(&shallow), *b = sum_take(&unknown);
+    if (a == NULL || b == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", a, b);
 fail:
     Py_XDECREF(dot_so);
-    Py_XDECREF(shallow);
-    Py_XDECREF(unknown);
+    Py_XDECREF(shallow.big);
+    Py_XDECREF(unknown.big);
     return NULL;
 }
 

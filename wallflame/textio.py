@@ -6,10 +6,11 @@ be opened is a clean ``InputError``.  Lines are streamed: memory stays bounded.
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from wallflame.errors import InputError
 
@@ -72,6 +73,31 @@ def line_blocks(f: BinaryIO) -> Iterator[bytes]:
     rest = b"".join(pending)
     if rest:
         yield rest
+
+
+def line_buffers(f: BinaryIO) -> Iterator[tuple[bytearray, int]]:
+    """What ``line_blocks`` gives, as ``(buffer, end)`` with the block in ``buffer[:end]``,
+    read into one buffer that is reused (an item is valid until the next one is asked for):
+    no block is copied, and the memory is touched once, not again for every block."""
+    buf = bytearray(CHUNK)
+    have = 0  # bytes held: the unfinished line carried over from the previous block
+    while True:
+        if have == len(buf):  # one line longer than the buffer
+            buf.extend(bytes(len(buf)))
+        with memoryview(buf) as view, view[have:] as free:
+            n = cast("io.BufferedIOBase", f).readinto(free)  # open_binary's streams have it
+        if not n:
+            break
+        have += n
+        cut = buf.rfind(b"\n", 0, have)
+        if cut < 0:
+            continue
+        yield buf, cut
+        rest = have - cut - 1
+        buf[:rest] = buf[cut + 1 : have]
+        have = rest
+    if have:
+        yield buf, have
 
 
 def head(path: str, limit: int = 64 * 1024, max_line: int = 64 * 1024 * 1024) -> str:
