@@ -20,13 +20,15 @@ import io
 import os
 import re
 import stat
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perflines import LINE_MASK, MAX_COMBOS, PerfState
 from wallflame.fold.perfparse import parse_header, parse_time
 from wallflame.profile import Profile
 from wallflame.textio import open_binary
+
+if TYPE_CHECKING:  # the parser itself is imported when there is something to parse
+    from wallflame.fold.perflines import PerfState
 
 NAME = "perf"
 
@@ -71,6 +73,8 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
     ``name`` names the input in error messages.  Text in which nothing at all is recognised
     is an ``InputError``; anything else gives a profile, with every loss counted.
     """
+    from wallflame.fold.perflines import PerfState
+
     _widen_pipe(f)
     st = PerfState(options, profile)
     carry = b""
@@ -167,6 +171,8 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
     are learned from records parsed in full by the slow path.  The value packs what to add
     (period and one sample) and the key: the event, the stack id and the record's line count.
     """
+    from wallflame.fold.perflines import LINE_MASK, MAX_COMBOS
+
     acc = st.acc
     combos = st.combos
     blocks = st.blocks

@@ -223,22 +223,22 @@ def test_periods_that_vary_per_sample_stay_fast_and_small(
     rec = b"app 7 %d.000000: %d cycles: \n\t1 work (/bin/app)\n\t2 main (/bin/app)\n\n"
     text = b"".join(rec % (i, 1000 + i) for i in range(1, 5001))
     slow = 0
-    real = perf.PerfState.slow_lines
+    real = perf_lines.PerfState.slow_lines
 
-    def counting(self: perf.PerfState, *a: object, **k: object) -> None:
+    def counting(self: perf_lines.PerfState, *a: object, **k: object) -> None:
         nonlocal slow
         slow += 1
         real(self, *a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(perf.PerfState, "slow_lines", counting)
-    st_holder: list[perf.PerfState] = []
-    real_init = perf.PerfState.__init__
+    monkeypatch.setattr(perf_lines.PerfState, "slow_lines", counting)
+    st_holder: list[perf_lines.PerfState] = []
+    real_init = perf_lines.PerfState.__init__
 
-    def keep(self: perf.PerfState, *a: object) -> None:
+    def keep(self: perf_lines.PerfState, *a: object) -> None:
         real_init(self, *a)  # type: ignore[arg-type]
         st_holder.append(self)
 
-    monkeypatch.setattr(perf.PerfState, "__init__", keep)
+    monkeypatch.setattr(perf_lines.PerfState, "__init__", keep)
     p = fold(text)
     assert p.total() == sum(1000 + i for i in range(1, 5001))
     assert p.meta.samples["perf:cycles"] == 5000 and p.meta.unit == "samples"
