@@ -6,9 +6,12 @@ Prints, side by side in one run:
   * generation time (median of --runs) of the HTML page by ``wallflame report`` (a whole
     process, as a user runs it, and in-process) and of the SVG by ``inferno-flamegraph``
     (~/.cargo/bin; ``cargo install inferno``), and their ratio (target: within 2x).  The
-    process runs as an installed wallflame does: with its modules' bytecode cached (in a
-    private ``PYTHONPYCACHEPREFIX``, whatever ``PYTHONDONTWRITEBYTECODE`` says) and its
-    compiled templates cached (a private ``XDG_CACHE_HOME``); the first run fills both
+    process is the ``wallflame`` command as installed: in a fresh virtual environment made
+    by ``pip install`` of this checkout (what a user gets; ``--no-venv`` skips it), and in
+    the interpreter running this script (whose ``site`` start-up may carry hooks of the
+    machine's and an editable install's finder).  Both run with their modules' bytecode
+    cached (in a private ``PYTHONPYCACHEPREFIX``, whatever ``PYTHONDONTWRITEBYTECODE`` says)
+    and compiled templates cached (a private ``XDG_CACHE_HOME``); the first run fills both
     caches and is printed apart, and one more figure shows a run with neither cache;
   * the HTML file size (target: under 5 MB);
   * in headless Chromium (Debian's /usr/bin/chromium through Playwright): first contentful
@@ -91,6 +94,29 @@ def python_env(tmp: Path, cached: bool) -> dict[str, str]:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["WALLFLAME_NO_CACHE"] = "1"
     return env
+
+
+def wallflame_command(python: str) -> list[str]:
+    """The ``wallflame`` entry point installed beside ``python`` (``python -m wallflame``
+    when there is none)."""
+    script = Path(python).parent / "wallflame"
+    return [str(script)] if script.exists() else [python, "-m", "wallflame"]
+
+
+def fresh_venv(tmp: Path) -> str | None:
+    """The Python of a new virtual environment with this checkout installed by pip (not in
+    editable mode), or None when it cannot be made (no network for the dependencies)."""
+    env = tmp / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(env)], check=True,
+                       capture_output=True)
+        python = str(env / "bin" / "python")
+        subprocess.run([python, "-m", "pip", "install", "-q", str(ROOT)], check=True,
+                       capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"fresh virtual environment not made ({e}): figure skipped")
+        return None
+    return python
 
 
 def timed(cmd: list[str], out: Path, runs: int,
@@ -210,6 +236,8 @@ def main() -> None:
     ap.add_argument("--pin", type=int, metavar="CPU",
                     help="run the timed processes on this CPU only (taskset): steadier figures "
                          "on a shared machine")
+    ap.add_argument("--no-venv", action="store_true",
+                    help="do not time wallflame installed in a fresh virtual environment")
     args = ap.parse_args()
     pin = ["taskset", "-c", str(args.pin)] if args.pin is not None else []
     inferno = shutil.which("inferno-flamegraph") or os.path.expanduser(
@@ -223,20 +251,29 @@ def main() -> None:
               f"folded, {nodes} flame-tree nodes")
         med = statistics.median
         env = python_env(d, cached=True)
-        report = [*pin, sys.executable, "-m", "wallflame", "report", str(folded), "-o",
-                  str(d / "wf.html")]
+        venv = None if args.no_venv else fresh_venv(d)
+        here = wallflame_command(sys.executable)
+        report = [*pin, *here, "report", str(folded), "-o", str(d / "wf.html")]
         first, first_cpu = timed(report, d / "wf.log", 1, env)  # fills the caches
-        start, start_cpu = timed([*pin, sys.executable, "-m", "wallflame", "report", "--help"],
-                                 d / "help", args.runs, env)
+        start, start_cpu = timed([*pin, *here, "report", "--help"], d / "help", args.runs, env)
         bare, bare_cpu = timed([*pin, sys.executable, "-c", "pass"], d / "pass", args.runs, env)
         bare_s, _ = timed([*pin, sys.executable, "-S", "-c", "pass"], d / "pass", args.runs, env)
+        fresh = None
+        if venv is not None:
+            fresh = [*pin, *wallflame_command(venv), "report", str(folded), "-o",
+                     str(d / "venv.html")]
+            timed(fresh, d / "venv.log", 1, env)  # fills its caches
+            venv_bare, _ = timed([*pin, venv, "-c", "pass"], d / "pass", args.runs, env)
         # wallflame and inferno in turn, so that both meet the same load on a shared machine
         have_inferno = os.path.exists(inferno)
         wf: list[float] = []
         wf_cpu: list[float] = []
+        vf: list[float] = []
         inf: list[float] = []
         inf_cpu: list[float] = []
         for _ in range(args.runs):
+            if fresh is not None:
+                vf += timed(fresh, d / "venv.log", 1, env)[0]
             w, c = timed(report, d / "wf.log", 1, env)
             wf += w
             wf_cpu += c
@@ -248,8 +285,12 @@ def main() -> None:
         pure, pure_cpu = timed(report, d / "wf.log", args.runs, {**env, "WALLFLAME_PURE": "1"})
         steps = in_process(folded, args.runs)
         size = (d / "wf.html").stat().st_size
-        print(f"wallflame report (process)  median {med(wf):.3f} s wall, {med(wf_cpu):.3f} s "
-              f"CPU  (wall runs: {', '.join(f'{t:.2f}' for t in wf)})")
+        if fresh is not None:
+            print(f"wallflame report, fresh venv median {med(vf):.3f} s wall  (wall runs: "
+                  f"{', '.join(f'{t:.2f}' for t in vf)}; its python -c pass "
+                  f"{med(venv_bare):.3f} s)")
+        print(f"wallflame report, here      median {med(wf):.3f} s wall, {med(wf_cpu):.3f} s "
+              f"CPU  (wall runs: {', '.join(f'{t:.2f}' for t in wf)}; {' '.join(here)})")
         print(f"  first run                 {first[0]:.3f} s wall, {first_cpu[0]:.3f} s CPU "
               "(fills the bytecode cache, standard library included, and the template cache)")
         print(f"  without either cache      median {med(cold):.3f} s wall, "
@@ -266,6 +307,10 @@ def main() -> None:
             print(f"inferno-flamegraph          median {med(inf):.3f} s wall, "
                   f"{med(inf_cpu):.3f} s CPU  "
                   f"(svg {(d / 'inferno.svg').stat().st_size / 1e6:.1f} MB)")
+            if fresh is not None:
+                paired = med([w / i for w, i in zip(vf, inf, strict=True)])
+                print(f"ratio, fresh venv/inferno   {med(vf) / med(inf):.2f}x wall, "
+                      f"{paired:.2f}x median of the run-by-run wall ratios  (target <= 2x)")
             paired = med([w / i for w, i in zip(wf, inf, strict=True)])
             print(f"ratio wallflame/inferno     {med(wf) / med(inf):.2f}x wall, "
                   f"{med(wf_cpu) / med(inf_cpu):.2f}x CPU, {paired:.2f}x median of the "

@@ -14,7 +14,6 @@ kept in an ``(elided)`` child of their nearest surviving ancestor, so every tota
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +32,6 @@ ELIDED = "(elided)"
 #: Characters of names a page may embed; beyond it the longest names are shortened further.
 NAME_BUDGET = 3_000_000
 
-_PLAIN = re.compile(r"[^\x20-\x7e]")
-
 
 def _visible_char(ch: str) -> str:
     cat = unicodedata.category(ch)
@@ -47,7 +44,7 @@ def visible(name: str, cap: int = MAX_NAME) -> str:
     """``name`` with control, format (bidi, zero-width) and unpaired surrogate characters
     written out as ``⟨U+XXXX⟩``, cut to ``cap`` characters: what a reader may see of a
     string the target chose."""
-    if _PLAIN.search(name) is not None:
+    if not (name.isascii() and name.isprintable()):  # not all of it in " " .. "~"
         name = "".join(map(_visible_char, name))
     if len(name) > cap:
         name = f"{name[:cap]}…(+{len(name) - cap} chars)"

@@ -73,6 +73,19 @@ def test_split_after_a_similar_line(lines: list[str], ordered: bool) -> None:
         assert split(line) == tuple(line.split(";"))
 
 
+@given(st.text(st.sampled_from([*" ~\x1f\x7f\x80\xa0a<", "\u202e", "\ud800", "é", "\u2028"]),
+               max_size=12))
+def test_visible_looks_at_what_is_outside_printable_ascii(name: str) -> None:
+    """Names of printable ASCII are returned as they are; any other is checked character by
+    character, as a regular expression would select them."""
+    import re
+
+    if re.search(r"[^\x20-\x7e]", name) is None:
+        assert visible(name) is name
+    else:
+        assert visible(name) == "".join(map(tree_mod._visible_char, name))
+
+
 def test_split_deep_stack() -> None:
     line = ";".join(f"f{i % 300}" for i in range(10_000))
     assert speedups.frame_splitter()(line) == tuple(line.split(";"))

@@ -31,7 +31,8 @@ typedef struct {
     PyObject *str;
 } Slot;
 
-/* The parts of one split line: borrowed names (the table owns them) and where each ends. */
+/* The parts of the line split last: borrowed names (the table owns them) and where each
+ * ends. */
 typedef struct {
     PyObject **items;
     Py_ssize_t *ends; /* the offset of the ';' (or of the end) after each part */
@@ -47,7 +48,7 @@ typedef struct {
      * parts are taken from it without hashing them again. */
     char *prev;
     Py_ssize_t prev_len, prev_cap;
-    Parts last, cur;
+    Parts last;
 } Interner;
 
 /* A word-at-a-time hash (names average tens of bytes; equality is checked with memcmp). */
@@ -173,25 +174,24 @@ static int parts_push(Parts *ps, PyObject *item, Py_ssize_t end)
 static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssize_t skip,
                              PyObject **first)
 {
-    Parts *cur = &self->cur, *last = &self->last;
-    Py_ssize_t start = 0;
-    cur->count = 0;
+    Parts *last = &self->last;
+    Py_ssize_t start = 0, keep = 0;
     if (last->count > 1) {
         Py_ssize_t same = common_prefix(u, self->prev, n < self->prev_len ? n : self->prev_len);
-        /* a part and its ';' within the common prefix (the last part has no ';') */
-        for (Py_ssize_t i = 0; i + 1 < last->count && last->ends[i] < same; i++) {
-            if (parts_push(cur, last->items[i], last->ends[i]) < 0)
-                return NULL;
-            start = last->ends[i] + 1;
-        }
+        /* the parts that end, with their ';', within the common prefix (the last part has
+         * no ';') stay; the rest of the line is split after them */
+        while (keep + 1 < last->count && last->ends[keep] < same)
+            keep++;
+        start = keep ? last->ends[keep - 1] + 1 : 0;
     }
+    last->count = keep;
     const char *p = u + start, *end = u + n;
     for (;;) {
         const char *q = memchr(p, ';', (size_t)(end - p));
         if (q == NULL)
             q = end;
         PyObject *s = intern_bytes(self, p, q - p);
-        if (s == NULL || parts_push(cur, s, q - u) < 0) {
+        if (s == NULL || parts_push(last, s, q - u) < 0) {
             last->count = 0; /* the line is not remembered */
             return NULL;
         }
@@ -210,9 +210,6 @@ static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssi
     }
     memcpy(self->prev, u, (size_t)n);
     self->prev_len = n;
-    Parts swap = *last; /* cur becomes last; last's arrays are the next line's */
-    *last = *cur;
-    *cur = swap;
     Py_ssize_t count = last->count;
     if (first != NULL)
         *first = last->items[0];
@@ -416,8 +413,6 @@ static void Interner_dealloc(Interner *self)
     PyMem_Free(self->prev);
     PyMem_Free(self->last.items);
     PyMem_Free(self->last.ends);
-    PyMem_Free(self->cur.items);
-    PyMem_Free(self->cur.ends);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
