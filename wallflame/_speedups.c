@@ -496,6 +496,77 @@ static int stack_key(PyObject *key)
     return 0;
 }
 
+/* What report/tree.py's tree_rows makes of one stack (see tree_rows below). */
+typedef struct {
+    PyObject *thread_names, *on, *class_index, *wait_label, *zero; /* borrowed */
+    Py_ssize_t other;
+    PyObject *ident; /* the last row's (a strong reference), shared while the thread stays */
+} Rows;
+
+/* The row of stack ``key`` of weight ``w``: 1 with ``*frames`` (a new reference; an off-CPU
+ * stack's end in its wait label) and ``*cls`` set and ``rows->ident`` its thread's, 0 for a
+ * stack of no positive weight (left out), -1 on an error. */
+static int stack_row(Rows *rows, PyObject *key, PyObject *w, PyObject **frames,
+                     Py_ssize_t *cls)
+{
+    if (stack_key(key) < 0)
+        return -1;
+    int positive = PyObject_RichCompareBool(w, rows->zero, Py_GT);
+    if (positive <= 0)
+        return positive;
+    PyObject *tid = PyTuple_GET_ITEM(key, K_TID), *thread = PyTuple_GET_ITEM(key, K_THREAD);
+    int has_tid = PyObject_IsTrue(tid);
+    if (has_tid < 0)
+        return -1;
+    PyObject *tname = thread; /* borrowed */
+    if (has_tid) {
+        tname = PyDict_GetItemWithError(rows->thread_names, tid);
+        if (tname == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            tname = thread;
+        }
+    }
+    PyObject *ident = rows->ident; /* consecutive stacks of one thread share one ident */
+    if (ident == NULL || PyTuple_GET_ITEM(ident, 0) != tid ||
+        PyTuple_GET_ITEM(ident, 1) != tname) {
+        Py_XSETREF(rows->ident, PyTuple_Pack(2, tid, tname));
+        if (rows->ident == NULL)
+            return -1;
+    }
+    PyObject *stack = PyTuple_GET_ITEM(key, K_FRAMES);
+    int is_on = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, K_STATE), rows->on, Py_EQ);
+    if (is_on < 0)
+        return -1;
+    if (is_on) {
+        Py_INCREF(stack);
+        *frames = stack;
+        *cls = 0;
+        return 1;
+    }
+    PyObject *c = PyDict_GetItemWithError(rows->class_index, PyTuple_GET_ITEM(key, K_WAIT));
+    *cls = c == NULL ? rows->other : PyLong_AsSsize_t(c);
+    if ((c == NULL || *cls == -1) && PyErr_Occurred())
+        return -1;
+    PyObject *label = PyObject_CallOneArg(rows->wait_label, key);
+    if (label == NULL)
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(stack);
+    PyObject *all = PyTuple_New(n + 1);
+    if (all == NULL) {
+        Py_DECREF(label);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *f = PyTuple_GET_ITEM(stack, i);
+        Py_INCREF(f);
+        PyTuple_SET_ITEM(all, i, f);
+    }
+    PyTuple_SET_ITEM(all, n, label);
+    *frames = all;
+    return 1;
+}
+
 /* The flame tree being grown: report/tree.py's _grow, whose loop body is grow_row. */
 typedef struct {
     PyObject *names, *name, *parent, *selfs, *threads, *ids; /* the tree's fields (borrowed) */
@@ -707,85 +778,32 @@ static PyObject *grow_stacks(PyObject *module, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "grow_stacks() takes 15 arguments");
         return NULL;
     }
-    PyObject *stacks = args[0], *thread_names = args[1], *on = args[2], *class_index = args[3];
-    PyObject *other = args[4], *wait_label = args[5];
-    Py_ssize_t width = PyLong_AsSsize_t(args[12]), other_cls = PyLong_AsSsize_t(other);
-    if ((width == -1 || other_cls == -1) && PyErr_Occurred())
+    Rows rows = {args[1], args[2], args[3], args[5], NULL, PyLong_AsSsize_t(args[4]), NULL};
+    Py_ssize_t width = PyLong_AsSsize_t(args[12]);
+    if ((width == -1 || rows.other == -1) && PyErr_Occurred())
         return NULL;
     PyObject *fields[8] = {args[6], args[7], args[8], args[9], args[10], args[11], args[13],
                            args[14]};
     Grower g;
     if (grower_init(&g, fields, width, 1) < 0)
         return NULL;
-    PyObject *zero = PyLong_FromLong(0), *ident = NULL;
-    int r = zero == NULL ? -1 : 1;
+    rows.zero = PyLong_FromLong(0);
+    int r = rows.zero == NULL ? -1 : 1;
     Py_ssize_t pos = 0;
     PyObject *key, *w;
-    while (r > 0 && PyDict_Next(stacks, &pos, &key, &w)) {
-        r = -1;
-        if (stack_key(key) < 0)
-            break;
-        int positive = PyObject_RichCompareBool(w, zero, Py_GT);
-        if (positive < 0)
-            break;
-        if (!positive) { /* skipped, as tree_rows skips it */
-            r = 1;
+    while (r > 0 && PyDict_Next(args[0], &pos, &key, &w)) {
+        PyObject *frames;
+        Py_ssize_t cls;
+        r = stack_row(&rows, key, w, &frames, &cls);
+        if (r <= 0) {
+            r = r < 0 ? -1 : 1; /* a stack of no weight is left out */
             continue;
         }
-        PyObject *tid = PyTuple_GET_ITEM(key, K_TID), *thread = PyTuple_GET_ITEM(key, K_THREAD);
-        int has_tid = PyObject_IsTrue(tid);
-        if (has_tid < 0)
-            break;
-        PyObject *tname = thread; /* borrowed */
-        if (has_tid) {
-            tname = PyDict_GetItemWithError(thread_names, tid);
-            if (tname == NULL) {
-                if (PyErr_Occurred())
-                    break;
-                tname = thread;
-            }
-        }
-        if (ident == NULL || PyTuple_GET_ITEM(ident, 0) != tid ||
-            PyTuple_GET_ITEM(ident, 1) != tname) {
-            Py_XDECREF(ident);
-            ident = PyTuple_Pack(2, tid, tname);
-            if (ident == NULL)
-                break;
-        }
-        PyObject *frames = PyTuple_GET_ITEM(key, K_FRAMES);
-        int is_on = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, K_STATE), on, Py_EQ);
-        if (is_on < 0)
-            break;
-        if (is_on) {
-            r = grow_row(&g, ident, frames, 0, w);
-            continue;
-        }
-        PyObject *label = PyObject_CallOneArg(wait_label, key);
-        if (label == NULL)
-            break;
-        Py_ssize_t n = PyTuple_GET_SIZE(frames);
-        PyObject *all = PyTuple_New(n + 1);
-        if (all == NULL) {
-            Py_DECREF(label);
-            break;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *f = PyTuple_GET_ITEM(frames, i);
-            Py_INCREF(f);
-            PyTuple_SET_ITEM(all, i, f);
-        }
-        PyTuple_SET_ITEM(all, n, label);
-        PyObject *cls = PyDict_GetItemWithError(class_index, PyTuple_GET_ITEM(key, K_WAIT));
-        Py_ssize_t c = cls == NULL ? other_cls : PyLong_AsSsize_t(cls);
-        if ((cls == NULL || c == -1) && PyErr_Occurred()) {
-            Py_DECREF(all);
-            break;
-        }
-        r = grow_row(&g, ident, all, c, w);
-        Py_DECREF(all);
+        r = grow_row(&g, rows.ident, frames, cls, w);
+        Py_DECREF(frames);
     }
-    Py_XDECREF(ident);
-    Py_XDECREF(zero);
+    Py_XDECREF(rows.ident);
+    Py_XDECREF(rows.zero);
     grower_done(&g);
     if (r < 0)
         return NULL;
@@ -1021,73 +1039,24 @@ static PyObject *tree_rows(PyObject *module, PyObject *const *args, Py_ssize_t n
                                          "other, wait_label)");
         return NULL;
     }
-    PyObject *stacks = args[0], *thread_names = args[1], *on = args[2], *class_index = args[3];
-    PyObject *other = args[4], *wait_label = args[5];
-    PyObject *out = PyList_New(0), *zero = PyLong_FromLong(0), *ident = NULL;
-    if (out == NULL || zero == NULL)
+    Rows rows = {args[1], args[2], args[3], args[5], NULL, PyLong_AsSsize_t(args[4]), NULL};
+    if (rows.other == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *out = PyList_New(0);
+    rows.zero = PyLong_FromLong(0);
+    if (out == NULL || rows.zero == NULL)
         goto fail;
     Py_ssize_t pos = 0;
     PyObject *key, *w;
-    while (PyDict_Next(stacks, &pos, &key, &w)) {
-        if (stack_key(key) < 0)
+    while (PyDict_Next(args[0], &pos, &key, &w)) {
+        PyObject *frames;
+        Py_ssize_t cls;
+        int r = stack_row(&rows, key, w, &frames, &cls);
+        if (r < 0)
             goto fail;
-        int positive = PyObject_RichCompareBool(w, zero, Py_GT);
-        if (positive < 0)
-            goto fail;
-        if (!positive)
+        if (r == 0)
             continue;
-        PyObject *tid = PyTuple_GET_ITEM(key, K_TID), *thread = PyTuple_GET_ITEM(key, K_THREAD);
-        int has_tid = PyObject_IsTrue(tid);
-        if (has_tid < 0)
-            goto fail;
-        PyObject *tname = thread; /* borrowed */
-        if (has_tid) {
-            tname = PyDict_GetItemWithError(thread_names, tid);
-            if (tname == NULL) {
-                if (PyErr_Occurred())
-                    goto fail;
-                tname = thread;
-            }
-        }
-        /* consecutive stacks of one thread share one ident (an equal tuple) */
-        if (ident == NULL || PyTuple_GET_ITEM(ident, 0) != tid ||
-            PyTuple_GET_ITEM(ident, 1) != tname) {
-            Py_XDECREF(ident);
-            ident = PyTuple_Pack(2, tid, tname);
-            if (ident == NULL)
-                goto fail;
-        }
-        PyObject *frames = PyTuple_GET_ITEM(key, K_FRAMES), *row;
-        int is_on = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, K_STATE), on, Py_EQ);
-        if (is_on < 0)
-            goto fail;
-        if (is_on) {
-            row = PyTuple_Pack(4, ident, frames, zero, w);
-        }
-        else {
-            PyObject *label = PyObject_CallOneArg(wait_label, key);
-            if (label == NULL)
-                goto fail;
-            Py_ssize_t n = PyTuple_GET_SIZE(frames);
-            PyObject *all = PyTuple_New(n + 1);
-            if (all == NULL) {
-                Py_DECREF(label);
-                goto fail;
-            }
-            for (Py_ssize_t i = 0; i < n; i++) {
-                PyObject *f = PyTuple_GET_ITEM(frames, i);
-                Py_INCREF(f);
-                PyTuple_SET_ITEM(all, i, f);
-            }
-            PyTuple_SET_ITEM(all, n, label);
-            PyObject *cls = PyDict_GetItemWithError(class_index, PyTuple_GET_ITEM(key, K_WAIT));
-            if (cls == NULL && PyErr_Occurred()) {
-                Py_DECREF(all);
-                goto fail;
-            }
-            row = PyTuple_Pack(4, ident, all, cls ? cls : other, w);
-            Py_DECREF(all);
-        }
+        PyObject *row = Py_BuildValue("(ONnO)", rows.ident, frames, cls, w); /* steals frames */
         if (row == NULL)
             goto fail;
         int err = PyList_Append(out, row);
@@ -1095,12 +1064,12 @@ static PyObject *tree_rows(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (err < 0)
             goto fail;
     }
-    Py_XDECREF(ident);
-    Py_DECREF(zero);
+    Py_XDECREF(rows.ident);
+    Py_DECREF(rows.zero);
     return out;
 fail:
-    Py_XDECREF(ident);
-    Py_XDECREF(zero);
+    Py_XDECREF(rows.ident);
+    Py_XDECREF(rows.zero);
     Py_XDECREF(out);
     return NULL;
 }
