@@ -329,6 +329,8 @@ def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: boo
                              profile.meta.losses.items()}, profile.meta.unit))
             assert all(type(k) is StackKey for k in profile.stacks)
             assert all(type(k.frames) is tuple for k in profile.stacks)
+            # stored under the hash Python computes for it (the native code computes its own)
+            assert all(k in profile.stacks for k in list(profile.stacks))
     assert results[0] == results[1]
 
 
@@ -351,6 +353,21 @@ def test_line_buffers_give_the_blocks(data: bytes, chunk: int) -> None:
         textio.CHUNK = old_chunk
     assert [ln for b in buffers for ln in b.split(b"\n")] == \
         [ln for b in blocks for ln in b.split(b"\n")]
+
+
+def test_native_tuple_hash_is_the_interpreters() -> None:
+    """The native reader hashes stack keys part by part as CPython's tuple hash does; it
+    checks that at import and, if the interpreter hashes tuples otherwise, does not."""
+    if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1" and sys.implementation.name == "cpython":
+        assert native.TUPLE_HASH == 1
+    interner = native.Interner()
+    stacks: dict[StackKey, int] = {}
+    data = b"t;a;b 1\nt;a;c 2\nt 3\nu;a;b 4\nt;a;b;\xc3\xa9 5\nt;a 6\n"
+    interner.fold_plain(data, 0, len(data), stacks, StackKey, ON, 1)
+    for key, weight in list(stacks.items()):
+        plain = StackKey(tuple(key.frames), key.tid, key.thread, key.pid, key.state, key.wait,
+                         key.lock, key.holder)
+        assert stacks[plain] == weight
 
 
 def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:

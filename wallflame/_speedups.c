@@ -35,9 +35,32 @@ typedef struct {
  * ends. */
 typedef struct {
     PyObject **items;
-    Py_ssize_t *ends; /* the offset of the ';' (or of the end) after each part */
+    Py_ssize_t *ends;  /* the offset of the ';' (or of the end) after each part */
+    Py_uhash_t *accs;  /* the tuple hash's state after the parts from the second to this one */
     Py_ssize_t count, cap;
 } Parts;
+
+/* CPython's tuple hash (Objects/tupleobject.c, xxHash-based, 64-bit), computed part by part so
+ * that the parts a line shares with the previous one are not hashed again.  Checked against
+ * the interpreter's own at import (``tuple_hash_ok``); when they differ it is not used. */
+#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
+#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
+#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
+
+static int tuple_hash_ok = 0;
+
+static Py_uhash_t hash_step(Py_uhash_t acc, Py_uhash_t lane)
+{
+    acc += lane * XXPRIME_2;
+    acc = (acc << 31) | (acc >> 33);
+    return acc * XXPRIME_1;
+}
+
+static Py_hash_t hash_end(Py_uhash_t acc, Py_ssize_t len)
+{
+    acc += (Py_uhash_t)len ^ (XXPRIME_5 ^ 3527539UL);
+    return acc == (Py_uhash_t)-1 ? 1546275796 : (Py_hash_t)acc;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -157,22 +180,34 @@ static int parts_push(Parts *ps, PyObject *item, Py_ssize_t end)
         Py_ssize_t *ends = PyMem_Realloc(ps->ends, (size_t)cap * sizeof(Py_ssize_t));
         if (ends != NULL)
             ps->ends = ends;
-        if (items == NULL || ends == NULL) {
+        Py_uhash_t *accs = PyMem_Realloc(ps->accs, (size_t)cap * sizeof(Py_uhash_t));
+        if (accs != NULL)
+            ps->accs = accs;
+        if (items == NULL || ends == NULL || accs == NULL) {
             PyErr_NoMemory();
             return -1;
         }
         ps->cap = cap;
     }
+    Py_uhash_t acc = XXPRIME_5; /* the first part (the thread) is not in the frames' tuple */
+    if (ps->count > 0 && tuple_hash_ok) {
+        Py_hash_t lane = PyObject_Hash(item); /* a str's: computed once, then cached */
+        if (lane == -1)
+            return -1;
+        acc = hash_step(ps->accs[ps->count - 1], (Py_uhash_t)lane);
+    }
     ps->items[ps->count] = item;
+    ps->accs[ps->count] = acc;
     ps->ends[ps->count++] = end;
     return 0;
 }
 
 /* The ';'-separated parts of u[0:n] from the ``skip``-th on, as a tuple of shared strings;
- * with ``first``, the first part (borrowed) too.  The leading parts equal to the previous
- * line's (the same bytes up to and including their ';') are that line's names. */
+ * with ``first``, the first part (borrowed) too, and with ``hash`` (only for ``skip`` 1, when
+ * ``tuple_hash_ok``) the tuple's hash.  The leading parts equal to the previous line's (the
+ * same bytes up to and including their ';') are that line's names. */
 static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssize_t skip,
-                             PyObject **first)
+                             PyObject **first, Py_hash_t *hash)
 {
     Parts *last = &self->last;
     Py_ssize_t start = 0, keep = 0;
@@ -213,6 +248,8 @@ static PyObject *split_bytes(Interner *self, const char *u, Py_ssize_t n, Py_ssi
     Py_ssize_t count = last->count;
     if (first != NULL)
         *first = last->items[0];
+    if (hash != NULL)
+        *hash = hash_end(last->accs[count - 1], count - 1);
     if (skip > count)
         skip = count;
     PyObject *out = PyTuple_New(count - skip);
@@ -237,7 +274,7 @@ static PyObject *Interner_split(Interner *self, PyObject *arg)
     const char *u = PyUnicode_AsUTF8AndSize(arg, &n);
     if (u == NULL)
         return NULL;
-    return split_bytes(self, u, n, 0, NULL);
+    return split_bytes(self, u, n, 0, NULL, NULL);
 }
 
 static int starts_with(const char *p, Py_ssize_t n, const char *prefix)
@@ -281,6 +318,20 @@ static int plain_line(const char *p, Py_ssize_t n, const char **space, long long
     *space = sp;
     *count = v;
     return 1;
+}
+
+/* hash(key_type(frames, 0, thread, 0, on, "", "", 0)) from hash(frames); -1 on an error. */
+static Py_hash_t key_hash(Py_hash_t frames, PyObject *thread, PyObject *on, PyObject *empty)
+{
+    Py_hash_t t = PyObject_Hash(thread), o = PyObject_Hash(on), e = PyObject_Hash(empty);
+    if (frames == -1 || t == -1 || o == -1 || e == -1)
+        return -1;
+    Py_uhash_t lanes[8] = {(Py_uhash_t)frames, 0, (Py_uhash_t)t, 0, (Py_uhash_t)o,
+                           (Py_uhash_t)e, (Py_uhash_t)e, 0}; /* hash(0) is 0 */
+    Py_uhash_t acc = XXPRIME_5;
+    for (int i = 0; i < 8; i++)
+        acc = hash_step(acc, lanes[i]);
+    return hash_end(acc, 8);
 }
 
 /* key_type(frames, 0, thread, 0, on, "", "", 0) for a tuple subclass (a NamedTuple) made
@@ -359,7 +410,9 @@ static PyObject *Interner_fold_plain(Interner *self, PyObject *const *args, Py_s
         }
         if (nonzero) {
             PyObject *root = NULL;
-            PyObject *frames = split_bytes(self, p, sp - p, 1, &root);
+            Py_hash_t frames_hash = -1;
+            PyObject *frames = split_bytes(self, p, sp - p, 1, &root,
+                                           tuple_hash_ok ? &frames_hash : NULL);
             PyObject *key = frames == NULL ? NULL :
                 new_key((PyTypeObject *)key_type, frames, root, on, zero, empty);
             Py_XDECREF(frames);
@@ -368,7 +421,9 @@ static PyObject *Interner_fold_plain(Interner *self, PyObject *const *args, Py_s
                 goto done;
             }
 #if PY_VERSION_HEX < 0x030D0000
-            Py_hash_t hash = PyObject_Hash(key); /* once, for the lookup and the store */
+            /* once, for the lookup and the store: the key's fields' hashes are known */
+            Py_hash_t hash = tuple_hash_ok ? key_hash(frames_hash, root, on, empty)
+                                           : PyObject_Hash(key);
             PyObject *old = hash == -1 ? NULL : _PyDict_GetItem_KnownHash(stacks, key, hash);
 #define STORE(d, k, v) _PyDict_SetItem_KnownHash(d, k, v, hash)
 #else
@@ -413,6 +468,7 @@ static void Interner_dealloc(Interner *self)
     PyMem_Free(self->prev);
     PyMem_Free(self->last.items);
     PyMem_Free(self->last.ends);
+    PyMem_Free(self->last.accs);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1161,13 +1217,45 @@ static struct PyModuleDef module = {
     "Native versions of report generation's hot loops (optional).", -1, module_methods,
 };
 
+/* Whether hash_step and hash_end give the interpreter's tuple hash (checked on a key shaped
+ * like those fold_plain makes); 1, 0, or -1 on an error. */
+static int check_tuple_hash(void)
+{
+    if (sizeof(Py_uhash_t) != 8)
+        return 0;
+    PyObject *frames = Py_BuildValue("(sss)", "main", "f\xc3\xa9", "");
+    PyObject *key = frames == NULL ? NULL :
+        Py_BuildValue("(OisisssL)", frames, 0, "thread", -3, "on", "", "x", 1LL << 40);
+    Py_hash_t expected = key == NULL ? -1 : PyObject_Hash(key);
+    int ok = expected == -1 ? -1 : 1;
+    if (ok == 1) {
+        Py_uhash_t acc = XXPRIME_5;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(frames); i++)
+            acc = hash_step(acc, (Py_uhash_t)PyObject_Hash(PyTuple_GET_ITEM(frames, i)));
+        Py_uhash_t outer = hash_step(XXPRIME_5, (Py_uhash_t)hash_end(acc, 3));
+        for (Py_ssize_t i = 1; i < PyTuple_GET_SIZE(key); i++)
+            outer = hash_step(outer, (Py_uhash_t)PyObject_Hash(PyTuple_GET_ITEM(key, i)));
+        ok = hash_end(outer, PyTuple_GET_SIZE(key)) == expected;
+    }
+    Py_XDECREF(frames);
+    Py_XDECREF(key);
+    return ok;
+}
+
 PyMODINIT_FUNC PyInit__speedups(void)
 {
+    tuple_hash_ok = check_tuple_hash();
+    if (tuple_hash_ok < 0)
+        return NULL;
     if (PyType_Ready(&InternerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddIntConstant(m, "TUPLE_HASH", tuple_hash_ok) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&InternerType);
     if (PyModule_AddObject(m, "Interner", (PyObject *)&InternerType) < 0) {
         Py_DECREF(&InternerType);
