@@ -1026,7 +1026,14 @@ static int is_unknown(PyObject *frame, PyObject *dot_so)
         return -1;
     }
     Py_ssize_t n = PyUnicode_GET_LENGTH(frame);
-    if (n < 2 || PyUnicode_READ_CHAR(frame, 0) != '[' || PyUnicode_READ_CHAR(frame, n - 1) != ']')
+    if (n < 2)
+        return 0;
+    if (PyUnicode_IS_COMPACT_ASCII(frame)) { /* nearly every name: its bytes at hand */
+        const char *d = (const char *)PyUnicode_DATA(frame);
+        if (d[0] != '[' || d[n - 1] != ']')
+            return 0;
+    }
+    else if (PyUnicode_READ_CHAR(frame, 0) != '[' || PyUnicode_READ_CHAR(frame, n - 1) != ']')
         return 0;
     if (PyUnicode_CompareWithASCIIString(frame, "[unknown]") == 0)
         return 1;
