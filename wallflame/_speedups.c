@@ -1141,6 +1141,23 @@ static const char PAIRS[] = "000102030405060708091011121314151617181920212223242
                             "34353637383940414243444546474849505152535455565758596061626364656667"
                             "6869707172737475767778798081828384858687888990919293949596979899";
 
+/* Whether exact int ``v`` is held in one digit (most are), its value then in *x. */
+static int small_int(PyObject *v, long long *x)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!PyUnstable_Long_IsCompact((PyLongObject *)v))
+        return 0;
+    *x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+    return 1;
+#else
+    Py_ssize_t size = Py_SIZE(v);
+    if (size < -1 || size > 1)
+        return 0;
+    *x = size * (long long)((PyLongObject *)v)->ob_digit[0];
+    return 1;
+#endif
+}
+
 /* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
  * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
 static PyObject *ints_json(PyObject *module, PyObject *list)
@@ -1162,12 +1179,15 @@ static PyObject *ints_json(PyObject *module, PyObject *list)
             PyErr_SetString(PyExc_TypeError, "ints_json(): not an int");
             return NULL;
         }
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow) {
-            PyMem_Free(buf);
-            PyErr_SetString(PyExc_OverflowError, "ints_json(): beyond 64 bits");
-            return NULL;
+        long long x;
+        if (!small_int(v, &x)) {
+            int overflow;
+            x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow) {
+                PyMem_Free(buf);
+                PyErr_SetString(PyExc_OverflowError, "ints_json(): beyond 64 bits");
+                return NULL;
+            }
         }
         if (i)
             *p++ = ',';
