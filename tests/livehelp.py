@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,30 @@ from wallflame.collect.target import read_stat, thread_states, tracer_of
 WALLFLAME = [sys.executable, "-m", "wallflame"]
 
 
+#: Where each started mix writes its stderr (by pid): it names the sender of a signal that
+#: ended it (``MIX_REPORT_SIGNAL``).
+_MIX_STDERR: dict[int, Path] = {}
+
+
 def start_mix(sample_bin: Path, *args: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([str(sample_bin / "mix"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    fd, name = tempfile.mkstemp(prefix="mix-stderr-")
+    with os.fdopen(fd, "wb") as err:
+        proc = subprocess.Popen([str(sample_bin / "mix"), *args], stdout=subprocess.PIPE,
+                                stderr=err, env={**os.environ, "MIX_REPORT_SIGNAL": "1"})
+    _MIX_STDERR[proc.pid] = Path(name)
     deadline = time.monotonic() + 5
     while len(thread_states(proc.pid)) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
     return proc
+
+
+def mix_stderr(proc: subprocess.Popen[bytes]) -> str:
+    """What a mix started by ``start_mix`` wrote on stderr (how it ended, if by a signal)."""
+    path = _MIX_STDERR.get(proc.pid)
+    try:
+        return path.read_text(errors="replace").strip() if path else ""
+    except OSError:
+        return ""
 
 
 def stop_mix(proc: subprocess.Popen[bytes]) -> str:
@@ -29,6 +47,9 @@ def stop_mix(proc: subprocess.Popen[bytes]) -> str:
         os.kill(proc.pid, 18)  # SIGCONT, in case a test stopped it
         proc.terminate()
     out, _ = proc.communicate(timeout=20)
+    path = _MIX_STDERR.pop(proc.pid, None)
+    if path is not None:
+        path.unlink(missing_ok=True)
     return out.decode()
 
 

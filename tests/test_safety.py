@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from livehelp import WALLFLAME, harmed, load, start_mix, stop_mix, wait_clean
+from livehelp import WALLFLAME, harmed, load, mix_stderr, start_mix, stop_mix, wait_clean
 
 from wallflame.collect.target import thread_states
 
@@ -64,7 +64,9 @@ def test_signal_at_random_moments_never_harms_target(target: subprocess.Popen[by
                      backend)
         if msg:
             failures.append(msg)
-        assert target.poll() is None, "the target died"
+        assert target.poll() is None, (
+            f"the target died (exit {target.returncode}) in trial {i} ({backend}, "
+            f"{signal.Signals(sig).name}): {mix_stderr(target) or 'no signal reported'}")
     assert not failures, "\n".join(failures)
 
 

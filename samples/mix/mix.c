@@ -133,7 +133,32 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void on_signal(int sig) { (void)sig; atomic_store(&stop_flag, 1); }
+/* Who ended the run: kept so that, with MIX_REPORT_SIGNAL set, mix can say so on stderr at
+ * exit (a test then names the sender of a signal that should not have come). */
+static volatile sig_atomic_t end_signal, end_sender, end_code;
+
+static void on_signal(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    if (!end_signal) {
+        end_signal = sig;
+        end_sender = info ? info->si_pid : 0;
+        end_code = info ? info->si_code : 0;
+    }
+    atomic_store(&stop_flag, 1);
+}
+
+static void report_signal(void) {
+    char comm[64] = "?", path[64];
+    if (!end_signal || !getenv("MIX_REPORT_SIGNAL")) return;
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)end_sender);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+    }
+    fprintf(stderr, "mix: ended by signal %d from pid %d (%s), si_code %d\n", (int)end_signal,
+            (int)end_sender, comm, (int)end_code);
+}
 
 int main(int argc, char **argv) {
     int threads = 3;
@@ -150,7 +175,8 @@ int main(int argc, char **argv) {
     if (threads < 1 || threads > 64) { fprintf(stderr, "mix: --threads 1..64\n"); return 2; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
@@ -172,5 +198,6 @@ int main(int argc, char **argv) {
                ws[i].tid, ws[i].index, (long long)ws[i].wall_ns, (long long)ws[i].on_ns,
                (long long)ws[i].mutex_ns, (long long)ws[i].sleep_ns, (long long)ws[i].condvar_ns);
     free(ws);
+    report_signal();
     return 0;
 }
