@@ -29,10 +29,11 @@ SETUP = [
     "-gdb-set width 0",
     "-gdb-set print thread-events off",
     # Never swallow a signal meant for the target.  "all" leaves out SIGINT and SIGTRAP,
-    # which stay gdb's own: SIGINT must, because the last-resort way to stop gdb is SIGINT
-    # then SIGKILL, and a SIGINT gdb got would then reach (and end) the target.  A SIGINT
-    # sent to the target while this gdb is attached is therefore not delivered (documented
-    # in the --pmp-backend help); eu-stack and gdb-batch hold the target only briefly.
+    # which stay gdb's own: gdb interrupts the target with a SIGINT when it gets one itself,
+    # and that SIGINT must not be passed on (which is also why gdb is stopped with SIGKILL,
+    # never SIGINT: see collect.safety).  A SIGINT sent to the target while this gdb is
+    # attached is therefore not delivered (documented in the --pmp-backend help); eu-stack
+    # and gdb-batch hold the target only briefly.
     '-interpreter-exec console "handle all nostop noprint pass"',
 ]
 
@@ -203,7 +204,8 @@ class GdbMI:
         return text, pause
 
     def close(self) -> int | None:
-        """Detach and quit; on any trouble SIGINT then SIGKILL (never SIGTERM)."""
+        """Detach and quit; on any trouble SIGKILL (never SIGTERM, nor SIGINT, which gdb
+        would pass on to the target as an interrupt)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -213,7 +215,7 @@ class GdbMI:
                 return self.proc.wait(5.0)
             except (GdbGone, TimeoutError, subprocess.TimeoutExpired):
                 pass
-        return stop_tool(self.proc, grace_s=2.0)
+        return stop_tool(self.proc, grace_s=2.0, first=signal.SIGKILL)
 
 
 def _error_text(rec: str, lines: list[str]) -> str:

@@ -57,18 +57,22 @@ def _tool(name: str, package: str) -> str:
     return path
 
 
+#: How a backend tells the guard about a tool it started: ``watch(pid, stop_signal)``.
+Watch = Callable[[int, int], None]
+
+
 def run_once(command: list[str], timeout_s: float,
-             watch: Callable[[int], None] | None) -> tuple[str, str, float]:
-    """Run a one-shot snapshot tool: its stdout, stderr and wall time in ms.  Past the
-    timeout it is stopped the safe way (``stop_tool``: SIGINT, then SIGKILL)."""
+             watch: Watch | None) -> tuple[str, str, float]:
+    """Run a one-shot snapshot tool (a tracer): its stdout, stderr and wall time in ms.  Past
+    the timeout it is stopped the safe way for a tracer (``stop_tool`` with SIGKILL)."""
     t0 = time.monotonic()
     proc = spawn(command, signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if watch is not None:
-        watch(proc.pid)
+        watch(proc.pid, signal.SIGKILL)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        stop_tool(proc, grace_s=1.0)
+        stop_tool(proc, grace_s=1.0, first=signal.SIGKILL)
         out, err = proc.communicate()
     span = (time.monotonic() - t0) * 1000
     return out.decode("utf-8", "replace"), err.decode("utf-8", "replace").strip(), span
@@ -89,7 +93,7 @@ class EuStackBackend:
         return None
 
     def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Callable[[int], None] | None = None) -> Dump:
+                 watch: Watch | None = None) -> Dump:
         text, err, span = run_once(self.commands[0], timeout_s, watch)
         error = "" if "TID " in text else err
         # Each thread is stopped on its own; the mean per-thread stop is at most span/threads.
@@ -115,7 +119,7 @@ class GdbBatchBackend:
         return None
 
     def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Callable[[int], None] | None = None) -> Dump:
+                 watch: Watch | None = None) -> Dump:
         text, err, span = run_once(self.commands[0], timeout_s, watch)
         # gdb exits 0 when the attach fails: judge from the thread headers it printed.
         error = "" if "\nThread " in "\n" + text else err
@@ -135,17 +139,17 @@ class GdbBackend:
         self.commands = [self.mi.command()]
         self.attach_ms = 0.0
 
-    def start(self, watch: Callable[[int], None] | None = None) -> None:
+    def start(self, watch: Watch | None = None) -> None:
         try:
             self.attach_ms = self.mi.start()
         except (GdbGone, TimeoutError) as e:
             self.mi.close()
             raise ToolError(f"gdb could not attach: {e}", "run wallflame doctor") from None
         if watch is not None and self.mi.proc is not None:
-            watch(self.mi.proc.pid)
+            watch(self.mi.proc.pid, signal.SIGKILL)
 
     def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Callable[[int], None] | None = None) -> Dump:
+                 watch: Watch | None = None) -> Dump:
         t0 = time.monotonic()
         try:
             text, pause = self.mi.snapshot(timeout_s)
@@ -181,7 +185,7 @@ class LibdwBackend:
         return "per thread: attach request to release (upper bound; tracer not real-time)"
 
     def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Callable[[int], None] | None = None) -> Dump:
+                 watch: Watch | None = None) -> Dump:
         if not tids:  # every thread exiting or in uninterruptible sleep
             return Dump(f"PID {self.pid} - process\n", 0.0, 0.0)
         t0 = time.monotonic()
@@ -260,7 +264,7 @@ class SnapshotLoop(threading.Thread):
 
     def __init__(self, target: Target, backend: Backend, log: IO[str], rate_hz: float,
                  max_pause_ms: float, stop: threading.Event,
-                 watch: Callable[[int], None] | None = None) -> None:
+                 watch: Watch | None = None) -> None:
         super().__init__(name="wallflame-pmp", daemon=True)
         self.target = target
         self.backend = backend

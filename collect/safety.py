@@ -3,7 +3,10 @@
 Measured facts behind each rule (RELIABILITY.md):
 
 * SIGTERM to a gdb that is mid-backtrace left the target stopped in about half the trials;
-  SIGINT and SIGKILL never did.  Tools are stopped with SIGINT, then SIGKILL, never SIGTERM.
+  SIGINT and SIGKILL never did.  Tools are stopped with SIGINT, then SIGKILL, never SIGTERM;
+  a tracer (gdb, eu-stack) straight with SIGKILL: gdb passes a SIGINT on to the target as an
+  interrupt, and a gdb killed before it resumes the target leaves that SIGINT to be delivered,
+  which ends a target that stops on SIGINT.
 * A tracer that dies between PTRACE_ATTACH and reaping the attach-SIGSTOP leaves the threads
   stopped (state ``T``); SIGCONT recovers them.  After every capture every thread's state is
   checked, and a target that was not stopped before we came is resumed.  A target that was
@@ -65,13 +68,14 @@ def spawn(args: Sequence[str], death_signal: int, **kwargs: Any) -> subprocess.P
                             **kwargs)
 
 
-def stop_tool(proc: subprocess.Popen[Any], grace_s: float = 2.0) -> int | None:
-    """Stop a tool with SIGINT, then SIGKILL after ``grace_s``; never SIGTERM.  Returns its
-    exit status."""
+def stop_tool(proc: subprocess.Popen[Any], grace_s: float = 2.0,
+              first: int = signal.SIGINT) -> int | None:
+    """Stop a tool with ``first`` (SIGINT; SIGKILL for a tracer), then SIGKILL after
+    ``grace_s``; never SIGTERM.  Returns its exit status."""
     if proc.poll() is not None:
         return proc.returncode
     with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(first)
     try:
         return proc.wait(grace_s)
     except subprocess.TimeoutExpired:
@@ -126,11 +130,12 @@ class Guard:
         except (BrokenPipeError, ValueError, OSError):
             pass
 
-    def watch(self, tool_pid: int) -> None:
-        """Tell the guard about a tool to stop if wallflame dies."""
+    def watch(self, tool_pid: int, stop_signal: int = signal.SIGINT) -> None:
+        """Tell the guard about a tool to stop if wallflame dies, and the signal to stop it
+        with first (SIGINT lets perf keep its data; a tracer gets SIGKILL)."""
         st = read_stat(tool_pid)
         if st is not None:
-            self._send(f"tool {tool_pid} {st.start_ticks}")
+            self._send(f"tool {tool_pid} {st.start_ticks} {int(stop_signal)}")
 
     def close(self) -> None:
         """Clean end: the guard checks the target once more and exits."""
@@ -152,18 +157,21 @@ def _alive(pid: int, start_ticks: int) -> bool:
 def _guard_main(argv: list[str], stdin: IO[bytes]) -> int:
     pid, start_ticks, stopped_before = int(argv[0]), int(argv[1]), argv[2] == "1"
     tools: list[tuple[int, int]] = []
+    first: dict[int, int] = {}
     clean = False
     for raw in stdin:
         parts = raw.decode("ascii", "replace").split()
-        if parts[:1] == ["tool"] and len(parts) == 3:
+        if parts[:1] == ["tool"] and len(parts) in (3, 4):
             tools.append((int(parts[1]), int(parts[2])))
+            first[int(parts[1])] = int(parts[3]) if len(parts) == 4 else signal.SIGINT
         elif parts[:1] == ["done"]:
             clean = True
-    # wallflame ended (cleanly or killed).  Stop any tool it left: SIGINT, then SIGKILL.
+    # wallflame ended (cleanly or killed).  Stop any tool it left: its first signal (SIGINT,
+    # or SIGKILL for a tracer), then SIGKILL.
     live = [(p, s) for p, s in tools if _alive(p, s)]
     if live and not clean:
         for p, _ in live:
-            _signal(p, signal.SIGINT)
+            _signal(p, first[p])
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and any(_alive(p, s) for p, s in live):
             time.sleep(0.05)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -141,3 +142,48 @@ def test_stop_signal_while_event_lock_is_held_does_not_deadlock() -> None:
                        timeout=30, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(int(signal.SIGTERM))
+
+
+def test_guard_stops_a_tracer_with_sigkill_and_perf_with_sigint(tmp_path: Path) -> None:
+    """When wallflame dies, the guard stops each tool it was told about with that tool's first
+    signal: SIGINT lets perf keep its data; a tracer (gdb, eu-stack) gets SIGKILL, since gdb
+    turns a SIGINT into an interrupt of the target that a later SIGKILL would leave pending."""
+    import io
+    import signal
+    import subprocess
+    import sys
+
+    from wallflame.collect.safety import _guard_main
+    from wallflame.collect.target import read_stat
+
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, lambda *a: (open(sys.argv[1], 'w').write('INT'),"
+              " sys.exit(0)))\n"
+              "open(sys.argv[1] + '.ready', 'w').close()\n"
+              "time.sleep(60)\n")
+    target = subprocess.Popen(["sleep", "60"])
+    tools = {name: subprocess.Popen([sys.executable, "-c", script, str(tmp_path / name)])
+             for name in ("perf", "gdb")}
+    try:
+        deadline = time.monotonic() + 10
+        while not all((tmp_path / f"{n}.ready").exists() for n in tools):
+            assert time.monotonic() < deadline, "the stand-in tools did not start"
+            time.sleep(0.02)
+        start = read_stat(target.pid)
+        assert start is not None
+        lines = []
+        for name, proc in tools.items():
+            st = read_stat(proc.pid)
+            assert st is not None
+            sig = signal.SIGKILL if name == "gdb" else signal.SIGINT
+            lines.append(f"tool {proc.pid} {st.start_ticks} {int(sig)}\n")
+        # no "done": wallflame died
+        assert _guard_main([str(target.pid), str(start.start_ticks), "0", "1"],
+                           io.BytesIO("".join(lines).encode())) == 0
+        assert tools["perf"].wait(5) == 0 and (tmp_path / "perf").read_text() == "INT"
+        assert tools["gdb"].wait(5) == -signal.SIGKILL and not (tmp_path / "gdb").exists()
+        assert target.poll() is None
+    finally:
+        for proc in (target, *tools.values()):
+            proc.kill()
+            proc.wait()
