@@ -6,7 +6,7 @@
 # Needs root (or ptrace permission), gdb, eu-stack (elfutils) and pt-pmp (percona-toolkit).
 # Each capture runs against a fresh `mix` process that is stopped with SIGINT afterwards.
 # After re-capturing, review the diff and re-bless the golden results:
-#   python3 -m pytest tests/test_fold_gdb.py tests/test_fold_eustack.py tests/test_fold_pmp.py --bless
+#   .venv/bin/python -m pytest tests/test_fold_gdb.py tests/test_fold_eustack.py tests/test_fold_pmp.py --bless
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s -C samples
@@ -114,11 +114,12 @@ eu-stack -i -m -p "$MIXPID" >"$FIX/eustack/mix-im.txt" 2>/dev/null || true
 eu-stack -i -m -s -p "$MIXPID" >"$FIX/eustack/mix-ims.txt" 2>/dev/null || true
 snapshot_log eu-stack 8 "$FIX/eustack/mix-wallflame.log"
 # Logs written by wallflame's own collector (pmp only), when it is installed.
-if python3 -m wallflame collect --help >/dev/null 2>&1; then
+WALLFLAME=(.venv/bin/python -m wallflame)   # the project's environment (scripts/setup.sh)
+if "${WALLFLAME[@]}" collect --help >/dev/null 2>&1; then
   RUN=$(mktemp -d)
-  python3 -m wallflame collect --pid "$MIXPID" -d 3 --off-cpu pmp --pmp-backend gdb -o "$RUN/gdb"
+  "${WALLFLAME[@]}" collect --pid "$MIXPID" -d 3 --off-cpu pmp --pmp-backend gdb -o "$RUN/gdb"
   cp "$RUN/gdb/raw/snapshots.log" "$FIX/gdb/mix-collect-gdb.log"
-  python3 -m wallflame collect --pid "$MIXPID" -d 2 --off-cpu pmp --pmp-backend eu-stack \
+  "${WALLFLAME[@]}" collect --pid "$MIXPID" -d 2 --off-cpu pmp --pmp-backend eu-stack \
     -o "$RUN/eu"
   cp "$RUN/eu/raw/snapshots.log" "$FIX/eustack/mix-collect-eustack.log"
   rm -rf "$RUN"

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, strict types, unit, property, conformance and live tests.
 # Installs what the tests need when it is missing, so it works on a fresh machine by itself.
+# Everything Python runs from the project's virtual environment, .venv/ (see scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh dev,test
+PY=$PWD/.venv/bin/python
 
 # Test-only tools: Debian's chromium for the browser tests, inferno (the reference folder for
 # the conformance tests), Google's pprof (validates pprof exports).
+export PATH="$HOME/.cargo/bin:$HOME/go/bin:/usr/local/go/bin:$PATH"
 need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)
+command -v cargo >/dev/null || need_apt+=(cargo)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "test: installing ${need_apt[*]}" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
-export PATH="$HOME/.cargo/bin:$HOME/go/bin:/usr/local/go/bin:$PATH"
 if ! command -v inferno-collapse-perf >/dev/null; then
   echo "test: installing inferno (cargo)" >&2
   cargo install -q --locked inferno >/dev/null 2>&1 || cargo install -q inferno
@@ -23,11 +28,10 @@ if ! command -v pprof >/dev/null && command -v go >/dev/null; then
   echo "test: installing pprof (go)" >&2
   go install github.com/google/pprof@latest
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[dev,test]'
 
 make -s -C samples
 
 export WALLFLAME_REQUIRE_LIVE=1
-python3 -m ruff check .
-python3 -m mypy
-python3 -m pytest -q -p no:cacheprovider "$@"
+"$PY" -m ruff check .
+"$PY" -m mypy
+"$PY" -m pytest -q -p no:cacheprovider "$@"
