@@ -7,24 +7,13 @@ stacks that appeared or vanished; the HTML page (``report/diff_html.py``) draws 
 from __future__ import annotations
 
 import math
-import unicodedata
 from typing import IO, Any
 
 from wallflame.profile import OFF, ON, UNIT_NS
 from wallflame.report.diff import RATE, Change, Diff, Side
+from wallflame.report.visible import visible as visible  # re-exported: the one rule
 
 VIEW_TITLES = {"all": "merged (wall clock)", ON: "on-CPU", OFF: "off-CPU"}
-MAX_NAME = 2000
-
-
-def visible(text: str, cap: int = MAX_NAME) -> str:
-    """Control, format (bidi, zero-width) and unassigned characters written out as
-    ``⟨U+XXXX⟩`` and the length capped: what a reader may safely see of a hostile name."""
-    if not text.isascii() or not text.isprintable():
-        text = "".join(
-            f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in
-            ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") else ch for ch in text)
-    return text if len(text) <= cap else f"{text[:cap]}…(+{len(text) - cap} chars)"
 
 
 def fmt_value(diff: Diff, v: float) -> str:

@@ -14,11 +14,12 @@ kept in an ``(elided)`` child of their nearest surviving ancestor, so every tota
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from wallflame.profile import ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
+from wallflame.report.visible import visible as visible  # re-exported: the one rule
+from wallflame.report.visible import visible_char as _visible_char  # noqa: F401 (tests)
 from wallflame.speedups import native
 
 #: Class names by index: what the ``self`` triples and the page's legend refer to.
@@ -26,29 +27,9 @@ CLASSES = (ON, *WAIT_CLASSES)
 _CLASS_INDEX = {c: i for i, c in enumerate(CLASSES)}
 #: Beyond this many nodes the narrowest are elided (a page stays responsive).
 MAX_NODES = 150_000
-#: Names longer than this are cut (with the count of what was cut) even in the embedded data.
-MAX_NAME = 2000
 ELIDED = "(elided)"
 #: Characters of names a page may embed; beyond it the longest names are shortened further.
 NAME_BUDGET = 3_000_000
-
-
-def _visible_char(ch: str) -> str:
-    cat = unicodedata.category(ch)
-    if cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or ch == "\u00a0":
-        return f"⟨U+{ord(ch):04X}⟩"
-    return ch
-
-
-def visible(name: str, cap: int = MAX_NAME) -> str:
-    """``name`` with control, format (bidi, zero-width) and unpaired surrogate characters
-    written out as ``⟨U+XXXX⟩``, cut to ``cap`` characters: what a reader may see of a
-    string the target chose."""
-    if not (name.isascii() and name.isprintable()):  # not all of it in " " .. "~"
-        name = "".join(map(_visible_char, name))
-    if len(name) > cap:
-        name = f"{name[:cap]}…(+{len(name) - cap} chars)"
-    return name
 
 
 def class_index(key: StackKey) -> int:
