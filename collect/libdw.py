@@ -31,6 +31,7 @@ import ctypes
 import ctypes.util
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from wallflame.errors import ToolError
@@ -55,6 +56,7 @@ class ThreadStack:
     stop_ms: float  # from the thread's registers being read to its release
     span_ms: float  # from the attach request to the release (includes waiting for a CPU)
     error: str = ""
+    checked: str | None = None  # what ``stack(check=...)`` said while the thread was stopped
 
 
 class _Lib:
@@ -174,6 +176,8 @@ class Unwinder:
                                      ctypes.pointer(self._path))
         self._pcs: list[tuple[int, bool]] = []
         self._t_stopped = 0
+        self._check: Callable[[], str] | None = None
+        self._checked: str | None = None
         self._pc = ctypes.c_uint64(0)
         self._act = ctypes.c_bool(False)
         self._cb = _FRAME_CB(self._frame)
@@ -209,18 +213,26 @@ class Unwinder:
             return _DWARF_CB_ABORT
         if not self._pcs:
             self._t_stopped = time.monotonic_ns()
+            if self._check is not None:  # the thread is stopped (attached) until released
+                self._checked = self._check()
         self._pcs.append((self._pc.value, self._act.value))
         return _DWARF_CB_OK if len(self._pcs) < self.max_frames else _DWARF_CB_ABORT
 
-    def stack(self, tid: int) -> ThreadStack:
-        """Stop ``tid``, unwind it, let it go."""
+    def stack(self, tid: int, check: Callable[[], str] | None = None) -> ThreadStack:
+        """Stop ``tid``, unwind it, let it go.  ``check`` is called once while the thread is
+        stopped (before its first frame is taken); what it returns is ``checked``."""
         self._pcs = []
+        self._check, self._checked = check, None
         t0 = self._t_stopped = time.monotonic_ns()
-        rc = self.lib.dw.dwfl_getthread_frames(self.dwfl, tid, self._cb, None)
+        try:
+            rc = self.lib.dw.dwfl_getthread_frames(self.dwfl, tid, self._cb, None)
+        finally:
+            self._check = None
         t1 = time.monotonic_ns()
         # An error after some frames is the end of what can be unwound (eu-stack: exit 1).
         error = self.lib.error() if rc != 0 and not self._pcs else ""
-        return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error)
+        return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error,
+                           self._checked)
 
     def name(self, pc: int, activation: bool) -> str:
         """``NAME``, ``- MODULE`` or nothing, for an eu-stack frame line."""
@@ -246,6 +258,14 @@ class Unwinder:
                 text = "- " + path.decode("utf-8", "replace") if path else ""
         self._names[adj] = text
         return text
+
+    def boost(self) -> bool:
+        """Run under ``SCHED_FIFO`` while threads are stopped, when allowed (see the module
+        docstring); ``unboost`` after."""
+        return self._boost()
+
+    def unboost(self) -> None:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
     def _boost(self) -> bool:
         if self.realtime is False:

@@ -1,9 +1,10 @@
-"""Mutex waiters and their owners, read from /proc without stopping anything.
+"""Lock waiters and their owners, read from /proc, and the owners' confirmed stacks.
 
 ``ProcReader`` gives the per-thread records of a snapshot (``# wallflame-proc`` lines);
-``OwnerSampler`` samples only futex waiters, at a rate snapshots cannot afford.  Both read a
-waiter's owner from the mutex (``collect.mutex``) and its call site from a scan of its stack
-for return addresses.
+``OwnerSampler`` samples only futex waiters, at a rate snapshots cannot afford, and stops each
+owner it finds to take its stack while it holds the lock (``collect.holders``).  Both read a
+waiter's owner from the lock (``collect.locklayout``: glibc mutexes and rwlock writers) and its
+call site from a scan of its stack for return addresses.
 """
 
 from __future__ import annotations
@@ -14,28 +15,39 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from wallflame.collect.mutex import SYS_FUTEX_X86_64, MemReader, Symbols, mutex_owner
-from wallflame.collect.target import list_tids, parse_syscall, read_text, read_threads, syscall_sp
+from wallflame.collect.holders import MAX_PROBES_PER_ROUND, HolderProbe
+from wallflame.collect.locklayout import SYS_FUTEX_X86_64, parse_futex, read_lock
+from wallflame.collect.mutex import MemReader, Symbols
+from wallflame.collect.target import list_tids, read_text, read_threads, syscall_sp
 
 
 class OwnerSampler(threading.Thread):
-    """Mutex waiters and their owners from /proc alone, at a rate snapshots cannot afford.
+    """Lock waiters, their owners and the owners' confirmed stacks, at a rate snapshots
+    cannot afford.
 
-    No ptrace: only each thread's ``syscall`` file and, for a thread in ``futex``, 12 bytes
-    of the target's memory and 1 KiB of its stack (scanned for return addresses: the call
-    site).  One JSON line per waiter seen with an owner goes to ``log``:
-    ``{"t_ns", "tid", "comm", "lock", "owner", "sites"}``.  With scheduler off-CPU time
-    these samples name the lock and the holder of each exact mutex wait
-    (``wallflame.finish``)."""
+    Each round reads every thread's ``syscall`` file; for a thread in a futex wait, 40-56
+    bytes of the lock (``collect.locklayout``) and 1 KiB of its stack (scanned for return
+    addresses: the call site).  When the lock names an owner, that one thread is stopped to
+    take its stack while it is known to hold the lock (``collect.holders``; at most
+    ``MAX_PROBES_PER_ROUND`` owners a round, one probe per lock and owner).  One JSON line per
+    waiter on a recognised lock goes to ``log``: ``{"t_ns", "mono_ns", "tid", "comm", "lock",
+    "kind", "owner", "refused", "sites", "holder"}`` (``holder``: the probe, shared by the
+    waiters of one lock in one round).  With scheduler off-CPU time these records name the
+    lock of each exact mutex wait and who held it (``wallflame.locks``)."""
 
     def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event,
-                 alive: Callable[[], bool] = lambda: True) -> None:
+                 alive: Callable[[], bool] = lambda: True, start_ticks: int = 0,
+                 stopped_before: bool = False, probe: bool = True) -> None:
         super().__init__(name="wallflame-owners", daemon=True)
         self.pid = pid
         self.alive = alive  # false once the process ended (or its PID was reused)
         self.log = log
         self.interval = 1.0 / rate_hz
         self.stop_event = stop
+        self.start_ticks = start_ticks
+        self.stopped_before = stopped_before
+        self.probe_owners = probe
+        self.prober: HolderProbe | None = None
         self.samples = 0
         self.waiters = 0
 
@@ -43,6 +55,8 @@ class OwnerSampler(threading.Thread):
         mem = MemReader(self.pid)
         symbols = Symbols(self.pid)
         names: dict[int, str] = {}
+        if self.probe_owners:
+            self.prober = HolderProbe(self.pid, self.start_ticks, self.stopped_before, mem)
         next_t = time.monotonic()
         try:
             while not self.stop_event.is_set() and self.alive():
@@ -50,33 +64,58 @@ class OwnerSampler(threading.Thread):
                 next_t = max(next_t + self.interval, time.monotonic())
                 self.stop_event.wait(next_t - time.monotonic())
         finally:
+            if self.prober is not None:
+                self.prober.close()
             mem.close()
             self.log.flush()
 
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"samples": self.samples, "waiters": self.waiters,
+                               "rate_hz": round(1.0 / self.interval, 3)}
+        if self.prober is not None:
+            out["probes"] = dict(sorted(self.prober.counts.items()))
+            out["pause"] = self.prober.pause_summary()
+            if self.prober.error:
+                out["probe_error"] = self.prober.error
+            if self.prober.resumed:
+                out["resumed"] = self.prober.resumed
+        return out
+
     def _sample(self, mem: MemReader, symbols: Symbols, names: dict[int, str]) -> None:
         tids = set(list_tids(self.pid))
-        t_ns = time.time_ns()
+        t_ns, mono_ns = time.time_ns(), time.monotonic_ns()
         self.samples += 1
+        probes: dict[tuple[int, int], dict[str, Any]] = {}
         for tid in sorted(tids):
             try:
                 text = read_text(f"/proc/{self.pid}/task/{tid}/syscall") or ""
             except PermissionError:
                 return
-            nr, arg0 = parse_syscall(text)
-            if nr != SYS_FUTEX_X86_64 or not arg0:
+            call = parse_futex(text)
+            if call is None or not call.waits:
                 continue
-            owner = mutex_owner(mem, arg0, tids, tid)
-            if not owner:
-                continue
-            lock = names.get(arg0)
-            if lock is None:
-                lock = names[arg0] = symbols.name(arg0)
-            comm = (read_text(f"/proc/{self.pid}/task/{tid}/comm") or "").strip()
             sites = symbols.return_sites(mem, syscall_sp(text))
+            lr = read_lock(mem.read, call, sites, tids, tid)
+            if not lr.kind:
+                continue
+            base = lr.base or call.addr
+            lock = names.get(base)
+            if lock is None:
+                lock = names[base] = symbols.name(base)
+            comm = (read_text(f"/proc/{self.pid}/task/{tid}/comm") or "").strip()
+            rec: dict[str, Any] = {"t_ns": t_ns, "mono_ns": mono_ns, "tid": tid, "comm": comm,
+                                   "lock": lock, "kind": lr.kind, "owner": lr.owner,
+                                   "sites": sites}
+            if lr.refused:
+                rec["refused"] = lr.refused
+            if lr.owner and self.prober is not None:
+                key = (base, lr.owner)
+                if key not in probes and len(probes) < MAX_PROBES_PER_ROUND:
+                    probes[key] = self.prober.probe(lr, tids, tid).to_json()
+                if key in probes:
+                    rec["holder"] = probes[key]
             self.waiters += 1
-            self.log.write(json.dumps({"t_ns": t_ns, "tid": tid, "comm": comm, "lock": lock,
-                                       "owner": owner, "sites": sites}, sort_keys=True)
-                           + "\n")
+            self.log.write(json.dumps(rec, sort_keys=True) + "\n")
 
 
 class ProcReader:
@@ -101,11 +140,15 @@ class ProcReader:
         for t in threads:
             rec = t.to_json()
             if t.syscall == SYS_FUTEX_X86_64 and t.arg0:
-                owner = mutex_owner(self.mem, t.arg0, tids, t.tid)
-                if owner:
-                    rec["owner"] = owner
-                    rec["lock"] = self.lock_name(t.arg0)
-                    rec["sites"] = self.symbols.return_sites(self.mem, t.sp)
+                text = read_text(f"/proc/{self.pid}/task/{t.tid}/syscall") or ""
+                call = parse_futex(text)
+                sites = self.symbols.return_sites(self.mem, t.sp) if call is not None else []
+                lr = read_lock(self.mem.read, call, sites, tids, t.tid) \
+                    if call is not None else None
+                if lr is not None and lr.owner:
+                    rec["owner"] = lr.owner
+                    rec["lock"] = self.lock_name(lr.base or t.arg0)
+                    rec["sites"] = sites
             out.append(rec)
         return out
 

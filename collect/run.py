@@ -289,12 +289,15 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         if opts.off_cpu in ("pmp", "both") and opts.owner_rate_hz > 0:
             owners_log = open(raw / OWNERS_LOG, "w", encoding="utf-8")  # noqa: SIM115
             owners = OwnerSampler(target.pid, owners_log, opts.owner_rate_hz, stop,
-                                  alive=target.alive)
+                                  alive=target.alive, start_ticks=target.start_ticks,
+                                  stopped_before=target.stopped_at_start)
             owners.start()
             col.commands["owners"] = [
                 f"read /proc/{target.pid}/task/*/syscall at {opts.owner_rate_hz:g}/s; for a "
-                "futex waiter, 12 bytes at the futex address and 1 KiB of its stack from "
-                f"/proc/{target.pid}/mem", "nm --defined-only -S -C [-D] <each mapped ELF>"]
+                "futex waiter, the lock (40-56 bytes) and 1 KiB of its stack from "
+                f"/proc/{target.pid}/mem; the lock's owner thread stopped, the lock read again "
+                "and the owner unwound (libdw dwfl_getthread_frames)",
+                "nm --defined-only -S -C [-D] <each mapped ELF>"]
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
@@ -322,8 +325,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         mem.join(5)
         if owners is not None:
             owners.join(5)
-            col.owners = {"samples": owners.samples, "waiters": owners.waiters,
-                          "rate_hz": opts.owner_rate_hz}
+            col.owners = owners.stats()
         for f in (log, owners_log):
             if f is not None:
                 f.close()

@@ -1,0 +1,175 @@
+"""A lock holder's stack taken while it is known to hold the lock.
+
+When a waiter's lock names an owner (``collect.locklayout``), only that owner thread is stopped
+(libdwfl's per-thread ``PTRACE_ATTACH``, as for a snapshot), and *while it is stopped* the
+lock's owner field is read again and the owner's own system call is looked at.  The stack is
+kept only when the lock still names the stopped thread and that thread is not itself waiting
+on the same lock: a thread cannot release a lock while it is stopped, so the stack is the
+holder's stack at an instant it held the lock.  Otherwise the observation is "not caught"
+with the reason (``moved``: the lock had changed hands before the stop took effect).  A stack
+caught inside the release itself (``pthread_mutex_unlock``, ``__lll_lock_wake``,
+``pthread_rwlock_unlock`` near the leaf: the owner field is cleared a few instructions later)
+is not kept either.
+
+If the lock has meanwhile passed to another thread, that thread is tried once more.  Each
+stop is one thread for the time of one unwind (timed like a snapshot's per-thread stop, see
+``collect.libdw``); the target as a whole never stops, and after every probe the stopped
+thread's state is checked (``collect.safety.ensure_running``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wallflame.collect.libdw import Unwinder
+from wallflame.collect.locklayout import (
+    MUTEX_SIZE,
+    RWLOCK_SIZE,
+    LockRead,
+    parse_futex,
+    read_mutex,
+    read_rwlock,
+)
+from wallflame.collect.mutex import MemReader
+from wallflame.collect.safety import ensure_running
+from wallflame.collect.target import read_stat, read_text
+from wallflame.errors import ToolError
+from wallflame.names import normalize
+
+#: Leaf-most frames looked at for a release in progress.
+_RELEASE_DEPTH = 4
+_RELEASE = ("pthread_mutex_unlock", "__pthread_mutex_unlock", "__lll_lock_wake",
+            "pthread_rwlock_unlock", "__pthread_rwlock_unlock", "lll_unlock_wake")
+#: Most owners stopped per round of the owner sampler (bounds its cost on a busy server).
+MAX_PROBES_PER_ROUND = 8
+
+
+@dataclass
+class Probe:
+    """One attempt at a holder's stack: ``status`` is ``confirmed`` or why not."""
+
+    owner: int
+    status: str
+    frames: list[str] = field(default_factory=list)  # eu-stack frame lines, innermost first
+    stop_ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tid": self.owner, "status": self.status,
+                               "stop_ms": round(self.stop_ms, 3)}
+        if self.frames:
+            out["frames"] = self.frames
+        return out
+
+
+def releasing(names: list[str]) -> bool:
+    """A stack (innermost first) caught in the lock's release."""
+    return any(normalize(n).startswith(_RELEASE) for n in names[:_RELEASE_DEPTH] if n)
+
+
+def _bind(check: Callable[[LockRead, int, list[int]], str], lock: LockRead, owner: int,
+          moved_to: list[int]) -> Callable[[], str]:
+    return lambda: check(lock, owner, moved_to)
+
+
+class HolderProbe:
+    """Stops lock owners one at a time from the owner sampler's thread (ptrace is per OS
+    thread: one probe per Python thread)."""
+
+    def __init__(self, pid: int, start_ticks: int, stopped_before: bool, mem: MemReader) -> None:
+        self.pid = pid
+        self.start_ticks = start_ticks
+        self.stopped_before = stopped_before
+        self.mem = mem
+        self.unwinder: Unwinder | None = None
+        self.error = ""
+        self.pauses_ms: list[float] = []
+        self.counts: dict[str, int] = {}
+        self.resumed = 0
+
+    def _unwinder(self) -> Unwinder | None:
+        if self.unwinder is None and not self.error:
+            try:
+                self.unwinder = Unwinder(self.pid)
+            except ToolError as e:
+                self.error = str(e)
+        return self.unwinder
+
+    def _owner_now(self, lock: LockRead) -> int:
+        if lock.kind.startswith("mutex"):
+            data = self.mem.read(lock.base, MUTEX_SIZE)
+            return read_mutex(data).owner if data is not None else 0
+        data = self.mem.read(lock.base, RWLOCK_SIZE)
+        return read_rwlock(data).owner if data is not None else 0
+
+    def _check(self, lock: LockRead, owner: int, moved_to: list[int]) -> str:
+        """Called while ``owner`` is stopped: ``""`` when it still holds ``lock``."""
+        try:
+            now = self._owner_now(lock)
+            if now != owner:
+                moved_to.append(now)
+                return "moved" if now else "released"
+            call = parse_futex(read_text(f"/proc/{self.pid}/task/{owner}/syscall") or "")
+            size = MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
+            if call is not None and call.waits and lock.base <= call.addr < lock.base + size:
+                return "owner waits on the same lock"
+            return ""
+        except Exception as e:  # never raise through libdw's callback
+            return f"check failed: {type(e).__name__}"
+
+    def probe(self, lock: LockRead, tids: set[int], waiter: int) -> Probe:
+        """Stop ``lock.owner`` (and, if the lock has passed on, its next owner once)."""
+        unwinder = self._unwinder()
+        if unwinder is None:
+            return self._count(Probe(lock.owner, "no unwinder"))
+        owner = lock.owner
+        boosted = unwinder.boost()
+        try:
+            for attempt in range(2):
+                moved_to: list[int] = []
+                st = unwinder.stack(owner, _bind(self._check, lock, owner, moved_to))
+                pause = st.stop_ms if boosted else st.span_ms
+                self.pauses_ms.append(pause)
+                self._safe(owner)
+                status = st.checked if st.checked is not None else \
+                    (st.error or "not stopped") if not st.pcs else "not checked"
+                if status == "" and st.pcs:
+                    names = [unwinder.name(pc, act) for pc, act in st.pcs]
+                    if releasing(names):
+                        return self._count(Probe(owner, "releasing", stop_ms=pause))
+                    lines = [f"#{n:<2} 0x{pc:016x} {name}" if name else f"#{n:<2} 0x{pc:016x}"
+                             for n, ((pc, _), name) in enumerate(zip(st.pcs, names, strict=True))]
+                    return self._count(Probe(owner, "confirmed", lines, pause))
+                nxt = moved_to[0] if moved_to else 0
+                if attempt or status != "moved" or nxt in (0, waiter) or nxt not in tids:
+                    return self._count(Probe(owner, status or "no frames", stop_ms=pause))
+                owner = nxt
+        finally:
+            if boosted:
+                unwinder.unboost()
+        return self._count(Probe(owner, "moved"))  # not reached: the loop always returns
+
+    def _count(self, p: Probe) -> Probe:
+        self.counts[p.status] = self.counts.get(p.status, 0) + 1
+        return p
+
+    def _safe(self, tid: int) -> None:
+        st = read_stat(self.pid, tid)
+        if st is not None and st.state == "T" and ensure_running(
+                self.pid, self.start_ticks, self.stopped_before) and not self.stopped_before:
+            self.resumed += 1
+
+    def pause_summary(self) -> dict[str, float | int]:
+        p = sorted(self.pauses_ms)
+        if not p:
+            return {"stops": 0, "median_ms": 0.0, "max_ms": 0.0, "total_ms": 0.0}
+        mid = len(p) // 2
+        median = p[mid] if len(p) % 2 else (p[mid - 1] + p[mid]) / 2
+        return {"stops": len(p), "median_ms": round(median, 3), "max_ms": round(p[-1], 3),
+                "total_ms": round(sum(p), 3)}
+
+    def close(self) -> None:
+        if self.unwinder is not None:
+            self.unwinder.close()
+            self.unwinder = None
