@@ -17,6 +17,7 @@ Which evidence gives off-CPU time:
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -391,7 +392,19 @@ def finish(run_dir: str | Path) -> Profile:
         f.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     with open_output(str(out / rundir.SUMMARY)) as f:
         f.write(json.dumps(build_summary(profile), indent=1, sort_keys=True) + "\n")
+    _write_slices(out)
     return profile
+
+
+def _write_slices(out: Path) -> None:
+    """``RUN/slices.json``: per-slice figures for ``wallflame check``'s noise estimates
+    (``wallflame.report.slices``).  A run without them is still a complete run."""
+    from wallflame.report.slices import write_slices
+
+    try:
+        write_slices(out)
+    except (OSError, WallflameError) as e:
+        print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
 
 
 __all__ = ["LockSamples", "build_profile", "finish", "lock_samples", "split_locks"]

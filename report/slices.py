@@ -1,0 +1,227 @@
+"""Per-slice figures of a run: the within-run noise ``wallflame check`` needs.
+
+A run's window is cut into ``K`` consecutive slices of equal length (by the timestamps of the
+perf samples in ``raw/perf.script``).  For each slice this module keeps the on-CPU total and
+sample count, the inclusive on-CPU weight of every function above a small share of the run,
+the off-CPU weight per wait class (``raw/sched.script``, when the scheduler was recorded) and
+the work done (from progress lines in ``raw/target.stdout``, see ``work_progress``).  The
+spread of a quantity over the slices measures how much it moves within the run (scheduling,
+load, phases of the program), which sampling error alone does not (the method of batch means).
+
+``finish`` writes them to ``RUN/slices.json`` (``write_slices``); ``load_slices`` reads that
+file, or computes the figures from ``raw/`` for a run finished before the file existed.
+Each slice's text is folded by the same folder as the whole run, so names agree with
+``oncpu.folded``.  Scheduler intervals that cross a slice boundary are closed at the slice's
+last record: per-slice off-CPU figures are used only for their relative spread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import tempfile
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any
+
+from wallflame.errors import WallflameError
+from wallflame.fold import FoldOptions, fold_file
+from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile
+from wallflame.textio import iter_lines
+
+SLICES = "slices.json"
+VERSION = 1
+#: Slices per run: enough degrees of freedom for a spread, slices long enough (about 0.5 s
+#: of a 5 s run) that a function's weight in one slice is not mostly sampling noise.
+DEFAULT_K = 10
+#: Functions kept per slice: those with at least this share of the run's on-CPU weight ...
+MIN_SHARE = 0.002
+#: ... and at most this many of them (the heaviest).
+MAX_FUNCTIONS = 400
+
+_TIME = re.compile(rb"\s(\d+\.\d+):")
+
+
+def _record_time(rec: bytes) -> int | None:
+    head = rec.split(b"\n", 1)[0]
+    cut = head.find(b": ")
+    found = _TIME.findall(head[:cut + 1] if cut >= 0 else head)
+    if not found:
+        return None
+    sec, _, frac = found[-1].partition(b".")
+    return int(sec) * 1_000_000_000 + int((frac + b"000000000")[:9])
+
+
+def _records(path: Path) -> list[tuple[int | None, bytes]]:
+    data = path.read_bytes().replace(b"\r\n", b"\n")
+    return [(_record_time(r), r) for r in data.split(b"\n\n") if r.strip()]
+
+
+def _fold_slices(recs: list[tuple[int | None, bytes]], edges: list[int]) -> list[Profile]:
+    """Fold the records falling in each slice (a record without a time stays with the
+    previous one) with the ``perf`` folder."""
+    k = len(edges) - 1
+    parts: list[list[bytes]] = [[] for _ in range(k)]
+    i = 0
+    for t, rec in recs:
+        if t is not None:
+            i = min(k - 1, max(0, bisect_right(edges, t) - 1))
+        parts[i].append(rec)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="wallflame-slices-") as tmp:
+        for j, part in enumerate(parts):
+            path = os.path.join(tmp, f"{j}.script")
+            with open(path, "wb") as f:
+                f.write(b"\n\n".join(part) + b"\n\n" if part else b"")
+            if not part:
+                out.append(Profile())
+                continue
+            try:
+                out.append(fold_file(path, FoldOptions(), "perf"))
+            except WallflameError:
+                out.append(Profile())
+    return out
+
+
+def work_progress(stdout: Path) -> list[tuple[int, float]]:
+    """``(t_ns, work so far)`` from the progress lines a program prints on stdout: JSON
+    objects with a numeric ``t_ns`` (CLOCK_MONOTONIC nanoseconds, the clock of perf's
+    timestamps) and a cumulative numeric ``work``."""
+    out: list[tuple[int, float]] = []
+    if not stdout.exists():
+        return out
+    for _, line in iter_lines(str(stdout)):
+        line = line.strip()
+        if not (line.startswith("{") and '"t_ns"' in line):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        t, w = (d.get("t_ns"), d.get("work")) if isinstance(d, dict) else (None, None)
+        if isinstance(t, int) and not isinstance(t, bool) and isinstance(w, int | float) \
+                and not isinstance(w, bool):
+            out.append((t, float(w)))
+    out.sort()
+    return out
+
+
+def _work_at(progress: list[tuple[int, float]], t: int) -> float | None:
+    """Work done by time ``t``, linearly interpolated; ``None`` outside the progress lines."""
+    if not progress or t < progress[0][0] or t > progress[-1][0]:
+        return None
+    i = bisect_right([p[0] for p in progress], t)
+    if i >= len(progress):
+        return progress[-1][1]
+    (t0, w0), (t1, w1) = progress[i - 1], progress[i]
+    return w0 + (w1 - w0) * (t - t0) / (t1 - t0) if t1 > t0 else w1
+
+
+def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[str, Any] | None:
+    """The per-slice figures of a run directory, from its ``raw/``; ``None`` without perf
+    samples with timestamps."""
+    raw = Path(run_dir) / "raw"
+    perf_script = raw / "perf.script"
+    if not perf_script.exists():
+        return None
+    recs = _records(perf_script)
+    times = [t for t, _ in recs if t is not None]
+    if len(times) < 2 * k or max(times) <= min(times):
+        return None
+    t0, t1 = min(times), max(times) + 1
+    edges = [t0 + (t1 - t0) * j // k for j in range(k + 1)]
+    on_parts = _fold_slices(recs, edges)
+    totals = [_on_totals(p) for p in on_parts]
+    run_fn: dict[str, int] = {}
+    for _, fn, _ in totals:
+        for name, w in fn.items():
+            run_fn[name] = run_fn.get(name, 0) + w
+    run_on = sum(t for t, _, _ in totals) or 1
+    keep = sorted((n for n, w in run_fn.items() if w >= MIN_SHARE * run_on),
+                  key=lambda n: (-run_fn[n], n))[:MAX_FUNCTIONS]
+    out: dict[str, Any] = {
+        "version": VERSION, "k": k, "t0_ns": t0, "t1_ns": t1,
+        "on": [t for t, _, _ in totals], "samples": [n for _, _, n in totals],
+        "functions": {n: [fn.get(n, 0) for _, fn, _ in totals] for n in sorted(keep)},
+    }
+    sched = raw / "sched.script"
+    if sched.exists():
+        off_parts = _fold_slices(_records(sched), edges)
+        out["wait"] = {c: [_off_class(p, c) for p in off_parts] for c in WAIT_CLASSES}
+    progress = work_progress(raw / "target.stdout")
+    marks = [_work_at(progress, t) for t in edges]
+    done = [m for m in marks if m is not None]
+    if len(done) == len(marks):
+        out["work"] = [b - a for a, b in itertools.pairwise(done)]
+    return out
+
+
+def _on_totals(p: Profile) -> tuple[int, dict[str, int], int]:
+    total = 0
+    fn: dict[str, int] = {}
+    for key, w in p.stacks.items():
+        if key.state != ON:
+            continue
+        total += w
+        for name in set(key.frames):
+            fn[name] = fn.get(name, 0) + w
+    n = p.meta.samples.get("perf") or sum(v for kk, v in p.meta.samples.items()
+                                          if kk.startswith("perf"))
+    return total, fn, int(n)
+
+
+def _off_class(p: Profile, cls: str) -> int:
+    return sum(w for key, w in p.stacks.items()
+               if key.state == OFF and (key.wait or "other") == cls)
+
+
+def write_slices(run_dir: str | os.PathLike[str]) -> None:
+    """Write ``RUN/slices.json`` (nothing when the run has no timed perf samples)."""
+    data = compute_slices(run_dir)
+    path = Path(run_dir) / SLICES
+    if data is None:
+        path.unlink(missing_ok=True)
+        return
+    from wallflame.output import open_output
+
+    with open_output(str(path)) as f:
+        f.write(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+
+
+def load_slices(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """``RUN/slices.json``, or the figures computed from ``raw/``; ``None`` when neither
+    exists or the file is not in the expected form (the check then falls back to sampling
+    error alone, and says so)."""
+    path = Path(run_dir) / SLICES
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        return data if _valid(data) else None
+    try:
+        return compute_slices(run_dir)
+    except (OSError, WallflameError):
+        return None
+
+
+def _ints(x: Any, k: int) -> bool:
+    return isinstance(x, list) and len(x) == k and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in x)
+
+
+def _valid(d: Any) -> bool:
+    if not (isinstance(d, dict) and d.get("version") == VERSION):
+        return False
+    k = d.get("k")
+    if not (isinstance(k, int) and 2 <= k <= 1000 and _ints(d.get("on"), k)
+            and _ints(d.get("samples"), k) and isinstance(d.get("functions"), dict)):
+        return False
+    tables = [*d["functions"].values(), *(d.get("wait") or {}).values()]
+    return all(_ints(v, k) for v in tables) and ("work" not in d or _ints(d["work"], k))
+
+
+__all__ = ["DEFAULT_K", "SLICES", "compute_slices", "load_slices", "work_progress",
+           "write_slices"]
