@@ -8,6 +8,7 @@ every name as text, and answer clicks (zoom) and searches.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +20,9 @@ from typing import Any
 import pytest
 from test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
 
+from wallflame.profile import StackKey
+from wallflame.report.diff import compare
+from wallflame.report.diff_html import write_html as write_diff_html
 from wallflame.report.exports import write_report
 from wallflame.report.tree import visible
 from wallflame.rundir import load_inputs
@@ -95,6 +99,27 @@ def frame_point(page: Any, graph: str, names: list[str]) -> dict[str, float]:
         }""", [graph, names])
     assert point is not None, names
     return point
+
+
+#: Text only an escaping or rendering mistake puts in a table: an entity shown as text
+#: (``&middot;``), a JSON or folded-stack escape, a value the page's code failed to fill in.
+ARTEFACT = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#[xX][0-9A-Fa-f]+);|\\u[0-9A-Fa-f]{4}"
+                      r"|\\x[0-9A-Fa-f]{2}|\b(?:undefined|NaN|None|null)\b|\[object Object\]")
+
+
+def table_cells(page: Any) -> list[tuple[str, str]]:
+    """(table, rendered text) of every cell of every table on the page."""
+    cells: list[tuple[str, str]] = page.evaluate(
+        """() => Array.from(document.querySelectorAll('table')).flatMap((t, i) => {
+             const where = t.id || (t.closest('[id]') || {}).id || 'table ' + i;
+             return Array.from(t.querySelectorAll('caption, th, td'))
+               .map(c => [where, c.innerText]);
+           })""")
+    return cells
+
+
+def table_artefacts(page: Any) -> list[str]:
+    return [f"{where}: {text!r}" for where, text in table_cells(page) if ARTEFACT.search(text)]
 
 
 def search(page: Any, q: str) -> str:
@@ -202,6 +227,32 @@ def test_page_informs_with_javascript_blocked(browser: Any, tmp_path: Path) -> N
     got.clean()
 
 
+@pytest.mark.parametrize("js", [True, False])
+def test_every_table_reads_as_plain_text(browser: Any, tmp_path: Path, js: bool) -> None:
+    out = tmp_path / "demo.html"
+    write_report(demo_profile(), "html", str(out))
+    got = load(browser, out, js=js)
+    cells = table_cells(got.page)
+    assert len({where for where, _ in cells}) >= 3, cells  # threads, top stacks, locks at least
+    assert table_artefacts(got.page) == []
+    # an empty cell of the per-thread table shows a middle dot
+    assert "\u00b7" in [text.strip() for _, text in cells]
+    got.clean()
+
+
+def test_every_table_of_the_diff_page_reads_as_plain_text(browser: Any, tmp_path: Path) -> None:
+    before, after = demo_profile(), demo_profile()
+    after.add(StackKey(("clone3", "start_thread", "worker_main", "extra_work"), 4243, "mix-1",
+                       4242), 400 * MS)
+    out = tmp_path / "diff.html"
+    write_diff_html(compare(before, after), str(out))
+    for js in (True, False):
+        got = load(browser, out, js=js)
+        assert table_cells(got.page)
+        assert table_artefacts(got.page) == []
+        got.clean()
+
+
 @pytest.fixture(scope="module")
 def mix_capture(tmp_path_factory: pytest.TempPathFactory, sample_bin: Path,
                 live: None) -> Path:
@@ -268,6 +319,7 @@ def test_real_collect_run_shows_the_mutex(browser: Any, mix_run: Path) -> None:
     got = load(browser, mix_run / "report.html")
     page = got.page
     assert "shared_lock" in page.inner_text("#locks")
+    assert table_artefacts(page) == []
     names = page.evaluate("window.wallflame.graphs.off.tree.names")
     assert any(n.startswith("[mutex ") and "shared_lock" in n for n in names)
     matched = search(page, r"^\[mutex ")
