@@ -225,8 +225,10 @@ class Accumulator:
         owner_name = (held.name if held else "") or self.meta.threads.get(owner, "")
         if not owner_name and owner in dump.procs:
             owner_name = str(dump.procs[owner].get("comm", ""))
-        held_frames = tuple(reversed(held.frames)) if held else ()
-        return key, HolderKey(lock, owner, owner_name, held_frames)
+        # The owner was read from /proc before its stack was dumped (eu-stack and libdw reach
+        # it milliseconds later): not known to be the stack of the lock's holder.  Only the
+        # owner sampler's stopped-and-confirmed stacks are holder stacks (wallflame.locks).
+        return key, HolderKey(lock, owner, owner_name, ())
 
     def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int) -> None:
         if running_tid:

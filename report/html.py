@@ -28,7 +28,6 @@ from jinja2.bccache import Bucket
 from markupsafe import Markup, escape
 
 import wallflame
-from wallflame.folded import unescape
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
@@ -259,12 +258,22 @@ def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
             for k, w in top]
 
 
+def _min_observations(profile: Profile) -> int:
+    from wallflame.locks import MIN_OBSERVATIONS
+
+    return int(profile.meta.extra.get("lock_min_observations") or MIN_OBSERVATIONS)
+
+
 def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    from wallflame.report.locks import holder_frames
+
     out = []
     for lock in summary["locks"]:
-        holders = [{**h, "frames": [unescape(f) for f in reversed(h["stack"].split(";")) if f]}
-                   for h in lock["holders"]]
-        out.append({**lock, "holders": holders})
+        holders = [{**h, "frames": holder_frames(h["stack"])} for h in lock["holders"]]
+        rel = lock.get("released_from") or {"count": 0, "sites": []}
+        released = {**rel, "sites": [{**r, "frames": holder_frames(r["stack"])}
+                                     for r in rel["sites"]]}
+        out.append({**lock, "holders": holders, "released_from": released})
     return out
 
 
@@ -358,7 +367,8 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "coverage_bad": [r for r in rows if r["cov_bad"]],
         "no_off": not any(g.state == OFF for g in groups),
         "no_on": not any(g.state != OFF for g in groups),
-        "locks": _locks(summary), "top": _top_stacks(profile, unit),
+        "locks": _locks(summary), "unidentified": summary.get("unidentified_lock_waits") or [],
+        "min_observations": _min_observations(profile), "top": _top_stacks(profile, unit),
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,
         "commands": _commands(m.extra.get("commands")),

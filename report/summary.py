@@ -6,19 +6,15 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from wallflame.classify import default_rules
-from wallflame.folded import escape
-from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, StackKey, ThreadTotals
+from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
 from wallflame.speedups import native
 
 #: A stack this shallow (frames below the thread) has most likely lost its callers.
 SHALLOW_DEPTH = 2
-#: How many holder stacks and waiters a lock entry lists.
-TOP_HOLDERS = 5
 
 _LOCK_CLASSES = ("mutex", "rwlock")
 _LOCK_WRAPPERS = ("std::lock_guard", "std::unique_lock", "std::scoped_lock", "std::shared_lock",
@@ -65,13 +61,6 @@ def call_site(frames: tuple[str, ...]) -> str:
     return fallback or (frames[0] if frames else "[unknown]")
 
 
-def lock_identity(key: StackKey) -> str:
-    """A lock's name: its address and symbol when known, else the call site that locked it."""
-    if key.lock:
-        return key.lock
-    return f"(call site) {call_site(key.frames)}"
-
-
 def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0) -> dict[str, Any]:
     """One thread's split of the window.  ``runqueue_s`` is time the thread was runnable but
     waiting for a CPU (preempted): neither on-CPU nor blocked, but part of its wall time, so
@@ -102,47 +91,20 @@ def runqueue_ns(profile: Profile) -> dict[int, int]:
 
 
 def locks(profile: Profile, groups: Iterable[Group] | None = None) -> list[dict[str, Any]]:
-    """Each contended lock: its waiters, call sites and holders.  ``groups`` (those of
-    ``profile.grouped()``, when at hand) spare the pass over the stacks when no thread waited
-    on a lock."""
+    """Each lock waited on (``report.locks``).  ``groups`` (those of ``profile.grouped()``,
+    when at hand) spare the pass over the stacks when no thread waited on a lock."""
+    return lock_sections(profile, groups)[0]
+
+
+def lock_sections(profile: Profile, groups: Iterable[Group] | None = None) -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]]]:
+    """(locks, lock waits whose lock was not identified, by call site)."""
     if groups is not None and not any(g.state == OFF and g.wait in _LOCK_CLASSES
                                       for g in groups):
-        return []
-    unit = profile.meta.unit
-    wait: defaultdict[str, int] = defaultdict(int)
-    waiters: defaultdict[str, defaultdict[tuple[int, str], int]] = defaultdict(
-        lambda: defaultdict(int))
-    sites: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for k, w in profile.stacks.items():
-        if k.state != OFF or k.wait not in _LOCK_CLASSES:
-            continue
-        ident = lock_identity(k)
-        wait[ident] += w
-        waiters[ident][(k.tid, k.thread)] += w
-        sites[ident][call_site(k.frames)] += w
-    holders: defaultdict[str, list[tuple[int, Any]]] = defaultdict(list)
-    for h, w in profile.holders.items():
-        holders[h.lock].append((w, h))
-    out = []
-    for ident, total in sorted(wait.items(), key=lambda kv: (-kv[1], kv[0])):
-        hs = sorted(holders.get(ident, []), key=lambda x: (-x[0], x[1]))
-        held = sum(w for w, _ in hs)
-        out.append({
-            "lock": ident,
-            "kind": "rwlock" if "rwlock" in ident else "mutex",
-            "wait_s": seconds(total, unit),
-            "call_sites": [{"frame": s, "s": seconds(w, unit)} for s, w in
-                           sorted(sites[ident].items(), key=lambda kv: (-kv[1], kv[0]))][:5],
-            "waiters": [{"tid": tid, "name": name, "s": seconds(w, unit)} for (tid, name), w in
-                        sorted(waiters[ident].items(), key=lambda kv: (-kv[1], kv[0]))],
-            "holders": [{"tid": h.tid, "name": h.thread,
-                         "stack": ";".join(escape(f) for f in h.frames),
-                         "s": seconds(w, unit),
-                         "share": round(w / held, 4) if held else 0.0}
-                        for w, h in hs[:TOP_HOLDERS]],
-            "holder_known_s": seconds(held, unit),
-        })
-    return out
+        return [], []
+    from wallflame.report.locks import lock_entries
+
+    return lock_entries(profile, seconds, call_site)
 
 
 def stack_weights(profile: Profile) -> tuple[int, int]:
@@ -200,7 +162,8 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         "window_s": seconds(window, UNIT_NS) if window else 0.0,
         "threads": rows,
         "totals": thread_row(totals, unit, 0, sum(rq.values())),
-        "locks": locks(profile, groups),
+        **dict(zip(("locks", "unidentified_lock_waits"), lock_sections(profile, groups),
+                   strict=True)),
         "pause": pause,
         "quality": quality(profile, rows),
         "sources": [{k: v for k, v in s.items() if isinstance(v, (str, int, float, bool))}

@@ -42,15 +42,28 @@ def _threads(s: dict[str, Any], out: IO[str]) -> None:
         out.write(line + "\n")
 
 
+def _share(x: dict[str, Any]) -> str:
+    if "share" in x:
+        return f"{100 * x['share']:.0f}% ({x['count']} of {x['of']})"
+    return f"{x['count']} of {x['of']} observations"
+
+
 def _locks(s: dict[str, Any], out: IO[str]) -> None:
     unit = "s" if s["unit"] == "seconds" else " samples"
     for lock in s["locks"][:5]:
         out.write(f"lock {_cut(lock['lock'], 60)}: waited {_v(lock['wait_s'], s['unit'])}{unit} "
                   f"by {len(lock['waiters'])} threads\n")
+        out.write(f"  confirmed holder {_v(lock['held_confirmed_s'], s['unit'])}{unit} "
+                  f"[{_share(lock['held_confirmed'])}]\n")
         for h in lock["holders"][:3]:
             leaf = h["stack"].rsplit(";", 1)[-1] if h["stack"] else "?"
-            out.write(f"  held by {_cut(h['name'], 20)} ({h['tid']}) {100 * h['share']:.0f}% "
-                      f"in {_cut(leaf, 50)}\n")
+            out.write(f"  held by {_cut(h['name'], 20)} ({h['tid']}) {_share(h)} "
+                      f"in {_cut(leaf, 40)}\n")
+        for r in lock.get("released_from", {}).get("sites", [])[:2]:
+            out.write(f"  released from {_cut(r['frame'], 50)} {_share(r)}\n")
+    for u in s.get("unidentified_lock_waits", [])[:3]:
+        out.write(f"lock not identified, waited at {_cut(u['call_site'], 50)}: "
+                  f"{_v(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads\n")
 
 
 def _top(profile: Profile, out: IO[str]) -> None:
@@ -70,7 +83,7 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     window = f"window {s['window_s']:.3f}s, " if s["window_s"] else ""
     out.write(f"wallflame: {window}{len(s['threads'])} threads, unit {s['unit']}\n\n")
     _threads(s, out)
-    if s["locks"]:
+    if s["locks"] or s.get("unidentified_lock_waits"):
         out.write("\n")
         _locks(s, out)
     out.write(f"\ntop {TOP} stacks (leaf first):\n")

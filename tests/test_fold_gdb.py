@@ -124,12 +124,13 @@ def test_wallflame_log_running_threads_go_to_coverage_only() -> None:
 
 def test_wallflame_log_holders() -> None:
     """A log written by ``wallflame collect --pmp-backend gdb``: a waiter on shared_lock whose
-    owner was read from the mutex gets the holder's tid and the holder's stack."""
+    owner was read from the mutex gets the holder's tid, never the stack the dump caught it
+    with (the owner was read from /proc before the dump: not known to be its holding stack)."""
     p = fold(FIX / "mix-collect-gdb.log")
     assert p.holders
     for h, w in p.holders.items():
         assert h.lock.endswith(" <shared_lock>")
-        assert h.thread.startswith("mix-") and h.frames[:2] == ("clone3", "start_thread")
+        assert h.thread.startswith("mix-") and h.frames == ()
         waiters = [k for k in p.stacks if k.holder == h.tid and k.lock == h.lock]
         assert waiters and all(k.wait == "mutex" for k in waiters)
         assert w <= sum(p.stacks[k] for k in waiters)
@@ -192,7 +193,7 @@ def test_proc_says_asleep_stack_says_running(tmp_path: Path, proc: str, wait: st
     assert (key.wait, key.lock, key.holder) == (wait, lock, holder)
     assert p.meta.extra["pmp_state_mismatch"] == 1
     if holder:
-        assert p.holders == {HolderKey(lock, 9, "h", ("critical",)): p.stacks[key]}
+        assert p.holders == {HolderKey(lock, 9, "h", ()): p.stacks[key]}
 
 
 def test_hostile_names_stay_one_frame_each() -> None:

@@ -6,31 +6,29 @@ finished again later (``finish(run_dir)``) with newer folders.
 Which evidence gives off-CPU time:
 
 * ``pmp``: the snapshots (statistical: each blocked thread's snapshot weighs the time since its
-  previous one), with lock identity and holders.
+  previous one), with lock identity.
 * ``sched`` and ``both``: the scheduler's switch-out/switch-in intervals (exact).  With
-  ``both`` the snapshots' /proc records still name the locks and their owners: each thread's
-  exact mutex wait is split over the (lock, owner) pairs its records saw, in the proportions
-  they saw them, and the holders table is scaled the same way (``split_locks``).  The merged
-  view never counts a blocked interval twice.
+  ``both`` the owner sampler's records (and the snapshots' /proc records) name the locks: a
+  wait goes to a lock only when that thread was observed on it at that call site
+  (``wallflame.locks``).  The merged view never counts a blocked interval twice.
+
+In both cases lock holders are only the stacks the owner sampler confirmed (the owner stopped
+while it still held the lock), with the counts behind them.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wallflame import rundir
+from wallflame import locks, rundir
 from wallflame.errors import InputError, WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
-from wallflame.names import normalize
 from wallflame.output import open_output
-from wallflame.profile import OFF, HolderKey, Profile
+from wallflame.profile import Profile
 from wallflame.textio import iter_lines
 
 CAPTURE = "capture.json"
@@ -65,165 +63,23 @@ def perf_script(raw: Path, stem: str, warnings: list[str]) -> tuple[Path | None,
     return out, bad
 
 
-@dataclass
-class LockSamples:
-    """What the snapshots' /proc records (and ``raw/owners.log``) saw of mutex waits.
-
-    pairs:   waiter tid -> (lock, owner) -> times seen.
-    holders: (lock, owner, owner's stack in the same dump) -> times seen.
-    sites:   lock -> call-site signatures of its waiters: the two innermost functions on
-             the waiter's stack (the collector's stack scan above the futex call, ``sites``
-             in the records).  A scheduler stack is attributed only to the locks whose
-             signature it contains as caller and callee (``_matches``), so waits on two
-             mutexes (a condition variable's relock, say) are not mixed.  Only DWARF
-             scheduler stacks keep those frames; with frame pointers the split falls back
-             to the thread's proportions.
-    """
-
-    pairs: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
-    holders: dict[HolderKey, int] = field(default_factory=dict)
-    sites: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
-
-    def add(self, rec: dict[str, Any]) -> tuple[int, str, int] | None:
-        """Count one waiter record; returns (tid, lock, owner) when it is one."""
-        tid, lock, owner = rec.get("tid"), rec.get("lock"), rec.get("owner")
-        if not (isinstance(owner, int) and isinstance(tid, int) and isinstance(lock, str)):
-            return None
-        per = self.pairs.setdefault(tid, {})
-        per[(lock, owner)] = per.get((lock, owner), 0) + 1
-        sites = rec.get("sites")
-        if isinstance(sites, list) and sites:
-            sig = tuple(normalize(str(x)) for x in sites[:2])
-            self.sites.setdefault(lock, set()).add(sig)
-        return tid, lock, owner
-
-
-def lock_samples(log: Path) -> LockSamples:
-    """Read a snapshot log's ``# wallflame-proc`` records and dumps (see ``LockSamples``).
-
-    The /proc records of one snapshot are read within microseconds of each other and without
-    stopping anything, so a waiter and its owner agree even when the stack dump (eu-stack:
-    one thread at a time) does not; the owner's stack is the one from the same dump."""
-    from wallflame.fold import eustack, gdb
-
-    out = LockSamples()
-    stacks: dict[int, list[str]] = {}
-    procs: list[dict[str, Any]] = []
-    current: list[str] | None = None
-    kind = ""
+def proc_records(log: Path) -> list[dict[str, Any]]:
+    """The ``# wallflame-proc`` records of a snapshot log that name a lock."""
+    out = []
     for _, line in iter_lines(str(log)):
-        if line.startswith("# wallflame-proc "):
+        if line.startswith("# wallflame-proc ") and '"lock"' in line:
             try:
                 rec = json.loads(line[len("# wallflame-proc "):])
             except ValueError:
                 continue
             if isinstance(rec, dict):
-                procs.append(rec)
-        elif line.startswith("TS "):
-            _close_dump(procs, stacks, out)
-            procs, stacks, current = [], {}, None
-        elif line.startswith("#") and line[1:2].isdigit() and current is not None:
-            parse = gdb.parse_frame if kind == "gdb" else eustack.parse_frame
-            current.append(parse(line).name)
-        else:
-            head = eustack.parse_header(line) or gdb.parse_header(line)
-            if head is not None:
-                current = stacks.setdefault(head[0], [])
-                kind = head[2]
+                out.append(rec)
     return out
 
 
-def _close_dump(procs: list[dict[str, Any]], stacks: dict[int, list[str]],
-                out: LockSamples) -> None:
-    comm = {r.get("tid"): str(r.get("comm", "")) for r in procs}
-    for r in procs:
-        got = out.add(r)
-        if got is None:
-            continue
-        _, lock, owner = got
-        frames = tuple(reversed(stacks.get(owner, [])))
-        key = HolderKey(lock, owner, comm.get(owner, ""), frames)
-        out.holders[key] = out.holders.get(key, 0) + 1
-
-
-def owner_samples(log: Path, out: LockSamples) -> None:
-    """Add the /proc-only waiter -> owner samples of ``raw/owners.log``."""
-    for _, line in iter_lines(str(log)):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.add(rec)
-
-
-def _matches(leaf_first: list[str], sig: tuple[str, ...]) -> bool:
-    """``sig`` (innermost caller first) is where this stack called: its first function is in
-    the stack and the next frame towards the root is its second."""
-    try:
-        i = leaf_first.index(sig[0])
-    except ValueError:
-        return False
-    return len(sig) < 2 or (i + 1 < len(leaf_first) and leaf_first[i + 1] == sig[1])
-
-
-def _candidates(shares: dict[tuple[str, int], int], frames: Sequence[str], tid: int,
-                sites: dict[str, set[tuple[str, ...]]]) -> list[tuple[tuple[str, int], int]]:
-    """The (lock, owner) pairs a scheduler mutex stack may be attributed to (see
-    ``LockSamples.sites``); without signatures, all of the thread's pairs."""
-    items = sorted((p, n) for p, n in shares.items() if p[1] != tid)
-    if not sites:
-        return items
-    leaf_first = list(reversed(frames))
-    match = {lk for lk, sigs in sites.items() if any(_matches(leaf_first, g) for g in sigs)}
-    if match:
-        return [(p, n) for p, n in items if p[0] in match]
-    # No signature matches: only locks never seen with a signature may be this wait.
-    return [(p, n) for p, n in items if not sites.get(p[0])]
-
-
-def split_locks(sched_off: Profile, samples: LockSamples) -> Profile:
-    """Exact scheduler off-CPU time, with each thread's mutex waits attributed to locks and
-    holders in the proportions its /proc records saw them (a thread never seen on a named
-    mutex gets the process-wide split), matched by call site; the holders table is scaled
-    to the exact times."""
-    seen, holders = samples.pairs, samples.holders
-    overall: defaultdict[tuple[str, int], int] = defaultdict(int)
-    for shares_of in seen.values():
-        for pair, n in shares_of.items():
-            overall[pair] += n
-    out = Profile(meta=sched_off.meta)
-    exact_by_lock: defaultdict[str, int] = defaultdict(int)
-    for k, w in sched_off.stacks.items():
-        shares = (seen.get(k.tid) or overall) if k.state == OFF and k.wait == "mutex" \
-            and not k.lock else None
-        items = _candidates(shares or {}, k.frames, k.tid, samples.sites)
-        total = sum(n for _, n in items)
-        if not total:
-            out.add(k, w)
-            continue
-        given = 0
-        for i, ((lock, holder), n) in enumerate(items):
-            part = w - given if i == len(items) - 1 else w * n // total
-            given += part
-            out.add(k._replace(lock=lock, holder=holder), part)
-            exact_by_lock[lock] += part
-    # Holders: each lock's exact wait goes to its owners in the proportions the /proc samples
-    # saw them, and each owner's share to the stacks the dumps caught it with (none: no stack).
-    by_lock: defaultdict[str, int] = defaultdict(int)
-    for (lock, _), n in overall.items():
-        by_lock[lock] += n
-    stacks: defaultdict[tuple[str, int], dict[HolderKey, int]] = defaultdict(dict)
-    for h, n in holders.items():
-        stacks[(h.lock, h.tid)][h] = n
-    for (lock, owner), n in sorted(overall.items()):
-        share = exact_by_lock.get(lock, 0) * n // by_lock[lock]
-        known = stacks.get((lock, owner)) or {
-            HolderKey(lock, owner, sched_off.meta.threads.get(owner, ""), ()): 1}
-        denom = sum(known.values())
-        for h, m in sorted(known.items()):
-            out.add_holder(h, share * m // denom)
-    return out
+def _evidence(raw: Path) -> locks.LockEvidence:
+    snaps = proc_records(raw / SNAPSHOT_LOG) if (raw / SNAPSHOT_LOG).exists() else []
+    return locks.read_evidence(raw / OWNERS_LOG, snaps)
 
 
 def work_done(raw: Path) -> dict[str, Any] | None:
@@ -276,22 +132,14 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
     if perf_profile is not None:
         profile.merge(perf_profile.on_cpu())
     if sched_profile is not None:
-        off = sched_profile.off_cpu()
-        samples = LockSamples()
-        if (raw / SNAPSHOT_LOG).exists():
-            samples = lock_samples(raw / SNAPSHOT_LOG)
-        if (raw / OWNERS_LOG).exists():
-            owner_samples(raw / OWNERS_LOG, samples)
-        if opts.get("sched_call_graph", "dwarf") != "dwarf":
-            samples.sites.clear()  # frame-pointer stacks lack the glibc caller frames
-        if samples.pairs:
-            off = split_locks(off, samples)
+        off = locks.attribute(sched_profile.off_cpu(), _evidence(raw))
         profile.merge(off)
         profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:
         if mode == "pmp" or (mode == "both" and sched_profile is None):
             profile.merge(pmp_profile.off_cpu())
             profile.meta.extra["offcpu_source"] = "pmp"
+            locks.holders(profile, _evidence(raw), locks.wait_by_lock(profile))
         else:
             # Keep the snapshot evidence's metadata (pause, running time, counts).
             profile.meta.merge(pmp_profile.meta)
@@ -407,4 +255,4 @@ def _write_slices(out: Path) -> None:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
 
 
-__all__ = ["LockSamples", "build_profile", "finish", "lock_samples", "split_locks"]
+__all__ = ["build_profile", "finish", "proc_records"]
