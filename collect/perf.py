@@ -84,30 +84,43 @@ class PerfOptions:
 
     freq_hz:    on-CPU sampling frequency of ``cpu-clock`` (``-F``).
     call_graph: ``fp`` (frame pointers) or ``dwarf`` (copies user stack per sample).
-    sched:      record ``sched:sched_switch`` with call chains plus ``--switch-events``
-                (exact off-CPU intervals, no ptrace) instead of on-CPU samples.  It runs as a
-                second perf so that its stacks can use DWARF while on-CPU samples keep cheap
-                frame pointers (a per-event ``call-graph=dwarf`` term unwound only the leaf
-                with perf 6.1).
+    sched:      the scheduler instead of on-CPU samples: every switch of every thread as a
+                ``PERF_RECORD_SWITCH`` pair (``--switch-events``: exact off-CPU and run-queue
+                intervals, about 40 bytes each, no stack), and ``sched:sched_switch`` with a
+                call chain for a sample of them (``stack_hz``).  It runs as a second perf so
+                that its stacks can use DWARF while on-CPU samples keep cheap frame pointers
+                (a per-event ``call-graph=dwarf`` term unwound only the leaf with perf 6.1).
+    stack_hz:   call chains of switches per second per thread, in the kernel's frequency mode
+                (each sample carries how many switches it stands for); ``0``: every switch
+                (``-c 1``), which costs 8 KiB of stack copied per switch with DWARF.
+    stack_bytes: user stack copied per DWARF sample (``--call-graph dwarf,SIZE``).
     """
 
     freq_hz: int = 499
     call_graph: str = "fp"
     sched: bool = False
+    stack_hz: float = 0.0
+    stack_bytes: int = 8192
 
 
 def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | None) -> list[str]:
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999))
+    call_graph = opts.call_graph
     if opts.sched:
-        cmd = [perf_path(), "record", "-e", "sched:sched_switch", "--switch-events"]
-        if opts.call_graph == "dwarf" and os.geteuid() == 0:
-            # 8 KiB of stack per switch: a larger ring buffer loses fewer events (measured:
-            # ~300 PERF_RECORD_LOST in 8 s of samples/bin/mix with the default size).  Only
-            # root may lock more than perf_event_mlock_kb.
+        cmd = [perf_path(), "record", "-e", "sched:sched_switch"]
+        cmd += ["-F", f"{max(1, round(opts.stack_hz))}"] if opts.stack_hz > 0 else ["-c", "1"]
+        cmd.append("--switch-events")
+        if os.geteuid() == 0:
+            # Every switch is a record: a larger ring buffer loses fewer events (measured:
+            # ~300 PERF_RECORD_LOST in 8 s of samples/bin/mix with DWARF stacks of every
+            # switch and the default size).  Only root may lock more than
+            # perf_event_mlock_kb.
             cmd += ["-m", "2M"]
+        if call_graph == "dwarf":
+            call_graph = f"dwarf,{opts.stack_bytes}"
     else:
         cmd = [perf_path(), "record", "-e", "cpu-clock", "-F", str(opts.freq_hz)]
-    cmd += ["--call-graph", opts.call_graph, "-p", str(pid), "-o", str(out),
+    cmd += ["--call-graph", call_graph, "-p", str(pid), "-o", str(out),
             f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
     return cmd
 
@@ -188,8 +201,11 @@ class PerfRecorder:
 
 
 def data_chunks(raw_dir: Path, stem: str) -> list[Path]:
-    return sorted(p for p in raw_dir.glob(f"{stem}.data*") if p.is_file()
-                  and p.stat().st_size > 0)
+    """The chunks in time order: ``STEM.data.<timestamp>`` (perf renames the file it writes
+    to that when it switches output or ends), then a ``STEM.data`` perf did not get to rename
+    (it was killed)."""
+    return sorted((p for p in raw_dir.glob(f"{stem}.data*") if p.is_file()
+                   and p.stat().st_size > 0), key=lambda p: (p.name == f"{stem}.data", p.name))
 
 
 def lost_from_stderr(text: str) -> tuple[int, list[str]]:
@@ -209,8 +225,13 @@ def lost_from_stderr(text: str) -> tuple[int, list[str]]:
 def script_command(chunk: Path, sched: bool) -> list[str]:
     cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
     if sched:
-        cmd.append("--show-switch-events")
+        # The fields wallflame.fold.schedsample reads; nanosecond times.
+        cmd += ["--ns", "--show-switch-events", "-F", SCHED_FIELDS]
     return cmd
+
+
+#: ``perf script -F`` of the scheduler capture.
+SCHED_FIELDS = "comm,pid,tid,time,period,event,trace,ip,sym,dso"
 
 
 def write_script(chunks: list[Path], out: IO[bytes], sched: bool, err: IO[bytes]) -> Iterator[

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from wallflame.collect import perf
+from wallflame.collect import budget, perf, stream
 from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
@@ -63,6 +63,10 @@ class CollectOptions:
                   lose the callers of a blocking glibc function (glibc has none), which turns
                   a condition-variable wait into an unclassified futex wait.
     max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
+    max_data_mb_per_s: the data-rate budget: scheduler stacks are sampled at the rate that
+                  keeps the run within it (``wallflame.collect.budget``).
+    sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget;
+                  ``0``: every switch (8 KiB copied per switch with DWARF: for reference runs).
     """
 
     duration_s: float | None = 10.0
@@ -74,6 +78,8 @@ class CollectOptions:
     call_graph: str = "fp"
     sched_call_graph: str = "dwarf"
     max_pause_ms: float = 50.0
+    max_data_mb_per_s: float = budget.DEFAULT_MB_PER_S
+    sched_stack_hz: float | None = None
 
 
 @dataclass
@@ -101,6 +107,7 @@ class Collection:
     ended_by: str = ""
     launched: dict[str, Any] = field(default_factory=dict)
     owners: dict[str, Any] = field(default_factory=dict)
+    postprocess: dict[str, Any] = field(default_factory=dict)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -252,7 +259,8 @@ def _recorders(target: Target, opts: CollectOptions, raw: Path) -> list[perf.Per
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
             target.pid, raw / "sched.data", perf.PerfOptions(opts.freq_hz,
-                                                             opts.sched_call_graph, True),
+                                                             opts.sched_call_graph, True,
+                                                             opts.sched_stack_hz or 0.0),
             opts.duration_s), raw, "sched"))
     return out
 
@@ -261,7 +269,14 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None) -> None:
     mem = MemorySampler(target.pid, stop, alive=target.alive)
+    if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None:
+        p = budget.plan(budget.switch_rates(target.pid), opts.max_data_mb_per_s, opts.freq_hz,
+                        perf.PerfOptions().stack_bytes)
+        opts = replace(opts, sched_stack_hz=p.stack_hz)
+        col.options["sched_stack_hz"] = p.stack_hz
+        col.postprocess["budget"] = p.to_json()
     recorders = _recorders(target, opts, raw)
+    streamer = stream.Streamer(stream.Folded(raw), recorders, stop)
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(
@@ -310,6 +325,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
                          "include time before it recorded")
         t_start = time.time_ns()
         m_start = time.monotonic()
+        streamer.start()
         time.sleep(0.1)
         for r in recorders:
             if target.alive():  # perf fails with ESRCH when the target is already gone
@@ -322,6 +338,10 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             loop.join(30)
         for r in recorders:
             r.stop()
+        if streamer.is_alive():  # what is left of the chunks, then the cost
+            streamer.drain()
+            col.folded = streamer.folded  # type: ignore[attr-defined]
+            col.postprocess["cost"] = streamer.folded.cost.to_json()
         mem.join(5)
         if owners is not None:
             owners.join(5)

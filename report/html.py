@@ -304,6 +304,12 @@ def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def _sched_sampled(profile: Profile) -> bool:
+    sched = profile.meta.extra.get("sched")
+    return isinstance(sched, dict) and bool(sched.get("stack_hz")) and \
+        int(sched.get("stack_samples") or 0) < int(sched.get("switch_outs") or 0)
+
+
 def _resolution(profile: Profile) -> list[str]:
     """What each collector can and cannot see, from its sample count."""
     notes = []
@@ -316,6 +322,14 @@ def _resolution(profile: Profile) -> list[str]:
             notes.append(f"{kind}: {n:,} snapshots. A function below about {100 / n:.2g}% of a "
                          f"thread's time (1/{n:,}) is likely invisible to them; a 1% function "
                          f"is expected in about {n / 100:.1f} of them.")
+        elif ("sched" in low or "switch" in low) and _sched_sampled(profile):
+            sched = profile.meta.extra["sched"]
+            notes.append(f"{kind}: {n:,} of {int(sched.get('switch_outs') or 0):,} switches "
+                         f"sampled with their stacks (at most about {sched['stack_hz']:g} per "
+                         "second per thread). Blocked and run-queue times are exact, from "
+                         "every switch; each thread's blocked time is split over its sampled "
+                         "stacks by period x duration, so a wait below about "
+                         f"{100 / n:.2g}% (1/{n:,}) of it may not appear.")
         elif "sched" in low or "switch" in low:
             notes.append(f"{kind}: {n:,} scheduler events: blocked intervals are measured "
                          "exactly, stacks are those at each switch-out.")

@@ -95,7 +95,12 @@ def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignor
     assert f"--switch-output={CHUNK_S}s" in cmd
     sched = record_command(1234, tmp_path / "sched.data", PerfOptions(997, "dwarf", True), 2)
     assert "sched:sched_switch" in sched and "--switch-events" in sched
-    assert sched[sched.index("--call-graph") + 1] == "dwarf"
+    assert sched[sched.index("--call-graph") + 1] == "dwarf,8192"
+    assert sched[sched.index("-c") + 1] == "1"  # stack_hz 0: every switch with its stack
+    sampled = record_command(1234, tmp_path / "sched.data",
+                             PerfOptions(997, "dwarf", True, stack_hz=24.6), 2)
+    assert sampled[sampled.index("-F") + 1] == "25" and "-c" not in sampled
+    assert "--switch-events" in sampled  # every switch still recorded, without a stack
 
 
 def test_ts_line_is_pt_pmp_format() -> None:

@@ -113,17 +113,15 @@ def _snapshot_format(backend: str) -> str:
     return "eu-stack" if backend in ("eu-stack", "libdw") else "gdb"  # libdw: eu-stack's text
 
 
-def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
+def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile:
+    """``folded``: the chunks folded while recording (``wallflame.collect.stream``); without
+    it every chunk is folded now."""
+    from wallflame.collect import stream
+
     warnings: list[str] = []
     opts = cap.get("options", {})
     mode = str(opts.get("off_cpu", "pmp"))
-    script, bad_chunks = perf_script(raw, "perf", warnings)
-    perf_profile = _fold(script, "perf", warnings) if script is not None else None
-    sched_profile = None
-    if mode in ("sched", "both"):
-        sscript, bad = perf_script(raw, "sched", warnings)
-        bad_chunks += bad
-        sched_profile = _fold(sscript, "perf", warnings) if sscript is not None else None
+    perf_profile, sched_profile, bad_chunks = stream.evidence(raw, cap, warnings, folded)
     pmp_profile = None
     if (raw / SNAPSHOT_LOG).exists():
         backend = str(cap.get("pmp", {}).get("backend", opts.get("pmp_backend", "eu-stack")))
@@ -143,6 +141,8 @@ def build_profile(raw: Path, cap: dict[str, Any]) -> Profile:
         else:
             # Keep the snapshot evidence's metadata (pause, running time, counts).
             profile.meta.merge(pmp_profile.meta)
+            # Threads that never switched in the window: their snapshots are all there is.
+            profile.merge(stream.unswitched(pmp_profile, sched_profile))
     _annotate_meta(profile, cap, warnings, bad_chunks)
     work = work_done(raw)
     if work is not None:
@@ -201,8 +201,9 @@ def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],
                              "off_cpu": opts.get("off_cpu")}
 
 
-def finish(run_dir: str | Path) -> Profile:
-    """Build (or rebuild) the run directory's derived files from ``raw/``."""
+def finish(run_dir: str | Path, folded: Any = None) -> Profile:
+    """Build (or rebuild) the run directory's derived files from ``raw/`` (``folded``: what
+    ``collect`` already folded while recording)."""
     from wallflame.report.summary import build_summary
 
     out = Path(run_dir)
@@ -212,7 +213,10 @@ def finish(run_dir: str | Path) -> Profile:
     except (OSError, ValueError) as e:
         raise InputError(f"{raw / CAPTURE}: unreadable ({e})",
                          "is this a run directory written by wallflame collect?") from None
-    profile = build_profile(raw, cap)
+    from wallflame.collect import stream
+
+    t_finish = stream.Clock()
+    profile = build_profile(raw, cap, folded)
     with open_output(str(out / rundir.ONCPU)) as f:
         write_folded(profile.on_cpu(), f, annotate=True)
     with open_output(str(out / rundir.OFFCPU)) as f:
@@ -235,6 +239,7 @@ def finish(run_dir: str | Path) -> Profile:
         "warnings": profile.meta.warnings,
         "ended_by": cap.get("ended_by"),
         "owners": cap.get("owners"),
+        "postprocess": stream.postprocess_meta(cap, t_finish, folded),
     }
     with open_output(str(out / rundir.META)) as f:
         f.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")

@@ -70,10 +70,18 @@ def _progress_printer() -> tuple[object, object]:
 @click.option("--max-pause-ms", type=float, default=_DEFAULTS.max_pause_ms, show_default=True,
               help="Pause budget per snapshot: three snapshots in a row over it halve the "
               "snapshot rate (ten well under it restore it step by step).")
+@click.option("--max-data-mb-per-s", type=float, default=_DEFAULTS.max_data_mb_per_s,
+              show_default=True,
+              help="Data-rate budget of the run: scheduler stacks are sampled at the rate that "
+              "keeps it (measured from the target's switch rate before the window); every "
+              "switch is still recorded, so blocked and run-queue times stay exact.")
+@click.option("--sched-stack-hz", type=float, default=None,
+              help="Scheduler stacks per second per thread (default: from "
+              "--max-data-mb-per-s; 0: every switch, 8 KiB copied per switch with DWARF).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
-            max_pause_ms: float,
+            max_pause_ms: float, max_data_mb_per_s: float, sched_stack_hz: float | None,
             command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
@@ -90,11 +98,15 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
     if (pmp_rate is not None and pmp_rate <= 0) or freq <= 0 or \
             (duration is not None and duration <= 0):
         raise InputError("--pmp-rate, -F and --duration must be positive")
+    if max_data_mb_per_s <= 0 or (sched_stack_hz is not None and sched_stack_hz < 0):
+        raise InputError("--max-data-mb-per-s must be positive and --sched-stack-hz not "
+                         "negative")
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if pid is not None else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
-                          max_pause_ms=max_pause_ms)
+                          max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
+                          sched_stack_hz=sched_stack_hz)
     live, show = _progress_printer()
     if live is None:
         what = f"PID {pid}" if pid is not None else " ".join(command)
@@ -107,7 +119,7 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
     finally:
         if live is not None:
             live.__exit__(None, None, None)  # type: ignore[attr-defined]
-    profile = finish(out)
+    profile = finish(out, getattr(col, "folded", None))
     print_losses(profile.meta)
     pause = (col.pmp or {}).get("pause") or {}
     click.echo(f"wallflame: wrote {out} ({col.window.get('window_ns', 0) / 1e9:.1f} s, "

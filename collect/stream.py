@@ -1,0 +1,323 @@
+"""Post-processing that keeps up with recording and stays out of the target's way.
+
+``perf record --switch-output`` closes a chunk every few seconds.  While recording goes on, a
+``Streamer`` thread turns every finished chunk into folded evidence at once: ``perf script``
+piped straight into the folder (on-CPU chunks into ``wallflame.fold.perf.fold_stream``, the
+scheduler's into one ``SampledSched`` that carries open intervals from chunk to chunk), one
+chunk at a time, so memory never holds more than the chunk being read (as a stream) and the
+folded totals.  The on-CPU text is also kept in ``raw/perf.script``; the scheduler's is not
+(tens of MB a second on a busy server; ``raw/sched.data.*`` are kept and can be read again).
+
+The thread lowers its own priority before it starts any child, and the children inherit it:
+``SCHED_IDLE`` (it runs only on a CPU nothing else wants), nice 19 where that is refused, and
+the idle I/O class (``ioprio_set``).  The target and the recorders keep their priority.
+
+What it cost (CPU of the thread and of every ``perf script``, from ``wait4``; wall time; how
+much was left when the window closed and how long that took) goes to ``raw/capture.json``
+and ``meta.json`` under ``postprocess``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from wallflame.collect import perf
+from wallflame.collect.safety import tool_env
+from wallflame.fold.options import FoldOptions
+from wallflame.fold.schedsample import SampledSched
+from wallflame.profile import OFF, Profile
+
+_SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
+_IOPRIO_WHO_PROCESS = 1
+_IOPRIO_CLASS_IDLE = 3
+
+
+def lower_priority() -> list[str]:
+    """Make the calling thread (and what it starts) yield to everything else; returns what
+    was applied (``sched_idle``, ``nice19``, ``ionice_idle``)."""
+    done = []
+    tid = threading.get_native_id()
+    try:
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        done.append("sched_idle")
+    except (OSError, AttributeError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, 19)
+        done.append("nice19")
+    except OSError:
+        pass
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prio = _IOPRIO_CLASS_IDLE << 13
+        if os.uname().machine == "x86_64" and \
+                libc.syscall(_SYS_IOPRIO_SET, _IOPRIO_WHO_PROCESS, tid, prio) == 0:
+            done.append("ionice_idle")
+    except (OSError, AttributeError):
+        pass
+    return done
+
+
+@dataclass
+class Cost:
+    cpu_s: float = 0.0          # the streaming thread's own CPU time
+    children_cpu_s: float = 0.0  # every perf script's user + system time
+    wall_s: float = 0.0          # time spent processing chunks
+    chunks: int = 0
+    during_window: int = 0      # chunks processed before the window closed
+    after_window_s: float = 0.0  # from the window's end to the last chunk processed
+    bytes_in: int = 0            # perf.data bytes processed
+    priority: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpu_s": round(self.cpu_s + self.children_cpu_s, 3),
+                "thread_cpu_s": round(self.cpu_s, 3),
+                "perf_script_cpu_s": round(self.children_cpu_s, 3),
+                "busy_wall_s": round(self.wall_s, 3), "chunks": self.chunks,
+                "chunks_during_window": self.during_window,
+                "after_window_s": round(self.after_window_s, 3),
+                "perf_data_mb": round(self.bytes_in / 1e6, 3), "priority": self.priority}
+
+
+class Folded:
+    """The folded evidence of every chunk processed so far, in chunk order per stem."""
+
+    def __init__(self, raw: Path, options: FoldOptions | None = None) -> None:
+        self.raw = raw
+        self.options = options or FoldOptions()
+        self.oncpu = Profile()
+        self.sched = SampledSched(self.options.get_rules(), self.options.kernel)
+        self.done: dict[str, list[str]] = {"perf": [], "sched": []}
+        self.bad: list[tuple[str, int]] = []
+        self.cost = Cost()
+        self._script: IO[bytes] | None = None
+        self._err: IO[bytes] | None = None
+
+    def process(self, stem: str, chunk: Path) -> None:
+        """``perf script`` of one chunk into its folder (chunks of a stem in order)."""
+        t0 = time.monotonic()
+        c0 = time.thread_time()
+        if self._err is None:
+            self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
+        cmd = perf.script_command(chunk, stem == "sched")
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
+                                    stdin=subprocess.DEVNULL, env=tool_env())
+        except OSError:
+            self.bad.append((chunk.name, -1))
+            return
+        assert proc.stdout is not None
+        try:
+            if stem == "sched":
+                self.sched.feed(proc.stdout)  # type: ignore[arg-type]
+            else:
+                self._fold_oncpu(proc.stdout)
+        finally:
+            proc.stdout.close()
+            code, usage = _wait4(proc)
+        self.cost.children_cpu_s += usage
+        self.cost.cpu_s += time.thread_time() - c0
+        self.cost.wall_s += time.monotonic() - t0
+        self.cost.chunks += 1
+        with contextlib.suppress(OSError):
+            self.cost.bytes_in += chunk.stat().st_size
+        self.done[stem].append(chunk.name)
+        if code != 0:
+            self.bad.append((chunk.name, code))
+
+    def _fold_oncpu(self, stdout: IO[bytes]) -> None:
+        """Fold the text while writing it to ``raw/perf.script``."""
+        from wallflame.fold.perf import fold_stream
+
+        if self._script is None:
+            self._script = open(self.raw / "perf.script", "wb")  # noqa: SIM115 - close()
+        part = Profile()
+        fold_stream(_Tee(stdout, self._script), self.options, part, "perf.script")  # type: ignore[arg-type]
+        self.oncpu.merge(part)
+
+    def close(self) -> None:
+        for f in (self._script, self._err):
+            if f is not None:
+                f.close()
+        self._script = self._err = None
+
+
+class _Tee:
+    """A readable stream that copies what is read from it into ``copy``."""
+
+    def __init__(self, src: IO[bytes], copy: IO[bytes]) -> None:
+        self.src = src
+        self.copy = copy
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.src.read(n)
+        if data:
+            self.copy.write(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def fileno(self) -> int:
+        return self.src.fileno()
+
+
+def _wait4(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """Reap ``proc`` and return its exit code and CPU seconds (user + system)."""
+    try:
+        _, status, ru = os.wait4(proc.pid, 0)
+    except ChildProcessError:
+        return proc.wait(), 0.0
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    return code, ru.ru_utime + ru.ru_stime
+
+
+class Streamer(threading.Thread):
+    """Processes every finished chunk of the given recorders while they record, then the
+    rest once they have stopped (``drain``)."""
+
+    def __init__(self, folded: Folded, recorders: list[perf.PerfRecorder],
+                 stop: threading.Event) -> None:
+        super().__init__(name="wallflame-stream", daemon=True)
+        self.folded = folded
+        self.recorders = recorders
+        self.stop = stop
+        self.error: BaseException | None = None
+        self._final = threading.Event()
+        self.window_closed: float | None = None
+
+    def run(self) -> None:
+        self.folded.cost.priority = lower_priority()
+        try:
+            while not self._final.is_set():
+                if not self._step(final=False):
+                    self._final.wait(0.5)
+            self._step(final=True)
+        except BaseException as e:  # reported by drain()
+            self.error = e
+
+    def _step(self, final: bool) -> bool:
+        """Process the chunks ready now; returns whether there were any."""
+        did = False
+        for r in self.recorders:
+            chunks = r.chunks()
+            if not final and r.running():
+                # perf writes STEM.data and renames it STEM.data.<timestamp> when it
+                # switches to the next one: only the renamed ones are complete.
+                chunks = [c for c in chunks if c.name != f"{r.stem}.data"]
+            for c in chunks:
+                if c.name in self.folded.done[r.stem]:
+                    continue
+                self.folded.process(r.stem, c)
+                if self.window_closed is None:
+                    self.folded.cost.during_window += 1
+                did = True
+        return did
+
+    def drain(self, timeout_s: float | None = None) -> None:
+        """After the recorders stopped: process what is left and wait for it."""
+        self.window_closed = time.monotonic()
+        self._final.set()
+        self.join(timeout_s)
+        self.folded.cost.after_window_s = time.monotonic() - self.window_closed
+        self.folded.close()
+        if self.error is not None:
+            raise self.error
+
+
+def process_all(raw: Path, stems: list[str], progress: Callable[[str], None] | None = None
+                ) -> Folded:
+    """Everything in ``raw/`` at once (``wallflame.finish`` of a run that was not streamed,
+    or finished again)."""
+    folded = Folded(raw)
+    for stem in stems:
+        for c in perf.data_chunks(raw, stem):
+            if progress is not None:
+                progress(c.name)
+            folded.process(stem, c)
+    folded.close()
+    return folded
+
+
+
+def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded | None
+             ) -> tuple[Profile | None, Profile | None, int]:
+    """The on-CPU profile, the scheduler's off-CPU profile (``None`` when not recorded) and
+    the number of unreadable chunks, from ``folded`` or from every chunk in ``raw/`` now."""
+    opts = cap.get("options") or {}
+    sched = str(opts.get("off_cpu", "pmp")) in ("sched", "both")
+    if folded is None:
+        folded = process_all(raw, ["perf", "sched"] if sched else ["perf"])
+    for name, code in folded.bad:
+        warnings.append(f"perf script could not read {name} (exit {code})")
+    on = folded.oncpu if folded.done["perf"] else None
+    off = None
+    if sched and folded.done["sched"]:
+        off = Profile()
+        hz = opts.get("sched_stack_hz")
+        folded.sched.finish(off, {"stack_hz": float(hz) if hz else 0.0,
+                                  "call_graph": str(opts.get("sched_call_graph", ""))})
+    return on, off, len(folded.bad)
+
+
+def unswitched(pmp: Profile, sched: Profile | None) -> Profile:
+    """The snapshots' off-CPU stacks of threads the scheduler capture never saw switch (blocked
+    for the whole window: no switch, so no interval); empty when the scheduler was not read."""
+    out = Profile(meta=type(pmp.meta)(unit=pmp.meta.unit))
+    if sched is None:
+        return out
+    seen = set(sched.meta.threads)
+    for k, w in pmp.stacks.items():
+        if k.state == OFF and k.tid and k.tid not in seen:
+            out.add(k, w)
+    if out.stacks:
+        n = len({k.tid for k in out.stacks})
+        out.meta.warn(f"{n} threads did not switch during the window: their off-CPU time "
+                      "comes from the snapshots")
+    return out
+
+
+class Clock:
+    """CPU (this process and its children) and wall time since it was made."""
+
+    def __init__(self) -> None:
+        self.wall = time.monotonic()
+        self.cpu = _cpu()
+
+    def elapsed(self) -> tuple[float, float]:
+        return time.monotonic() - self.wall, _cpu() - self.cpu
+
+
+def _cpu() -> float:
+    import resource
+
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def postprocess_meta(cap: dict[str, Any], clock: Clock, folded: Folded | None
+                     ) -> dict[str, Any]:
+    """``meta.json``'s ``postprocess``: the budget plan, what the streaming cost while and
+    after recording, what ``finish`` cost, and the data the run wrote."""
+    wall, cpu = clock.elapsed()
+    out: dict[str, Any] = dict(cap.get("postprocess") or {})
+    out["finish"] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+                     "streamed": folded is not None}
+    return out
+
+
+__all__ = ["Clock", "Cost", "Folded", "Streamer", "evidence", "lower_priority",
+           "postprocess_meta", "process_all", "unswitched"]

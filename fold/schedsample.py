@@ -1,0 +1,285 @@
+"""Scheduler capture with sampled call chains -> exact off-CPU and run-queue time per thread.
+
+The capture is ``perf record -e sched:sched_switch -F HZ --switch-events --call-graph dwarf
+-p PID`` (``wallflame.collect.perf``), read as ``perf script --ns --show-switch-events -F
+comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``SampledSched``.
+
+* Every switch of every thread is a ``PERF_RECORD_SWITCH`` pair (``OUT`` when the thread leaves
+  a CPU, ``IN`` when it gets one back; about 40 bytes each, no stack).  ``OUT preempt`` means
+  the thread was still runnable: that interval is run-queue time.  Any other ``OUT`` starts a
+  blocked interval.  So blocked and runnable time per thread are exact, whatever the sampling.
+* Only a sample of the switches carries a call chain: the ``sched:sched_switch`` event in the
+  kernel's frequency mode (``-F``: at most about HZ samples per second per thread; a thread
+  that switches less often gets every switch).  A sample comes just before its ``OUT`` and
+  carries the stack, the kernel state (S, D, R) and its period: how many switches of that
+  thread it stands for.
+* A thread's exact blocked time is split over the stacks of its sampled blocked intervals in
+  proportion to ``period x duration`` of each (a ratio estimator: the sampled intervals stand
+  for the others in their part of the run, and the split sums exactly to the measured total).
+  With ``-c 1`` (every switch sampled) every period is 1 and the split is the exact one.
+* A thread whose first record is an ``IN`` was off-CPU since before the capture: that leading
+  span counts as blocked (from the capture's first record) and is split like the rest.  A
+  blocked thread with no sampled stack at all gets the pseudo-frame ``[unsampled]``.
+* Intervals still open at the end are closed at the capture's last record.
+
+Memory holds per-thread totals and the distinct (stack, state) pairs, never the records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from wallflame.classify import Rules, classify
+from wallflame.fold.perfparse import frame_name
+from wallflame.fold.sched import parse_switch_fields
+from wallflame.profile import OFF, Profile, StackKey
+from wallflame.textio import line_blocks
+
+#: The frame given to blocked time of a thread none of whose blocked intervals was sampled.
+UNSAMPLED = "[unsampled]"
+#: A sample further than this before its ``OUT`` is not that switch's (it never is in practice:
+#: the tracepoint fires a few microseconds before the switch record).
+MAX_SAMPLE_LEAD_NS = 10_000_000
+
+# "comm pid/tid time: rest": the comm (at most 15 bytes, chosen by the target) is matched
+# greedily within its bound so that a name that looks like a header cannot shift the fields.
+_HEAD = re.compile(r"^(.{0,16}?) *(\d+)/(\d+) +(\d+)\.(\d{9}): +(.*)$")
+_PERIOD_EVENT = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
+_LOST = re.compile(r"\blost (\d+)\b")
+
+
+@dataclass
+class _Thread:
+    comm: str = ""
+    pid: int = 0
+    blocked: int = 0
+    runnable: int = 0
+    leading: int = 0
+    switches: int = 0
+    samples: int = 0
+    # (frames, kernel state) -> sum of period x duration of sampled blocked intervals
+    stacks: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
+    sampled_weight: int = 0
+    # an OUT without its IN yet: (time, runnable, sample or None)
+    open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
+    # a sample waiting for its OUT: (time, frames, state, period)
+    pending: tuple[int, tuple[str, ...], str, int] | None = None
+
+
+class SampledSched:
+    """Reads the scheduler capture chunk after chunk (``feed``), then ``finish`` once."""
+
+    def __init__(self, rules: Rules, kernel: bool = True) -> None:
+        self.rules = rules
+        self.kernel = kernel
+        self.threads: dict[int, _Thread] = {}
+        self.first_time: int | None = None
+        self.last_time = 0
+        self.lost = 0
+        self.unparsed = 0
+        self.inferred = 0
+        self.exact = 0
+        self.samples = 0
+        self.periods = 0
+        self.lines = 0
+        self._cur: tuple[int, int, str, int, str, int] | None = None  # pid, tid, comm, t, ...
+        self._frames: list[str] = []
+        self._frame_cache: dict[str, str | None] = {}
+
+    # -- input ----------------------------------------------------------------------------
+
+    def feed(self, f: BinaryIO) -> None:
+        """Read one chunk's ``perf script`` text (a file or a pipe) to its end."""
+        for block in line_blocks(f):
+            self.feed_lines(block.decode("utf-8", "replace").split("\n"))
+        self._end_sample()
+
+    def feed_lines(self, lines: Iterable[str]) -> None:
+        cache = self._frame_cache
+        for line in lines:
+            self.lines += 1
+            if not line:
+                self._end_sample()
+                continue
+            if line[0] == "\t" and self._cur is not None:  # a call-chain line
+                name = cache.get(line, "\0")
+                if name == "\0":
+                    if len(cache) > 1 << 16:
+                        cache.clear()
+                    name = cache[line] = frame_name(line, self.kernel)
+                if name:
+                    self._frames.append(name)
+                continue
+            self._end_sample()
+            self._header(line)
+
+    def _header(self, line: str) -> None:
+        m = _HEAD.match(line)
+        if m is None:
+            if line.startswith("#") or not line.strip():
+                return
+            self.unparsed += 1
+            return
+        comm, pid, tid = m.group(1).strip(), int(m.group(2)), int(m.group(3))
+        t = int(m.group(4)) * 1_000_000_000 + int(m.group(5))
+        rest = m.group(6)
+        if self.first_time is None or t < self.first_time:
+            self.first_time = t
+        if t > self.last_time:
+            self.last_time = t
+        if rest.startswith("PERF_RECORD_SWITCH"):
+            words = rest.split()
+            if len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH":
+                if words[1] == "IN":
+                    self._switch_in(tid, pid, comm, t)
+                elif words[1] == "OUT":
+                    self._switch_out(tid, pid, comm, t, len(words) > 2 and words[2] == "preempt")
+                return
+            self.unparsed += 1
+            return
+        if rest.startswith("PERF_RECORD_LOST"):
+            lm = _LOST.search(rest)
+            self.lost += int(lm.group(1)) if lm else 1
+            return
+        if rest.startswith("PERF_RECORD_"):
+            return
+        pm = _PERIOD_EVENT.match(rest)
+        if pm is None or pm.group(2) != "sched:sched_switch":
+            self.unparsed += 1
+            return
+        fields = parse_switch_fields(pm.group(3))
+        if fields is None or fields[0] != tid:
+            self.unparsed += 1
+            return
+        self._cur = (pid, tid, comm, t, fields[1], max(1, int(pm.group(1))))
+        self._frames = []
+
+    def _end_sample(self) -> None:
+        cur = self._cur
+        if cur is None:
+            return
+        self._cur = None
+        pid, tid, comm, t, state, period = cur
+        th = self._thread(tid, pid, comm)
+        th.pending = (t, tuple(reversed(self._frames)), state, period)
+        th.samples += 1
+        self.samples += 1
+        self.periods += period
+        self._frames = []
+
+    def _thread(self, tid: int, pid: int, comm: str) -> _Thread:
+        th = self.threads.get(tid)
+        if th is None:
+            th = self.threads[tid] = _Thread(comm, pid)
+        elif comm:
+            th.comm = comm
+        return th
+
+    def _switch_out(self, tid: int, pid: int, comm: str, t: int, preempt: bool) -> None:
+        th = self._thread(tid, pid, comm)
+        th.switches += 1
+        if th.open is not None:  # its IN is missing: it ran again by now
+            self._close(th, t, exact=False)
+        sample = None
+        if th.pending is not None:
+            st, frames, state, period = th.pending
+            th.pending = None
+            if 0 <= t - st <= MAX_SAMPLE_LEAD_NS:
+                sample = (frames, state, period)
+        runnable = preempt or (sample is not None and sample[1].startswith("R"))
+        th.open = (t, runnable, sample)
+
+    def _switch_in(self, tid: int, pid: int, comm: str, t: int) -> None:
+        th = self.threads.get(tid)
+        if th is None:
+            th = self._thread(tid, pid, comm)
+            if self.first_time is not None and t > self.first_time:
+                th.leading += t - self.first_time
+            return
+        if th.open is not None:
+            self._close(th, t, exact=True)
+
+    def _close(self, th: _Thread, t: int, exact: bool) -> None:
+        assert th.open is not None
+        start, runnable, sample = th.open
+        th.open = None
+        d = t - start
+        if d <= 0:
+            return
+        if exact:
+            self.exact += 1
+        else:
+            self.inferred += 1
+        if runnable:
+            th.runnable += d
+            return
+        th.blocked += d
+        if sample is not None:
+            frames, state, period = sample
+            key = (frames, state[:1])
+            th.stacks[key] = th.stacks.get(key, 0) + period * d
+            th.sampled_weight += period * d
+
+    # -- output ---------------------------------------------------------------------------
+
+    def finish(self, profile: Profile, sampling: dict[str, object] | None = None) -> None:
+        """Close open intervals at the last record and add the off-CPU stacks, the run-queue
+        time and the scheduler's figures to ``profile``."""
+        closed_at_end = 0
+        for th in self.threads.values():
+            if th.open is not None:
+                closed_at_end += 1
+                self._close(th, self.last_time, exact=True)
+        meta = profile.meta
+        classes: dict[tuple[tuple[str, ...], str], str] = {}
+        rq = meta.extra.setdefault("runqueue_ns", {})
+        unsampled_ns = 0
+        leading_ns = 0
+        switch_outs = 0
+        for tid in sorted(self.threads):
+            th = self.threads[tid]
+            switch_outs += th.switches
+            meta.threads[tid] = th.comm
+            if th.runnable:
+                rq[str(tid)] = rq.get(str(tid), 0) + th.runnable
+            total = th.blocked + th.leading
+            leading_ns += th.leading
+            if not total:
+                continue
+            parts = sorted(th.stacks.items())
+            if not th.sampled_weight:
+                parts = [(((UNSAMPLED,), ""), 1)]
+                unsampled_ns += total
+            denom = th.sampled_weight or 1
+            given = 0
+            for i, (key, w) in enumerate(parts):
+                part = total - given if i == len(parts) - 1 else total * w // denom
+                given += part
+                wait = classes.get(key)
+                if wait is None:
+                    wait = classes[key] = classify(key[0], key[1], self.rules)
+                profile.add(StackKey(key[0], tid, th.comm, th.pid, OFF, wait), part)
+        # The independent evidence behind the split over stacks is the sampled switches.
+        meta.count("sched_switch", self.samples)
+        sched = meta.extra.setdefault("sched", {})
+        sched.update({"switch_outs": switch_outs, "exact_switch_in": self.exact,
+                      "inferred_switch_in": self.inferred, "closed_at_end": closed_at_end,
+                      "stack_samples": self.samples, "sampled_switches": self.periods,
+                      "leading_ns": leading_ns, "unsampled_ns": unsampled_ns,
+                      **(sampling or {})})
+        if self.lost:
+            meta.lose("lost perf events (PERF_RECORD_LOST)", 0, self.lost)
+        if self.unparsed:
+            meta.lose("unparsed scheduler record", 0, self.unparsed)
+        if self.inferred:
+            meta.warn(f"{self.inferred} of {self.exact + self.inferred} off-CPU intervals had "
+                      "no switch-in record and were closed at the thread's next switch-out")
+        if unsampled_ns:
+            meta.warn(f"{unsampled_ns / 1e9:.3f} s of blocked time belongs to threads none of "
+                      f"whose switches was sampled with a stack (shown as {UNSAMPLED})")
+
+
+__all__ = ["UNSAMPLED", "SampledSched"]

@@ -1,0 +1,190 @@
+"""The sampled scheduler capture: exact blocked and run-queue time from every switch, stacks
+from a sample of them; the data-rate budget's plan; chunk order."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from wallflame.collect import budget
+from wallflame.collect.perf import data_chunks
+from wallflame.fold.options import FoldOptions
+from wallflame.fold.schedsample import UNSAMPLED, SampledSched
+from wallflame.profile import OFF, Profile
+
+PID = 100
+
+
+def _t(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def out(tid: int, ns: int, preempt: bool = False, comm: str = "w") -> str:
+    return f"{comm} {PID}/{tid} {_t(ns)}: PERF_RECORD_SWITCH OUT{' preempt' if preempt else ''}\n"
+
+
+def inn(tid: int, ns: int, comm: str = "w") -> str:
+    return f"{comm} {PID}/{tid} {_t(ns)}: PERF_RECORD_SWITCH IN\n"
+
+
+def sample(tid: int, ns: int, frames: list[str], state: str = "S", period: int = 1,
+           comm: str = "w") -> str:
+    head = (f"{comm} {PID}/{tid} {_t(ns)}: {period:10d} sched:sched_switch: prev_comm={comm} "
+            f"prev_pid={tid} prev_prio=120 prev_state={state} ==> next_comm=x next_pid=0 "
+            "next_prio=120\n")
+    lines = "".join(f"\t{0x1000 + i:16x} {f} (/bin/w)\n" for i, f in enumerate(frames))
+    return head + lines + "\n"
+
+
+def fold(*chunks: str) -> Profile:
+    s = SampledSched(FoldOptions().get_rules())
+    for c in chunks:
+        s.feed(io.BytesIO(c.encode()))
+    p = Profile()
+    s.finish(p, {"stack_hz": 10.0})
+    return p
+
+
+def by_stack(p: Profile, tid: int) -> dict[tuple[str, ...], int]:
+    out_: dict[tuple[str, ...], int] = {}
+    for k, w in p.stacks.items():
+        if k.tid == tid and k.state == OFF:
+            out_[k.frames] = out_.get(k.frames, 0) + w
+    return out_
+
+
+LEAF_MUTEX = ["__lll_lock_wait", "take", "main"]   # leaf first, as perf prints
+LEAF_COND = ["pthread_cond_wait", "idle", "main"]
+
+
+def test_every_switch_sampled_gives_exact_stack_times() -> None:
+    text = (sample(1, 1_000, LEAF_MUTEX) + out(1, 1_010) + inn(1, 5_010)
+            + sample(1, 6_000, LEAF_COND) + out(1, 6_005) + inn(1, 16_005)
+            + out(1, 17_000, preempt=True) + inn(1, 17_500))
+    p = fold(text)
+    stacks = by_stack(p, 1)
+    assert stacks == {("main", "take", "__lll_lock_wait"): 4_000,
+                      ("main", "idle", "pthread_cond_wait"): 10_000}
+    assert p.meta.extra["runqueue_ns"] == {"1": 500}
+    waits = {k.wait for k in p.stacks}
+    assert waits == {"mutex", "condvar"}
+    sched = p.meta.extra["sched"]
+    assert sched["switch_outs"] == 3 and sched["stack_samples"] == 2
+    assert sched["exact_switch_in"] == 3 and sched["inferred_switch_in"] == 0
+    assert p.meta.samples["sched_switch"] == 2  # the evidence behind the stacks
+
+
+def test_unsampled_switches_keep_exact_totals_split_by_period_times_duration() -> None:
+    # Thread 1 blocks six times: 1000 ns each in take (one sample standing for 3 switches)
+    # and 2000 ns each in idle (one sample standing for 3), plus one preemption.
+    text = sample(1, 0, LEAF_MUTEX, period=3) + out(1, 10) + inn(1, 1_010)
+    t = 2_000
+    for _ in range(2):
+        text += out(1, t) + inn(1, t + 1_000)
+        t += 2_000
+    text += sample(1, t, LEAF_COND, period=3) + out(1, t + 5) + inn(1, t + 2_005)
+    t += 3_000
+    for _ in range(2):
+        text += out(1, t) + inn(1, t + 2_000)
+        t += 3_000
+    text += out(1, t, preempt=True) + inn(1, t + 700)
+    p = fold(text)
+    stacks = by_stack(p, 1)
+    total = 3 * 1_000 + 3 * 2_000
+    assert sum(stacks.values()) == total  # exact, from every switch
+    assert stacks[("main", "take", "__lll_lock_wait")] == total * 3_000 // 9_000
+    assert stacks[("main", "idle", "pthread_cond_wait")] == total - total * 3_000 // 9_000
+    assert p.meta.extra["runqueue_ns"] == {"1": 700}
+    assert p.meta.extra["sched"]["switch_outs"] == 7
+
+
+def test_a_preemption_sample_is_runnable_time_not_a_stack() -> None:
+    text = (sample(1, 0, ["spin", "main"], state="R") + out(1, 1) + inn(1, 301)
+            + sample(1, 400, LEAF_MUTEX) + out(1, 401) + inn(1, 1_401))
+    p = fold(text)
+    assert by_stack(p, 1) == {("main", "take", "__lll_lock_wait"): 1_000}
+    assert p.meta.extra["runqueue_ns"] == {"1": 300}
+
+
+def test_leading_trailing_and_missing_switch_in() -> None:
+    # thread 2 is first seen coming back (blocked since before the capture); thread 3's
+    # last interval is still open at the end; thread 4 switches out twice without an IN.
+    text = (sample(3, 900, LEAF_COND) + out(3, 1_000) + inn(2, 2_000) + inn(3, 2_500)
+            + sample(2, 3_000, LEAF_MUTEX) + out(2, 3_001) + inn(2, 3_501)
+            + sample(3, 4_000, LEAF_COND) + out(3, 4_001)
+            + out(4, 5_000) + out(4, 6_000) + inn(4, 6_500) + inn(1, 9_000))
+    p = fold(text)
+    # thread 2: 1100 ns leading (from the capture's first record, 900) + 500 ns sampled
+    assert by_stack(p, 2) == {("main", "take", "__lll_lock_wait"): 1_100 + 500}
+    # thread 3: 1500 ns + open interval closed at the last record (9000)
+    assert by_stack(p, 3) == {("main", "idle", "pthread_cond_wait"): 1_500 + 4_999}
+    # thread 4: blocked 1000 (closed at its next OUT, inferred) + 500, no stack sampled
+    assert by_stack(p, 4) == {(UNSAMPLED,): 1_500}
+    sched = p.meta.extra["sched"]
+    assert sched["inferred_switch_in"] == 1 and sched["closed_at_end"] == 1
+    # thread 1 only comes back, at the end: 8100 ns leading, no stack either
+    assert by_stack(p, 1) == {(UNSAMPLED,): 8_100}
+    assert sched["unsampled_ns"] == 1_500 + 8_100 and sched["leading_ns"] == 1_100 + 8_100
+    assert any("none of whose switches was sampled" in w for w in p.meta.warnings)
+    assert any("no switch-in record" in w for w in p.meta.warnings)
+
+
+def test_intervals_carry_across_chunks() -> None:
+    p = fold(sample(1, 0, LEAF_MUTEX) + out(1, 10), inn(1, 5_010) + out(1, 6_000, True)
+             + inn(1, 6_100))
+    assert by_stack(p, 1) == {("main", "take", "__lll_lock_wait"): 5_000}
+    assert p.meta.extra["runqueue_ns"] == {"1": 100}
+
+
+def test_a_thread_name_cannot_forge_the_fields() -> None:
+    evil = "a 100/9 1.0: P"  # 15 bytes that look like the start of a header
+    text = (sample(1, 0, LEAF_MUTEX, comm=evil) + out(1, 10, comm=evil)
+            + inn(1, 1_010, comm=evil))
+    p = fold(text)
+    assert by_stack(p, 1) == {("main", "take", "__lll_lock_wait"): 1_000}
+    assert p.meta.threads[1] == evil
+    assert not p.meta.losses
+
+
+def test_lost_and_unparsed_records_are_counted() -> None:
+    text = (f"w {PID}/1 {_t(5)}: PERF_RECORD_LOST lost 17\n" + "garbage line\n"
+            + out(1, 10) + inn(1, 20))
+    p = fold(text)
+    assert p.meta.losses["lost perf events (PERF_RECORD_LOST)"].count == 17
+    assert p.meta.losses["unparsed scheduler record"].count == 1
+
+
+def test_budget_plan_fills_up_to_the_budget() -> None:
+    rates = {1: 5.0, 2: 50.0, 3: 2_000.0, 4: 10_000.0}
+    p = budget.plan(rates, 4.0, 499, 8192, cpus=2)
+    per = 8192 + budget.STACK_OVERHEAD_BYTES
+    fixed = sum(rates.values()) * budget.SWITCH_BYTES + 499 * 2 * budget.ONCPU_SAMPLE_BYTES
+    stacks = sum(min(r, p.stack_hz) for r in rates.values())
+    assert stacks * per + fixed == pytest.approx(4e6, rel=1e-6)
+    assert 50 < p.stack_hz < 2_000 and not p.over_budget
+    assert p.expected_mb_per_s == pytest.approx(4.0, rel=1e-6)
+
+
+def test_budget_plan_quiet_target_gets_every_switch_and_a_busy_one_is_flagged() -> None:
+    quiet = budget.plan({1: 3.0, 2: 10.0}, 4.0, 499, 8192, cpus=2)
+    assert quiet.stack_hz == budget.MAX_HZ and quiet.stacks_per_s == 13.0
+    busy = budget.plan({i: 10_000.0 for i in range(10)}, 4.0, 499, 8192, cpus=2)
+    assert busy.over_budget and busy.stack_hz == budget.MIN_HZ
+    assert busy.expected_mb_per_s > 8.0  # the switch records alone: said, not hidden
+
+
+def test_switch_counts_of_this_process() -> None:
+    import os
+
+    counts = budget.switch_counts(os.getpid())
+    assert os.getpid() in counts and counts[os.getpid()] > 0
+
+
+def test_chunks_in_time_order_with_an_unrenamed_one_last(tmp_path: Path) -> None:
+    for name in ("perf.data", "perf.data.2026112306400391", "perf.data.2026112306400252",
+                 "sched.data.2026112306400252"):
+        (tmp_path / name).write_bytes(b"x")
+    assert [p.name for p in data_chunks(tmp_path, "perf")] == [
+        "perf.data.2026112306400252", "perf.data.2026112306400391", "perf.data"]
