@@ -1,18 +1,25 @@
-"""The CI gate: a current run against a baseline, judged by thresholds, never on partial data.
+"""The CI gate: CURRENT against BASELINE, each one run or a series of runs, judged by a stated
+statistical test at a stated false-alarm rate, never on data that cannot be compared.
 
-Verdicts and exit codes (``wallflame.errors``): ``pass`` 0, ``regression`` 1 (a threshold was
-exceeded beyond the noise floor), ``inconclusive`` 7 (too few samples, lost or truncated data,
-or the two runs were collected differently: their numbers cannot be compared honestly).  An
-inconclusive check wins over a regression: a regression seen on partial data is reported but
-not trusted.
+Verdicts and exit codes (``wallflame.errors``): ``pass`` 0, ``regression`` 1, ``inconclusive``
+7.  A regression is an increase of a judged quantity (``wallflame.report.gate``) that Welch's
+one-sided t-test finds significant after Holm's correction over every quantity judged in the
+check (family-wise false-alarm rate ``alpha``) *and* that is larger than the minimum effect.
+Inconclusive: evidence that cannot be compared (different collectors or rates, truncated or
+unreadable data, more than ``max_loss_share`` of it lost), or a pass that could not have seen
+a ``sensitivity`` (relative) increase of the main quantities.  Smaller losses and short
+captures only widen the intervals.  An inconclusive check wins over a regression: a regression
+seen on data that cannot be compared is reported but not trusted.
 
-Thresholds have defaults (``Thresholds``), can be set in ``.wallflame-check.toml`` under
+Settings have defaults (``Thresholds``), can be set in ``.wallflame-check.toml`` under
 ``[thresholds]`` and on the command line (``-t key=value``), in that order of precedence.
+The method and its reasons: docs/check.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -20,8 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from wallflame.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, InputError
-from wallflame.profile import OFF, ON, WAIT_CLASSES
-from wallflame.report.diff import RATE, SHARE, Change, Diff
+from wallflame.profile import WAIT_CLASSES, Profile, merge_all
+from wallflame.report.diff import Diff
+from wallflame.report.gate import (
+    PER_WORK,
+    SHARE,
+    Run,
+    between_excess,
+    cpu_per_work,
+    frame_estimates,
+    frame_measure,
+    make_run,
+    side_estimates,
+    wait_estimates,
+)
+from wallflame.report.gate_stats import Comparison, Estimate, compare, holm
 
 CONFIG_NAME = ".wallflame-check.toml"
 #: Losses that say how much data is missing only vaguely (a file cut short, a perf chunk, a
@@ -29,8 +49,7 @@ CONFIG_NAME = ".wallflame-check.toml"
 INTEGRITY = re.compile(r"truncated last|malformed|unreadable|unrecognised|chunk|bad |exited",
                        re.I)
 #: Rates that adapt during collection (the snapshot rate halves when snapshots pause the
-#: target too long); snapshots are weighted by the time they stand for, so a different rate
-#: changes the noise floor (counted) but not the scale.
+#: target too long); snapshots are weighted by the time they stand for.
 ADAPTIVE_RATES = ("pmp_hz",)
 #: Kernel frames that a timer interrupt or a preemption puts on top of any stack.
 PREEMPTION_FRAMES = (r"^asm_sysvec_", r"^sysvec_", r"^__sysvec_", r"^asm_common_interrupt$",
@@ -46,59 +65,53 @@ EXIT_CODES = {PASS: EXIT_OK, FAIL: EXIT_REGRESSION, INCONCLUSIVE: EXIT_INCONCLUS
 
 @dataclass
 class Thresholds:
-    """What counts as a regression.  Every limit must also clear the noise floor.
+    """How the gate decides.  Method and reasons: docs/check.md.
 
-    frame_share_pp:  on-CPU inclusive share of any one frame may grow by at most this many
-                     percentage points (default 5.0; on a quiet dedicated runner 1-2 catches
-                     smaller regressions: on a shared 2-core machine, runs of the same code
-                     moved kernel and ``[unknown]`` frames by up to 3 points).
-    wait_s_per_s:    off-CPU seconds per second of window, per wait class, may grow by at most
-                     this much (default 0.25: a quarter of one thread) ...
-    wait_relative:   ... or by at most this fraction of the baseline (default 1.0: double);
-                     a class fails only when it exceeds both.  (Scheduler off-CPU time is
-                     exact, so its sampling noise is small, but contention is not repeatable:
-                     identical 4 s runs of samples/bin/mix on a shared 2-core machine waited
-                     0.17 to 0.39 s per s on its mutex; these limits sit above that spread.)
-    wait_classes:    the wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
-                     and I/O; ``condvar``, ``poll`` and ``sleep`` are mostly waiting for work
-                     or for time, which grows whenever a run is less busy).
-    mutex_share_pp:  mutex wait as a share of all thread time may grow by at most this many
-                     percentage points (default 10.0; the same identical runs spread over 4.4%
-                     to 10.3%).
-    cpu_per_work_relative: on-CPU time per unit of work (when both runs record work done in
-                     ``meta.extra["work"]``) may grow by at most this fraction (default 0.10).
-    ignore_frames:   regular expressions (searched) for frames ``frame_share`` does not judge;
-                     default: the kernel's interrupt and preemption entry points, whose share
-                     measures how busy the machine was, not the program (identical runs on a
-                     shared 2-core machine moved ``asm_sysvec_apic_timer_interrupt`` by up to
-                     7 points).  They are still shown in the diff.
-    min_samples:     on-CPU samples each side needs, else inconclusive (default 500).
-    noise_k:         changes within this many standard errors are noise (default 3.0).
-    rate_tolerance:  sampling rates of the two runs may differ by this fraction before the runs
-                     count as collected differently (default 0.10).
-    max_loss_share:  losses of single samples (lost perf events, frameless samples, failed
-                     snapshots) up to this share of a side's evidence are reported but
-                     tolerated (default 0.005: they cannot move a share by more than half a
-                     point, a quarter of the smallest threshold); 0 makes any loss
-                     inconclusive.  Truncated or unreadable input, lost perf chunks and an
-                     early target exit (``INTEGRITY``) are never tolerated.
-    allowed_losses:  kinds of loss that never make the check inconclusive (default none).
-    top:             how many regressed frames the summary names (default 5).
+    alpha:              family-wise false-alarm rate of one check: the chance that unchanged
+                        code is judged a regression, over all quantities judged together
+                        (Holm's correction; default 0.01).
+    min_effect_pp:      frame shares (no work reported): increases under this many points
+                        are never a regression (default 1.0).
+    min_effect_relative: every quantity: increases under this fraction of the baseline are
+                        never a regression (default 0.02).
+    min_effect_s_per_s: wait classes and locks: increases under this many seconds per second
+                        of window are never a regression (default 0.02).
+    min_frame_share:    functions judged: those with at least this share of on-CPU time on
+                        either side (default 0.005).
+    sensitivity:        a pass must have been able to see an increase of this fraction of
+                        CPU per unit of work (when reported) or of each top frame; otherwise
+                        the check is inconclusive (default 0.10).
+    power:              the probability with which the "could have seen" figures are seen
+                        (default 0.8).
+    wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
+                        and I/O; ``condvar``, ``poll`` and ``sleep`` grow whenever a program
+                        is less busy); the locks of ``mutex`` and ``rwlock`` are judged too.
+    ignore_frames:      regular expressions (searched) for frames not judged; default: the
+                        kernel's interrupt and preemption entry points, whose share measures
+                        how busy the machine was, not the program.
+    rate_tolerance:     sampling rates of the runs may differ by this fraction before they
+                        count as collected differently (default 0.10).
+    max_loss_share:     losses up to this share of a run's evidence widen the intervals;
+                        beyond it the run cannot be compared (default 0.25).  Truncated or
+                        unreadable input, lost perf chunks and an early target exit are
+                        never tolerated.
+    allowed_losses:     kinds of loss that are never counted (default none).
+    top:                how many frames the summary shows (default 8).
     """
 
-    frame_share_pp: float = 5.0
-    wait_s_per_s: float = 0.25
-    wait_relative: float = 1.0
+    alpha: float = 0.01
+    min_effect_pp: float = 1.0
+    min_effect_relative: float = 0.02
+    min_effect_s_per_s: float = 0.02
+    min_frame_share: float = 0.005
+    sensitivity: float = 0.10
+    power: float = 0.8
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
-    mutex_share_pp: float = 10.0
-    cpu_per_work_relative: float = 0.10
     ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
-    min_samples: int = 500
-    noise_k: float = 3.0
     rate_tolerance: float = 0.10
-    max_loss_share: float = 0.005
+    max_loss_share: float = 0.25
     allowed_losses: list[str] = field(default_factory=list)
-    top: int = 5
+    top: int = 8
 
     def set(self, key: str, value: Any, origin: str) -> None:
         """Set one threshold from config or the command line, type-checked."""
@@ -118,8 +131,11 @@ class Thresholds:
         except (TypeError, ValueError):
             raise InputError(f"{origin}: {key} = {value!r} is not a valid "
                              f"{type(current).__name__}", "fix the value") from None
-        if not isinstance(new, list) and new < 0:
-            raise InputError(f"{origin}: {key} must not be negative", "fix the value")
+        if not isinstance(new, list) and (new < 0 or not math.isfinite(new)):
+            raise InputError(f"{origin}: {key} must be a finite number, not negative",
+                             "fix the value")
+        if key in ("alpha", "power") and not 0 < new < 1:
+            raise InputError(f"{origin}: {key} must be between 0 and 1", "fix the value")
         if key == "ignore_frames":
             for pattern in new:
                 try:
@@ -155,19 +171,81 @@ def load_thresholds(config: str | None, overrides: list[str]) -> Thresholds:
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError(f"-t {item!r}: expected KEY=VALUE", "e.g. -t frame_share_pp=5")
+            raise InputError(f"-t {item!r}: expected KEY=VALUE", "e.g. -t alpha=0.01")
         t.set(key.strip(), value.strip(), "command line")
     return t
 
 
 @dataclass
+class Judged:
+    """One quantity compared: what it is, the comparison and whether it is a regression."""
+
+    key: str
+    kind: str
+    unit: str
+    cmp: Comparison
+    min_effect: float
+    regression: bool = False
+    group: str = ""  # a lock's wait class
+
+    @property
+    def name(self) -> str:
+        return self.key.split(":", 1)[1] if ":" in self.key else self.key.replace("_", " ")
+
+    @property
+    def a(self) -> float:
+        return self.cmp.a.value
+
+    @property
+    def b(self) -> float:
+        return self.cmp.b.value
+
+    @property
+    def delta(self) -> float:
+        return self.cmp.delta
+
+    def fmt(self, x: float, signed: bool = False) -> str:
+        """A value (or, ``signed``, a change) in the quantity's own unit."""
+        if not math.isfinite(x):
+            return "unknown"
+        sign = "+" if signed else ""
+        if self.kind == SHARE:
+            return f"{100 * x:{sign}.2f} points" if signed else f"{100 * x:.2f}%"
+        if self.kind in (PER_WORK, "cpu_per_work"):
+            return f"{x:{sign},.1f} ns/{self.unit}"
+        return f"{x:{sign}.3f} s/s"
+
+    def relative(self, x: float) -> str:
+        if self.a:
+            return f"{100 * x / self.a:+.1f}%"
+        return "new" if self.b else "none on either side"
+
+    def interval(self) -> str:
+        return (f"{self.fmt(self.delta, True)} (95% CI {self.fmt(self.cmp.low, True)} to "
+                f"{self.fmt(self.cmp.high, True)}; {self.relative(self.delta)})")
+
+    def to_json(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        c = self.cmp
+        return {"name": self.name, "quantity": self.key, "kind": self.kind, "unit": self.unit,
+                "before": num(c.a.value), "after": num(c.b.value), "delta": num(c.delta),
+                "se": num(c.se), "df": num(c.df), "p": c.p, "ci95": [num(c.low), num(c.high)],
+                "detectable": num(c.detectable), "regression": self.regression,
+                "delta_text": self.fmt(c.delta, True), "low_text": self.fmt(c.low, True),
+                "high_text": self.fmt(c.high, True),
+                "detectable_text": self.fmt(c.detectable, True)}
+
+
+@dataclass
 class Result:
-    """One threshold's outcome: a JUnit test case and a row of the summary."""
+    """One test: a JUnit test case and a row of the summary."""
 
     name: str
     status: str
     message: str
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Judged] = field(default_factory=list)
 
 
 @dataclass
@@ -176,61 +254,258 @@ class Verdict:
     results: list[Result]
     diff: Diff
     thresholds: Thresholds
+    judged: list[Judged] = field(default_factory=list)
+    method: str = ""
+    runs: tuple[int, int] = (1, 1)
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
 
+    def top_frames(self) -> list[Judged]:
+        """The frames the summary shows: regressions first, then the heaviest."""
+        frames = [j for j in self.judged if j.key.startswith("frame:")]
+        frames.sort(key=lambda j: (not j.regression, -max(j.a, j.b), j.name))
+        return frames[:self.thresholds.top]
 
-def judge(diff: Diff, t: Thresholds) -> Verdict:
-    results = [*quality(diff, t), frame_share(diff, t), *wait_classes(diff, t),
-               mutex_share(diff, t), cpu_per_work(diff, t)]
-    if any(r.status == INCONCLUSIVE for r in results):
+    def rows(self) -> list[Judged]:
+        """What every output shows with its interval: the top frames, CPU per unit of work,
+        the wait classes, and the locks judged a regression."""
+        rest = [j for j in self.judged if not j.key.startswith("frame:")
+                and (j.regression or not j.key.startswith("lock:"))]
+        return [*self.top_frames(), *rest]
+
+
+def judge(before: list[Run], after: list[Run], diff: Diff, t: Thresholds) -> Verdict:
+    """The verdict on two sides, each a list of runs (see the module docstring)."""
+    quality = [complete_data(before, after, t), same_collectors(before, after, t)]
+    judged, method = _judge_quantities(before, after, t)
+    results = [*quality, *_results(judged, t), sensitivity(judged, t)]
+    if any(r.status == INCONCLUSIVE for r in quality):
         status = INCONCLUSIVE
     elif any(r.status == FAIL for r in results):
         status = FAIL
+    elif results[-1].status == INCONCLUSIVE:
+        status = INCONCLUSIVE
     else:
         status = PASS
-    return Verdict(status, results, diff, t)
+    return Verdict(status, results, diff, t, judged, method, (len(before), len(after)))
 
 
-def quality(diff: Diff, t: Thresholds) -> list[Result]:
-    """Sample counts, losses and collector agreement: the preconditions of every other test."""
-    sides = (diff.before, diff.after)
-    low = [f"{s.label} has {s.n_on} on-CPU samples" for s in sides if s.n_on < t.min_samples]
-    samples = Result("min_samples", INCONCLUSIVE if low else PASS,
-                     f"{'; '.join(low)} (need {t.min_samples})" if low else
-                     f"{diff.before.n_on} and {diff.after.n_on} on-CPU samples "
-                     f"(need {t.min_samples})")
-    lost: list[str] = []
+def judge_profiles(before: Profile | list[Profile], after: Profile | list[Profile],
+                   t: Thresholds | None = None) -> Verdict:
+    """``judge`` on loaded profiles (one or a series per side; no per-slice figures: the
+    noise is sampling error alone)."""
+    from wallflame.report.diff import _meta_digest
+    from wallflame.report.diff import compare as diff_of
+
+    sides = []
+    for label, side in (("baseline", before), ("current", after)):
+        profiles = side if isinstance(side, list) else [side]
+        sides.append([make_run(label if len(profiles) == 1 else f"{label}/{i + 1}", p,
+                               _meta_digest(p)) for i, p in enumerate(profiles)])
+    merged = [p if isinstance(p, Profile) else merge_all(p) for p in (before, after)]
+    return judge(sides[0], sides[1], diff_of(merged[0], merged[1]), t or Thresholds())
+
+
+def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
+               lock_names: list[str], t: Thresholds) -> list[dict[str, Estimate]]:
+    """Every quantity of every run of a side (``wallflame.report.gate``)."""
+    per_run = []
+    for r in runs:
+        q = {f"frame:{k}": v for k, v in frame_estimates(r, names, measure).items()}
+        cpw = cpu_per_work(r) if work else None
+        if cpw is not None:
+            q["cpu_per_work"] = cpw
+        q.update(wait_estimates(r, t.wait_classes, lock_names))
+        per_run.append(q)
+    return per_run
+
+
+def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, work: bool,
+           lock_names: list[str], t: Thresholds
+           ) -> tuple[list[dict[str, Estimate]], float, float]:
+    per_side = [_estimates(runs, names, measure, work, lock_names, t)
+                for runs in (before, after)]
+    excess, dof = between_excess(per_side)
+    sides = [side_estimates(runs, per_run, excess)
+             for runs, per_run in zip((before, after), per_side, strict=True)]
+    return sides, excess, dof
+
+
+def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
+                      ) -> tuple[list[Judged], str]:
+    work = frame_measure(before, after) == PER_WORK
+    ignore = re.compile("|".join(f"(?:{p})" for p in t.ignore_frames)) if t.ignore_frames \
+        else None
+    names = sorted({n for r in (*before, *after) for n, w in r.functions.items()
+                    if r.on and w >= t.min_frame_share * r.on
+                    and not (ignore and ignore.search(n))})
+    lock_names = sorted({n for r in (*before, *after) for n in r.locks
+                         if r.lock_class.get(n) in t.wait_classes})
+    measure = SHARE
+    sides, excess, dof = _sides(before, after, names, measure, work, lock_names, t)
+    judged_as = "share of on-CPU time"
+    if "cpu_per_work" in sides[0] and "cpu_per_work" in sides[1]:
+        fell = compare(sides[1]["cpu_per_work"], sides[0]["cpu_per_work"], t.alpha)
+        if fell.p <= t.alpha and fell.delta > 0:
+            # The same work with significantly less CPU: every other frame's share grows
+            # although none got slower, so frames are judged per unit of work instead.
+            measure = PER_WORK
+            sides, excess, dof = _sides(before, after, names, measure, work, lock_names, t)
+            judged_as = ("on-CPU time per unit of work (CPU per unit of work fell "
+                         f"significantly, p={fell.p:.2g}: shares grow when anything else "
+                         "shrinks)")
+    keys = sorted(sides[0].keys() & sides[1].keys())
+    alpha_each = t.alpha / max(1, len(keys))
+    unit = before[0].work_unit or "unit"
+    judged = []
+    for key in keys:
+        kind = measure if key.startswith("frame:") else (
+            "cpu_per_work" if key == "cpu_per_work" else "s_per_s")
+        a, b = sides[0][key], sides[1][key]
+        floor = t.min_effect_relative * abs(a.value)
+        if kind == SHARE:
+            floor = max(floor, t.min_effect_pp / 100)
+        elif kind == "s_per_s":
+            floor = max(floor, t.min_effect_s_per_s)
+        group = next((r.lock_class[key[5:]] for r in (*before, *after)
+                      if key.startswith("lock:") and key[5:] in r.lock_class), "")
+        judged.append(Judged(key, kind, unit, compare(a, b, alpha_each, 0.95, t.power), floor,
+                             group=group))
+    rejected = holm([j.cmp.p for j in judged], t.alpha)
+    for j, rej in zip(judged, rejected, strict=True):
+        j.regression = rej and j.delta > j.min_effect
+    between = (f"between-run noise measured over {dof:g} degrees of freedom: runs differ "
+               f"{excess:.2f}x as much as their slices predict" if dof else
+               "one run per side: between-run noise not measured (taken to be what the "
+               "slices of each run show)")
+    method = (f"Welch's t-test, one-sided (an increase), on {len(judged)} quantities; Holm's "
+              f"correction holds the chance of a false alarm at {t.alpha:g} for the whole "
+              f"check; noise from the spread over each run's slices, never below sampling "
+              f"error; {between}; frames judged as {judged_as}")
+    return judged, method
+
+
+def _results(judged: list[Judged], t: Thresholds) -> list[Result]:
+    out = []
+    frames = [j for j in judged if j.key.startswith("frame:")]
+    grew = sorted((j for j in frames if j.regression), key=lambda j: (-j.delta, j.name))
+    if not frames:
+        out.append(Result("frames", SKIPPED, "no on-CPU data"))
+    elif grew:
+        top = grew[0]
+        out.append(Result("frames", FAIL,
+                          f"{len(grew)} frame(s) grew beyond the noise; most: {top.name} "
+                          f"{top.fmt(top.a)} -> {top.fmt(top.b)}, {top.interval()}", grew))
+    else:
+        out.append(Result("frames", PASS, f"no frame grew beyond the noise ({len(frames)} "
+                          "judged)"))
+    cpw = next((j for j in judged if j.key == "cpu_per_work"), None)
+    if cpw is None:
+        out.append(Result("cpu_per_work", SKIPPED, "work done not reported by every run "
+                          "(in the same unit)"))
+    else:
+        text = (f"on-CPU time per {cpw.unit}: {cpw.fmt(cpw.a)} -> {cpw.fmt(cpw.b)}, "
+                f"{cpw.interval()}")
+        out.append(Result("cpu_per_work", FAIL if cpw.regression else PASS, text, [cpw]))
+    for cls in t.wait_classes:
+        j = next((x for x in judged if x.key == f"wait:{cls}"), None)
+        if j is None:
+            out.append(Result(f"wait_{cls}", SKIPPED, "no off-CPU data or window unknown"))
+            continue
+        locks = sorted((x for x in judged if x.key.startswith("lock:") and x.regression
+                        and x.group == cls), key=lambda x: (-x.delta, x.name))
+        text = f"{cls} wait {j.fmt(j.a)} -> {j.fmt(j.b)}, {j.interval()}"
+        if j.regression or locks:
+            tail = f"; most grown lock: {locks[0].name} ({locks[0].interval()})" if locks else ""
+            out.append(Result(f"wait_{cls}", FAIL, text + tail, [j, *locks]))
+        else:
+            out.append(Result(f"wait_{cls}", PASS, text, [j]))
+    return out
+
+
+def sensitivity(judged: list[Judged], t: Thresholds) -> Result:
+    """Whether the comparison could have seen the program use ``t.sensitivity`` more CPU:
+    in CPU per unit of work (when reported), or concentrated in any one of its three
+    heaviest frames under half of the on-CPU time (the frames above are the program's trunk:
+    their share saturates, and a change in them shows in the frames they call)."""
+    cpw = next((j for j in judged if j.key == "cpu_per_work"), None)
+    if cpw is not None and cpw.cmp.detectable <= t.sensitivity * cpw.a:
+        return Result("sensitivity", PASS,
+                      f"could have seen {100 * t.sensitivity:g}% more CPU per unit of work: "
+                      f"changes from {cpw.fmt(cpw.cmp.detectable, True)} "
+                      f"({cpw.relative(cpw.cmp.detectable)}) are seen")
+    frames = sorted((j for j in judged if j.key.startswith("frame:")
+                     and not (j.kind == SHARE and j.a > 0.5)), key=lambda j: (-j.a, j.name))
+    if not frames:
+        return Result("sensitivity", INCONCLUSIVE, "nothing to judge: no on-CPU data on "
+                      "one side")
+    total = cpw.a if cpw is not None else 1.0
+    gaps = [(j, _needed(j, t.sensitivity, total)) for j in frames[:3]]
+    blind = [(j, need) for j, need in gaps if not j.cmp.detectable <= need]
+    if blind:
+        j, need = max(blind, key=lambda x: x[0].cmp.detectable / x[1])
+        what = f"{j.name}'s share" if j.kind == SHARE else f"{j.name}'s CPU per unit of work"
+        return Result("sensitivity", INCONCLUSIVE,
+                      f"with these runs a change under {j.fmt(j.cmp.detectable, True)} of "
+                      f"{what} would go unseen: {100 * t.sensitivity:g}% more CPU in it is "
+                      f"{j.fmt(need, True)}; collect longer or add runs")
+    j, need = max(gaps, key=lambda x: x[0].cmp.detectable / x[1])
+    return Result("sensitivity", PASS,
+                  f"could have seen {100 * t.sensitivity:g}% more CPU in any top frame: "
+                  f"the least sensitive, {j.name}, shows changes from "
+                  f"{j.fmt(j.cmp.detectable, True)} ({100 * t.sensitivity:g}% more CPU in it: "
+                  f"{j.fmt(need, True)})")
+
+
+def _needed(j: Judged, extra: float, total: float) -> float:
+    """How much a frame's value grows when the program spends ``extra`` (a fraction) more
+    CPU, all of it in that frame: ``extra (1 - s) / (1 + extra)`` of the on-CPU share, or
+    ``extra`` of the CPU per unit of work."""
+    if j.kind == SHARE:
+        return extra * (1 - j.a) / (1 + extra)
+    return extra * total
+
+
+def complete_data(before: list[Run], after: list[Run], t: Thresholds) -> Result:
+    """Losses: integrity losses and losses beyond ``max_loss_share`` make runs
+    incomparable; smaller ones are named (they widen the intervals)."""
+    bad: list[str] = []
     minor: list[str] = []
-    for side, meta in zip(sides, diff.meta, strict=True):
-        counted = [(k, v["count"]) for k, v in meta["losses"].items()
+    for r in (*before, *after):
+        counted = [(k, v["count"]) for k, v in r.meta.get("losses", {}).items()
                    if k not in t.allowed_losses and v["count"]]
-        total = sum(n for _, n in counted)
-        evidence = side.n_on + side.n_off
-        tolerated = total <= t.max_loss_share * evidence and not any(
-            INTEGRITY.search(k) for k, _ in counted)
         for kind, n in counted:
-            text = f"{side.label}: {n} {kind}"
-            (minor if tolerated else lost).append(text)
-        if counted and not tolerated and total > t.max_loss_share * evidence:
-            lost.append(f"{side.label}: {total} lost of {evidence + total} "
-                        f"({100 * total / max(1, evidence + total):.1f}%, tolerated "
-                        f"{100 * t.max_loss_share:g}%)")
-    note = f" (tolerated, under {100 * t.max_loss_share:g}%: {'; '.join(minor)})" if minor else ""
-    losses = Result("complete_data", INCONCLUSIVE if lost else PASS,
-                    "partial data: " + "; ".join(lost) + note if lost else
-                    "no losses on either side" + note)
-    diffs = collector_mismatch(diff, t)
-    collectors = Result("same_collectors", INCONCLUSIVE if diffs else PASS,
-                        "runs collected differently: " + "; ".join(diffs) if diffs else
-                        "both runs collected the same way")
-    return [samples, losses, collectors]
+            if INTEGRITY.search(kind):
+                bad.append(f"{r.label}: {n} {kind}")
+        share = max(r.lost_on, r.lost_off) if counted else 0.0
+        if share > t.max_loss_share:
+            bad.append(f"{r.label}: {100 * share:.1f}% of the evidence lost (more than "
+                       f"{100 * t.max_loss_share:g}%)")
+        elif counted and not any(INTEGRITY.search(k) for k, _ in counted):
+            minor.append(f"{r.label}: " + ", ".join(f"{n} {k}" for k, n in counted)
+                         + f" ({100 * share:.1f}%)")
+    if bad:
+        return Result("complete_data", INCONCLUSIVE, "cannot be compared: " + "; ".join(bad))
+    if minor:
+        return Result("complete_data", PASS, "losses widen the intervals: " + "; ".join(minor))
+    return Result("complete_data", PASS, "no losses")
 
 
-def collector_mismatch(diff: Diff, t: Thresholds) -> list[str]:
-    a, b = diff.meta
+def same_collectors(before: list[Run], after: list[Run], t: Thresholds) -> Result:
+    ref = before[0]
+    diffs = []
+    for r in (*before[1:], *after):
+        for d in collector_mismatch(ref.meta, r.meta, t):
+            diffs.append(f"{ref.label} vs {r.label}: {d}")
+    if diffs:
+        return Result("same_collectors", INCONCLUSIVE,
+                      "runs collected differently: " + "; ".join(diffs[:4]))
+    return Result("same_collectors", PASS, "every run collected the same way")
+
+
+def collector_mismatch(a: dict[str, Any], b: dict[str, Any], t: Thresholds) -> list[str]:
     out = []
     if a["unit"] != b["unit"]:
         out.append(f"unit {a['unit']} vs {b['unit']}")
@@ -249,97 +524,5 @@ def collector_mismatch(diff: Diff, t: Thresholds) -> list[str]:
     return out
 
 
-def pp(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
-def frame_share(diff: Diff, t: Thresholds) -> Result:
-    if not (diff.before.total_on and diff.after.total_on):
-        return Result("frame_share", SKIPPED, "no on-CPU data on one side")
-    norm = diff.with_mode(SHARE)
-    ignore = re.compile("|".join(f"(?:{p})" for p in t.ignore_frames)) if t.ignore_frames \
-        else None
-    grew = [c for c in diff.functions(ON, True, norm, grew_by=t.frame_share_pp / 100)
-            if c.significant and not (ignore and ignore.search(c.name))]
-    grew.sort(key=lambda c: (-c.delta, c.name))
-    if grew:
-        top = grew[0]
-        return Result("frame_share", FAIL,
-                      f"{len(grew)} frame(s) grew by more than {t.frame_share_pp:g} points of "
-                      f"on-CPU share; most: {top.name} {pp(top.a)} -> {pp(top.b)} "
-                      f"({100 * top.delta:+.2f} points)", grew[:t.top])
-    return Result("frame_share", PASS,
-                  f"no frame's on-CPU share grew by more than {t.frame_share_pp:g} points "
-                  "beyond the noise floor")
-
-
-def wait_classes(diff: Diff, t: Thresholds) -> list[Result]:
-    out = []
-    windows = diff.before.window_s > 0 and diff.after.window_s > 0
-    changes = {c.name: c for c in diff.class_changes(diff.with_mode(RATE))} if windows else {}
-    for cls in t.wait_classes:
-        name = f"wait_{cls}"
-        if not (diff.before.total_off or diff.after.total_off):
-            out.append(Result(name, SKIPPED, "no off-CPU data on either side"))
-            continue
-        if not windows:
-            out.append(Result(name, SKIPPED, "window length unknown: per-second rates "
-                              "need run directories"))
-            continue
-        c = changes[cls]
-        limit = max(t.wait_s_per_s, t.wait_relative * c.a)
-        verb = f"{cls} wait {c.a:.3f} -> {c.b:.3f} s per s of window ({c.delta:+.3f})"
-        if c.delta > limit and c.significant:
-            locks = [x for x in diff.lock_changes(diff.with_mode(RATE))
-                     if x.delta > 0] if cls in ("mutex", "rwlock") else []
-            tail = f"; most grown lock: {locks[0].name} ({locks[0].delta:+.3f})" if locks else ""
-            out.append(Result(name, FAIL, f"{verb}, limit +{limit:.3f}{tail}",
-                              [c, *locks[:t.top]]))
-        else:
-            noise = "" if c.significant or not c.delta else ", within noise"
-            out.append(Result(name, PASS, f"{verb}, limit +{limit:.3f}{noise}", [c]))
-    return out
-
-
-def mutex_share(diff: Diff, t: Thresholds) -> Result:
-    if not (diff.before.total_off or diff.after.total_off):
-        return Result("mutex_share", SKIPPED, "no off-CPU data on either side")
-    norm = diff.with_mode(SHARE)
-    c = next(x for x in diff.class_changes(norm) if x.name == "mutex")
-    verb = f"mutex wait {pp(c.a)} -> {pp(c.b)} of all thread time ({100 * c.delta:+.2f} points)"
-    if c.delta * 100 > t.mutex_share_pp and c.significant:
-        locks = [x for x in diff.lock_changes(norm) if x.delta > 0]
-        tail = f"; most grown lock: {locks[0].name} ({pp(locks[0].a)} -> {pp(locks[0].b)})" \
-            if locks else ""
-        return Result("mutex_share", FAIL, f"{verb}, limit {t.mutex_share_pp:g} points{tail}",
-                      [c, *locks[:t.top]])
-    return Result("mutex_share", PASS, f"{verb}, limit {t.mutex_share_pp:g} points", [c])
-
-
-def cpu_per_work(diff: Diff, t: Thresholds) -> Result:
-    wa, wb = (m.get("work") for m in diff.meta)
-    if not (isinstance(wa, dict) and isinstance(wb, dict)):
-        return Result("cpu_per_work", SKIPPED, "work done not recorded by both runs")
-    try:
-        ua, ub = str(wa.get("unit", "")), str(wb.get("unit", ""))
-        na, nb = float(wa["count"]), float(wb["count"])
-    except (KeyError, TypeError, ValueError):
-        return Result("cpu_per_work", INCONCLUSIVE, "work done recorded in an unreadable form")
-    if ua != ub or na <= 0 or nb <= 0:
-        return Result("cpu_per_work", INCONCLUSIVE,
-                      f"work done not comparable: {na:g} {ua} vs {nb:g} {ub}")
-    a, b = diff.before.total_on / na, diff.after.total_on / nb
-    rel = (b - a) / a if a else 0.0
-    # relative sampling error of each side's CPU total is 1/sqrt(n)
-    se = sum(1 / max(1, s.n_on) for s in (diff.before, diff.after)) ** 0.5
-    unit = "ns" if diff.before.unit == "ns" else diff.before.unit
-    verb = (f"on-CPU time per unit of work ({ua or 'units'}): {a:.1f} -> {b:.1f} {unit} "
-            f"({100 * rel:+.1f}%)")
-    if rel > t.cpu_per_work_relative and rel > t.noise_k * se:
-        return Result("cpu_per_work", FAIL,
-                      f"{verb}, limit +{100 * t.cpu_per_work_relative:g}%")
-    return Result("cpu_per_work", PASS, f"{verb}, limit +{100 * t.cpu_per_work_relative:g}%")
-
-
-__all__ = ["FAIL", "INCONCLUSIVE", "OFF", "PASS", "SKIPPED", "Result", "Thresholds",
-           "Verdict", "judge", "load_thresholds"]
+__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "SKIPPED", "Estimate", "Judged", "Result",
+           "Thresholds", "Verdict", "judge", "judge_profiles", "load_thresholds"]

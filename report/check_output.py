@@ -7,20 +7,16 @@ is built with ElementTree (escaped) after removing characters XML 1.0 cannot car
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from wallflame.report.check import FAIL, INCONCLUSIVE, PASS, SKIPPED, Verdict
-from wallflame.report.diff_render import (
-    describe_side,
-    fmt_relative,
-    noise_text,
-    norm_text,
-    visible,
-)
+from wallflame.report.diff_render import describe_side, visible
 
 TITLES = {PASS: "pass: no regression", FAIL: "REGRESSION",
-          INCONCLUSIVE: "INCONCLUSIVE: not enough or partial data to judge"}
+          INCONCLUSIVE: "INCONCLUSIVE: these runs cannot settle it"}
 ICONS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "**inconclusive**", SKIPPED: "skipped"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -37,39 +33,50 @@ def md(text: str, limit: int = MAX_NAME) -> str:
     return text.replace("://", ":/&#8203;/").replace("www.", "www&#8203;.")
 
 
+def _runs(n: int) -> str:
+    return f"{n} runs, " if n > 1 else ""
+
+
 def markdown(v: Verdict, html_name: str | None = None) -> str:
     d = v.diff
     lines = [f"## wallflame check: {TITLES[v.status]}", "",
-             f"- baseline: {md(describe_side(d.before), 1000)}",
-             f"- current: {md(describe_side(d.after), 1000)}",
-             f"- {md(norm_text(d), 1000)}", f"- {md(noise_text(d), 1000)}", "",
-             "| threshold | result | detail |", "| --- | --- | --- |"]
+             f"- baseline: {md(_runs(v.runs[0]) + describe_side(d.before), 1000)}",
+             f"- current: {md(_runs(v.runs[1]) + describe_side(d.after), 1000)}",
+             f"- method: {md(v.method, 1000)}", "",
+             "| test | result | detail |", "| --- | --- | --- |"]
     for r in v.results:
         lines.append(f"| {md(r.name)} | {ICONS[r.status]} | {md(r.message, 1000)} |")
-    failed = [r for r in v.results if r.status == FAIL and r.changes]
-    for r in failed:
-        lines += ["", f"### {md(r.name)}: what grew", "",
-                  "| name | before | after | change | relative |",
-                  "| --- | --- | --- | --- | --- |"]
-        for c in r.changes:
-            lines.append(f"| {md(c.name)} | {_num(r.name, c.a)} | {_num(r.name, c.b)} | "
-                         f"{_delta(r.name, c.delta)} | {md(fmt_relative(c))} |")
+    rows = v.rows()
+    if rows:
+        lines += ["", "### What changed, and what these runs could have seen", "",
+                  "| quantity | baseline | current | change (95% CI) | unseen under | p | "
+                  "verdict |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for j in rows:
+            lines.append(
+                f"| {md(j.name)} | {md(j.fmt(j.a))} | {md(j.fmt(j.b))} | "
+                f"{md(j.interval())} | {md(j.fmt(j.cmp.detectable, True))} | "
+                f"{j.cmp.p:.2g} | {'**regression**' if j.regression else 'ok'} |")
+        lines += ["", "\"unseen under\": the smallest increase these runs would catch "
+                  f"with probability {v.thresholds.power:g}; smaller ones would go unseen "
+                  "(collect longer or add runs)."]
     if html_name:
         lines += ["", f"Differential report: `{_code(html_name)}` "
                   "(written next to this summary; in CI, among the job's artifacts)."]
     return "\n".join(lines) + "\n"
 
 
+def to_json(v: Verdict) -> dict[str, Any]:
+    """The verdict for machines: every test and every quantity judged, with its interval."""
+    return {"status": v.status, "exit_code": v.exit_code, "method": v.method,
+            "runs": {"baseline": v.runs[0], "current": v.runs[1]},
+            "thresholds": dataclasses.asdict(v.thresholds),
+            "results": [{"name": r.name, "status": r.status, "message": r.message,
+                         "changes": [j.to_json() for j in r.changes]} for r in v.results],
+            "quantities": [j.to_json() for j in v.judged]}
+
+
 def _code(text: str) -> str:
     return visible(text).replace("`", "'")
-
-
-def _num(test: str, x: float) -> str:
-    return f"{x:.3f} s/s" if test.startswith("wait_") else f"{100 * x:.2f}%"
-
-
-def _delta(test: str, x: float) -> str:
-    return f"{x:+.3f} s/s" if test.startswith("wait_") else f"{100 * x:+.2f} points"
 
 
 def _xml(text: str) -> str:
@@ -77,7 +84,8 @@ def _xml(text: str) -> str:
 
 
 def junit(v: Verdict) -> str:
-    """One test case per threshold; regression = failure, inconclusive = error."""
+    """One test case per test; regression = failure, inconclusive = error; every case
+    carries its quantities with their intervals."""
     cases = v.results
     suite = ET.Element("testsuite", {
         "name": "wallflame.check", "tests": str(len(cases)),
@@ -89,15 +97,19 @@ def junit(v: Verdict) -> str:
         case = ET.SubElement(suite, "testcase", {"classname": "wallflame.check",
                                                  "name": _xml(r.name)})
         message = _xml(visible(r.message, 2000))
+        detail = "\n".join(_xml(visible(f"{c.name}: {c.fmt(c.a)} -> {c.fmt(c.b)}, "
+                                         f"{c.interval()}, unseen under "
+                                         f"{c.fmt(c.cmp.detectable, True)}", 2000))
+                           for c in r.changes)
         if r.status == FAIL:
             ET.SubElement(case, "failure", {"message": message, "type": "regression"}).text = \
-                "\n".join(_xml(visible(f"{c.name}: {c.a:.6g} -> {c.b:.6g}")) for c in r.changes)
+                detail
         elif r.status == INCONCLUSIVE:
             ET.SubElement(case, "error", {"message": message, "type": "inconclusive"})
         elif r.status == SKIPPED:
             ET.SubElement(case, "skipped", {"message": message})
         else:
-            ET.SubElement(case, "system-out").text = message
+            ET.SubElement(case, "system-out").text = message + ("\n" + detail if detail else "")
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

@@ -154,6 +154,29 @@ def floor_variance(est: Estimate, nominal: float) -> Estimate:
     return Estimate(est.value, nominal, math.inf)
 
 
+def within_run(batches: Sequence[Estimate | None], nominal: Sequence[float],
+               values: Sequence[float]) -> list[Estimate]:
+    """Within-run estimates of a run's many quantities (functions): each quantity's variance
+    is its own batch-means variance or its sampling variance scaled by the run's pooled
+    overdispersion (how much more all quantities spread over the slices than sampling
+    explains), whichever is larger.  The pooled figure has many degrees of freedom (taken as
+    known); a quantity's own spread, when larger, keeps its ``K - 1``."""
+    obs = exp = 0.0
+    for b, v in zip(batches, nominal, strict=True):
+        if b is not None and v > 0 and math.isfinite(v):
+            obs += b.var
+            exp += v
+    phi = max(1.0, obs / exp) if exp > 0 else 1.0
+    out = []
+    for b, v, x in zip(batches, nominal, values, strict=True):
+        pooled = phi * v
+        if b is not None and b.var > pooled:
+            out.append(Estimate(x, b.var, b.df))
+        else:
+            out.append(Estimate(x, pooled, math.inf))
+    return out
+
+
 def widen_for_loss(est: Estimate, bound: float) -> Estimate:
     """Add the variance of an unknown error of at most ``bound`` (uniform: ``bound^2 / 3``),
     for evidence lost during collection."""
@@ -162,14 +185,16 @@ def widen_for_loss(est: Estimate, bound: float) -> Estimate:
     return Estimate(est.value, est.var + bound * bound / 3, est.df)
 
 
-def combine_runs(runs: Sequence[Estimate], between_factor: float = 1.0) -> Estimate:
+def combine_runs(runs: Sequence[Estimate], between_factor: float = 1.0,
+                 own_spread: bool = True) -> Estimate:
     """A series' estimate: the mean of its runs' values.
 
-    Its variance is the larger of what the runs' own (within-run) variances predict and what
-    the spread of their values shows (between runs: ``s^2 / n`` with ``n - 1`` degrees of
-    freedom), with the within-run part scaled by ``between_factor`` (the between-run excess
-    pooled over many quantities, see ``pooled_excess``).  Degrees of freedom follow the part
-    that dominates (Welch-Satterthwaite for the within-run sum)."""
+    Its variance is what the runs' own (within-run) variances predict, scaled by
+    ``between_factor`` (how much more runs differ than that, pooled over many quantities:
+    ``pooled_excess``), with Welch-Satterthwaite degrees of freedom.  With ``own_spread``
+    the spread of this quantity's run values (``s^2 / n``, ``n - 1`` degrees of freedom) is
+    used instead when it is larger (for quantities whose between-run noise may differ from
+    the pooled figure's)."""
     n = len(runs)
     if n == 0:
         raise ValueError("no runs")
@@ -177,7 +202,7 @@ def combine_runs(runs: Sequence[Estimate], between_factor: float = 1.0) -> Estim
     within = sum(r.var for r in runs) / n ** 2 * max(1.0, between_factor)
     denom = sum((r.var / n ** 2) ** 2 / r.df for r in runs if r.var > 0 and math.isfinite(r.df))
     df_w = (sum(r.var for r in runs) / n ** 2) ** 2 / denom if denom > 0 else math.inf
-    if n < 2:
+    if n < 2 or not own_spread:
         return Estimate(mean, within, df_w)
     s2 = sum((r.value - mean) ** 2 for r in runs) / (n - 1)
     if s2 / n > within:
@@ -254,4 +279,4 @@ def holm(pvalues: Sequence[float], alpha: float) -> list[bool]:
 
 __all__ = ["Comparison", "Estimate", "batch_ratio", "combine_runs", "compare", "detectable",
            "floor_variance", "holm", "pooled_excess", "t_ppf", "t_sf", "welch",
-           "widen_for_loss"]
+           "widen_for_loss", "within_run"]

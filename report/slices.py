@@ -150,12 +150,30 @@ def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[
     if sched.exists():
         off_parts = _fold_slices(_records(sched), edges)
         out["wait"] = {c: [_off_class(p, c) for p in off_parts] for c in WAIT_CLASSES}
-    progress = work_progress(raw / "target.stdout")
-    marks = [_work_at(progress, t) for t in edges]
-    done = [m for m in marks if m is not None]
-    if len(done) == len(marks):
-        out["work"] = [b - a for a, b in itertools.pairwise(done)]
+    out["lost"] = {"perf": _lost(recs), "sched": _lost(_records(sched)) if sched.exists() else 0}
+    work = work_in_slices(work_progress(raw / "target.stdout"), t0, t1, k)
+    if work is not None:
+        out["work"] = work
     return out
+
+
+_LOST = re.compile(rb"PERF_RECORD_LOST.*?lost (\d+)")
+
+
+def _lost(recs: list[tuple[int | None, bytes]]) -> int:
+    return sum(int(m) for _, r in recs if b"PERF_RECORD_LOST" in r
+               for m in _LOST.findall(r))
+
+
+def work_in_slices(progress: list[tuple[int, float]], t0: int, t1: int, k: int
+                   ) -> list[float] | None:
+    """Work done in each of ``k`` equal slices of ``[t0, t1)``, interpolated between
+    progress points; ``None`` unless the points span the whole window."""
+    marks = [_work_at(progress, t0 + (t1 - t0) * j // k) for j in range(k + 1)]
+    done = [m for m in marks if m is not None]
+    if len(done) != len(marks):
+        return None
+    return [max(0.0, b - a) for a, b in itertools.pairwise(done)]
 
 
 def _on_totals(p: Profile) -> tuple[int, dict[str, int], int]:
@@ -219,9 +237,11 @@ def _valid(d: Any) -> bool:
     if not (isinstance(k, int) and 2 <= k <= 1000 and _ints(d.get("on"), k)
             and _ints(d.get("samples"), k) and isinstance(d.get("functions"), dict)):
         return False
+    if not isinstance(d.get("wait", {}), dict) or not isinstance(d.get("lost", {}), dict):
+        return False
     tables = [*d["functions"].values(), *(d.get("wait") or {}).values()]
     return all(_ints(v, k) for v in tables) and ("work" not in d or _ints(d["work"], k))
 
 
-__all__ = ["DEFAULT_K", "SLICES", "compute_slices", "load_slices", "work_progress",
-           "write_slices"]
+__all__ = ["DEFAULT_K", "SLICES", "compute_slices", "load_slices", "work_in_slices",
+           "work_progress", "write_slices"]

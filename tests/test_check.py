@@ -1,7 +1,10 @@
-"""wallflame check: thresholds, config, verdicts and exit codes, Markdown and JUnit output."""
+"""wallflame check: settings, config, verdicts and exit codes, series, Markdown, JUnit and JSON
+output.  The profiles here have no per-slice figures: their noise is sampling error alone
+(binomial shares), so the figures asserted are exact."""
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,11 +21,11 @@ from wallflame.report.check import (
     PASS,
     SKIPPED,
     Thresholds,
-    judge,
+    Verdict,
+    judge_profiles,
     load_thresholds,
 )
-from wallflame.report.check_output import junit, markdown
-from wallflame.report.diff import compare
+from wallflame.report.check_output import junit, markdown, to_json
 
 MS = 1_000_000
 FIX = Path(__file__).parent / "fixtures" / "diff"
@@ -50,114 +53,167 @@ def run(extra_ms: int = 0, hold_wait_ms: int = 100, perf: int = 5000, window_s: 
     return p
 
 
-def statuses(v):  # type: ignore[no-untyped-def]
+def statuses(v: Verdict) -> dict[str, str]:
     return {r.name: r.status for r in v.results}
 
 
-def test_identical_runs_pass() -> None:
-    v = judge(compare(run(), run()), Thresholds())
+def result(v: Verdict, name: str):  # type: ignore[no-untyped-def]
+    return next(r for r in v.results if r.name == name)
+
+
+def check(a: Profile | list[Profile], b: Profile | list[Profile], **settings: object) -> Verdict:
+    t = Thresholds()
+    for k, val in settings.items():
+        t.set(k, val, "test")
+    return judge_profiles(a, b, t)
+
+
+def test_identical_runs_pass_and_say_what_they_could_have_seen() -> None:
+    v = check(run(), run())
     assert v.status == PASS and v.exit_code == EXIT_OK
     s = statuses(v)
-    assert s["frame_share"] == PASS and s["wait_mutex"] == PASS and s["mutex_share"] == PASS
-    assert s["cpu_per_work"] == SKIPPED
+    assert s["frames"] == PASS and s["wait_mutex"] == PASS and s["cpu_per_work"] == SKIPPED
+    assert s["sensitivity"] == PASS
+    # critical_section: 25% of 5,000 samples each side; binomial SE 0.61 points per side,
+    # Holm over 8 quantities at 0.01: one-sided level 0.00125
+    r = result(v, "sensitivity")
+    assert "critical_section" in r.message and "+3.3" in r.message, r.message
+    text = markdown(v)
+    assert "What changed, and what these runs could have seen" in text
+    assert "critical\\_section | 25.00% | 25.00% | +0.00 points (95% CI -1.70 points" in text
 
 
-def test_extra_cpu_in_one_function_fails_and_names_it() -> None:
-    v = judge(compare(run(), run(extra_ms=2)), Thresholds())
+def test_extra_cpu_in_one_function_fails_and_names_it_with_its_interval() -> None:
+    v = check(run(), run(extra_ms=2))
     assert v.status == FAIL and v.exit_code == EXIT_REGRESSION
-    r = next(r for r in v.results if r.name == "frame_share")
+    r = result(v, "frames")
     assert r.status == FAIL and r.changes[0].name == "extra_work"
     assert r.changes[0].b == pytest.approx(0.2)  # 2 of 10 ms of CPU per cycle
+    assert "extra_work 0.00% -> 20.00%, +20.00 points (95% CI +18.89 points" in r.message
     text = markdown(v, "diff.html")
     assert "extra\\_work" in text and "+20.00 points" in text and "`diff.html`" in text
+    assert "**regression**" in text
+
+
+def test_a_small_change_is_not_a_regression_below_the_minimum_effect() -> None:
+    a, b = run(perf=500_000), run(perf=500_000, extra_ms=0)
+    b.add(StackKey(("worker_loop", "tiny"), 1, "mix-1"), 60 * MS)  # under 1 point of 6,060 ms
+    v = check(a, b)
+    tiny = next(j for j in v.judged if j.name == "tiny")
+    assert tiny.cmp.p < 1e-6 and not tiny.regression and v.status == PASS
+    assert check(a, b, min_effect_pp=0.1).status == FAIL
 
 
 def test_mutex_contention_fails_and_names_the_lock() -> None:
-    v = judge(compare(run(), run(hold_wait_ms=600, lock="0x77aa <shared_lock>")), Thresholds())
+    v = check(run(), run(hold_wait_ms=600, lock="0x77aa <shared_lock>"))
     s = statuses(v)
-    assert v.status == FAIL and s["wait_mutex"] == FAIL and s["mutex_share"] == FAIL
-    r = next(r for r in v.results if r.name == "wait_mutex")
-    assert "shared_lock" in r.message and r.changes[1].name == "shared_lock"
+    assert v.status == FAIL and s["wait_mutex"] == FAIL
+    r = result(v, "wait_mutex")
+    assert "most grown lock: shared_lock" in r.message and r.changes[1].name == "shared_lock"
     assert r.changes[0].a == pytest.approx(0.3) and r.changes[0].b == pytest.approx(1.8)
     assert "+1.500 s/s" in markdown(v)
 
 
-@pytest.mark.parametrize(("before", "after", "test", "reason"), [
-    (run(perf=5000), run(perf=300), "min_samples", "300 on-CPU samples"),
-    (run(), run(snapshots=0), "same_collectors", "evidence perf,snapshots vs perf"),
-])
-def test_inconclusive_with_reason(before: Profile, after: Profile, test: str,
-                                  reason: str) -> None:
-    v = judge(compare(before, after), Thresholds())
+def test_collected_differently_is_inconclusive_with_reason() -> None:
+    v = check(run(), run(snapshots=0))
     assert v.status == INCONCLUSIVE and v.exit_code == EXIT_INCONCLUSIVE
-    r = next(r for r in v.results if r.name == test)
-    assert r.status == INCONCLUSIVE and reason in r.message
+    r = result(v, "same_collectors")
+    assert r.status == INCONCLUSIVE and "evidence perf,snapshots vs perf" in r.message
 
 
-def test_lost_events_make_it_inconclusive_even_with_a_regression() -> None:
+def test_too_few_samples_is_inconclusive_and_says_what_would_go_unseen() -> None:
+    v = check(run(), run(perf=300))
+    r = result(v, "sensitivity")
+    assert v.status == INCONCLUSIVE and r.status == INCONCLUSIVE
+    assert "would go unseen" in r.message and "collect longer or add runs" in r.message
+    assert check(run(perf=300), run()).status == INCONCLUSIVE  # either side
+    # the same few samples on both sides of a large regression: still a regression
+    assert check(run(perf=300), run(perf=300, extra_ms=6)).status == FAIL
+
+
+def test_losses_widen_the_intervals_and_too_many_make_it_inconclusive() -> None:
     after = run(extra_ms=2)
-    after.meta.lose("lost perf events", 0, 300, "perf lost 300 chunks")
-    v = judge(compare(run(), after), Thresholds())
-    assert v.status == INCONCLUSIVE  # never a verdict on partial data, not even "fail"
-    assert statuses(v)["frame_share"] == FAIL  # ... though what it saw is reported
-    r = next(r for r in v.results if r.name == "complete_data")
-    assert "after: 300 lost perf events" in r.message and "(5.6%" in r.message
-    assert "after: 300 lost perf events" in markdown(v)
-    v = judge(compare(run(), after), Thresholds(allowed_losses=["lost perf events"]))
-    assert v.status == FAIL
-    assert judge(compare(after, run()), Thresholds()).status == INCONCLUSIVE  # either side
+    clean = next(j for j in check(run(), after).judged if j.name == "extra_work")
+    after.meta.lose("lost perf events", 0, 300, "perf lost 300 events")  # 5.6% of 5,400
+    v = check(run(), after)
+    lossy = next(j for j in v.judged if j.name == "extra_work")
+    assert v.status == FAIL  # a few percent lost: still judged ...
+    # ... with a wider interval: the lost 5.6% may have held up to 5.6% of the 20% share
+    # more or less (uniform: variance (0.056 * 0.2)^2 / 3 added)
+    lost = 300 / 5400
+    assert lossy.cmp.b.var - clean.cmp.b.var == pytest.approx((lost * 0.2) ** 2 / 3)
+    assert lossy.cmp.high - lossy.cmp.low > 1.4 * (clean.cmp.high - clean.cmp.low)
+    r = result(v, "complete_data")
+    assert r.status == PASS and "current: 300 lost perf events (5.6%)" in r.message
+    after.meta.lose("lost perf events", 0, 3000)  # 3,300 of 8,400: 39%
+    v = check(run(), after)
+    assert v.status == INCONCLUSIVE and "39.3% of the evidence lost" in \
+        result(v, "complete_data").message
+    assert check(run(), after, allowed_losses="lost perf events").status == FAIL
 
 
-def test_a_few_losses_are_tolerated_and_reported() -> None:
-    after = run()
-    after.meta.lose("thread without frames", 7, 1)  # 1 of 5,100 samples and snapshots
-    v = judge(compare(run(), after), Thresholds())
-    r = next(r for r in v.results if r.name == "complete_data")
-    assert v.status == PASS and r.status == PASS and "1 thread without frames" in r.message
-    strict = judge(compare(run(), after), Thresholds(max_loss_share=0))
-    assert strict.status == INCONCLUSIVE
+def test_truncated_data_is_inconclusive_however_little() -> None:
     cut = run()
-    cut.meta.lose("malformed folded line", 4000, 1)  # a file cut short: however little shows
-    r = next(r for r in judge(compare(run(), cut), Thresholds()).results
-             if r.name == "complete_data")
+    cut.meta.lose("malformed folded line", 4000, 1)  # a file cut short
+    r = result(check(run(), cut), "complete_data")
     assert r.status == INCONCLUSIVE and "malformed folded line" in r.message
 
 
 def test_rate_mismatch_is_inconclusive() -> None:
     after = run()
     after.meta.rates = {"perf_hz": 99.0}
-    r = next(r for r in judge(compare(run(), after), Thresholds()).results
-             if r.name == "same_collectors")
+    r = result(check(run(), after), "same_collectors")
     assert r.status == INCONCLUSIVE and "perf_hz 999.0 vs 99.0" in r.message
     adaptive = run()
     adaptive.meta.rates = {"perf_hz": 999.0, "pmp_hz": 5.0}  # halved under a pause budget
     base = run()
     base.meta.rates = {"perf_hz": 999.0, "pmp_hz": 10.0}
-    assert judge(compare(base, adaptive), Thresholds()).status == PASS
+    assert check(base, adaptive).status == PASS
+
+
+def with_work(p: Profile, count: float, unit: str = "messages") -> Profile:
+    p.meta.extra["work"] = {"unit": unit, "count": count}
+    return p
 
 
 def test_cpu_per_work() -> None:
-    a, b = run(), run(extra_ms=2)
-    a.meta.extra["work"] = {"unit": "messages", "count": 10000}
-    b.meta.extra["work"] = {"unit": "messages", "count": 10000}
-    r = next(r for r in judge(compare(a, b), Thresholds()).results if r.name == "cpu_per_work")
-    assert r.status == FAIL and "+25.0%" in r.message
-    b.meta.extra["work"] = {"unit": "messages", "count": 12500}  # more work for the CPU: fine
-    r = next(r for r in judge(compare(a, b), Thresholds()).results if r.name == "cpu_per_work")
-    assert r.status == PASS
-    b.meta.extra["work"] = {"unit": "requests", "count": 12500}
-    r = next(r for r in judge(compare(a, b), Thresholds()).results if r.name == "cpu_per_work")
-    assert r.status == INCONCLUSIVE
+    a, b = with_work(run(), 10000), with_work(run(extra_ms=2), 10000)
+    r = result(check(a, b), "cpu_per_work")
+    assert r.status == FAIL and "+25.0%" in r.message and "ns/messages" in r.message
+    # more work for the CPU: fine, and frames are then judged per unit of work (their
+    # shares grew only because the rest shrank)
+    a, b = with_work(run(extra_ms=2), 10000), with_work(run(), 10000)
+    v = check(a, b)
+    assert result(v, "cpu_per_work").status == PASS and v.status == PASS
+    assert "frames judged as on-CPU time per unit of work" in v.method
+    b = with_work(run(), 12500, "requests")
+    assert result(check(with_work(run(), 10000), b), "cpu_per_work").status == SKIPPED
+
+
+def test_series_use_the_spread_between_their_runs() -> None:
+    v = check([run(), run(), run()], [run(), run(), run()])
+    assert v.status == PASS and v.runs == (3, 3)
+    assert "between-run noise measured over" in v.method
+    # runs that differ more than sampling explains widen every interval
+    wobbly = [run(extra_ms=x) for x in (0, 1, 2)]
+    v = check(wobbly, [run(extra_ms=1)] * 3)
+    extra = next(j for j in v.judged if j.name == "extra_work")
+    quiet = next(j for j in check([run(extra_ms=1)] * 3, [run(extra_ms=1)] * 3).judged
+                 if j.name == "extra_work")
+    assert not extra.regression and extra.cmp.se > 10 * quiet.cmp.se
+    assert re.search(r"runs differ [0-9.]+x as much as their slices predict", v.method)
+    assert check([run()] * 3, [run(extra_ms=2)] * 3).status == FAIL
 
 
 def test_thresholds_config_then_command_line(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[thresholds]\nframe_share_pp = 25\nmin_samples = 100\n'
+    cfg.write_text('[thresholds]\nmin_effect_pp = 25\nalpha = 0.05\n'
                    'wait_classes = ["mutex"]\n')
-    t = load_thresholds(str(cfg), ["min_samples=50"])
-    assert (t.frame_share_pp, t.min_samples, t.wait_classes) == (25.0, 50, ["mutex"])
-    assert judge(compare(run(), run(extra_ms=2)), t).status == PASS  # 20 points < 25
-    for bad in (["nope=1"], ["min_samples=x"], ["frame_share_pp"], ["wait_classes=spin"]):
+    t = load_thresholds(str(cfg), ["alpha=0.001"])
+    assert (t.min_effect_pp, t.alpha, t.wait_classes) == (25.0, 0.001, ["mutex"])
+    assert judge_profiles(run(), run(extra_ms=2), t).status == PASS  # 20 points < 25
+    for bad in (["nope=1"], ["alpha=x"], ["alpha"], ["wait_classes=spin"], ["alpha=1.5"],
+                ["power=0"], ["top=-1"]):
         with pytest.raises(InputError):
             load_thresholds(str(cfg), bad)
     cfg.write_text("[thresholds\n")
@@ -168,9 +224,9 @@ def test_thresholds_config_then_command_line(tmp_path: Path) -> None:
 def test_preemption_frames_are_not_judged() -> None:
     a, b = run(), run()
     b.add(StackKey(("worker_loop", "asm_sysvec_apic_timer_interrupt"), 1, "mix-1"), 800 * MS)
-    assert judge(compare(a, b), Thresholds()).status == PASS
-    v = judge(compare(a, b), Thresholds(ignore_frames=[]))
-    assert v.status == FAIL and "asm_sysvec_apic_timer_interrupt" in v.results[3].message
+    assert check(a, b).status == PASS
+    v = check(a, b, ignore_frames=[])
+    assert v.status == FAIL and "asm_sysvec_apic_timer_interrupt" in result(v, "frames").message
     with pytest.raises(InputError):
         load_thresholds(None, ["ignore_frames=(unclosed"])
 
@@ -179,7 +235,7 @@ def test_markdown_escapes_hostile_names() -> None:
     evil = "<img src=x onerror=alert(1)>|[link](javascript:x)`*https://e.example www.e.example"
     a, b = run(), run()
     b.add(StackKey(("worker_loop", evil), 1, "mix-1"), 2000 * MS)
-    text = markdown(judge(compare(a, b), Thresholds()), "d`x.html")
+    text = markdown(check(a, b), "d`x.html")
     assert "<img" not in text and "`*" not in text
     assert not re.search(r"(?<!\\)[\[\]]", text.split("### ")[1])  # every bracket escaped
     assert ("&lt;img src=x onerror=alert(1)&gt;\\|\\[link\\](javascript:x)\\`\\*"
@@ -188,18 +244,28 @@ def test_markdown_escapes_hostile_names() -> None:
     assert "`d'x.html`" in text
 
 
-def test_junit_one_case_per_threshold() -> None:
+def test_junit_one_case_per_test_with_intervals() -> None:
     after = run(extra_ms=2)
     after.add(StackKey(("bad\x00name\x1b",), 1, "mix-1"), MS)
-    v = judge(compare(run(), after), Thresholds())
+    v = check(run(), after)
     root = ET.fromstring(junit(v))
     cases = root.findall("./testsuite/testcase")
     assert [c.get("name") for c in cases] == [r.name for r in v.results]
-    assert len(cases) == 3 + 1 + len(Thresholds().wait_classes) + 2
-    frame = next(c for c in cases if c.get("name") == "frame_share")
-    assert frame.find("failure") is not None
+    assert len(cases) == 2 + 2 + len(Thresholds().wait_classes) + 1
+    frame = next(c for c in cases if c.get("name") == "frames")
+    failure = frame.find("failure")
+    assert failure is not None and "95% CI" in (failure.text or "")
+    assert "unseen under" in (failure.text or "")
     assert root.find("./testsuite").get("failures") == "1"  # type: ignore[union-attr]
     assert next(c for c in cases if c.get("name") == "cpu_per_work").find("skipped") is not None
+
+
+def test_json_carries_every_quantity_and_interval() -> None:
+    data = to_json(check(run(), run(extra_ms=2)))
+    assert data["status"] == FAIL and data["exit_code"] == EXIT_REGRESSION
+    extra = next(q for q in data["quantities"] if q["name"] == "extra_work")
+    assert extra["regression"] and extra["ci95"][0] > 0.18 and extra["detectable"] > 0
+    assert extra["delta_text"] == "+20.00 points"
 
 
 def write_folded(path: Path, p: Profile) -> None:
@@ -207,6 +273,15 @@ def write_folded(path: Path, p: Profile) -> None:
 
     with open(path, "w", encoding="utf-8") as f:
         wf(p, f, annotate=True)
+
+
+def write_run(path: Path, p: Profile) -> Path:
+    """A minimal run directory: the folded files and meta.json (no raw/, no slices)."""
+    path.mkdir(parents=True)
+    write_folded(path / "oncpu.folded", p.on_cpu())
+    write_folded(path / "offcpu.folded", p.off_cpu())
+    (path / "meta.json").write_text(json.dumps({"profile": p.meta.to_json()}))
+    return path
 
 
 def test_cli_exit_codes_summary_and_files(tmp_path: Path,
@@ -225,28 +300,62 @@ def test_cli_exit_codes_summary_and_files(tmp_path: Path,
     assert r.exit_code == EXIT_OK, r.output
     assert "wallflame check: pass" in r.output and (tmp_path / "wallflame-diff.html").exists()
     r = runner.invoke(cli, ["check", str(base), str(worse), "--junit", "j.xml",
-                            "--markdown", "m.md", "--html", "d.html"])
+                            "--markdown", "m.md", "--html", "d.html", "--json", "v.json"])
     assert r.exit_code == EXIT_REGRESSION, r.output
     assert "extra_work" in r.output and (tmp_path / "d.html").exists()
+    assert "unseen under" in (tmp_path / "d.html").read_text()
     assert ET.parse(tmp_path / "j.xml").getroot().tag == "testsuites"
     assert "`d.html`" in (tmp_path / "m.md").read_text()
+    assert json.loads((tmp_path / "v.json").read_text())["status"] == "regression"
     r = runner.invoke(cli, ["check", str(base), str(few)])
-    assert r.exit_code == EXIT_INCONCLUSIVE and "100 on-CPU samples" in r.output
+    assert r.exit_code == EXIT_INCONCLUSIVE and "would go unseen" in r.output
     text = summary.read_text()
     assert text.count("## wallflame check:") == 3 and "REGRESSION" in text
-    (tmp_path / ".wallflame-check.toml").write_text("[thresholds]\nframe_share_pp = 30\n")
+    (tmp_path / ".wallflame-check.toml").write_text("[thresholds]\nmin_effect_pp = 30\n")
     assert runner.invoke(cli, ["check", str(base), str(worse)]).exit_code == EXIT_OK
-    r = runner.invoke(cli, ["check", str(base), str(worse), "-t", "frame_share_pp=1"])
+    r = runner.invoke(cli, ["check", str(base), str(worse), "-t", "min_effect_pp=1"])
     assert r.exit_code == EXIT_REGRESSION
     r = runner.invoke(cli, ["check", str(base), str(worse), "-t", "bogus=1"])
     assert r.exit_code == EXIT_INPUT and "unknown threshold" in r.output
+
+
+def test_cli_series_of_run_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for i in range(3):
+        write_run(tmp_path / "base" / f"run{i}", run())
+        write_run(tmp_path / "cur" / f"run{i}", run(extra_ms=2))
+    (tmp_path / "base" / "notes.txt").write_text("not a run")  # ignored
+    runner = CliRunner()
+    r = runner.invoke(cli, ["check", "base", "cur", "--html", "", "--markdown", "m.md"])
+    assert r.exit_code == EXIT_REGRESSION, r.output
+    assert "- baseline: 3 runs, " in (tmp_path / "m.md").read_text()
+    r = runner.invoke(cli, ["check", "base", "base/run0", "--html", ""])
+    assert r.exit_code == EXIT_OK, r.output
+    (tmp_path / "empty").mkdir()
+    r = runner.invoke(cli, ["check", "base", "empty", "--html", ""])
+    assert r.exit_code == EXIT_INPUT
+    assert "neither a run directory nor a directory of run directories" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_cli_reads_a_work_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_run(tmp_path / "a", run())
+    write_run(tmp_path / "b", run(extra_ms=2))
+    for name in ("a", "b"):
+        (tmp_path / name / "work.json").write_text('{"work": 10000, "unit": "requests"}')
+    r = CliRunner().invoke(cli, ["check", "a", "b", "--html", ""])
+    assert r.exit_code == EXIT_REGRESSION and "per requests" in r.output, r.output
+    (tmp_path / "b" / "work.json").write_text('{"unit": "requests"}')
+    r = CliRunner().invoke(cli, ["check", "a", "b", "--html", ""])
+    assert r.exit_code == EXIT_INPUT and 'no numeric "work"' in r.output
 
 
 def test_plain_folded_counts_are_judged_as_shares(tmp_path: Path) -> None:
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("main;work 900\nmain;other 100\n")
     b.write_text("main;work 600\nmain;other 100\nmain;new_hot 300\n")
-    v = judge(compare(_load(a), _load(b)), Thresholds())
+    v = check(_load(a), _load(b))
     assert v.status == FAIL
     assert statuses(v)["wait_mutex"] == SKIPPED  # no off-CPU data in plain folded files
 

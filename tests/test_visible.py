@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.report import diff_render, tree
-from wallflame.report.check import Thresholds, judge
+from wallflame.report.check import judge_profiles
 from wallflame.report.check_output import markdown
 from wallflame.report.diff import compare
 from wallflame.report.diff_html import render
@@ -64,7 +64,7 @@ def test_diff_page_text_and_json_show_the_no_break_space() -> None:
 
 
 def test_check_markdown_shows_the_no_break_space() -> None:
-    verdict = judge(compare(run(), run(extra_ms=800)), Thresholds())
+    verdict = judge_profiles(run(), run(extra_ms=800))
     text = markdown(verdict, "diff.html")
     assert "grow" in text, text
     assert NBSP not in text and "U+00A0" in text

@@ -3,61 +3,71 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 
 import click
 
 from wallflame.output import open_output
 from wallflame.report.check import CONFIG_NAME, judge, load_thresholds
-from wallflame.report.check_output import junit, markdown
+from wallflame.report.check_output import junit, markdown, to_json
 from wallflame.report.diff import compare
-from wallflame.rundir import load_inputs
+from wallflame.report.series import load_side
 
 
 @click.command("check")
 @click.argument("baseline", type=click.Path(exists=True))
 @click.argument("current", type=click.Path(exists=True))
 @click.option("-t", "--threshold", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a threshold (repeatable), e.g. -t frame_share_pp=5 -t "
-              "min_samples=1000. Keys and defaults: see above.")
+              help="Override a setting (repeatable), e.g. -t alpha=0.001 -t "
+              "min_effect_relative=0.05. Keys and defaults: see above.")
 @click.option("--config", type=click.Path(dir_okay=False), default=None,
-              help=f"Thresholds file (default: ./{CONFIG_NAME} when present).")
+              help=f"Settings file (default: ./{CONFIG_NAME} when present).")
 @click.option("--html", "html_out", default="wallflame-diff.html", show_default=True,
               type=click.Path(dir_okay=False), help="Differential report to write ('' for none).")
 @click.option("--markdown", "md_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the Markdown summary here (it is always appended to "
               "$GITHUB_STEP_SUMMARY when that is set).")
 @click.option("--junit", "junit_out", default=None, type=click.Path(dir_okay=False),
-              help="Write JUnit XML, one test case per threshold.")
+              help="Write JUnit XML, one test case per test.")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False),
+              help="Write the verdict, every quantity judged and its interval as JSON.")
 @click.pass_context
 def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[str, ...],
             config: str | None, html_out: str, md_out: str | None,
-            junit_out: str | None) -> None:
-    """Judge CURRENT against BASELINE (run directories or captures).
+            junit_out: str | None, json_out: str | None) -> None:
+    """Judge CURRENT against BASELINE: each a run directory, a capture, or a directory of run
+    directories (a series of repeated runs).
 
     \b
-    Exit codes: 0 no regression; 1 regression beyond a threshold; 7 inconclusive (too few
-    samples, lost or truncated data, or runs collected differently): never "pass" on partial
-    data. Thresholds, with defaults, settable in .wallflame-check.toml under [thresholds]:
-      frame_share_pp=5.0    on-CPU inclusive share of any frame, growth in points
-      wait_s_per_s=0.25     off-CPU s per s of window per wait class, growth ...
-      wait_relative=1.0     ... and relative growth (a class fails past both)
+    Exit codes: 0 no regression; 1 regression; 7 inconclusive (runs that cannot be
+    compared: different collectors or rates, truncated data, too much lost; or a pass
+    that could not have seen a `sensitivity` increase). A regression is an increase that
+    Welch's one-sided t-test finds significant, Holm-corrected over every quantity
+    judged, and larger than the minimum effect; the noise comes from the spread over
+    slices of each run and between the runs of a series (docs/check.md).
+    Settings, with defaults, settable in .wallflame-check.toml under [thresholds]:
+      alpha=0.01               false-alarm rate of one whole check
+      min_effect_pp=1.0        frame shares: ignore increases under this many points
+      min_effect_relative=0.02 any quantity: ignore increases under this fraction
+      min_effect_s_per_s=0.02  waits and locks: ignore increases under this (s/s)
+      min_frame_share=0.005    judge functions with at least this on-CPU share
+      sensitivity=0.10         a pass must have been able to see this increase
+      power=0.8                ... with this probability
       wait_classes=mutex,rwlock,io  (of mutex,rwlock,condvar,io,poll,sleep,other)
-      mutex_share_pp=10     mutex wait share of all thread time, growth in points
-      cpu_per_work_relative=0.10  CPU per unit of work (when both runs record work)
-      ignore_frames=RE,...  frames frame_share does not judge (default: the kernel's
-                            interrupt and preemption entry points)
-      min_samples=500       on-CPU samples each side needs
-      noise_k=3.0           changes within k standard errors of sampling are noise
-      rate_tolerance=0.10   sampling rates may differ this much
-      max_loss_share=0.005  losses up to this share of a side's evidence are tolerated
-      allowed_losses=       kinds of loss that never make the check inconclusive
+      ignore_frames=RE,...     frames not judged (default: interrupt and preemption
+                               entry points)
+      rate_tolerance=0.10      sampling rates may differ this much
+      max_loss_share=0.25      more evidence lost than this: runs cannot be compared
+      allowed_losses=          kinds of loss never counted
+      top=8                    frames shown in the summary
     """
     thresholds = load_thresholds(config, list(overrides))
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
-    before, after = load_inputs([baseline]), load_inputs([current])
-    diff = compare(before, after, (baseline, current), None, thresholds.noise_k)
-    verdict = judge(diff, thresholds)
+    before_runs, before = load_side(baseline, "baseline")
+    after_runs, after = load_side(current, "current")
+    diff = compare(before, after, (baseline, current), None)
+    verdict = judge(before_runs, after_runs, diff, thresholds)
     if html_out:
         from wallflame.report.diff_html import write_html
 
@@ -73,6 +83,9 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     if junit_out:
         with open_output(junit_out) as out:
             out.write(junit(verdict))
+    if json_out:
+        with open_output(json_out) as out:
+            out.write(json.dumps(to_json(verdict), indent=1, sort_keys=True) + "\n")
     for r in verdict.results:
         click.echo(f"{r.status:>12}  {r.name}: {r.message}")
     click.echo(f"wallflame check: {verdict.status}")

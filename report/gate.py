@@ -1,0 +1,282 @@
+"""What ``wallflame check`` judges: each run's quantities with their within-run noise, and a
+side's (a series of runs') estimates.
+
+A ``Run`` is one run directory (or capture) reduced to the totals the gate needs: on-CPU
+weight per function (inclusive), off-CPU weight per wait class and per lock, the window, the
+evidence counts, the work done and, when the run directory has them, the per-slice figures of
+``wallflame.report.slices``.  ``run_quantities`` turns a run into per-quantity ``Estimate``s:
+
+``frame:NAME``   a function's inclusive on-CPU time, per unit of work when both sides report
+                 work (``per_work``), else as a share of the side's on-CPU time (``share``);
+``cpu_per_work`` all on-CPU time per unit of work;
+``wait:CLASS``   off-CPU seconds per second of window in a wait class;
+``lock:NAME``    seconds per second of window spent waiting for one lock.
+
+Each estimate's variance is the spread over the run's slices (batch means), never below the
+sampling error its sample count implies; quantities without per-slice figures (small
+functions, locks) take the sampling error scaled by the run's measured overdispersion (how
+much more the slices spread than sampling explains, pooled over the functions that have
+them).  Evidence lost during collection widens the variance: the lost fraction ``L`` of a run's
+evidence may have differed from the rest by as much as the quantity itself, an error of at
+most ``L x`` (``L min(x, 1 - x)`` for a share), taken as uniform (``widen_for_loss``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from wallflame.profile import OFF, WAIT_CLASSES, Profile
+from wallflame.report.diff import lock_name
+from wallflame.report.diff_norm import evidence
+from wallflame.report.gate_stats import (
+    Estimate,
+    batch_ratio,
+    combine_runs,
+    floor_variance,
+    pooled_excess,
+    widen_for_loss,
+    within_run,
+)
+
+SHARE = "share"
+PER_WORK = "per_work"
+RATE = "s_per_s"
+CPU_PER_WORK = "cpu_per_work"
+WORK_FILE = "work.json"
+
+
+@dataclass
+class Run:
+    """One run's totals (see the module docstring)."""
+
+    label: str
+    unit: str
+    window_s: float
+    on: int
+    n_on: int
+    n_off: int
+    functions: dict[str, int]
+    classes: dict[str, int]
+    locks: dict[str, int]
+    lock_class: dict[str, str]
+    work: float | None
+    work_unit: str
+    slices: dict[str, Any] | None
+    lost_on: float   # share of the on-CPU evidence lost
+    lost_off: float  # share of the off-CPU evidence lost
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def read_work_file(run_dir: str) -> dict[str, Any] | None:
+    """``RUN/work.json``: ``{"work": N, "unit": "requests"}`` written by whoever knows the
+    work done during the window (a load generator, a benchmark), optionally with
+    ``"progress": [[t_ns, work so far], ...]`` (CLOCK_MONOTONIC) for per-slice figures."""
+    path = os.path.join(run_dir, WORK_FILE)
+    if not os.path.exists(path):
+        return None
+    from wallflame.errors import InputError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"{path}: unreadable: {e}",
+                         'write {"work": N, "unit": "requests"}') from None
+    w = d.get("work") if isinstance(d, dict) else None
+    if not isinstance(w, int | float) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
+        raise InputError(f"{path}: no numeric \"work\"", 'write {"work": N, "unit": "requests"}')
+    return d  # type: ignore[no-any-return]
+
+
+def make_run(label: str, profile: Profile, meta: dict[str, Any],
+             slices: dict[str, Any] | None = None, work: dict[str, Any] | None = None) -> Run:
+    """Reduce a loaded profile (and its run directory's extras) to a ``Run``."""
+    functions: dict[str, int] = {}
+    classes = dict.fromkeys(WAIT_CLASSES, 0)
+    locks: dict[str, int] = {}
+    by_class: dict[str, dict[str, int]] = {}
+    on = off = 0
+    for key, w in profile.stacks.items():
+        if key.state == OFF:
+            off += w
+            cls = key.wait if key.wait in classes else "other"
+            classes[cls] += w
+            if key.lock:
+                name = lock_name(key.lock)
+                locks[name] = locks.get(name, 0) + w
+                per = by_class.setdefault(name, {})
+                per[cls] = per.get(cls, 0) + w
+            continue
+        on += w
+        for f in set(key.frames):
+            functions[f] = functions.get(f, 0) + w
+    n_on, n_off = evidence(profile, on, off)
+    w_info = work if work is not None else meta.get("work")
+    count: float | None = None
+    unit = ""
+    if isinstance(w_info, dict):
+        raw = w_info.get("count", w_info.get("work"))
+        if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0:
+            count, unit = float(raw), str(w_info.get("unit") or "units")
+    if slices is not None and work is not None and isinstance(work.get("progress"), list):
+        slices = _with_progress(slices, work["progress"])
+    if count is not None and slices is not None and slices.get("work") and sum(slices["work"]):
+        count = float(sum(slices["work"]))  # the work done within the window, not all of it
+    lost = float(sum(v["count"] for v in meta.get("losses", {}).values()))
+    # Which evidence the losses hit: known from the per-slice figures (lost records in the
+    # perf and the scheduler scripts), else counted against all of a run's evidence.
+    share_on = share_off = lost / max(1.0, n_on + n_off + lost)
+    if slices is not None and isinstance(slices.get("lost"), dict):
+        lost_on = min(lost, float(slices["lost"].get("perf", 0)))
+        share_on = lost_on / max(1.0, n_on + lost_on)
+        share_off = (lost - lost_on) / max(1.0, n_off + lost - lost_on)
+    return Run(label, profile.meta.unit, profile.meta.window_ns / 1e9, on, n_on, n_off,
+               functions, classes, locks,
+               {k: max(v, key=lambda c: v[c]) for k, v in by_class.items()},
+               count, unit, slices, share_on, share_off, meta)
+
+
+def _with_progress(slices: dict[str, Any], progress: list[Any]) -> dict[str, Any]:
+    from wallflame.report.slices import work_in_slices
+
+    pts = [(int(p[0]), float(p[1])) for p in progress
+           if isinstance(p, list) and len(p) == 2
+           and all(isinstance(x, int | float) and not isinstance(x, bool) for x in p)]
+    work = work_in_slices(sorted(pts), int(slices["t0_ns"]), int(slices["t1_ns"]),
+                          int(slices["k"]))
+    return {**slices, "work": work} if work is not None else slices
+
+
+def frame_measure(before: Sequence[Run], after: Sequence[Run]) -> str:
+    """``per_work`` when every run reports work in the same unit, else ``share``."""
+    units = {r.work_unit for r in (*before, *after) if r.work}
+    if len(units) == 1 and all(r.work for r in (*before, *after)):
+        return PER_WORK
+    return SHARE
+
+
+def _nominal(run: Run, f: int, measure: str) -> float:
+    """Sampling variance of a function's value from the run's sample count."""
+    if run.on <= 0 or run.n_on <= 0:
+        return math.inf
+    if measure == PER_WORK and run.work:
+        x = f / run.work
+        n_f = max(1.0, run.n_on * f / run.on)
+        return x * x / n_f
+    p = f / run.on
+    return max(p * (1 - p), 1.0 / run.n_on) / run.n_on
+
+
+def frame_estimates(run: Run, names: Sequence[str], measure: str) -> dict[str, Estimate]:
+    """Each named function's value in this run, with its within-run variance
+    (``within_run``: its own spread over the slices, or the run's pooled overdispersion)."""
+    total = run.work if measure == PER_WORK else run.on
+    if not total:
+        return {}
+    s = run.slices
+    den = (s.get("work") if measure == PER_WORK else s["on"]) if s else None
+    # every function the slices keep informs the pooled figure, judged or not
+    pool = sorted(set(names) | set(s["functions"] if s else ()))
+    values = [run.functions.get(n, 0) / total for n in pool]
+    nominal = [_nominal(run, max(run.functions.get(n, 0), 1), measure) for n in pool]
+    batches = []
+    for n in pool:
+        per = s["functions"].get(n) if s and den else None
+        batches.append(batch_ratio(per, den) if per is not None and den is not None
+                       and run.functions.get(n) else None)
+    out = {}
+    for n, e in zip(pool, within_run(batches, nominal, values), strict=True):
+        if n in names:
+            # lost on-CPU samples: the lost part may have differed from the rest by as much
+            # as the quantity itself (a share: by as much as it could move)
+            bound = run.lost_on * (min(e.value, 1 - e.value) if measure == SHARE else e.value)
+            out[n] = widen_for_loss(e, bound)
+    return out
+
+
+def cpu_per_work(run: Run) -> Estimate | None:
+    if not run.work or run.on <= 0:
+        return None
+    value = run.on / run.work
+    nominal = value * value / max(1, run.n_on)
+    s = run.slices
+    est = batch_ratio(s["on"], s["work"]) if s and s.get("work") else None
+    e = floor_variance(Estimate(value, est.var, est.df), nominal) if est else \
+        Estimate(value, nominal, math.inf)
+    return widen_for_loss(e, run.lost_on * value)
+
+
+def wait_estimates(run: Run, classes: Sequence[str], locks: Sequence[str]
+                   ) -> dict[str, Estimate]:
+    """Wait classes and locks in seconds per second of window (``wait:C``, ``lock:N``)."""
+    out: dict[str, Estimate] = {}
+    if run.window_s <= 0 or run.unit != "ns":
+        return out
+    window_ns = run.window_s * 1e9
+    total_off = sum(run.classes.values())
+    relvar: dict[str, float] = {}
+    s = run.slices
+    for cls in WAIT_CLASSES:
+        w = run.classes.get(cls, 0)
+        x = w / window_ns
+        n_events = max(1.0, run.n_off * w / total_off) if total_off else 1.0
+        rv = 1.0 / n_events
+        per = (s.get("wait") or {}).get(cls) if s else None
+        if per is not None and sum(per) > 0:
+            est = batch_ratio(per, [1.0] * len(per))
+            if est is not None and est.value > 0:
+                rv = max(rv, est.var / est.value ** 2)
+        relvar[cls] = rv
+        if cls in classes:
+            out[f"wait:{cls}"] = widen_for_loss(Estimate(x, x * x * rv, math.inf),
+                                                run.lost_off * x)
+    for name in locks:
+        w = run.locks.get(name, 0)
+        x = w / window_ns
+        rv = relvar.get(run.lock_class.get(name, "mutex"), 1.0)
+        out[f"lock:{name}"] = widen_for_loss(Estimate(x, x * x * rv, math.inf),
+                                             run.lost_off * x)
+    return out
+
+
+def side_estimates(runs: Sequence[Run], per_run: Sequence[dict[str, Estimate]],
+                   excess: float) -> dict[str, Estimate]:
+    """Combine a side's runs quantity by quantity (``combine_runs``); a quantity missing
+    from a run counts as zero there (the function did not run)."""
+    names = sorted({k for d in per_run for k in d})
+    out = {}
+    for name in names:
+        ests = [d.get(name) or Estimate(0.0, _zero_var(d, name), math.inf) for d in per_run]
+        # frames: between-run noise pooled over all frames; the rest: their own spread too
+        out[name] = combine_runs(ests, excess, own_spread=not name.startswith("frame:"))
+    del runs
+    return out
+
+
+def _zero_var(d: dict[str, Estimate], name: str) -> float:
+    """A quantity a run did not see: zero, with the variance of a value of one sample."""
+    others = [e.var for k, e in d.items() if k.split(":")[0] == name.split(":")[0] and e.var > 0]
+    return min(others) if others else 0.0
+
+
+def between_excess(series: Sequence[Sequence[dict[str, Estimate]]]) -> tuple[float, float]:
+    """The between-run excess (``pooled_excess``) of the frames, over every series given."""
+    per_quantity = []
+    for per_run in series:
+        if len(per_run) < 2:
+            continue
+        names = {k for d in per_run for k in d if k.startswith("frame:")}
+        for name in names:
+            if all(name in d for d in per_run):
+                per_quantity.append([d[name] for d in per_run])
+    return pooled_excess(per_quantity)
+
+
+__all__ = ["CPU_PER_WORK", "PER_WORK", "RATE", "SHARE", "WORK_FILE", "Run",
+           "between_excess", "cpu_per_work", "frame_estimates", "frame_measure", "make_run",
+           "read_work_file", "side_estimates", "wait_estimates"]
