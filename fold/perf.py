@@ -98,6 +98,10 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
             if buf:
                 line_no = _last(st, buf, line_no)
             break
+        if st.native is not None and b"\n\n" in buf:
+            line_no, pos = _batch_native(st, buf, line_no)
+            carry = buf[pos:] + data
+            continue
         recs = buf.split(b"\n\n")
         if len(recs) == 1:
             if len(buf) <= CHUNK:
@@ -162,14 +166,94 @@ def _batch(st: PerfState, recs: list[bytes], line_no: int) -> int:
 
 
 def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
-    """The hot loop.
+    """The hot loop: natively when the native module is there, else in Python (the same
+    result either way).  Notes the times of the first and the last record folded here."""
+    if st.native is not None:
+        buf = b"\n\n".join(recs) + b"\n\n"  # records never end with a newline
+        ln, first, last, _ = _native(st, buf, 0, ln)
+    else:
+        ln, first, last = _python(st, recs, ln)
+    _note(st, first, last)
+    return ln
+
+
+def _note(st: PerfState, first: bytes, last: bytes) -> None:
+    if first:
+        st.note_time(parse_time(first.rpartition(b" ")[2]))
+        st.note_time(parse_time(last.rpartition(b" ")[2]))
+
+
+def _batch_native(st: PerfState, buf: bytes, ln: int) -> tuple[int, int]:
+    """``_batch`` on the records of ``buf`` (up to its last blank line) without splitting
+    it; returns the next line number and where the text after the last blank line starts."""
+    pos = 0
+    if st.continuing:
+        pos = buf.index(b"\n\n")
+        st.slow_lines(buf[:pos], ln, end=True)
+        ln += buf.count(b"\n", 0, pos) + 2
+        pos += 2
+    ln, first, last, pos = _native(st, buf, pos, ln)
+    _note(st, first, last)
+    return ln, pos
+
+
+#: The native path's status codes (``PerfFolder.fold``).
+_DONE, _SLOW, _HEADER, _NAME = range(4)
+
+
+def _native(st: PerfState, buf: bytes, pos: int, ln: int) -> tuple[int, bytes, bytes, int]:
+    """``PerfFolder.fold`` over the records of ``buf`` from ``pos``, answering its
+    questions: the parts of a new header or frame line (it then goes on from the same
+    record), or a record not in the common shape (folded here).  While scheduler intervals
+    are open the Python loop takes over, since it notes which threads run.  Returns the
+    next line number, the thread part and time of the first and last records folded, and
+    where the text after the last blank line starts."""
+    from wallflame.fold.perflines import EVENT_SHIFT, LINE_BITS
+
+    folder = st.native
+    assert folder is not None
+    max_stacks = 1 << (EVENT_SHIFT - LINE_BITS)
+    first = last = b""
+    while True:
+        if st.tracker.open:
+            recs = buf[pos:].split(b"\n\n")
+            ln, f, la = _python(st, recs[:-1], ln)
+            return ln, first or f, la or last, len(buf) - len(recs[-1])
+        status, pos, ln, fi, la_i, extra = folder.fold(buf, pos, ln, st.acc, st.fids, st.stacks,
+                                                        max_stacks)
+        if fi >= 0:
+            first = first or buf[fi:buf.index(b": ", fi)]
+            last = buf[la_i:buf.index(b": ", la_i)]
+        if status == _DONE:
+            return ln, first, last, pos
+        end = buf.index(b"\n\n", pos)
+        rec = buf[pos:end]
+        if status == _HEADER:
+            st.native_header(extra, rec)
+            continue
+        if status == _NAME:
+            for key, raw in extra:
+                st.native_name(key, raw)
+            continue
+        if st._learn(rec):
+            first = first or rec.partition(b": ")[0]
+            last = rec.partition(b": ")[0]
+        else:
+            st.slow_lines(rec, ln, end=True, learn=False)
+        ln += rec.count(b"\n") + 2
+        pos = end + 2
+
+
+def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, bytes]:
+    """The hot loop in Python.
 
     A header reads ``<thread part> <time>: <period> <event>:``.  Everything after its first
     ``": "`` (period, event and the frame block) is looked up whole; failing that, the frame
     block and the period-and-event text are looked up apart, the latter parsed on the spot
     when its event is known (periods that vary from sample to sample).  Blocks and events
-    are learned from records parsed in full by the slow path.  The value packs what to add
-    (period and one sample) and the key: the event, the stack id and the record's line count.
+    are learned from records parsed in full.  The value packs what to add (period and one
+    sample) and the key: the event, the stack id and the record's line count.  Returns the
+    next line number and the thread part and time of the first and last records folded.
     """
     from wallflame.fold.perflines import LINE_MASK, MAX_COMBOS
 
@@ -178,7 +262,7 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
     blocks = st.blocks
     tails = st.tails
     tracker_open = st.tracker.open
-    last = b""  # the thread part and time of the last record folded here
+    first = last = b""
     for rec in recs:
         a, _, rest = rec.partition(b": ")
         kv = combos.get(rest)
@@ -189,9 +273,12 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
             if t is None and b is not None:
                 t = st.parse_tail(tail)
             if t is None or b is None:
-                # Uncommon shape, or first sight of this event or stack: the slow path.
-                if rec:
-                    st.slow_lines(rec, ln, end=True)
+                # Uncommon shape, or first sight of this event or stack: parsed in full.
+                if rec and st._learn(rec):
+                    first = first or a
+                    last = a
+                elif rec:
+                    st.slow_lines(rec, ln, end=True, learn=False)
                 ln += rec.count(b"\n") + 2
                 continue
             kv = (t[0] | b, t[1])
@@ -204,7 +291,6 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
         if tracker_open:
             st.running(head, time)
         ln += k & LINE_MASK
+        first = first or a
         last = a
-    if last:
-        st.note_time(parse_time(last.rpartition(b" ")[2]))
-    return ln
+    return ln, first, last

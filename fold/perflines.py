@@ -27,6 +27,7 @@ from wallflame.fold.perfparse import (
 )
 from wallflame.fold.sched import SchedTracker, parse_switch_fields
 from wallflame.profile import OFF, ON, Profile, StackKey
+from wallflame.speedups import native
 from wallflame.textio import decode
 
 #: Cache bounds: beyond these the caches start over (memory stays bounded on any input).
@@ -82,6 +83,9 @@ class PerfState:
         self.cur_frames: list[str] = []
         self.cur_line = 0
         self.skipping = False
+        # the native fast path (None without the native module)
+        self.native = native.PerfFolder() if native is not None else None
+        self.shared: dict[str, str] = {}
 
     # -- small helpers -------------------------------------------------------------------
 
@@ -156,9 +160,10 @@ class PerfState:
 
     # -- the slow path ---------------------------------------------------------------------
 
-    def slow_lines(self, text: bytes, line_no: int, end: bool) -> None:
-        """Fold ``text`` line by line; ``end``: it finishes a record (a blank line follows)."""
-        if end and not self.continuing and self._learn(text):
+    def slow_lines(self, text: bytes, line_no: int, end: bool, learn: bool = True) -> None:
+        """Fold ``text`` line by line; ``end``: it finishes a record (a blank line follows).
+        ``learn``: try it as a record in the common shape first."""
+        if learn and end and not self.continuing and self._learn(text):
             return
         self.continuing = not end
         no = line_no - 1
@@ -183,27 +188,45 @@ class PerfState:
         if end:
             self.end_event()
 
-    def _learn(self, rec: bytes) -> bool:
-        """A record in the common shape: fold it and teach the fast path its parts.
-
-        The shape: ``<thread part> <time>: <period> <event>:`` then tab-indented frames."""
-        hdr, _, block = rec.partition(b"\n")
+    def common_header(self, hdr: bytes) -> tuple[bytes, Header, str] | None:
+        """``(thread part, parsed header, event)`` of a header in the common shape,
+        ``<thread part> <time>: <period> <event>:``, else None."""
         a, sep, tail = hdr.partition(b": ")
         head, _, time = a.rpartition(b" ")
         if not sep or not head or hdr[:1] <= b" " or not TIME_RE.fullmatch(time):
-            return False
+            return None
         t = PERIOD_EVENT_RE.fullmatch(tail)
         if t is None:
-            return False
+            return None
         h = parse_header(decode(hdr))
         if h is None or h.record or h.frame is not None or h.period is None:
-            return False
+            return None
         event = decode(t.group(2))
         if (h.comm, h.pid, h.tid) != parse_who(decode(head)) or h.event != event:
+            return None
+        if self.kind(event) == "sched" or h.period != int(t.group(1)):
+            return None
+        return head, h, event
+
+    def event_key(self, tail: bytes, event: str) -> int:
+        token = tail.split()[1]
+        ev = self.event_ids.get(token)
+        if ev is None:
+            ev = self.event_ids[token] = len(self.event_list) << EVENT_SHIFT
+            self.event_list.append(event)
+        return ev
+
+    def _learn(self, rec: bytes) -> bool:
+        """A record in the common shape: fold it and teach the fast path its parts.
+
+        The shape: ``<thread part> <time>: <period> <event>:`` then tab-indented frames.
+        (The caller notes its time.)"""
+        hdr, _, block = rec.partition(b"\n")
+        common = self.common_header(hdr)
+        if common is None:
             return False
+        head, h, event = common
         kind = self.kind(event)
-        if kind == "sched" or h.period != int(t.group(1)):
-            return False
         v = self.blocks.get(block)
         if v is None:
             lines = block.split(b"\n") if block else []
@@ -224,18 +247,40 @@ class PerfState:
                 self.blocks.clear()
             self.blocks[block] = v
         self.recognised += 1
-        if h.time is not None:
-            self.note_time(h.time)
-        token = tail.split()[1]
-        if token not in self.event_ids:
-            self.event_ids[token] = len(self.event_list) << EVENT_SHIFT
-            self.event_list.append(event)
+        tail = hdr.partition(b": ")[2]
+        self.event_key(tail, event)
         tail_v = self.parse_tail(tail)
         assert tail_v is not None  # the shape was checked above
         self.acc[head, tail_v[0] | v] += tail_v[1]
         if kind in ("on", "offcpu") and self.tracker.open and h.time is not None:
             self.tracker.running(h.tid, h.time)
         return True
+
+    # -- what the native fast path asks ------------------------------------------------------
+
+    def native_header(self, key: bytes, rec: bytes) -> None:
+        """Teach the native path what headers like the one of ``rec`` are (``key``: the
+        header with its time and period digits as zeros: they decide nothing else)."""
+        assert self.native is not None
+        hdr = rec.partition(b"\n")[0]
+        common = self.common_header(hdr)
+        if common is None:
+            self.native.add_header(key, None, 0)
+            return
+        head, _, event = common
+        self.recognised += 1
+        self.native.add_header(key, head, self.event_key(hdr.partition(b": ")[2], event))
+
+    def native_name(self, key: bytes, raw: bytes) -> None:
+        """Teach the native path the name of frame lines with this ``key`` (``raw``: one of
+        them), one shared string per name."""
+        assert self.native is not None
+        name = self.frame(raw)
+        if name is not None:
+            if len(self.shared) >= MAX_LINES:
+                self.shared.clear()
+            name = self.shared.setdefault(name, name)
+        self.native.add_name(key, name)
 
     def header_line(self, raw: bytes, no: int) -> None:
         self.end_event()

@@ -65,6 +65,7 @@ def _quality(st: PerfState, folded_on: int) -> None:
         return
     shallow = unknown = deep = 0  # samples with <= 2 frames, half unresolved, at the limit
     time_weight = time_samples = 0
+    mostly_unknown: dict[int, bool] = {}  # per stack
     for key, n in st.sem_n.items():
         event, fid = key[3], key[4]
         if st.kind(event) != "on":
@@ -72,9 +73,12 @@ def _quality(st: PerfState, folded_on: int) -> None:
         frames = st.stacks[fid]
         if len(frames) <= 2:
             shallow += n
-        unresolved = sum(1 for f in frames if f.startswith("[")
-                         and f.removesuffix("_[k]").endswith("]"))
-        if frames and unresolved * 2 >= len(frames):
+        bad = mostly_unknown.get(fid)
+        if bad is None:
+            unresolved = sum(1 for f in frames if f.startswith("[")
+                             and f.removesuffix("_[k]").endswith("]"))
+            bad = mostly_unknown[fid] = bool(frames) and unresolved * 2 >= len(frames)
+        if bad:
             unknown += n
         if len(frames) >= MAX_STACK:
             deep += n

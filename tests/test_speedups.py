@@ -396,3 +396,93 @@ def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:
         textio.CHUNK = old_chunk
     assert list(native_profile.stacks.items()) == list(pure.stacks.items())
     assert len(pure.stacks) == 49  # count 0 adds nothing
+
+
+PERF_HEAD = st.tuples(
+    st.sampled_from([b"app", b"w 1", b"a:b", b"x 7 [000]", b"\xc3\xa9", b" lead", b"t"]),
+    st.sampled_from([b" 7", b" 12/13", b" 7 [001]", b"", b"  9"]),
+    st.sampled_from([b" 1.500000", b" 2.25", b" 10.000001", b" 1.", b" 3.5", b" 0.9"]),
+    st.sampled_from([b": 250000 cpu-clock: ", b":     10 cycles: ", b": 7 cycles:u:",
+                     b": 1 sched:sched_switch: prev_comm=a prev_pid=7 prev_prio=120 "
+                     b"prev_state=S ==> next_comm=b next_pid=9 next_prio=120",
+                     b": 99999999999999999999 cpu-clock: ", b": 3 e: 0 main (/a)",
+                     b": 5 task-clock:  ", b": 1 probe:x: "]),
+).map(b"".join)
+PERF_FRAME = st.tuples(
+    st.sampled_from([b"\t", b"\t    ", b"  ", b"\t\t"]),
+    st.sampled_from([b"55d3", b"ffffffff8100", b"0", b"zz", b""]),
+    st.sampled_from([b" ", b"  "]),
+    st.sampled_from([b"main", b"f+0x1a", b"f+0x2b", b"g+0x1+0x2", b"g+0x1", b"[unknown]",
+                     b"(anonymous namespace)::h+0x3", b"a;b+0x4", b"\xff+0x5", b"k+0x",
+                     b"std::vector<int>::push_back(int const&)+0x9", b" sp+0x1", b"add"]),
+    st.sampled_from([b" (/bin/app)", b" ([kernel.kallsyms])", b" ([unknown])", b" (x.ko)",
+                     b"", b" (/lib/libc.so.6) ", b" (a (b))"]),
+).map(b"".join)
+PERF_RECORD = st.one_of(
+    st.tuples(PERF_HEAD, st.lists(PERF_FRAME, max_size=5)).map(
+        lambda t: b"\n".join([t[0], *t[1]])),
+    st.sampled_from([b"app 7 [000] 1.0: PERF_RECORD_SWITCH OUT preempt",
+                     b"app 7 [000] 1.1: PERF_RECORD_LOST 5", b"# comment", b"", b"\n"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PERF_RECORD, min_size=1, max_size=25), st.integers(0, 2),
+       st.sampled_from([64, 1 << 20]), st.booleans())
+def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,
+                                  kernel: bool) -> None:
+    """``perf script`` text folded with the native fast path and in pure Python gives the
+    same stacks in the same order, the same meta data and the same error."""
+    import io
+
+    from wallflame.fold import perf as perf_mod
+    from wallflame.fold import perflines
+    from wallflame.fold.options import FoldOptions
+
+    data = b"\n\n".join(recs * (repeat + 1)) + b"\n\n"
+    results = []
+    old_chunk = perf_mod.CHUNK
+    perf_mod.CHUNK = chunk
+    try:
+        for use_native in (True, False):
+            saved = perflines.native
+            if not use_native:
+                perflines.native = None
+            profile = Profile()
+            try:
+                perf_mod.fold_stream(io.BytesIO(data), FoldOptions(kernel=kernel), profile)
+                err = None
+            except Exception as e:  # the same clean error either way
+                err = str(e)
+            finally:
+                perflines.native = saved
+            m = profile.meta
+            results.append((err, list(profile.stacks.items()),
+                            {k: (v.count, v.first_line) for k, v in m.losses.items()},
+                            m.unit, m.window_ns, m.samples, list(m.threads.items()), m.extra,
+                            m.warnings))
+    finally:
+        perf_mod.CHUNK = old_chunk
+    assert results[0] == results[1]
+
+
+def test_perf_fold_native_on_a_fixture() -> None:
+    """The fixtures fold the same with and without the native fast path."""
+    from wallflame.fold import perf as perf_mod
+    from wallflame.fold import perflines
+    from wallflame.fold.options import FoldOptions
+
+    for name in ("deep-fp.txt", "mix-fp.txt", "mix-dwarf.txt", "mix-sched.txt", "mix-lost.txt",
+                 "mix-fp-crlf.txt", "mix-fp-truncated.txt", "mix-two-events.txt"):
+        outs = []
+        for use_native in (True, False):
+            saved = perflines.native
+            if not use_native:
+                perflines.native = None
+            try:
+                profile = Profile()
+                perf_mod.fold(str(FIXTURES / "perf" / name), FoldOptions(), profile)
+            finally:
+                perflines.native = saved
+            outs.append((list(profile.stacks.items()), profile.meta.to_json()))
+        assert outs[0] == outs[1], name

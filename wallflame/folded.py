@@ -96,10 +96,26 @@ def _escape_annotated(name: str) -> str:
     return "\\x5b" + text[1:] if _ANNOTATION.match(text) else text
 
 
-def stack_text(key: StackKey, root: ThreadRoot, annotate: bool) -> str:
+class _Escaped(dict[str, str]):
+    """Frame names escaped once each (a profile repeats a few thousand names in every
+    stack)."""
+
+    def __init__(self, escape: Callable[[str], str]) -> None:
+        super().__init__()
+        self.escape = escape
+
+    def __missing__(self, name: str) -> str:
+        text = self[name] = self.escape(name)
+        return text
+
+
+def stack_text(key: StackKey, root: ThreadRoot, annotate: bool,
+               escaped: dict[str, str] | None = None) -> str:
+    """``escaped``: a cache of escaped names (``_Escaped``) for the flavour asked for."""
     if annotate:
         # lossless: the thread name as it is (escaped), unknown ids as 0
-        frames = [_escape_annotated(f) for f in key.frames]
+        frames = ([escaped[f] for f in key.frames] if escaped is not None
+                  else [_escape_annotated(f) for f in key.frames])
         root_frame = escape(f"{key.thread or UNKNOWN_THREAD}-{key.pid}/{key.tid}")
         if root_frame.startswith("#"):  # a data line never looks like a comment
             root_frame = "\\x23" + root_frame[1:]
@@ -107,7 +123,8 @@ def stack_text(key: StackKey, root: ThreadRoot, annotate: bool) -> str:
         if key.state == OFF:
             frames.append(escape(annotation(key)))
         return ";".join(frames)
-    frames = [escape(f) for f in key.frames]
+    frames = ([escaped[f] for f in key.frames] if escaped is not None
+              else [escape(f) for f in key.frames])
     head = thread_frame(key, root)
     if head:
         frames.insert(0, escape(head))
@@ -121,8 +138,9 @@ def folded_lines(
 ) -> list[str]:
     """Folded lines, sorted bytewise like stackcollapse output, equal stacks summed."""
     acc: dict[str, int] = {}
+    escaped = _Escaped(_escape_annotated if annotate else escape)
     for key, w in profile.stacks.items():
-        text = stack_text(key, root, annotate)
+        text = stack_text(key, root, annotate, escaped)
         acc[text] = acc.get(text, 0) + w
     return [f"{s} {w}" for s, w in sorted(acc.items()) if s]
 
