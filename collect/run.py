@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from wallflame.collect import budget, perf, stream
+from wallflame.collect import budget, perf, releases, stream
 from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
@@ -54,7 +54,9 @@ class CollectOptions:
                   are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
                   times and snapshots only the holders' stacks, at a fifth of the cost).
     owner_rate_hz: /proc-only samples of mutex waiters and owners per second (``both`` and
-                  ``pmp``); no ptrace, so much cheaper than a snapshot.
+                  ``pmp``); each lock owner found is stopped to confirm its stack.
+    release_sites: record the futex wakes of the target (``collect.releases``): where each
+                  observed lock was released.
     freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
                   in the target, which cost spin8 2.5% of its work per CPU-second at 997 Hz
                   on this kind of VM and 1.1% at 499 Hz; benchmarks/overhead.py).
@@ -74,6 +76,7 @@ class CollectOptions:
     pmp_backend: str = "libdw"
     pmp_rate_hz: float | None = None
     owner_rate_hz: float = 20.0
+    release_sites: bool = False
     freq_hz: int = 499
     call_graph: str = "fp"
     sched_call_graph: str = "dwarf"
@@ -285,6 +288,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
     log = None
     owners: OwnerSampler | None = None
     owners_log = None
+    rel: releases.ReleaseRecorder | None = None
     t_start = time.time_ns()
     m_start = time.monotonic()
     try:
@@ -317,6 +321,8 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
             r.start(target.pid)
             if r.proc is not None:
                 guard.watch(r.proc.pid)
+        if opts.release_sites:  # where locks are released: its own perf (collect.releases)
+            rel = releases.start(perf.perf_path(), target.pid, raw, col.commands, guard.watch)
         for r in recorders:
             if not r.wait_ready():
                 if target.alive():
@@ -346,6 +352,8 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         if owners is not None:
             owners.join(5)
             col.owners = owners.stats()
+        if rel is not None:
+            col.owners["releases"] = releases.finish(rel, col.warn)
         for f in (log, owners_log):
             if f is not None:
                 f.close()

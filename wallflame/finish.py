@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wallflame import locks, rundir
+from wallflame import locks, releases, rundir
 from wallflame.errors import InputError, WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
@@ -143,6 +143,7 @@ def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile
             profile.meta.merge(pmp_profile.meta)
             # Threads that never switched in the window: their snapshots are all there is.
             profile.merge(stream.unswitched(pmp_profile, sched_profile))
+    releases.attach_raw(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
     work = work_done(raw)
     if work is not None:

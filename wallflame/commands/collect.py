@@ -78,11 +78,15 @@ def _progress_printer() -> tuple[object, object]:
 @click.option("--sched-stack-hz", type=float, default=None,
               help="Scheduler stacks per second per thread (default: from "
               "--max-data-mb-per-s; 0: every switch, 8 KiB copied per switch with DWARF).")
+@click.option("--release-sites/--no-release-sites", default=_DEFAULTS.release_sites,
+              show_default=True,
+              help="Also record where locks are released: the target's futex wakes with their "
+              "call chains (a perf recording of its own; cost measured in the README).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
             max_pause_ms: float, max_data_mb_per_s: float, sched_stack_hz: float | None,
-            command: tuple[str, ...]) -> None:
+            release_sites: bool, command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
     \b
@@ -106,7 +110,7 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
-                          sched_stack_hz=sched_stack_hz)
+                          sched_stack_hz=sched_stack_hz, release_sites=release_sites)
     live, show = _progress_printer()
     if live is None:
         what = f"PID {pid}" if pid is not None else " ".join(command)
