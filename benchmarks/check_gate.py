@@ -101,11 +101,11 @@ def names_auth(data: dict[str, object]) -> bool:
 
 
 def top_frame(data: dict[str, object], name: str) -> str:
-    for r in data.get("results", []):  # type: ignore[attr-defined]
-        for c in r.get("changes", []):
-            if c["name"] == name:
-                return (f"{name} {c['delta_text']} [{c['low_text']}, {c['high_text']}], "
-                        f"unseen under {c['detectable_text']}")
+    """A quantity's change, its 95% interval and the change it could have seen."""
+    for c in data.get("quantities", []):  # type: ignore[attr-defined]
+        if c["name"] == name:
+            return (f"{name} {c['delta_text']} [{c['low_text']}, {c['high_text']}], "
+                    f"unseen under {c['detectable_text']}, p={c['p']:.2g}")
     return f"{name}: not judged"
 
 
@@ -132,7 +132,7 @@ def judge(out: Path) -> int:
         record("slower h_auth, single-run pairs", code, named)
         print(f"  slower    {a.name} vs {s.name}: exit {code}"
               f"{' (h_auth named)' if named else ''}; {top_frame(data, 'h_auth')}; "
-              f"{top_frame(data, 'cpu per unit of work')}")
+              f"{top_frame(data, 'cpu per work')}")
     for g in range(n // 3):
         sl = slice(3 * g, 3 * g + 3)
         code, _, data = check(runs["base-a"][sl], runs["base-b"][sl], tmp)
@@ -157,7 +157,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/wallflame-gate-runs"))
     ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--seconds", type=float, default=5.0, help="collection window per run")
+    ap.add_argument("--seconds", type=float, default=20.0, help="collection window per run")
     ap.add_argument("--judge-only", action="store_true")
     args = ap.parse_args()
     if not HANDLERS.exists():

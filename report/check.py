@@ -53,8 +53,9 @@ INTEGRITY = re.compile(r"truncated last|malformed|unreadable|unrecognised|chunk|
 ADAPTIVE_RATES = ("pmp_hz",)
 #: Kernel frames that a timer interrupt or a preemption puts on top of any stack.
 PREEMPTION_FRAMES = (r"^asm_sysvec_", r"^sysvec_", r"^__sysvec_", r"^asm_common_interrupt$",
-                     r"^irqentry_", r"^irq_exit", r"^exit_to_user_mode",
-                     r"^preempt_schedule", r"^_?_?schedule$", r"^finish_task_switch")
+                     r"^common_interrupt$", r"^irqentry_", r"^__?irq_exit", r"^irq_exit",
+                     r"softirq", r"^exit_to_user_mode", r"^preempt_schedule",
+                     r"^_?_?schedule$", r"^finish_task_switch")
 
 PASS = "pass"
 FAIL = "regression"
@@ -74,7 +75,7 @@ class Thresholds:
                         are never a regression (default 1.0).
     min_effect_relative: every quantity: increases under this fraction of the baseline are
                         never a regression (default 0.02).
-    min_effect_s_per_s: wait classes and locks: increases under this many seconds per second
+    min_effect_s_per_s: wait classes: increases under this many seconds per second
                         of window are never a regression (default 0.02).
     min_frame_share:    functions judged: those with at least this share of on-CPU time on
                         either side (default 0.005).
@@ -85,10 +86,12 @@ class Thresholds:
                         (default 0.8).
     wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
                         and I/O; ``condvar``, ``poll`` and ``sleep`` grow whenever a program
-                        is less busy); the locks of ``mutex`` and ``rwlock`` are judged too.
-    ignore_frames:      regular expressions (searched) for frames not judged; default: the
-                        kernel's interrupt and preemption entry points, whose share measures
-                        how busy the machine was, not the program.
+                        is less busy); when ``mutex`` or ``rwlock`` fails, the lock that grew
+                        most is named (locks are shown, not judged: see ``judge``).
+    ignore_frames:      regular expressions (searched) for frames not judged, nor anything
+                        they call (their time stays with the function they interrupted);
+                        default: the kernel's interrupt, softirq and preemption entry points,
+                        whose share measures how busy the machine was, not the program.
     rate_tolerance:     sampling rates of the runs may differ by this fraction before they
                         count as collected differently (default 0.10).
     max_loss_share:     losses up to this share of a run's evidence widen the intervals;
@@ -270,9 +273,10 @@ class Verdict:
 
     def rows(self) -> list[Judged]:
         """What every output shows with its interval: the top frames, CPU per unit of work,
-        the wait classes, and the locks judged a regression."""
+        the wait classes, and the locks of a wait class judged a regression."""
+        grew = {j.key[5:] for j in self.judged if j.regression and j.key.startswith("wait:")}
         rest = [j for j in self.judged if not j.key.startswith("frame:")
-                and (j.regression or not j.key.startswith("lock:"))]
+                and (not j.key.startswith("lock:") or (j.group in grew and j.delta > 0))]
         return [*self.top_frames(), *rest]
 
 
@@ -292,6 +296,12 @@ def judge(before: list[Run], after: list[Run], diff: Diff, t: Thresholds) -> Ver
     return Verdict(status, results, diff, t, judged, method, (len(before), len(after)))
 
 
+def ignored(t: Thresholds) -> re.Pattern[str] | None:
+    """The frames ``t.ignore_frames`` leaves out (see ``make_run``'s ``cut``)."""
+    return re.compile("|".join(f"(?:{p})" for p in t.ignore_frames)) if t.ignore_frames \
+        else None
+
+
 def judge_profiles(before: Profile | list[Profile], after: Profile | list[Profile],
                    t: Thresholds | None = None) -> Verdict:
     """``judge`` on loaded profiles (one or a series per side; no per-slice figures: the
@@ -299,13 +309,15 @@ def judge_profiles(before: Profile | list[Profile], after: Profile | list[Profil
     from wallflame.report.diff import _meta_digest
     from wallflame.report.diff import compare as diff_of
 
+    t = t or Thresholds()
     sides = []
     for label, side in (("baseline", before), ("current", after)):
         profiles = side if isinstance(side, list) else [side]
         sides.append([make_run(label if len(profiles) == 1 else f"{label}/{i + 1}", p,
-                               _meta_digest(p)) for i, p in enumerate(profiles)])
+                               _meta_digest(p), cut=ignored(t))
+                      for i, p in enumerate(profiles)])
     merged = [p if isinstance(p, Profile) else merge_all(p) for p in (before, after)]
-    return judge(sides[0], sides[1], diff_of(merged[0], merged[1]), t or Thresholds())
+    return judge(sides[0], sides[1], diff_of(merged[0], merged[1]), t)
 
 
 def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
@@ -357,7 +369,6 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
                          f"significantly, p={fell.p:.2g}: shares grow when anything else "
                          "shrinks)")
     keys = sorted(sides[0].keys() & sides[1].keys())
-    alpha_each = t.alpha / max(1, len(keys))
     unit = before[0].work_unit or "unit"
     judged = []
     for key in keys:
@@ -371,16 +382,25 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
             floor = max(floor, t.min_effect_s_per_s)
         group = next((r.lock_class[key[5:]] for r in (*before, *after)
                       if key.startswith("lock:") and key[5:] in r.lock_class), "")
-        judged.append(Judged(key, kind, unit, compare(a, b, alpha_each, 0.95, t.power), floor,
+        judged.append(Judged(key, kind, unit, compare(a, b, t.alpha, 0.95, t.power), floor,
                              group=group))
-    rejected = holm([j.cmp.p for j in judged], t.alpha)
-    for j, rej in zip(judged, rejected, strict=True):
+    # Tested: every quantity but the locks (shown, not judged: which lock a wait belongs to
+    # is sampled by the owner records, so a lock can go unnamed in one run and look "new" in
+    # the next; the wait class holds every lock's exact wait), quantities that are zero on
+    # both sides (nothing to see) and frames that cannot grow by the minimum effect (the
+    # trunk, at nearly 100%).
+    tested = [j for j in judged if not j.key.startswith("lock:")
+              and (j.a or j.b) and not (j.kind == SHARE and j.a + j.min_effect >= 1)]
+    alpha_each = t.alpha / max(1, len(tested))  # Holm's first (strictest) step
+    for j in judged:
+        j.cmp = compare(j.cmp.a, j.cmp.b, alpha_each, 0.95, t.power)
+    for j, rej in zip(tested, holm([j.cmp.p for j in tested], t.alpha), strict=True):
         j.regression = rej and j.delta > j.min_effect
     between = (f"between-run noise measured over {dof:g} degrees of freedom: runs differ "
                f"{excess:.2f}x as much as their slices predict" if dof else
                "one run per side: between-run noise not measured (taken to be what the "
                "slices of each run show)")
-    method = (f"Welch's t-test, one-sided (an increase), on {len(judged)} quantities; Holm's "
+    method = (f"Welch's t-test, one-sided (an increase), on {len(tested)} quantities; Holm's "
               f"correction holds the chance of a false alarm at {t.alpha:g} for the whole "
               f"check; noise from the spread over each run's slices, never below sampling "
               f"error; {between}; frames judged as {judged_as}")
@@ -414,12 +434,12 @@ def _results(judged: list[Judged], t: Thresholds) -> list[Result]:
         if j is None:
             out.append(Result(f"wait_{cls}", SKIPPED, "no off-CPU data or window unknown"))
             continue
-        locks = sorted((x for x in judged if x.key.startswith("lock:") and x.regression
-                        and x.group == cls), key=lambda x: (-x.delta, x.name))
+        locks = sorted((x for x in judged if x.key.startswith("lock:") and x.group == cls
+                        and x.delta > 0), key=lambda x: (-x.delta, x.name))
         text = f"{cls} wait {j.fmt(j.a)} -> {j.fmt(j.b)}, {j.interval()}"
-        if j.regression or locks:
+        if j.regression:
             tail = f"; most grown lock: {locks[0].name} ({locks[0].interval()})" if locks else ""
-            out.append(Result(f"wait_{cls}", FAIL, text + tail, [j, *locks]))
+            out.append(Result(f"wait_{cls}", FAIL, text + tail, [j, *locks[:3]]))
         else:
             out.append(Result(f"wait_{cls}", PASS, text, [j]))
     return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,8 +95,12 @@ def read_work_file(run_dir: str) -> dict[str, Any] | None:
 
 
 def make_run(label: str, profile: Profile, meta: dict[str, Any],
-             slices: dict[str, Any] | None = None, work: dict[str, Any] | None = None) -> Run:
-    """Reduce a loaded profile (and its run directory's extras) to a ``Run``."""
+             slices: dict[str, Any] | None = None, work: dict[str, Any] | None = None,
+             cut: re.Pattern[str] | None = None) -> Run:
+    """Reduce a loaded profile (and its run directory's extras) to a ``Run``.  ``cut``
+    matches frames that are not the program's own (interrupt entry points): such a frame
+    and every frame it calls are left out of the function totals, their time staying with
+    the function they interrupted."""
     functions: dict[str, int] = {}
     classes = dict.fromkeys(WAIT_CLASSES, 0)
     locks: dict[str, int] = {}
@@ -113,7 +118,10 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
                 per[cls] = per.get(cls, 0) + w
             continue
         on += w
-        for f in set(key.frames):
+        frames = key.frames
+        if cut is not None:
+            frames = _cut(frames, cut)
+        for f in set(frames):
             functions[f] = functions.get(f, 0) + w
     n_on, n_off = evidence(profile, on, off)
     w_info = work if work is not None else meta.get("work")
@@ -139,6 +147,13 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
                functions, classes, locks,
                {k: max(v, key=lambda c: v[c]) for k, v in by_class.items()},
                count, unit, slices, share_on, share_off, meta)
+
+
+def _cut(frames: tuple[str, ...], cut: re.Pattern[str]) -> tuple[str, ...]:
+    for i, f in enumerate(frames):
+        if cut.search(f):
+            return frames[:i]
+    return frames
 
 
 def _with_progress(slices: dict[str, Any], progress: list[Any]) -> dict[str, Any]:

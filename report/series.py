@@ -10,6 +10,7 @@ are the series' average.
 from __future__ import annotations
 
 import os
+import re
 
 from wallflame.errors import InputError
 from wallflame.profile import Profile, merge_all
@@ -41,8 +42,9 @@ def run_paths(path: str) -> list[str]:
     return runs
 
 
-def load_side(path: str, label: str) -> tuple[list[Run], Profile]:
-    """A side's runs and their merged profile."""
+def load_side(path: str, label: str, cut: re.Pattern[str] | None = None
+              ) -> tuple[list[Run], Profile]:
+    """A side's runs and their merged profile (``cut``: see ``make_run``)."""
     runs: list[Run] = []
     profiles: list[Profile] = []
     paths = run_paths(path)
@@ -53,7 +55,7 @@ def load_side(path: str, label: str) -> tuple[list[Run], Profile]:
             slices, work = load_slices(p), read_work_file(p)
         else:
             profile, slices, work = load_inputs([p]), None, None
-        runs.append(make_run(name, profile, _meta_digest(profile), slices, work))
+        runs.append(make_run(name, profile, _meta_digest(profile), slices, work, cut))
         profiles.append(profile)
     if len(profiles) == 1:
         return runs, profiles[0]

@@ -1,15 +1,19 @@
 """The CI gate on real captures of samples/bin/mix (perf on-CPU + scheduler off-CPU).
 
-Five runs of the unchanged sample must pass every pairwise check at the default thresholds
-(the false-positive rate is printed); ``--extra-ms 2`` (about 20% more CPU, all of it in
-``extra_work``) and ``--hold-ms 20`` (longer critical sections under ``shared_lock``: mutex
-contention) must fail, naming the frame or the lock; too few samples and lost or truncated
-data must be "inconclusive", with the reason.
+Four runs of the unchanged sample are compared pairwise in both directions (12 checks) and as
+two 2-run series; the gate's stated false-alarm rate is ``alpha`` = 1% per check, so more than
+two false alarms in 12 would happen with a probability under 0.03% if the rate holds (the
+pairs share runs, which only makes the count lumpier).  ``--extra-ms 2`` (about 20% more CPU,
+all of it in ``extra_work``) and ``--hold-ms 20`` (longer critical sections under
+``shared_lock``: mutex contention) must fail, naming the frame or the lock, with intervals; a
+0.3 s capture must be inconclusive, saying what it could not have seen; truncated data must
+be inconclusive.  Measured run-to-run on this machine under load: see MEASURED.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -18,17 +22,31 @@ from pathlib import Path
 
 import pytest
 
-from wallflame.report.check import FAIL, INCONCLUSIVE, PASS, Thresholds, Verdict, judge
+from wallflame.report.check import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Thresholds,
+    Verdict,
+    ignored,
+    judge,
+)
 from wallflame.report.check_output import markdown
 from wallflame.report.diff import compare
-from wallflame.rundir import ONCPU, load_inputs
+from wallflame.report.series import load_side
+from wallflame.rundir import ONCPU
 
 pytestmark = pytest.mark.live
 
 DURATION_S = 4
-SAME = [f"same{i}" for i in range(1, 6)]
+SAME = [f"same{i}" for i in range(1, 5)]
 VARIANTS = {**{name: [] for name in SAME}, "extra": ["--extra-ms", "2"],
             "hold": ["--hold-ms", "20"], "short": []}
+#: False alarms tolerated among the 12 unchanged pairs (see the module docstring).
+MAX_FALSE_ALARMS = 2
+#: What the tests' own repetitions measured on this 2-core machine under load (10 runs of
+#: this file, 120 unchanged pairs): see benchmarks/README.md "wallflame check".
+MEASURED = "false alarms in 0 of 120 unchanged pairs; extra_work and shared_lock caught 10/10"
 
 
 def collect(out: Path, mix: Path, args: list[str], window_s: float) -> None:
@@ -50,114 +68,122 @@ def runs(live: None, sample_bin: Path, tmp_path_factory: pytest.TempPathFactory
     return out
 
 
-def check(runs: dict[str, Path], a: str, b: str, **overrides: object) -> Verdict:
+def check(a: Path, b: Path) -> Verdict:
     t = Thresholds()
-    for k, v in overrides.items():
-        t.set(k, v, "test")
-    return judge(compare(load_inputs([str(runs[a])]), load_inputs([str(runs[b])]),
-                         (a, b), None, t.noise_k), t)
+    sides = [load_side(str(p), p.name, ignored(t)) for p in (a, b)]
+    return judge(sides[0][0], sides[1][0], compare(sides[0][1], sides[1][1], (a.name, b.name)),
+                 t)
 
 
 def result(v: Verdict, name: str):  # type: ignore[no-untyped-def]
     return next(r for r in v.results if r.name == name)
 
 
-def data_problems(v: Verdict) -> list[str]:
-    """Why a verdict is inconclusive, if for a reason about the data (never about a change)."""
-    return [r.message for r in v.results
-            if r.status == INCONCLUSIVE and r.name in ("min_samples", "complete_data")]
+def incomparable(v: Verdict) -> list[str]:
+    """Why two captures cannot be compared (a machine so loaded that perf lost more than a
+    quarter of the evidence), if they cannot; the gate must then say "inconclusive"."""
+    r = result(v, "complete_data")
+    if r.status == INCONCLUSIVE:
+        assert v.status == INCONCLUSIVE
+        print(f"\nnot judged (inconclusive, as it must be): {r.message}")
+        return [r.message]
+    return []
 
 
-def test_unchanged_runs_pass_every_pair(runs: dict[str, Path]) -> None:
+def test_unchanged_runs_false_alarm_rate(runs: dict[str, Path]) -> None:
     # both directions: either run may be the older baseline
-    verdicts = {(a, b): check(runs, a, b) for a, b in itertools.permutations(SAME, 2)}
-    false_pos = [p for p, v in verdicts.items() if v.status == FAIL]
-    print(f"\nfalse-positive rate at the default thresholds: {len(false_pos)}/{len(verdicts)}")
+    verdicts = {(a, b): check(runs[a], runs[b]) for a, b in itertools.permutations(SAME, 2)}
+    alarms = [p for p, v in verdicts.items() if v.status == FAIL]
+    print(f"\nfalse alarms at alpha 0.01: {len(alarms)}/{len(verdicts)}")
     for (a, b), v in verdicts.items():
         notes = [f"{r.name}: {r.message}" for r in v.results if r.status not in (PASS, "skipped")]
         print(f"  {a} vs {b}: {v.status} {'; '.join(notes)}")
-    assert not false_pos, "unchanged runs judged a regression"
-    for v in verdicts.values():
-        # a pass, or inconclusive only because a capture was starved or lost events (a loaded
-        # machine); never inconclusive for another reason
-        assert v.status == PASS or (v.status == INCONCLUSIVE and data_problems(v)), v.results
-    assert sum(v.status == PASS for v in verdicts.values()) >= 1
+    assert len(alarms) <= MAX_FALSE_ALARMS, "unchanged runs judged a regression too often"
+    judged = [v for v in verdicts.values() if not incomparable(v)]
+    assert judged, "no pair could be compared"
+    for v in judged:  # a pass, an (honest) inconclusive, or one of the tolerated alarms
+        assert v.status in (PASS, FAIL) or result(v, "sensitivity").status == INCONCLUSIVE
 
 
-def judged(v: Verdict) -> bool:
-    """Whether both captures were good enough to judge; on a machine so loaded that perf
-    starves or loses events they are not, and the gate must then say "inconclusive"."""
-    if data_problems(v):
-        assert v.status == INCONCLUSIVE
-        print(f"\nnot judged (inconclusive, as it must be): {data_problems(v)}")
-        return False
-    return True
+def test_unchanged_series_pass(runs: dict[str, Path], tmp_path: Path) -> None:
+    for side, names in (("base", SAME[:2]), ("cur", SAME[2:])):
+        for n in names:
+            (tmp_path / side).mkdir(exist_ok=True)
+            (tmp_path / side / n).symlink_to(runs[n])
+    v = check(tmp_path / "base", tmp_path / "cur")
+    print(f"\nseries: {v.status}; {v.method}")
+    if incomparable(v):
+        return
+    assert v.runs == (2, 2) and "between-run noise measured" in v.method
+    assert v.status != FAIL, [r.message for r in v.results if r.status == FAIL]
 
 
 @pytest.fixture(scope="module")
-def base(runs: dict[str, Path]) -> str:
-    """The unchanged run with complete data and the most on-CPU samples (a loaded machine
-    can starve a capture or make perf lose events)."""
+def base(runs: dict[str, Path]) -> Path:
+    """The unchanged run with the least lost evidence and the most on-CPU samples."""
     def quality(name: str) -> tuple[bool, int]:
-        v = check(runs, name, name)
-        return not data_problems(v), v.diff.before.n_on
+        v = check(runs[name], runs[name])
+        return not incomparable(v), v.diff.before.n_on
 
-    return max(SAME, key=quality)
+    return runs[max(SAME, key=quality)]
 
 
-def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path], base: str) -> None:
-    v = check(runs, base, "extra")
-    frame = result(v, "frame_share")
-    print(f"\nextra_work: {frame.message}")
-    if not judged(v):
+def test_extra_cpu_fails_and_names_extra_work(runs: dict[str, Path], base: Path) -> None:
+    v = check(base, runs["extra"])
+    frames = result(v, "frames")
+    print(f"\nextra_work: {frames.message}")
+    if incomparable(v):
         return
-    assert v.status == FAIL and frame.status == FAIL and frame.changes[0].name == "extra_work"
+    assert v.status == FAIL and frames.status == FAIL
+    top = frames.changes[0]
+    assert top.name == "extra_work" and top.a == 0
     # 2 ms more in a cycle of about 8 ms of CPU: about 20% of on-CPU time, honest margins
-    assert 0.12 < frame.changes[0].b < 0.30 and frame.changes[0].a == 0
+    assert 0.12 < top.b < 0.30 and top.cmp.low > 0.05
     text = markdown(v, "diff.html")
-    assert "extra\\_work" in text and "points" in text
+    assert "extra\\_work" in text and "95% CI" in text and "unseen under" in text
 
 
-def test_mutex_contention_fails_and_names_the_lock(runs: dict[str, Path], base: str) -> None:
-    v = check(runs, base, "hold")
+def test_mutex_contention_fails_and_names_the_lock(runs: dict[str, Path], base: Path) -> None:
+    v = check(base, runs["hold"])
     mutex = result(v, "wait_mutex")
-    print(f"\nhold: {mutex.message}; {result(v, 'mutex_share').message}")
-    if not judged(v):
+    print(f"\nhold: {mutex.message}")
+    if incomparable(v):
         return
     assert v.status == FAIL and mutex.status == FAIL, mutex.message
-    assert "shared_lock" in mutex.message and mutex.changes[0].delta > 0.5  # 2x the limit
-    assert result(v, "mutex_share").status == FAIL
+    assert "shared_lock" in mutex.message and mutex.changes[0].delta > 0.5
     text = markdown(v)
     assert "shared\\_lock" in text and "s/s" in text
 
 
-def test_too_few_samples_is_inconclusive(runs: dict[str, Path], base: str) -> None:
-    v = check(runs, base, "short")
-    r = result(v, "min_samples")
-    assert v.status == INCONCLUSIVE and r.status == INCONCLUSIVE
-    assert "short has" in r.message and "need 500" in r.message
-    v = check(runs, "short", base)  # either side
-    assert v.status == INCONCLUSIVE and "short has" in result(v, "min_samples").message
+def test_a_short_capture_is_inconclusive_and_says_what_it_could_not_see(
+        runs: dict[str, Path], base: Path) -> None:
+    for a, b in ((base, runs["short"]), (runs["short"], base)):  # either side
+        v = check(a, b)
+        r = result(v, "sensitivity")
+        print(f"\nshort: {v.status}: {r.message}")
+        assert v.status == INCONCLUSIVE and r.status == INCONCLUSIVE
+        assert "would go unseen" in r.message and "collect longer or add runs" in r.message
 
 
-def test_truncated_capture_is_inconclusive(runs: dict[str, Path], base: str,
-                                          tmp_path: Path) -> None:
+def test_truncated_capture_is_inconclusive(base: Path, tmp_path: Path) -> None:
     cut = tmp_path / "cut"
-    shutil.copytree(runs[base], cut)
+    shutil.copytree(base, cut)
+    (cut / "slices.json").unlink(missing_ok=True)
     data = (cut / ONCPU).read_bytes()
     last = data.rindex(b"\n", 0, len(data) - 1) + 1
     (cut / ONCPU).write_bytes(data[:data.index(b";", last)])  # cut short inside its last line
-    v = check({base: runs[base], "cut": cut}, base, "cut")
+    v = check(base, cut)
     r = result(v, "complete_data")
     assert v.status == INCONCLUSIVE and r.status == INCONCLUSIVE
     assert "cut:" in r.message and "malformed" in r.message
 
 
-def test_cli_writes_summary_junit_and_diff(runs: dict[str, Path], base: str,
-                                           tmp_path: Path) -> None:
+def test_cli_writes_summary_junit_json_and_diff(runs: dict[str, Path], base: Path,
+                                                tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
-    cmd = [sys.executable, "-m", "wallflame", "check", str(runs[base]), str(runs["extra"]),
-           "--html", str(tmp_path / "diff.html"), "--junit", str(tmp_path / "junit.xml")]
+    cmd = [sys.executable, "-m", "wallflame", "check", str(base), str(runs["extra"]),
+           "--html", str(tmp_path / "diff.html"), "--junit", str(tmp_path / "junit.xml"),
+           "--json", str(tmp_path / "v.json")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False,
                        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode in (1, 7), r.stderr
@@ -165,6 +191,10 @@ def test_cli_writes_summary_junit_and_diff(runs: dict[str, Path], base: str,
     assert r.stdout.endswith(f"wallflame check: {verdict}\n")
     text = summary.read_text()
     assert text.startswith("## wallflame check: ") and (tmp_path / "junit.xml").exists()
+    data = json.loads((tmp_path / "v.json").read_text())
+    assert data["status"] == verdict and data["quantities"]
     if r.returncode == 1:
         assert "extra_work" in r.stdout and "extra\\_work" in text
+        assert "95% CI" in (tmp_path / "junit.xml").read_text()
     assert (tmp_path / "diff.html").stat().st_mode & 0o777 == 0o600
+    assert "unseen under" in (tmp_path / "diff.html").read_text()

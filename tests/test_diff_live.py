@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from wallflame.profile import OFF, ON, Profile
-from wallflame.report.check import FAIL, INCONCLUSIVE, PASS, Thresholds, Verdict, judge
+from wallflame.report.check import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Thresholds,
+    Verdict,
+    ignored,
+    judge,
+)
 from wallflame.report.diff import SHARE, Diff, compare
 from wallflame.report.diff_html import page_data
 from wallflame.report.series import load_side
@@ -50,9 +58,9 @@ def diff_of(runs: dict[str, Path], a: str, b: str) -> Diff:
 
 
 def gate(runs: dict[str, Path], a: str, b: str) -> Verdict:
-    sides = [load_side(str(runs[x]), x) for x in (a, b)]
-    return judge(sides[0][0], sides[1][0], compare(sides[0][1], sides[1][1], (a, b)),
-                 Thresholds())
+    t = Thresholds()
+    sides = [load_side(str(runs[x]), x, ignored(t)) for x in (a, b)]
+    return judge(sides[0][0], sides[1][0], compare(sides[0][1], sides[1][1], (a, b)), t)
 
 
 def partial(v: Verdict) -> list[str]:

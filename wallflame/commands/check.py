@@ -9,7 +9,7 @@ import os
 import click
 
 from wallflame.output import open_output
-from wallflame.report.check import CONFIG_NAME, judge, load_thresholds
+from wallflame.report.check import CONFIG_NAME, ignored, judge, load_thresholds
 from wallflame.report.check_output import junit, markdown, to_json
 from wallflame.report.diff import compare
 from wallflame.report.series import load_side
@@ -64,8 +64,9 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     """
     thresholds = load_thresholds(config, list(overrides))
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
-    before_runs, before = load_side(baseline, "baseline")
-    after_runs, after = load_side(current, "current")
+    cut = ignored(thresholds)
+    before_runs, before = load_side(baseline, "baseline", cut)
+    after_runs, after = load_side(current, "current", cut)
     diff = compare(before, after, (baseline, current), None)
     verdict = judge(before_runs, after_runs, diff, thresholds)
     if html_out:
