@@ -423,8 +423,8 @@ def _results(judged: list[Judged], t: Thresholds) -> list[Result]:
                           "judged)"))
     cpw = next((j for j in judged if j.key == "cpu_per_work"), None)
     if cpw is None:
-        out.append(Result("cpu_per_work", SKIPPED, "work done not reported by every run "
-                          "(in the same unit)"))
+        out.append(Result("cpu_per_work", SKIPPED, "work done not reported by every run in "
+                          "the same unit with progress lines (docs/check.md)"))
     else:
         text = (f"on-CPU time per {cpw.unit}: {cpw.fmt(cpw.a)} -> {cpw.fmt(cpw.b)}, "
                 f"{cpw.interval()}")

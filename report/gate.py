@@ -215,14 +215,18 @@ def frame_estimates(run: Run, names: Sequence[str], measure: str) -> dict[str, E
 
 
 def cpu_per_work(run: Run) -> Estimate | None:
-    if not run.work or run.on <= 0:
+    """On-CPU time per unit of work, with its spread over the slices; ``None`` without work
+    per slice (a program that prints only a total: how much CPU per unit of work moves within
+    a run cannot be told, and sampling error alone would understate it by far)."""
+    s = run.slices
+    if not run.work or run.on <= 0 or not (s and s.get("work")):
         return None
     value = run.on / run.work
     nominal = value * value / max(1, run.n_on)
-    s = run.slices
-    est = batch_ratio(s["on"], s["work"]) if s and s.get("work") else None
-    e = floor_variance(Estimate(value, est.var, est.df), nominal) if est else \
-        Estimate(value, nominal, math.inf)
+    est = batch_ratio(s["on"], s["work"])
+    if est is None:
+        return None
+    e = floor_variance(Estimate(value, est.var, est.df), nominal)
     return widen_for_loss(e, run.lost_on * value)
 
 

@@ -174,23 +174,43 @@ def test_rate_mismatch_is_inconclusive() -> None:
     assert check(base, adaptive).status == PASS
 
 
-def with_work(p: Profile, count: float, unit: str = "messages") -> Profile:
-    p.meta.extra["work"] = {"unit": unit, "count": count}
-    return p
+def even_slices(p: Profile, work: float, k: int = 10) -> dict[str, object]:
+    """Per-slice figures of a run that did the same in each of its ``k`` slices (their
+    spread is then below sampling error, which the check takes instead)."""
+    on = sum(w for key, w in p.stacks.items() if key.state == "on")
+    return {"version": 1, "k": k, "t0_ns": 0, "t1_ns": 10**10, "on": [on / k] * k,
+            "samples": [p.meta.samples.get("perf", 0) / k] * k, "functions": {},
+            "work": [work / k] * k}
+
+
+def check_work(a: Profile, b: Profile, work_a: float, work_b: float,
+               units: tuple[str, str] = ("messages", "messages")) -> Verdict:
+    """Two runs that report work (per slice, as progress lines give it)."""
+    from wallflame.report.check import judge
+    from wallflame.report.diff import _meta_digest, compare
+    from wallflame.report.gate import make_run
+
+    t = Thresholds()
+    runs = [make_run(label, p, _meta_digest(p), even_slices(p, w), {"work": w, "unit": u})
+            for label, p, w, u in (("a", a, work_a, units[0]), ("b", b, work_b, units[1]))]
+    return judge([runs[0]], [runs[1]], compare(a, b), t)
 
 
 def test_cpu_per_work() -> None:
-    a, b = with_work(run(), 10000), with_work(run(extra_ms=2), 10000)
-    r = result(check(a, b), "cpu_per_work")
+    r = result(check_work(run(), run(extra_ms=2), 10000, 10000), "cpu_per_work")
     assert r.status == FAIL and "+25.0%" in r.message and "ns/messages" in r.message
     # more work for the CPU: fine, and frames are then judged per unit of work (their
     # shares grew only because the rest shrank)
-    a, b = with_work(run(extra_ms=2), 10000), with_work(run(), 10000)
-    v = check(a, b)
+    v = check_work(run(extra_ms=2), run(), 10000, 10000)
     assert result(v, "cpu_per_work").status == PASS and v.status == PASS
     assert "frames judged as on-CPU time per unit of work" in v.method
-    b = with_work(run(), 12500, "requests")
-    assert result(check(with_work(run(), 10000), b), "cpu_per_work").status == SKIPPED
+    v = check_work(run(), run(), 10000, 12500, ("messages", "requests"))
+    assert result(v, "cpu_per_work").status == SKIPPED
+    # a total without progress lines: how much CPU per unit of work moves is unknown
+    a, b = run(), run(extra_ms=2)
+    for p in (a, b):
+        p.meta.extra["work"] = {"unit": "messages", "count": 10000}
+    assert result(check(a, b), "cpu_per_work").status == SKIPPED
 
 
 def test_series_use_the_spread_between_their_runs() -> None:
@@ -343,9 +363,9 @@ def test_cli_series_of_run_directories(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_cli_reads_a_work_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    write_run(tmp_path / "a", run())
-    write_run(tmp_path / "b", run(extra_ms=2))
-    for name in ("a", "b"):
+    for name, p in (("a", run()), ("b", run(extra_ms=2))):
+        write_run(tmp_path / name, p)
+        (tmp_path / name / "slices.json").write_text(json.dumps(even_slices(p, 10000)))
         (tmp_path / name / "work.json").write_text('{"work": 10000, "unit": "requests"}')
     r = CliRunner().invoke(cli, ["check", "a", "b", "--html", ""])
     assert r.exit_code == EXIT_REGRESSION and "per requests" in r.output, r.output
