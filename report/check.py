@@ -190,6 +190,7 @@ class Judged:
     min_effect: float
     regression: bool = False
     group: str = ""  # a lock's wait class
+    tested: bool = False  # part of Holm's family (see ``_judge_quantities``)
 
     @property
     def name(self) -> str:
@@ -267,7 +268,7 @@ class Verdict:
 
     def top_frames(self) -> list[Judged]:
         """The frames the summary shows: regressions first, then the heaviest."""
-        frames = [j for j in self.judged if j.key.startswith("frame:")]
+        frames = [j for j in self.judged if j.key.startswith("frame:") and j.tested]
         frames.sort(key=lambda j: (not j.regression, -max(j.a, j.b), j.name))
         return frames[:self.thresholds.top]
 
@@ -276,7 +277,8 @@ class Verdict:
         the wait classes, and the locks of a wait class judged a regression."""
         grew = {j.key[5:] for j in self.judged if j.regression and j.key.startswith("wait:")}
         rest = [j for j in self.judged if not j.key.startswith("frame:")
-                and (not j.key.startswith("lock:") or (j.group in grew and j.delta > 0))]
+                and (j.tested or (j.key.startswith("lock:") and j.group in grew
+                                  and j.delta > 0))]
         return [*self.top_frames(), *rest]
 
 
@@ -392,6 +394,8 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
     tested = [j for j in judged if not j.key.startswith("lock:")
               and (j.a or j.b) and not (j.kind == SHARE and j.a + j.min_effect >= 1)]
     alpha_each = t.alpha / max(1, len(tested))  # Holm's first (strictest) step
+    for j in tested:
+        j.tested = True
     for j in judged:
         j.cmp = compare(j.cmp.a, j.cmp.b, alpha_each, 0.95, t.power)
     for j, rej in zip(tested, holm([j.cmp.p for j in tested], t.alpha), strict=True):
@@ -426,7 +430,7 @@ def _results(judged: list[Judged], t: Thresholds) -> list[Result]:
         out.append(Result("cpu_per_work", SKIPPED, "work done not reported by every run in "
                           "the same unit with progress lines (docs/check.md)"))
     else:
-        text = (f"on-CPU time per {cpw.unit}: {cpw.fmt(cpw.a)} -> {cpw.fmt(cpw.b)}, "
+        text = (f"on-CPU time per unit of work ({cpw.unit}): {cpw.fmt(cpw.a)} -> {cpw.fmt(cpw.b)}, "
                 f"{cpw.interval()}")
         out.append(Result("cpu_per_work", FAIL if cpw.regression else PASS, text, [cpw]))
     for cls in t.wait_classes:

@@ -368,7 +368,7 @@ def test_cli_reads_a_work_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         (tmp_path / name / "slices.json").write_text(json.dumps(even_slices(p, 10000)))
         (tmp_path / name / "work.json").write_text('{"work": 10000, "unit": "requests"}')
     r = CliRunner().invoke(cli, ["check", "a", "b", "--html", ""])
-    assert r.exit_code == EXIT_REGRESSION and "per requests" in r.output, r.output
+    assert r.exit_code == EXIT_REGRESSION and "per unit of work (requests)" in r.output, r.output
     (tmp_path / "b" / "work.json").write_text('{"unit": "requests"}')
     r = CliRunner().invoke(cli, ["check", "a", "b", "--html", ""])
     assert r.exit_code == EXIT_INPUT and 'no numeric "work"' in r.output
