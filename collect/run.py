@@ -2,6 +2,8 @@
 
 ``collect`` never parses a capture; it writes ``raw/`` and ``raw/capture.json`` (everything
 ``wallflame.finish`` needs to build the run directory, so a run can be re-finished later).
+``capture.json`` is written when the run starts and replaced as it goes (four times a second,
+then at the end), so a collect that was killed can still be finished: ``wallflame finish RUN``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from wallflame.collect.target import (
     check_trace_access,
     open_target,
     proc_name,
+    read_stat,
     tracer_of,
 )
 from wallflame.errors import InputError, PermissionDenied
@@ -40,6 +43,11 @@ OFF_CPU_MODES = ("pmp", "sched", "both", "none")
 CAPTURE = "capture.json"
 SNAPSHOT_LOG = "snapshots.log"
 OWNERS_LOG = "owners.log"
+#: In a ``capture.json`` written while the run goes on: who writes it (``pid``, ``start_ticks``)
+#: and when it last did (``updated_ns``).  The final ``capture.json`` has no such key.
+RUNNING = "running"
+#: Seconds between two updates of ``capture.json`` while collecting.
+CHECKPOINT_S = 0.25
 
 
 @dataclass
@@ -58,8 +66,8 @@ class CollectOptions:
     release_sites: record the futex wakes of the target (``collect.releases``): where each
                   observed lock was released.
     freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
-                  in the target, which cost spin8 2.5% of its work per CPU-second at 997 Hz
-                  on this kind of VM and 1.1% at 499 Hz; benchmarks/overhead.py).
+                  in the target; its measured cost, at 499 and 997 Hz, is in
+                  benchmarks/README.md, from benchmarks/overhead.py).
     call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
     sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
                   lose the callers of a blocking glibc function (glibc has none), which turns
@@ -115,6 +123,44 @@ class Collection:
     def warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
+
+
+def write_capture(raw: Path, col: Collection, opts: CollectOptions | None = None) -> None:
+    """``raw/capture.json``, replaced atomically (a reader, or a finish after a SIGKILL, never
+    sees half a file).  With ``opts`` it describes a run still going on: the options it runs
+    with, the window up to now, who is writing it, and the warning a finish gives if this is
+    the last update it gets."""
+    data = asdict(col)
+    if opts is not None:
+        now = time.time_ns()
+        data["options"] = asdict(opts)
+        start = col.window.get("start_ns")
+        if start:
+            data["window"] = {"start_ns": start, "end_ns": now, "window_ns": now - start}
+        data["ended_by"] = "collect did not finish"
+        data["warnings"] = [*col.warnings, (
+            "the collection did not finish (wallflame was killed?): the window ends at the "
+            "last update of raw/capture.json, and the collectors' statistics (snapshot "
+            "pauses, perf's lost chunks, the arenas at the end) are missing")]
+        me = read_stat(os.getpid())
+        data[RUNNING] = {"pid": os.getpid(), "start_ticks": me.start_ticks if me else 0,
+                         "updated_ns": now}
+    tmp = raw / f".{CAPTURE}.tmp"
+    try:
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, raw / CAPTURE)
+    except OSError:
+        if opts is None:
+            raise
+        # An update while collecting is a spare copy: a full disk must not end the run.
+
+
+def _memory_so_far(col: Collection, mem: MemorySampler) -> Collection:
+    """``col`` with the memory samples taken until now (what a finish after a kill shows)."""
+    start = mem.arenas_start
+    col.memory = {"samples": list(mem.samples),
+                  **({"arenas_start": start[0], "arenas": start[0]} if start else {})}
+    return col
 
 
 def _version(cmd: list[str]) -> str:
@@ -224,6 +270,7 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         col.launched = {"command": list(command), "pid": child.pid}
         target = open_target(child.pid, allow_own_child=True)
     col.target = target.identity()
+    write_capture(raw, col, opts)
     if target.stopped_at_start:
         col.warn(f"PID {target.pid} was stopped (state T) when collection began; it stays "
                  "stopped")
@@ -248,8 +295,7 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             col.launched["returncode"] = returncode
             if note:
                 col.warn(note)
-    (raw / CAPTURE).write_text(json.dumps(asdict(col), indent=1, sort_keys=True) + "\n",
-                               encoding="utf-8")
+    write_capture(raw, col)
     return col
 
 
@@ -332,11 +378,14 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         t_start = time.time_ns()
         m_start = time.monotonic()
         streamer.start()
+        col.window = {"start_ns": t_start}
+        write_capture(raw, col, opts)
         time.sleep(0.1)
         for r in recorders:
             if target.alive():  # perf fails with ESRCH when the target is already gone
                 r.early_failure()
-        _wait(target, opts, col, stop, child, recorders[0], loop, m_start, progress)
+        _wait(target, opts, col, stop, child, recorders[0], loop, m_start, progress,
+              lambda: write_capture(raw, _memory_so_far(col, mem), opts))
     finally:
         t_end = time.time_ns()
         stop.set()
@@ -366,10 +415,15 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
 def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading.Event,
           child: Launched | None, recorder: perf.PerfRecorder,
           loop: SnapshotLoop | None, m_start: float,
-          progress: Callable[[Progress], None] | None) -> None:
+          progress: Callable[[Progress], None] | None,
+          checkpoint: Callable[[], None] | None = None) -> None:
     deadline = None if opts.duration_s is None else m_start + opts.duration_s
+    saved = m_start
     while not stop.is_set():
         now = time.monotonic()
+        if checkpoint is not None and now - saved >= CHECKPOINT_S:
+            checkpoint()
+            saved = now
         if deadline is not None and now >= deadline:
             col.ended_by = col.ended_by or "duration"
             return

@@ -12,7 +12,7 @@ from wallflame import __version__
 from wallflame.errors import EXIT_INTERRUPTED
 
 #: The modules of ``wallflame.commands`` (a test checks the list against the package).
-COMMANDS = ("check", "collect", "demo", "diff", "doctor", "fold", "report")
+COMMANDS = ("check", "collect", "demo", "diff", "doctor", "finish", "fold", "report")
 
 
 class LazyGroup(click.Group):

@@ -1,0 +1,133 @@
+"""wallflame finish: a run directory rebuilt from raw/, also after its collect was killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from livehelp import WALLFLAME, load, start_mix, stop_mix, wait_clean
+
+from wallflame.cli import cli
+from wallflame.collect.run import CAPTURE, RUNNING
+from wallflame.collect.target import read_stat
+from wallflame.commands.finish import RECONSTRUCTED, writers
+from wallflame.errors import EXIT_INPUT
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def finish(run: Path) -> tuple[int, str]:
+    r = CliRunner().invoke(cli, ["finish", str(run)])
+    return r.exit_code, r.output
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "no-raw", "empty-raw"])
+def test_what_cannot_be_finished_is_one_line_and_exit_3(tmp_path: Path, case: str) -> None:
+    run = tmp_path / "run"
+    if case == "file":
+        run.write_text("x")
+    elif case == "no-raw":
+        run.mkdir()
+    elif case == "empty-raw":
+        (run / "raw").mkdir(parents=True)
+        (run / "raw" / "perf.data").write_bytes(b"")  # a perf that never wrote
+    code, out = finish(run)
+    assert code == EXIT_INPUT, out
+    assert out.startswith("wallflame: error: ") and out.count("\n") == 1, out
+    assert "Traceback" not in out
+
+
+def test_a_run_still_being_collected_is_refused(tmp_path: Path) -> None:
+    raw = tmp_path / "run" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "snapshots.log").write_text("x\n")
+    me = read_stat(os.getpid())
+    assert me is not None
+    (raw / CAPTURE).write_text(json.dumps({RUNNING: {"pid": os.getpid(),
+                                                     "start_ticks": me.start_ticks}}))
+    code, out = finish(tmp_path / "run")
+    assert code == EXIT_INPUT and f"still being collected by PID {os.getpid()}" in out, out
+    # a tool still working in raw/ (the tools run there) is refused too
+    (raw / CAPTURE).write_text("{}")
+    sleeper = subprocess.Popen(["sleep", "30"], cwd=raw)
+    try:
+        deadline = time.monotonic() + 5
+        while not writers(raw) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        code, out = finish(tmp_path / "run")
+        assert code == EXIT_INPUT and f"sleep (PID {sleeper.pid})" in out, out
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_raw_folder_without_capture_json_is_finished_from_its_files(tmp_path: Path) -> None:
+    raw = tmp_path / "run" / "raw"
+    raw.mkdir(parents=True)
+    log = FIX / "eustack" / "mix-wallflame.log"
+    (raw / "snapshots.log").write_bytes(log.read_bytes())
+    code, out = finish(tmp_path / "run")
+    assert code == 0, out
+    cap = load(raw, CAPTURE)
+    assert cap[RECONSTRUCTED] and cap["options"]["off_cpu"] == "pmp"
+    assert cap["options"]["pmp_backend"] == "eu-stack"
+    meta = load(tmp_path / "run", "meta.json")
+    assert any("capture.json was missing" in w for w in meta["warnings"])
+    summary = load(tmp_path / "run", "summary.json")
+    assert summary["threads"] and summary["totals"]["off_cpu_s"] > 0
+
+
+def test_a_killed_collect_is_finished(live: None, sample_bin: Path, tmp_path: Path) -> None:
+    """SIGKILL wallflame mid-collection: raw/ keeps what the tools wrote, raw/capture.json
+    describes the run up to its last update, and `wallflame finish` builds the run."""
+    mix = start_mix(sample_bin, "--threads", "4", "--duration", "60")
+    run = tmp_path / "run"
+    proc = subprocess.Popen([*WALLFLAME, "collect", "--pid", str(mix.pid), "-o", str(run),
+                             "--duration", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        cap = run / "raw" / CAPTURE
+        deadline = time.monotonic() + 60
+        # running for a few seconds: the window has started and been updated
+        while time.monotonic() < deadline:
+            if cap.exists() and json.loads(cap.read_text()).get("window", {}).get(
+                    "window_ns", 0) > 3e9:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("capture.json never showed a 3 s window")
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        harmed, left = wait_clean(mix.pid, run, 15)
+        assert harmed == [] and left == [], (harmed, left)
+        assert not (run / "summary.json").exists()
+        r = subprocess.run([*WALLFLAME, "finish", str(run)], capture_output=True, text=True,
+                           timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        assert "did not finish" in r.stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        stop_mix(mix)
+    meta = load(run, "meta.json")
+    assert meta["ended_by"] == "collect did not finish"
+    assert 3.0 <= meta["window"]["window_ns"] / 1e9 < 10
+    summary = load(run, "summary.json")
+    workers = [t for t in summary["threads"] if re.fullmatch(r"mix-\d+", str(t["name"]))]
+    assert len(workers) == 4
+    assert all(t["on_cpu_s"] > 0 for t in workers), workers
+    # the window (to the last update of capture.json) covers what the tools recorded
+    assert all(0.8 < t["coverage"] < 1.2 for t in summary["threads"]), summary["threads"]
+    assert summary["totals"]["off_cpu_s"] > 0
+    assert (run / "oncpu.folded").read_text().count("\n") > 5
+    r = subprocess.run([*WALLFLAME, "report", str(run)], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0 and (run / "report.html").exists(), r.stderr
