@@ -3,6 +3,12 @@
 One module per input format, each exposing ``NAME``, ``detect(head) -> bool`` (given the first
 64 KiB of the input as text) and ``fold(path, options, profile) -> None``.  ``detect_format``
 tries them in order; the order matters only for formats that share a prefix.
+
+An input whose first lines are none of them (perf's own warnings in a ``perf script > f 2>&1``,
+a file cut in the middle of a record, a stray header line) is recognised from the lines after
+that leading noise, up to ``MAX_SKIPPED`` lines and never more than the lines left after them;
+the folder still reads every line (and counts what it cannot use, never attaching a record's
+orphan frames to the next one), and the profile says which lines detection looked past.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from wallflame.profile import Profile
 #: The first line of a stack snapshot log (``collect`` writes it; the gdb and eu-stack folders
 #: read it).  Here so that recognising a log does not import the log's reader.
 LOG_MAGIC = "# wallflame-snapshots 1"
+#: Lines of leading noise detection looks past.
+MAX_SKIPPED = 100
 
 
 class Folder(Protocol):
@@ -44,30 +52,65 @@ def folder(name: str) -> ModuleType:
     raise InputError(f"unknown format {name!r}", f"use one of: {', '.join(formats())}")
 
 
-def detect_format(head: str, path: str) -> str:
-    if not head.strip():
-        raise InputError(f"{path}: empty input", "give a non-empty capture")
+def _match(head: str) -> str | None:
     for m in _modules():
         if m.detect(head):
             return str(m.NAME)
+    return None
+
+
+def recognise(head: str, path: str) -> tuple[str, int]:
+    """The format of an input from its ``head``, and how many leading lines had to be looked
+    past to recognise it (0: it starts with its data)."""
+    if not head.strip():
+        raise InputError(f"{path}: empty input", "give a non-empty capture")
+    fmt = _match(head)
+    if fmt is not None:
+        return fmt, 0
+    lines = head.split("\n")[:-1]  # the last line of a head may be cut
+    left = sum(1 for ln in lines if ln.strip())
+    offset = 0
+    for skipped, line in enumerate(lines[:MAX_SKIPPED], 1):
+        offset += len(line) + 1
+        left -= 1 if line.strip() else 0
+        if skipped == len(lines) or not lines[skipped].strip():
+            continue  # the data starts on a line with text
+        if left < max(2, skipped):
+            break  # noise must not outweigh what is recognised
+        fmt = _match(head[offset:])
+        if fmt is not None:
+            return fmt, skipped
     raise InputError(
         f"{path}: format not recognised from its first lines",
         f"name it with --format ({', '.join(formats())})",
     )
 
 
+def detect_format(head: str, path: str) -> str:
+    return recognise(head, path)[0]
+
+
 def fold_file(path: str, options: FoldOptions, fmt: str | None = None) -> Profile:
     """Fold one input into a new profile, detecting its format unless ``fmt`` is given."""
     from wallflame.textio import head
 
+    skipped = 0
+    first = ""
     if fmt is None:
         if path == "-":
             raise InputError("cannot detect the format of standard input", "pass --format")
-        fmt = detect_format(head(path), path)
+        text = head(path)
+        fmt, skipped = recognise(text, path)
+        first = text.split("\n", 1)[0].strip()
     profile = Profile()
     folder(fmt).fold(path, options, profile)
+    if skipped:
+        lines = "line 1" if skipped == 1 else f"lines 1-{skipped}"
+        profile.meta.warn(f"{path}: {lines} before the {fmt} data looked past to recognise "
+                          f"the format (the first: {first[:80]!r})")
     profile.meta.sources.append({"path": path, "format": fmt})
     return profile
 
 
-__all__ = ["LOG_MAGIC", "FoldOptions", "Folder", "detect_format", "fold_file", "folder", "formats"]
+__all__ = ["LOG_MAGIC", "MAX_SKIPPED", "FoldOptions", "Folder", "detect_format", "fold_file",
+           "folder", "formats", "recognise"]
