@@ -197,6 +197,9 @@ def _batch_native(st: PerfState, buf: bytes, ln: int) -> tuple[int, int]:
     return ln, pos
 
 
+#: Digits as zeros: headers equal but for their digits are in the common shape or not alike.
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+
 #: The native path's status codes (``PerfFolder.fold``).
 _DONE, _SLOW, _HEADER, _NAME = range(4)
 
@@ -255,18 +258,30 @@ def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, byte
     sample) and the key: the event, the stack id and the record's line count.  Returns the
     next line number and the thread part and time of the first and last records folded.
     """
-    from wallflame.fold.perflines import LINE_MASK, MAX_COMBOS
+    from wallflame.fold.perflines import EVENT_SHIFT, LINE_MASK, MAX_COMBOS
 
     acc = st.acc
     combos = st.combos
     blocks = st.blocks
     tails = st.tails
+    valid = st.valid_headers
     tracker_open = st.tracker.open
     first = last = b""
     for rec in recs:
         a, _, rest = rec.partition(b": ")
         kv = combos.get(rest)
-        if kv is None:
+        if kv is not None:
+            # the header's own shape (its digits aside: they decide nothing else)
+            nl = rec.find(b"\n")
+            hdr = rec if nl < 0 else rec[:nl]
+            ok = valid.get(hdr.translate(_ZEROS))
+            if ok is None:
+                ok = st.valid_header(hdr)
+            if not ok:
+                st.slow_lines(rec, ln, end=True, learn=False)
+                ln += rec.count(b"\n") + 2
+                continue
+        else:
             tail, _, block = rest.partition(b"\n")
             b = blocks.get(block)
             t = tails.get(tail) if b is not None else None
@@ -281,6 +296,15 @@ def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, byte
                     st.slow_lines(rec, ln, end=True, learn=False)
                 ln += rec.count(b"\n") + 2
                 continue
+            nl = rec.find(b"\n")
+            hdr = rec if nl < 0 else rec[:nl]
+            ok = valid.get(hdr.translate(_ZEROS))
+            if ok is None:
+                ok = st.valid_header(hdr)
+            if not ok:
+                st.slow_lines(rec, ln, end=True, learn=False)
+                ln += rec.count(b"\n") + 2
+                continue
             kv = (t[0] | b, t[1])
             if len(combos) >= MAX_COMBOS:
                 combos.clear()
@@ -288,8 +312,8 @@ def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, byte
         k, add = kv
         head, _, time = a.rpartition(b" ")
         acc[head, k] += add
-        if tracker_open:
-            st.running(head, time)
+        if tracker_open and st.kind(st.event_list[k >> EVENT_SHIFT]) in ("on", "offcpu"):
+            st.running(head, time)  # a sample of it: the thread runs (as in ``_learn``)
         ln += k & LINE_MASK
         first = first or a
         last = a

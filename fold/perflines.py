@@ -86,6 +86,7 @@ class PerfState:
         # the native fast path (None without the native module)
         self.native = native.PerfFolder() if native is not None else None
         self.shared: dict[str, str] = {}
+        self.valid_headers: dict[bytes, bool] = {}
 
     # -- small helpers -------------------------------------------------------------------
 
@@ -207,6 +208,17 @@ class PerfState:
         if self.kind(event) == "sched" or h.period != int(t.group(1)):
             return None
         return head, h, event
+
+    def valid_header(self, hdr: bytes) -> bool:
+        """Whether ``hdr`` is in the common shape, remembered for headers equal to it but for
+        their digits (which decide nothing in ``common_header``: the regular expressions
+        look at classes of characters, and the fields compared are parsed from the same
+        places)."""
+        ok = self.common_header(hdr) is not None
+        if len(self.valid_headers) >= MAX_TAILS:
+            self.valid_headers.clear()
+        self.valid_headers[hdr.translate(bytes.maketrans(b"123456789", b"000000000"))] = ok
+        return ok
 
     def event_key(self, tail: bytes, event: str) -> int:
         token = tail.split()[1]

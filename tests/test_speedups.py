@@ -426,7 +426,7 @@ PERF_RECORD = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=int(os.environ.get("WALLFLAME_EXAMPLES", "300")), deadline=None)
 @given(st.lists(PERF_RECORD, min_size=1, max_size=25), st.integers(0, 2),
        st.sampled_from([64, 1 << 20]), st.booleans())
 def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,

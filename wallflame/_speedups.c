@@ -19,7 +19,6 @@
  */
 
 #define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE /* memmem */
 #include <Python.h>
 #include <string.h>
 
@@ -1321,6 +1320,20 @@ typedef struct {
 } SSlot;
 
 typedef struct {
+    const char *p;
+    Py_ssize_t len;
+    PyObject *name; /* borrowed from the names table; NULL: a frame without a name */
+} PfLine;
+
+typedef struct {
+    PyObject *head; /* borrowed from the headers table */
+    long long k;
+    unsigned __int128 periods;
+    unsigned long long n;
+    uint64_t hash;
+} PfCount;
+
+typedef struct {
     PyObject_HEAD
     BTable names;   /* frame key -> name (str), or None: not a frame line */
     BTable headers; /* header with its time and period digits as 0 -> head (bytes) and event
@@ -1331,8 +1344,15 @@ typedef struct {
     Py_ssize_t fcap;
     char *buf;
     Py_ssize_t bcap;
-    long long last_period;
-    PyObject *last_add;
+    /* the lines of the record being folded and of the one before (within one call) */
+    PfLine *cur, *prev;
+    Py_ssize_t ccap, pcap, prev_n;
+    /* weights counted since the call began, in the order first seen (flushed into the
+     * Python dict before the call returns) */
+    PfCount *counts;
+    Py_ssize_t ncounts, counts_cap;
+    Py_ssize_t *index; /* into counts, plus one; 0: empty */
+    Py_ssize_t index_cap;
 } PerfFolder;
 
 #define PF_MAX_NAMES (1 << 18)
@@ -1428,40 +1448,27 @@ static PyObject *pf_stack(PerfFolder *self, Py_ssize_t n, PyObject *fids, PyObje
     return fid;
 }
 
-/* ``period << COUNT_BITS | 1``: the weight and one sample, summed at once. */
-static PyObject *pf_add(PerfFolder *self, long long period)
-{
-    if (self->last_add != NULL && self->last_period == period) {
-        Py_INCREF(self->last_add);
-        return self->last_add;
-    }
-    PyObject *add;
-    if (period < (1LL << (63 - PF_COUNT_BITS))) {
-        add = PyLong_FromLongLong(period << PF_COUNT_BITS | 1);
-    } else {
-        PyObject *p = PyLong_FromLongLong(period), *sh = PyLong_FromLong(PF_COUNT_BITS);
-        PyObject *one = PyLong_FromLong(1);
-        PyObject *big = p && sh && one ? PyNumber_Lshift(p, sh) : NULL;
-        add = big ? PyNumber_Or(big, one) : NULL;
-        Py_XDECREF(p);
-        Py_XDECREF(sh);
-        Py_XDECREF(one);
-        Py_XDECREF(big);
-    }
-    if (add == NULL)
-        return NULL;
-    Py_XSETREF(self->last_add, add);
-    self->last_period = period;
-    Py_INCREF(add);
-    return add;
-}
-
 static int is_hex(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
 enum { PF_DONE, PF_SLOW, PF_HEADER, PF_NAME };
+
+/* The first "\n\n" in [p, end), line by line (memchr is much faster than memmem for a
+ * two-byte needle); NULL when there is none. */
+static const char *blank_line(const char *p, const char *end)
+{
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || nl + 1 >= end)
+            return NULL;
+        if (nl[1] == '\n')
+            return nl;
+        p = nl + 1;
+    }
+    return NULL;
+}
 
 /* The key a frame line's name is cached by: what follows its address, with the symbol's
  * offset (``+0x1a`` before `` (dso)``) cut out where the Python code would drop it, so that
@@ -1509,6 +1516,105 @@ static Py_ssize_t pf_frame_key(PerfFolder *self, const char *l, Py_ssize_t n)
     return len;
 }
 
+/* acc[head, k] += period << COUNT_BITS | 1, counted here until pf_flush. */
+static int pf_count(PerfFolder *self, PyObject *head, long long k, long long period)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)head * 0x9E3779B97F4A7C15ULL) ^
+                 ((uint64_t)k * 0xC2B2AE3D27D4EB4FULL);
+    h ^= h >> 29;
+    if (2 * (self->ncounts + 1) > self->index_cap) {
+        Py_ssize_t cap = self->index_cap ? self->index_cap * 2 : 1024;
+        Py_ssize_t *index = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        if (index == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t e = 0; e < self->ncounts; e++) {
+            Py_ssize_t j = (Py_ssize_t)(self->counts[e].hash & (uint64_t)(cap - 1));
+            while (index[j])
+                j = (j + 1) & (cap - 1);
+            index[j] = e + 1;
+        }
+        PyMem_Free(self->index);
+        self->index = index;
+        self->index_cap = cap;
+    }
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(self->index_cap - 1));
+    while (self->index[j]) {
+        PfCount *c = &self->counts[self->index[j] - 1];
+        if (c->hash == h && c->head == head && c->k == k) {
+            c->periods += (unsigned long long)period;
+            c->n++;
+            return 0;
+        }
+        j = (j + 1) & (self->index_cap - 1);
+    }
+    if (pf_reserve((char **)&self->counts, &self->counts_cap, self->ncounts + 1,
+                   sizeof(PfCount)) < 0)
+        return -1;
+    PfCount *c = &self->counts[self->ncounts++];
+    c->head = head;
+    c->k = k;
+    c->periods = (unsigned long long)period;
+    c->n = 1;
+    c->hash = h;
+    self->index[j] = self->ncounts;
+    return 0;
+}
+
+/* The counts into ``acc`` (``(sum of periods) << COUNT_BITS + samples``: what adding each
+ * sample's ``period << COUNT_BITS | 1`` gives), in the order first seen. */
+static int pf_flush(PerfFolder *self, PyObject *acc)
+{
+    int rc = 0;
+    for (Py_ssize_t e = 0; e < self->ncounts && rc == 0; e++) {
+        PfCount *c = &self->counts[e];
+        PyObject *k = PyLong_FromLongLong(c->k);
+        PyObject *key = k ? PyTuple_Pack(2, c->head, k) : NULL;
+        Py_XDECREF(k);
+        PyObject *add = NULL;
+        if (key != NULL) {
+            if (c->periods < (1ULL << (64 - PF_COUNT_BITS)) && c->n < (1ULL << PF_COUNT_BITS)) {
+                add = PyLong_FromUnsignedLongLong((unsigned long long)c->periods << PF_COUNT_BITS |
+                                                  c->n);
+            } else {
+                unsigned char bytes[16];
+                for (int b = 0; b < 16; b++)
+                    bytes[b] = (unsigned char)(c->periods >> (8 * b));
+                PyObject *ps = _PyLong_FromByteArray(bytes, 16, 1, 0);
+                PyObject *sh = PyLong_FromLong(PF_COUNT_BITS);
+                PyObject *nn = PyLong_FromUnsignedLongLong(c->n);
+                PyObject *big = ps && sh && nn ? PyNumber_Lshift(ps, sh) : NULL;
+                add = big ? PyNumber_Add(big, nn) : NULL;
+                Py_XDECREF(ps);
+                Py_XDECREF(sh);
+                Py_XDECREF(nn);
+                Py_XDECREF(big);
+            }
+        }
+        PyObject *old = add ? PyDict_GetItemWithError(acc, key) : NULL;
+        PyObject *sum = NULL;
+        if (add != NULL && !PyErr_Occurred())
+            sum = old ? PyNumber_Add(old, add) : Py_NewRef(add);
+        rc = sum ? PyDict_SetItem(acc, key, sum) : -1;
+        Py_XDECREF(sum);
+        Py_XDECREF(add);
+        Py_XDECREF(key);
+    }
+    self->ncounts = 0;
+    if (self->index_cap)
+        memset(self->index, 0, (size_t)self->index_cap * sizeof(Py_ssize_t));
+    return rc;
+}
+
+static PyObject *pf_flush_fail(PerfFolder *self)
+{
+    self->ncounts = 0;
+    if (self->index_cap)
+        memset(self->index, 0, (size_t)self->index_cap * sizeof(Py_ssize_t));
+    return NULL;
+}
+
 static PyObject *pf_result(int status, Py_ssize_t i, long long ln, Py_ssize_t first,
                            Py_ssize_t last, PyObject *extra)
 {
@@ -1531,6 +1637,15 @@ static PyObject *pf_result(int status, Py_ssize_t i, long long ln, Py_ssize_t fi
  * starts.  PF_DONE: pos is where the text after the last blank line starts.  ``ln`` is the
  * line number at pos; first and last: where the first and last records folded here start
  * (-1: none). */
+#define PF_RETURN(status, extra) do { \
+        PyObject *x_ = (extra); \
+        if (x_ == NULL || pf_flush(self, acc) < 0) { \
+            Py_XDECREF(x_); \
+            return pf_flush_fail(self); \
+        } \
+        return pf_result((status), i, ln, first, last, x_); \
+    } while (0)
+
 static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7 || !PyBytes_Check(args[0]) || !PyDict_Check(args[3]) ||
@@ -1551,8 +1666,9 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
         return NULL;
     }
     Py_ssize_t first = -1, last = -1;
+    self->prev_n = 0;
     for (;;) {
-        const char *end = memmem(data + i, (size_t)(size - i), "\n\n", 2);
+        const char *end = blank_line(data + i, data + size);
         if (end == NULL)
             break;
         const char *p = data + i;
@@ -1566,7 +1682,7 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
         Py_ssize_t eol = nl ? nl - p : n;
         /* the header: HEAD ' ' TIME ': ' ' '* PERIOD ... */
         if ((unsigned char)p[0] <= ' ' || PyList_GET_SIZE(stacks) >= max_stacks)
-            return pf_result(PF_SLOW, i, ln, first, last, Py_NewRef(Py_None));
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
         Py_ssize_t colon = -1;
         for (Py_ssize_t x = 0; x + 1 < eol; x++) {
             if (p[x] == ':' && p[x + 1] == ' ') {
@@ -1582,7 +1698,7 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
             }
         }
         if (colon < 0 || sp <= 0)
-            return pf_result(PF_SLOW, i, ln, first, last, Py_NewRef(Py_None));
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
         Py_ssize_t x = sp + 1, dots = 0, digits = 0;
         for (; x < colon; x++) {
             if (p[x] == '.' && digits && !dots)
@@ -1601,9 +1717,9 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
             period = period * 10 + (p[q++] - '0');
         if (x != colon || !dots || dots == colon - 1 || q == ps || q >= eol ||
             (p[q] >= '0' && p[q] <= '9'))
-            return pf_result(PF_SLOW, i, ln, first, last, Py_NewRef(Py_None));
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
         if (pf_reserve(&self->buf, &self->bcap, eol, 1) < 0)
-            return NULL;
+            return pf_flush_fail(self);
         memcpy(self->buf, p, (size_t)eol);
         for (x = sp + 1; x < colon; x++)
             if (self->buf[x] != '.')
@@ -1611,22 +1727,46 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
         memset(self->buf + ps, '0', (size_t)(q - ps));
         BSlot *hs = btable_find(&self->headers, self->buf, eol, hash_bytes(self->buf, eol));
         if (hs == NULL)
-            return pf_result(PF_HEADER, i, ln, first, last,
-                             PyBytes_FromStringAndSize(self->buf, eol));
+            PF_RETURN(PF_HEADER, PyBytes_FromStringAndSize(self->buf, eol));
         if (hs->obj == Py_None)
-            return pf_result(PF_SLOW, i, ln, first, last, Py_NewRef(Py_None));
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
         PyObject *head = hs->obj;
         long long event = hs->aux;
-        /* the frames, leaf first */
-        Py_ssize_t nf = 0, lines = 0, at = eol + 1;
-        int slow = 0;
-        PyObject *missing = NULL; /* (key, line) of the frame lines not named yet */
+        /* the frame lines */
+        Py_ssize_t nl_count = 0, at = eol + 1;
         while (nl != NULL) {
             const char *l = p + at;
             nl = memchr(l, '\n', (size_t)(n - at));
             Py_ssize_t len = nl ? nl - l : n - at;
             at += len + 1;
-            lines++;
+            if (pf_reserve((char **)&self->cur, &self->ccap, nl_count + 1, sizeof(PfLine)) < 0)
+                return pf_flush_fail(self);
+            self->cur[nl_count].p = l;
+            self->cur[nl_count].len = len;
+            nl_count++;
+        }
+        Py_ssize_t lines = nl_count;
+        if (lines + 2 >= (1 << PF_LINE_BITS))
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
+        /* root first; the lines the previous record ends with are named as it named them */
+        Py_ssize_t nf = 0, same = 0;
+        int slow = 0;
+        PyObject *missing = NULL; /* (key, line) of the frame lines not named yet */
+        if (pf_reserve((char **)&self->frames, &self->fcap, lines + 1, sizeof(PyObject *)) < 0)
+            return pf_flush_fail(self);
+        for (Py_ssize_t b = lines - 1; b >= 0; b--) {
+            PfLine *ln_ = &self->cur[b];
+            const char *l = ln_->p;
+            Py_ssize_t len = ln_->len;
+            Py_ssize_t pb = self->prev_n - (lines - b);
+            if (same == lines - 1 - b && pb >= 0 && self->prev[pb].len == len &&
+                memcmp(self->prev[pb].p, l, (size_t)len) == 0) {
+                same++;
+                ln_->name = self->prev[pb].name;
+                if (ln_->name != NULL)
+                    self->frames[nf++] = ln_->name;
+                continue;
+            }
             if (len == 0 || l[0] != '\t') {
                 slow = 1;
                 break;
@@ -1634,7 +1774,7 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
             Py_ssize_t klen = pf_frame_key(self, l, len);
             if (klen < 0) {
                 Py_XDECREF(missing);
-                return NULL;
+                return pf_flush_fail(self);
             }
             if (klen == 0) {
                 slow = 1;
@@ -1648,69 +1788,51 @@ static PyObject *PerfFolder_fold(PerfFolder *self, PyObject *const *args, Py_ssi
                 if (kl == NULL || missing == NULL || PyList_Append(missing, kl) < 0) {
                     Py_XDECREF(kl);
                     Py_XDECREF(missing);
-                    return NULL;
+                    return pf_flush_fail(self);
                 }
                 Py_DECREF(kl);
                 continue;
             }
-            if (missing != NULL)
-                continue;
             if (s->obj == Py_None) {
                 slow = 1;
                 break;
             }
-            if (PyUnicode_GET_LENGTH(s->obj) == 0)
-                continue;
-            if (pf_reserve((char **)&self->frames, &self->fcap, nf + 1, sizeof(PyObject *)) < 0)
-                return NULL;
-            self->frames[nf++] = s->obj;
+            ln_->name = PyUnicode_GET_LENGTH(s->obj) == 0 ? NULL : s->obj;
+            if (ln_->name != NULL)
+                self->frames[nf++] = ln_->name;
         }
         if (missing != NULL) {
             if (!slow)
-                return pf_result(PF_NAME, i, ln, first, last, missing);
+                PF_RETURN(PF_NAME, missing);
             Py_DECREF(missing);
         }
-        if (slow || lines + 2 >= (1 << PF_LINE_BITS))
-            return pf_result(PF_SLOW, i, ln, first, last, Py_NewRef(Py_None));
-        for (Py_ssize_t a = 0, b = nf - 1; a < b; a++, b--) {
-            PyObject *t = self->frames[a];
-            self->frames[a] = self->frames[b];
-            self->frames[b] = t;
-        }
+        if (slow)
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
         PyObject *fid = pf_stack(self, nf, fids, stacks);
         if (fid == NULL)
-            return NULL;
+            return pf_flush_fail(self);
         long long f = PyLong_AsLongLong(fid);
         Py_DECREF(fid);
         if (f == -1 && PyErr_Occurred())
-            return NULL;
+            return pf_flush_fail(self);
         if (f >> PF_FID_BITS)
-            return pf_result(PF_SLOW, i, ln, first, last, Py_NewRef(Py_None));
-        PyObject *k = PyLong_FromLongLong(event | f << PF_LINE_BITS | (lines + 2));
-        PyObject *key = k ? PyTuple_Pack(2, head, k) : NULL;
-        Py_XDECREF(k);
-        PyObject *add = key ? pf_add(self, period) : NULL;
-        if (add == NULL) {
-            Py_XDECREF(key);
-            return NULL;
-        }
-        PyObject *old = PyDict_GetItemWithError(acc, key);
-        PyObject *sum = old ? PyNumber_Add(old, add) : (PyErr_Occurred() ? NULL : add);
-        if (sum == add)
-            Py_INCREF(add);
-        Py_DECREF(add);
-        int rc = sum ? PyDict_SetItem(acc, key, sum) : -1;
-        Py_XDECREF(sum);
-        Py_DECREF(key);
-        if (rc < 0)
-            return NULL;
+            PF_RETURN(PF_SLOW, Py_NewRef(Py_None));
+        if (pf_count(self, head, event | f << PF_LINE_BITS | (lines + 2), period) < 0)
+            return pf_flush_fail(self);
+        PfLine *swap = self->prev;
+        Py_ssize_t swap_cap = self->pcap;
+        self->prev = self->cur;
+        self->pcap = self->ccap;
+        self->prev_n = lines;
+        self->cur = swap;
+        self->ccap = swap_cap;
         if (first < 0)
             first = i;
         last = i;
         ln += lines + 2;
         i += n + 2;
     }
-    return pf_result(PF_DONE, i, ln, first, last, Py_NewRef(Py_None));
+    PF_RETURN(PF_DONE, Py_NewRef(Py_None));
 }
 
 /* add_header(key, head, event): head (bytes) and event key (int) for headers with this key,
@@ -1758,8 +1880,11 @@ static void PerfFolder_dealloc(PerfFolder *self)
     }
     PyMem_Free(self->stacks);
     PyMem_Free(self->frames);
+    PyMem_Free(self->cur);
+    PyMem_Free(self->prev);
+    PyMem_Free(self->counts);
+    PyMem_Free(self->index);
     PyMem_Free(self->buf);
-    Py_XDECREF(self->last_add);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
