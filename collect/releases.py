@@ -43,7 +43,9 @@ def record_command(perf: str, pid: int, out: Path) -> list[str]:
 
 
 def script_command(perf: str, data: Path) -> list[str]:
-    return [perf, "script", "-i", str(data), "--show-lost-events", "-F", FIELDS]
+    # --no-inline: one frame per function address (the inline expansion is slow and repeats
+    # the caller around inlined unlock wrappers).
+    return [perf, "script", "-i", str(data), "--show-lost-events", "--no-inline", "-F", FIELDS]
 
 
 class ReleaseRecorder:

@@ -56,6 +56,8 @@ def test_release_site_is_above_the_unlock() -> None:
     assert release_site(("__lll_lock_wake", "pthread_mutex_unlock",
                          "std::lock_guard<std::mutex>::~lock_guard", "MutexQueue::push_batch")) \
         == 3
+    assert release_site(("__lll_lock_wake", "lll_mutex_unlock_optimized",
+                         "__pthread_mutex_unlock_usercnt", "MutexQueue::pop")) == 3
     assert release_site(("pthread_cond_signal", "consumer_loop")) == -1
 
 

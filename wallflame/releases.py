@@ -22,7 +22,8 @@ from wallflame.profile import Profile
 from wallflame.textio import iter_lines
 
 _HEADER = re.compile(r"^\S.*?\s(\d+)\s+[\d.]+:\s+\S*sys_enter_futex:\s+uaddr: (0x[0-9a-f]+)")
-_RELEASE = ("__lll_lock_wake", "lll_unlock", "pthread_mutex_unlock", "__pthread_mutex_unlock",
+_RELEASE = ("__lll_lock_wake", "lll_unlock", "lll_mutex_unlock", "pthread_mutex_unlock",
+            "__pthread_mutex_unlock",
             "___pthread_mutex_unlock", "pthread_rwlock_unlock", "__pthread_rwlock_unlock",
             "___pthread_rwlock_unlock", "futex_wake", "__futex_wake", "std::mutex::unlock",
             "std::lock_guard", "std::unique_lock", "std::scoped_lock", "std::shared_lock",
