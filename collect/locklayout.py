@@ -63,6 +63,9 @@ _KIND_MASK = 3
 _REFUSED_KIND_FLAGS = {16: "robust", 32: "priority-inheritance", 64: "priority-protect",
                        128: "process-shared"}
 
+#: The refusal of a lock whose owner is the waiter itself (its wait has just ended).
+OWNER_IS_WAITER = "owner is the waiter"
+
 RWLOCK_SIZE = 56
 RWLOCK_CUR_WRITER = 24
 #: The words an rwlock waiter may wait on: offset -> field.
@@ -203,7 +206,7 @@ def read_lock(read: Callable[[int, int], bytes | None], call: FutexCall, sites: 
                         "semaphore or a lock of its own)")
     if got.owner and (got.owner == waiter or got.owner not in tids):
         return LockRead(kind=got.kind, base=got.base,
-                        refused="owner is the waiter" if got.owner == waiter
+                        refused=OWNER_IS_WAITER if got.owner == waiter
                         else "owner is not a thread of the target")
     return got
 

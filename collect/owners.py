@@ -16,7 +16,12 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from wallflame.collect.holders import MAX_PROBES_PER_ROUND, HolderProbe
-from wallflame.collect.locklayout import SYS_FUTEX_X86_64, parse_futex, read_lock
+from wallflame.collect.locklayout import (
+    OWNER_IS_WAITER,
+    SYS_FUTEX_X86_64,
+    parse_futex,
+    read_lock,
+)
 from wallflame.collect.mutex import MemReader, Symbols
 from wallflame.collect.target import list_tids, read_text, read_threads, syscall_sp
 
@@ -96,7 +101,8 @@ class OwnerSampler(threading.Thread):
                 continue
             sites = symbols.return_sites(mem, syscall_sp(text))
             lr = read_lock(mem.read, call, sites, tids, tid)
-            if not lr.kind:
+            if not lr.kind or lr.refused == OWNER_IS_WAITER:
+                # The lock names the waiter itself: its wait ended between the two reads.
                 continue
             base = lr.base or call.addr
             lock = names.get(base)

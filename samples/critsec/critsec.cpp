@@ -30,8 +30,8 @@ const char* const kUsage =
     "  (alternately); workers spin in outside_work and sleep in outside_sleep outside the lock\n";
 
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-int64_t g_spin_ns = 5000000;
-int64_t g_sleep_ns = 5000000;
+int64_t g_spin_ns = 10000000;
+int64_t g_sleep_ns = 10000000;
 int64_t g_outside_ns = 300000;
 int64_t g_outside_sleep_ns = 1000000;
 std::atomic<uint64_t> g_sink{0};
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
     sample::Options opt(argc, argv, "critsec", kUsage);
     double duration = opt.number("duration", 10, 0.1, 86400);
     int threads = static_cast<int>(opt.number("threads", 3, 1, 64));
-    g_spin_ns = static_cast<int64_t>(opt.number("spin-us", 5000, 0, 1e6) * 1000);
-    g_sleep_ns = static_cast<int64_t>(opt.number("sleep-us", 5000, 0, 1e6) * 1000);
+    g_spin_ns = static_cast<int64_t>(opt.number("spin-us", 10000, 0, 1e6) * 1000);
+    g_sleep_ns = static_cast<int64_t>(opt.number("sleep-us", 10000, 0, 1e6) * 1000);
     g_outside_ns = static_cast<int64_t>(opt.number("outside-us", 300, 0, 1e6) * 1000);
     g_outside_sleep_ns = static_cast<int64_t>(opt.number("outside-sleep-us", 1000, 0, 1e6) * 1000);
     opt.done();
