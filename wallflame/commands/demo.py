@@ -72,6 +72,28 @@ def consumer_mutex_share(summary: dict[str, Any]) -> float:
     return wait / total if total else 0.0
 
 
+def lock_story(summary: dict[str, Any]) -> str:
+    """The queue lock's line: where its confirmed holders were (from the lock's call site to
+    the leaf of the most observed holder stack), how much of its wait that covers, and where
+    it was released."""
+    locks = [lk for lk in summary.get("locks", []) if "g_mutex_queue" in str(lk.get("lock"))]
+    if not locks:
+        return "queue lock: not identified in this run"
+    lk = locks[0]
+    held = lk.get("held_confirmed") or {}
+    line = f"queue lock: {held.get('count', 0)} of {held.get('of', 0)} observations caught its " \
+           f"holder ({lk.get('held_confirmed_s', 0):.2f} s of {lk.get('wait_s', 0):.2f} s waited)"
+    if lk.get("holders"):
+        frames = str(lk["holders"][0]["stack"]).split(";")
+        sites = {s["frame"] for s in lk.get("call_sites", [])}
+        start = max((i for i, f in enumerate(frames) if f in sites), default=0)
+        line += ", held in " + " -> ".join(frames[start:])
+    rel = (lk.get("released_from") or {}).get("sites") or []
+    if rel:
+        line += f", released from {rel[0]['frame']}"
+    return line
+
+
 @click.command("demo")
 @click.option("-o", "--output", "out", default="wallflame-demo", type=click.Path(file_okay=False),
               show_default=True, help="Directory for before/, after/ and diff.html.")
@@ -101,6 +123,7 @@ def command(out: str, duration: float) -> None:
     unit = wb.get("unit", "messages")
     click.echo(f"consumers' mutex wait: {consumer_mutex_share(sb):.1%} of their wall time before, "
                f"{consumer_mutex_share(sa):.1%} after")
+    click.echo(lock_story(sb))
     rb, ra = float(wb.get("rate", 0)), float(wa.get("rate", 0))
     gain = f" ({ra / rb - 1:+.0%})" if rb else ""
     click.echo(f"throughput: {rb:,.0f} {unit}/s before, {ra:,.0f} {unit}/s after{gain}")
