@@ -73,4 +73,4 @@ def test_mix_time_split_matches_its_own_measurement(live: None, sample_bin: Path
     assert {w["tid"] for w in lock["waiters"]} <= workers
     assert lock["holders"], "no holder attributed"
     assert {h["tid"] for h in lock["holders"]} <= workers
-    assert lock["holder_known_s"] > 0
+    assert lock["held_confirmed_s"] > 0
