@@ -20,7 +20,7 @@ import io
 import os
 import re
 import stat
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perfparse import parse_header, parse_time
@@ -77,6 +77,15 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
 
     _widen_pipe(f)
     st = PerfState(options, profile)
+    st.finish(_fold_into(st, f), name)
+
+
+class _Reader(Protocol):
+    def read(self, n: int, /) -> bytes: ...
+
+
+def _fold_into(st: PerfState, f: _Reader) -> int:
+    """Fold all of ``f`` into ``st`` (not finished); returns the next line number."""
     carry = b""
     line_no = 1
     crlf: bool | None = None
@@ -117,7 +126,176 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
             continue
         carry = recs.pop() + data  # after the last blank line: not complete yet
         line_no = _batch(st, recs, line_no)
-    st.finish(line_no, name)
+    return line_no
+
+
+#: Inputs smaller than this are folded in one process.
+PARALLEL_MIN = 32 << 20
+
+
+class _Range:
+    """The bytes ``[start, end)`` of a file, read as a file; counts the newlines read."""
+
+    def __init__(self, f: BinaryIO, start: int, end: int) -> None:
+        self.f, self.left, self.newlines = f, end - start, 0
+        f.seek(start)
+
+    def read(self, n: int) -> bytes:
+        data = self.f.read(min(n, self.left))
+        self.left -= len(data)
+        self.newlines += data.count(b"\n")
+        return data
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+
+def _cuts(f: BinaryIO, size: int, jobs: int) -> list[int]:
+    """Where to split the file into about ``jobs`` parts: just after a blank line that
+    ``bytes.split(b"\n\n")`` splits at (two newlines, neither a third one before them nor
+    one after), so that each part holds the records the whole file does."""
+    cuts = [0]
+    for j in range(1, jobs):
+        pos = size * j // jobs
+        f.seek(max(pos - 1, 0))
+        window = f.read(1 << 20)
+        base = max(pos - 1, 0)
+        at = window.find(b"\n\n", 1)
+        while at >= 0:
+            if window[at - 1:at] != b"\n" and window[at + 2:at + 3] not in (b"\n", b""):
+                break
+            at = window.find(b"\n\n", at + 1)
+        if at < 0 or base + at + 2 <= cuts[-1]:
+            continue
+        cuts.append(base + at + 2)
+    cuts.append(size)
+    return cuts
+
+
+def fold_parallel(path: str, options: FoldOptions, profile: Profile, jobs: int) -> None:
+    """``fold`` of a regular file, its parts folded by ``jobs`` processes at once.
+
+    Gives the stacks, counts, losses (with their first lines) and warnings that ``fold``
+    gives.  The part folded by a child process is used only when neither it nor the parts
+    before it hold scheduler records (their intervals cross parts); otherwise that part is
+    folded here, after the ones before it.  The window is noted from the parts' first and
+    last records, which for time-ordered input (as ``perf script`` writes it) is the same."""
+    import pickle
+
+    from wallflame.fold.perflines import PerfState
+
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    if jobs < 2 or size < PARALLEL_MIN or not hasattr(os, "fork"):
+        fold(path, options, profile)
+        return
+    with open_binary(path) as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            fold_stream(f, options, profile, path)
+            return
+        cuts = _cuts(f, size, jobs)
+        children: list[tuple[int, int]] = []  # (pid, read end of its pipe)
+        for j in range(1, len(cuts) - 1):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: fold its part, send back what it counted
+                os.close(r)
+                code = 0
+                try:
+                    with open(path, "rb") as g:
+                        child = PerfState(options, Profile())
+                        part = _Range(g, cuts[j], cuts[j + 1])
+                        _fold_into(child, part)
+                        payload = pickle.dumps(_counted(child, part.newlines), protocol=5)
+                    with os.fdopen(w, "wb") as out:
+                        out.write(payload)
+                except BaseException:  # the parent folds this part itself
+                    code = 1
+                os._exit(code)
+            os.close(w)
+            children.append((pid, r))
+        st = PerfState(options, profile)
+        part = _Range(f, cuts[0], cuts[1])
+        line_no = _fold_into(st, part)
+        offset = part.newlines
+        for j, (pid, r) in enumerate(children, start=1):
+            with os.fdopen(r, "rb") as inp:
+                payload = inp.read()
+            _, status = os.waitpid(pid, 0)
+            counted = pickle.loads(payload) if status == 0 and payload else None
+            if counted is None or counted["sched"] or _sched(st):
+                part = _Range(f, cuts[j], cuts[j + 1])
+                line_no = _fold_into(st, part)
+                part_lines = part.newlines
+            else:
+                _merge(st, counted, offset)
+                part_lines = counted["newlines"]
+                line_no = offset + part_lines + 1
+            offset += part_lines
+        st.finish(line_no, path)
+
+
+def _sched(st: PerfState) -> bool:
+    return bool(st.tracker.switch_outs or st.tracker.open
+                or any(r.startswith("PERF_RECORD_SWITCH") for r in st.records))
+
+
+def _counted(st: PerfState, newlines: int) -> dict[str, object]:
+    """What a child process counted, by names (its ids mean nothing to the parent)."""
+    from wallflame.fold.perflines import EVENT_SHIFT, LINE_BITS, LINE_MASK
+
+    fid_mask = (1 << (EVENT_SHIFT - LINE_BITS)) - 1
+    meta = st.profile.meta
+    return {
+        "sched": _sched(st),
+        "newlines": newlines,
+        "acc": [(head, st.event_list[v >> EVENT_SHIFT], st.stacks[(v >> LINE_BITS) & fid_mask],
+                 v & LINE_MASK, total) for (head, v), total in st.acc.items()],
+        "sem": [(*key[:4], st.stacks[key[4]], w, st.sem_n[key]) for key, w in st.sem_w.items()],
+        "seen": st.seen_order,
+        "no_period": st.no_period,
+        "skipped": st.skipped_by_name,
+        "records": st.records,
+        "recognised": st.recognised,
+        "times": (st.first_time, st.last_time),
+        "losses": [(k, v.count, v.first_line, v.detail) for k, v in meta.losses.items()],
+        "warnings": meta.warnings,
+    }
+
+
+def _merge(st: PerfState, c: dict[str, Any], offset: int) -> None:
+    """Add a later part's counts to ``st`` as if ``st`` had folded that part itself."""
+    from wallflame.fold.perflines import EVENT_SHIFT, LINE_BITS
+
+    for tid, comm in c["seen"]:
+        st.thread_seen(tid, comm)
+    meta = st.profile.meta
+    for kind, count, first, detail in c["losses"]:
+        meta.lose(kind, first + offset if first else 0, count, detail)
+    for w in c["warnings"]:
+        meta.warn(w)
+    events = {e: i for i, e in enumerate(st.event_list)}
+    for head, event, frames, lines, total in c["acc"]:
+        ev = events.get(event)
+        if ev is None:
+            ev = events[event] = len(st.event_list)
+            st.event_list.append(event)
+        st.acc[head, ev << EVENT_SHIFT | st.intern(frames) << LINE_BITS | lines] += total
+    for comm, pid, tid, event, frames, w, n in c["sem"]:
+        key = (comm, pid, tid, event, st.intern(frames))
+        st.sem_w[key] = st.sem_w.get(key, 0) + w
+        st.sem_n[key] = st.sem_n.get(key, 0) + n
+    st.no_period |= c["no_period"]
+    for name, n in c["skipped"].items():
+        st.skipped_by_name[name] = st.skipped_by_name.get(name, 0) + n
+    for name, n in c["records"].items():
+        st.records[name] = st.records.get(name, 0) + n
+    st.recognised += c["recognised"]
+    for t in c["times"]:
+        if t is not None:
+            st.note_time(t)
 
 
 def _widen_pipe(f: BinaryIO) -> None:

@@ -72,6 +72,7 @@ class PerfState:
         self.kinds: dict[str, str] = {}
         self.threads: dict[int, str] = {}
         self.seen_threads: set[tuple[int, str]] = set()
+        self.seen_order: list[tuple[int, str]] = []
         self.records: dict[str, int] = {}
         self.tracker = SchedTracker(profile, self.rules)
         self.recognised = 0
@@ -122,6 +123,7 @@ class PerfState:
     def thread_seen(self, tid: int, comm: str) -> None:
         if (tid, comm) not in self.seen_threads:
             self.seen_threads.add((tid, comm))
+            self.seen_order.append((tid, comm))
             self.threads[tid] = comm
 
     def who(self, head: bytes) -> tuple[str, int, int]:

@@ -593,3 +593,24 @@ def _tail_call(binary: Path, function: str) -> bool:
     return len(body) == 2 and body[1].split("\n", 1)[0].split("\t")[-1].startswith("jmp")
 
 
+
+
+@pytest.mark.parametrize("jobs", [2, 3, 7])
+@pytest.mark.parametrize("fixture", ["mix-fp.txt", "deep-fp.txt", "mix-lost.txt", "mix-sched.txt",
+                                     "mix-fp-crlf.txt", "mix-fp-truncated.txt",
+                                     "mix-two-events.txt", "mix-dwarf.txt"])
+def test_folding_in_parts_gives_the_same_profile(fixture: str, jobs: int, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file folded in parts by several processes gives what one process gives: stacks in
+    the same order, counts, losses with their first lines, warnings (parts after scheduler
+    records are folded in order by the parent)."""
+    data = (FIX / fixture).read_bytes()
+    path = tmp_path / "in.txt"
+    path.write_bytes(data * 3)
+    whole = Profile()
+    perf.fold(str(path), FoldOptions(), whole)
+    monkeypatch.setattr(perf, "PARALLEL_MIN", 0)
+    parts = Profile()
+    perf.fold_parallel(str(path), FoldOptions(), parts, jobs)
+    assert list(parts.stacks.items()) == list(whole.stacks.items())
+    assert parts.meta.to_json() == whole.meta.to_json()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -10,7 +11,7 @@ from wallflame.classify import load_rules
 from wallflame.fold import FoldOptions, fold_file, formats
 from wallflame.folded import ThreadRoot, write_folded
 from wallflame.output import open_output, print_losses, summary_table
-from wallflame.profile import merge_all
+from wallflame.profile import Profile, merge_all
 
 
 @click.command("fold")
@@ -50,7 +51,9 @@ def command(files: tuple[str, ...], fmt: str | None, output: str, event: str | N
     """
     options = FoldOptions(event=event, kernel=kernel, rules=load_rules(rules) if rules else None,
                           folded_unit=unit)
-    profile = merge_all(fold_file(f, options, fmt) for f in files)
+    # plain stacks of a big perf capture: folded in parts on every CPU (same result)
+    parallel = not annotate and not summary
+    profile = merge_all(_fold(f, options, fmt, parallel) for f in files)
     if state != "all":
         profile = profile.on_cpu() if state == "on" else profile.off_cpu()
     print_losses(profile.meta)
@@ -59,3 +62,23 @@ def command(files: tuple[str, ...], fmt: str | None, output: str, event: str | N
         return
     with open_output(output) as out:
         write_folded(profile, out, ThreadRoot(root or ThreadRoot.COMM.value), annotate)
+
+
+def _fold(path: str, options: FoldOptions, fmt: str | None, parallel: bool) -> Profile:
+    if not parallel or path == "-" or fmt not in (None, "perf"):
+        return fold_file(path, options, fmt)
+    from wallflame.fold import detect_format
+    from wallflame.fold.perf import PARALLEL_MIN, fold_parallel
+    from wallflame.textio import head
+
+    try:
+        big = os.path.getsize(path) >= PARALLEL_MIN
+    except OSError:
+        big = False
+    kind = fmt or (detect_format(head(path), path) if big else None)
+    if kind != "perf":
+        return fold_file(path, options, kind)
+    profile = Profile()
+    fold_parallel(path, options, profile, len(os.sched_getaffinity(0)))
+    profile.meta.sources.append({"path": path, "format": kind})
+    return profile
