@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
-"""Benchmark: fold ~300 MB of ``perf script`` text with wallflame and with the reference tools.
+"""Benchmark: fold ``perf script`` text with wallflame and with the reference tools.
 
-Records a capture of a sample program on this machine (``perf record -F 4000 -g``), turns it
-into text with ``perf script`` and repeats that text up to ``--size-mb``.  Then folds the file
-with ``wallflame fold``, ``inferno-collapse-perf --nthreads 1``, inferno on all cores and
-``stackcollapse-perf.pl`` (when on PATH), several runs each, and prints the median wall
-time, MB/s, CPU time, peak RSS and the ratios to wallflame.  Finally it checks that folding
-while ``perf script`` streams (``perf script | wallflame fold --format perf -``) is not slower
-than ``perf script`` alone, for frame-pointer and DWARF call chains.
+Three captures like a user's, recorded on this machine and turned into text with
+``perf script``:
 
-    python3 benchmarks/fold_perf.py                 # deep C++ stacks and mix, 300 MB each
-    python3 benchmarks/fold_perf.py --program mix --size-mb 100 --runs 5
+* ``varied``: a generated C++ service (``benchmarks/varied_program.py``: 200 functions, class
+  template specialisations with long demangled names, template recursion, libstdc++ leaves,
+  threads blocking on a mutex, a condition variable and a sleep), ``perf record -F 4000 -g``;
+* ``dwarf``: the same program recorded with ``--call-graph dwarf`` (``-F 1000``), whose text
+  has inlined frames and glibc callers;
+* ``mix``: ``samples/bin/mix``, shallow stacks that repeat (the worst case per byte).
+
+Each text is repeated up to ``--size-mb`` when the capture is smaller.  Every tool folds the
+same file: ``wallflame fold``, ``inferno-collapse-perf --nthreads 1``, inferno on all cores
+and ``stackcollapse-perf.pl`` (when on PATH), in turn, several runs each; it prints the
+median wall time, MB/s, CPU time and peak RSS, and for each capture the medians of the
+run-by-run ratios to inferno.  Finally (unless ``--no-stream``) it checks that folding while
+``perf script`` streams (``perf script | wallflame fold --format perf -``) is not slower than
+``perf script`` alone, for frame-pointer and DWARF call chains.
+
+    python3 benchmarks/fold_perf.py                 # varied, dwarf and mix, 150 MB each
+    python3 benchmarks/fold_perf.py --program varied --size-mb 100 --runs 5
 
 The machine may be shared: CPU time (user + sys of the process) is printed next to wall time
 because it is much less sensitive to other load.  Needs perf (root or perf_event_paranoid
@@ -26,17 +36,25 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "samples" / "bin"
-PROGRAMS = {
-    # name: (command, seconds recorded); the deep one has realistic stack depths (10-60
-    # frames), mix has shallow ones (4-6 frames: the worst case per byte for a folder).
-    "deep": ([str(BIN / "deep"), "--seconds", "6", "--threads", "2", "--depth", "40"], 6),
-    "mix": ([str(BIN / "mix"), "--duration", "8"], 8),
+#: Filled in by ``main`` (the varied program is built in the work directory).
+VARIED = Path("varied")
+PROGRAMS: dict[str, tuple[Callable[[], list[str]], str]] = {
+    # name: (command, call graph); varied has realistic C++ names and depths (15-70 frames),
+    # deep is C++ recursion (10-60 frames), mix has shallow ones (4-6 frames: the worst case
+    # per byte for a folder, because per-record costs dominate).
+    "varied": (lambda: [str(VARIED), "--seconds", "8", "--threads", "3"], "fp"),
+    "dwarf": (lambda: [str(VARIED), "--seconds", "8", "--threads", "3"], "dwarf"),
+    "mix": (lambda: [str(BIN / "mix"), "--duration", "8"], "fp"),
+    "deep": (lambda: [str(BIN / "deep"), "--seconds", "6", "--threads", "2", "--depth", "40"],
+             "fp"),
 }
+DEFAULT = ["varied", "dwarf", "mix"]
 
 
 @dataclass
@@ -70,12 +88,26 @@ def find_inferno() -> str:
     return found
 
 
+def build_varied(work: Path) -> Path:
+    """The varied-stack program, generated and compiled in ``work`` (reused when present)."""
+    exe = work / "varied"
+    if exe.exists():
+        return exe
+    src = work / "varied.cc"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "varied_program.py")],
+                   stdout=src.open("w"), check=True)
+    subprocess.run(["g++", "-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-pthread",
+                    "-std=c++17", "-o", str(exe), str(src)], check=True)
+    return exe
+
+
 def record(name: str, work: Path, call_graph: str = "fp") -> Path:
     """perf.data of one sample program (reused when present)."""
-    data = work / f"{name}-{call_graph}.data"
+    program = "varied" if name == "dwarf" else name
+    data = work / f"{program}-{call_graph}.data"
     if data.exists():
         return data
-    cmd, _ = PROGRAMS[name]
+    cmd = PROGRAMS[program][0]()
     graph = ["-g"] if call_graph == "fp" else ["--call-graph", "dwarf"]
     freq = "4000" if call_graph == "fp" else "1000"
     subprocess.run(["perf", "record", "-q", "-F", freq, *graph, "-e", "cpu-clock", "-o",
@@ -91,8 +123,8 @@ def big_text(name: str, work: Path, size_mb: int) -> Path:
         return out
     one = work / f"{name}-once.txt"
     with one.open("wb") as f:
-        subprocess.run(["perf", "script", "-i", str(record(name, work))], stdout=f,
-                       stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(["perf", "script", "-i", str(record(name, work, PROGRAMS[name][1]))],
+                       stdout=f, stderr=subprocess.DEVNULL, check=True)
     chunk = one.read_bytes()
     if not chunk.endswith(b"\n\n"):
         chunk = chunk.rstrip(b"\n") + b"\n\n"
@@ -104,16 +136,33 @@ def big_text(name: str, work: Path, size_mb: int) -> Path:
     return out
 
 
-def table(path: Path, runs: int, inferno: str) -> None:
+def describe(path: Path) -> str:
+    """Records, distinct stacks and distinct functions of one copy of a capture's text."""
+    one = path.with_name(path.name.split("-")[0] + "-once.txt")
+    if path.name.startswith("dwarf"):
+        one = path.with_name("dwarf-once.txt")
+    text = one.read_bytes() if one.exists() else path.read_bytes()[:50_000_000]
+    recs = [r for r in text.split(b"\n\n") if r.strip()]
+    stacks = set()
+    funcs = set()
+    for r in recs:
+        frames = []
+        for line in r.split(b"\n")[1:]:
+            sym = line.strip().partition(b" ")[2].rsplit(b"+0x", 1)[0]
+            frames.append(sym)
+            funcs.add(sym)
+        stacks.add(tuple(frames))
+    return (f"one capture: {len(text) / 1e6:.0f} MB, {len(recs)} records, {len(stacks)} "
+            f"distinct stacks, {len(funcs)} distinct functions")
+
+
+def table(path: Path, runs: int, inferno: str) -> dict[str, float]:
     size = path.stat().st_size / 1e6
-    library = ("import sys; from wallflame.fold import perf; from wallflame.fold.options import "
-               "FoldOptions; from wallflame.profile import Profile; "
-               "perf.fold(sys.argv[1], FoldOptions(), Profile())")
+    cores = os.cpu_count()
     tools = {
         "wallflame fold": [sys.executable, "-m", "wallflame", "fold", str(path)],
-        "wallflame library call": [sys.executable, "-c", library, str(path)],
         "inferno --nthreads 1": [inferno, "--nthreads", "1", str(path)],
-        f"inferno ({os.cpu_count()} threads)": [inferno, str(path)],
+        f"inferno ({cores} threads)": [inferno, str(path)],
     }
     perl = shutil.which("stackcollapse-perf.pl")
     if perl:
@@ -124,7 +173,9 @@ def table(path: Path, runs: int, inferno: str) -> None:
             results[t].append(run(cmd))
     ours = statistics.median(r.wall for r in results["wallflame fold"])
     ours_cpu = statistics.median(r.cpu for r in results["wallflame fold"])
-    print(f"\n{path.name}: {size:.0f} MB, {runs} runs each, medians")
+    about = subprocess.run([sys.executable, __file__, "--describe", str(path)],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    print(f"\n{path.name}: {size:.0f} MB, {runs} runs each, medians; {about}")
     print(f"{'tool':24} {'wall s':>8} {'MB/s':>7} {'cpu s':>7} {'cpu MB/s':>9} {'peak MB':>8}"
           f" {'wall ratio':>10} {'cpu ratio':>9}")
     for t, rs in results.items():
@@ -133,8 +184,22 @@ def table(path: Path, runs: int, inferno: str) -> None:
         rss = max(r.rss_mb for r in rs)
         print(f"{t:24} {wall:8.2f} {size / wall:7.0f} {cpu:7.2f} {size / cpu:9.0f} {rss:8.0f}"
               f" {wall / ours:10.2f} {cpu / ours_cpu:9.2f}")
-    print("(ratio = tool time / `wallflame fold` time: above 1 means wallflame is faster; the "
-          "library call is fold_stream without the CLI's start-up and output)")
+    ours_runs = results["wallflame fold"]
+    one = results["inferno --nthreads 1"]
+    every = results[f"inferno ({cores} threads)"]
+    def paired(mine: list[Run], theirs: list[Run], cpu: bool) -> float:
+        return statistics.median((t.cpu / m.cpu) if cpu else (t.wall / m.wall)
+                                 for m, t in zip(mine, theirs, strict=True))
+
+    ratios = {"single_cpu": paired(ours_runs, one, True),
+              "single_wall": paired(ours_runs, one, False),
+              "all_wall": paired(ours_runs, every, False)}
+    print("(ratio = tool time / `wallflame fold` time: above 1 means wallflame is faster)")
+    print(f"RATIO {path.name}: inferno --nthreads 1 / wallflame, CPU time "
+          f"{ratios['single_cpu']:.2f}, wall {ratios['single_wall']:.2f}; inferno on "
+          f"{cores} cores / wallflame, wall {ratios['all_wall']:.2f} (medians of run-by-run "
+          "ratios; >= 1.0: wallflame at least as fast)")
+    return ratios
 
 
 def streaming(name: str, work: Path, call_graph: str, runs: int, stream_mb: int) -> None:
@@ -168,8 +233,9 @@ def streaming(name: str, work: Path, call_graph: str, runs: int, stream_mb: int)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--program", choices=[*PROGRAMS, "all"], default="all")
-    ap.add_argument("--size-mb", type=int, default=300)
+    ap.add_argument("--program", choices=[*PROGRAMS, "all"], default="all",
+                    help=f"all: {', '.join(DEFAULT)}")
+    ap.add_argument("--size-mb", type=int, default=150)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/wallflame-bench"),
                     help="where captures and texts are kept (reused by later runs)")
@@ -177,18 +243,33 @@ def main() -> None:
                     help="text streamed through the pipe in the streaming check")
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming check")
     ap.add_argument("--stream-only", action="store_true", help="only the streaming check")
+    ap.add_argument("--describe", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.describe:  # (in its own process, so that the tools' peak RSS is theirs)
+        print(describe(args.describe))
+        return
+    global VARIED
     os.chdir(ROOT)
+    names = DEFAULT if args.program == "all" else [args.program]
     subprocess.run(["make", "-s", "-C", "samples", "bin/mix"], check=True)
-    subprocess.run(["make", "-s", "-C", "samples/fixtures"], check=True)
+    if "deep" in names:
+        subprocess.run(["make", "-s", "-C", "samples/fixtures"], check=True)
     args.work.mkdir(parents=True, exist_ok=True)
+    VARIED = build_varied(args.work)
     inferno = find_inferno()
-    names = list(PROGRAMS) if args.program == "all" else [args.program]
+    summary = {}
     for name in [] if args.stream_only else names:
-        table(big_text(name, args.work, args.size_mb), args.runs, inferno)
+        summary[name] = table(big_text(name, args.work, args.size_mb), args.runs, inferno)
+    if summary:
+        print()
+        for name, r in summary.items():
+            print(f"{name:7} single thread (CPU): {r['single_cpu']:.2f}x inferno --nthreads 1"
+                  f"  | all cores (wall): {r['all_wall']:.2f}x inferno on all cores")
     if not args.no_stream:
         print()
         for name in names:
+            if name == "dwarf":
+                continue
             for graph in ("fp", "dwarf"):
                 streaming(name, args.work, graph, args.runs, args.stream_mb)
 
