@@ -33,6 +33,7 @@ from wallflame.report.gate import (
     PER_WORK,
     SHARE,
     Run,
+    add_run_noise,
     between_excess,
     cpu_per_work,
     frame_estimates,
@@ -84,6 +85,10 @@ class Thresholds:
                         the check is inconclusive (default 0.10).
     power:              the probability with which the "could have seen" figures are seen
                         (default 0.8).
+    run_cv:             how much CPU per unit of work and wait classes move between runs of
+                        the unchanged program, relative, when no side is a series (one run
+                        cannot show it; a series measures it instead).  Default 0.04: runs of
+                        samples/handlers on a shared 2-core machine spread by 3.8-4.6%.
     wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
                         and I/O; ``condvar``, ``poll`` and ``sleep`` grow whenever a program
                         is less busy); when ``mutex`` or ``rwlock`` fails, the lock that grew
@@ -109,6 +114,7 @@ class Thresholds:
     min_frame_share: float = 0.005
     sensitivity: float = 0.10
     power: float = 0.8
+    run_cv: float = 0.04
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
     ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
     rate_tolerance: float = 0.10
@@ -338,13 +344,14 @@ def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
 
 def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, work: bool,
            lock_names: list[str], t: Thresholds
-           ) -> tuple[list[dict[str, Estimate]], float, float]:
+           ) -> tuple[list[dict[str, Estimate]], float, float, dict[str, tuple[float, float]]]:
     per_side = [_estimates(runs, names, measure, work, lock_names, t)
                 for runs in (before, after)]
     excess, dof = between_excess(per_side)
+    cv, per_side = add_run_noise(per_side, t.run_cv)
     sides = [side_estimates(runs, per_run, excess)
              for runs, per_run in zip((before, after), per_side, strict=True)]
-    return sides, excess, dof
+    return sides, excess, dof, cv
 
 
 def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
@@ -358,7 +365,7 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
     lock_names = sorted({n for r in (*before, *after) for n in r.locks
                          if r.lock_class.get(n) in t.wait_classes})
     measure = SHARE
-    sides, excess, dof = _sides(before, after, names, measure, work, lock_names, t)
+    sides, excess, dof, cv = _sides(before, after, names, measure, work, lock_names, t)
     judged_as = "share of on-CPU time"
     if "cpu_per_work" in sides[0] and "cpu_per_work" in sides[1]:
         fell = compare(sides[1]["cpu_per_work"], sides[0]["cpu_per_work"], t.alpha)
@@ -366,7 +373,7 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
             # The same work with significantly less CPU: every other frame's share grows
             # although none got slower, so frames are judged per unit of work instead.
             measure = PER_WORK
-            sides, excess, dof = _sides(before, after, names, measure, work, lock_names, t)
+            sides, excess, dof, cv = _sides(before, after, names, measure, work, lock_names, t)
             judged_as = ("on-CPU time per unit of work (CPU per unit of work fell "
                          f"significantly, p={fell.p:.2g}: shares grow when anything else "
                          "shrinks)")
@@ -404,10 +411,15 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
                f"{excess:.2f}x as much as their slices predict" if dof else
                "one run per side: between-run noise not measured (taken to be what the "
                "slices of each run show)")
+    measured = [f"{k.split(':')[-1].replace('_', ' ')} {100 * c:.1f}% ({d:g} df)"
+                for k, (c, d) in sorted(cv.items()) if d and not k.startswith("lock:")]
+    run_noise = ("run-to-run spread measured in the series: " + ", ".join(measured)
+                 if measured else f"run-to-run spread of CPU per unit of work and waits not "
+                 f"measurable with one run per side: taken as {100 * t.run_cv:g}% (run_cv)")
     method = (f"Welch's t-test, one-sided (an increase), on {len(tested)} quantities; Holm's "
               f"correction holds the chance of a false alarm at {t.alpha:g} for the whole "
               f"check; noise from the spread over each run's slices, never below sampling "
-              f"error; {between}; frames judged as {judged_as}")
+              f"error; {between}; {run_noise}; frames judged as {judged_as}")
     return judged, method
 
 

@@ -271,10 +271,49 @@ def side_estimates(runs: Sequence[Run], per_run: Sequence[dict[str, Estimate]],
     out = {}
     for name in names:
         ests = [d.get(name) or Estimate(0.0, _zero_var(d, name), math.inf) for d in per_run]
-        # frames: between-run noise pooled over all frames; the rest: their own spread too
-        out[name] = combine_runs(ests, excess, own_spread=not name.startswith("frame:"))
+        # frames: between-run noise pooled over all frames; the rest carry their own
+        # run-to-run noise already (``add_run_noise``)
+        out[name] = combine_runs(ests, excess if name.startswith("frame:") else 1.0,
+                                 own_spread=False)
     del runs
     return out
+
+
+def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]], prior_cv: float
+                  ) -> tuple[dict[str, tuple[float, float]], list[list[dict[str, Estimate]]]]:
+    """Add to each run's CPU per unit of work and wait classes how much they move between
+    runs of the same program (CPU frequency, caches, neighbours, contention: the slices of
+    one run do not see it).  Measured as a relative variance from the sides' series when a
+    side has two or more runs (pooled over both sides), else ``prior_cv``.  Returns, per
+    quantity, the coefficient of variation used and its degrees of freedom (0: the prior),
+    and the widened estimates."""
+    names = {k for side in per_side for d in side for k in d if not k.startswith("frame:")}
+    used: dict[str, tuple[float, float]] = {}
+    out = [[dict(d) for d in side] for side in per_side]
+    for name in sorted(names):
+        ss = 0.0
+        dof = 0
+        for side in per_side:
+            vals = [d[name].value for d in side if name in d]
+            if len(vals) < 2:
+                continue
+            mean = sum(vals) / len(vals)
+            if mean > 0:
+                ss += sum((v / mean - 1) ** 2 for v in vals)
+                dof += len(vals) - 1
+        cv2, df = (ss / dof, float(dof)) if dof else (prior_cv ** 2, math.inf)
+        used[name] = (math.sqrt(cv2), float(dof))
+        for side in out:
+            for d in side:
+                e = d.get(name)
+                if e is not None:
+                    extra = cv2 * e.value ** 2
+                    var = e.var + extra
+                    # Welch-Satterthwaite for the sum of the two parts
+                    parts = (e.var ** 2 / e.df if math.isfinite(e.df) and e.df > 0 else 0.0) \
+                        + (extra ** 2 / df if math.isfinite(df) and df > 0 else 0.0)
+                    d[name] = Estimate(e.value, var, var ** 2 / parts if parts > 0 else math.inf)
+    return used, out
 
 
 def _zero_var(d: dict[str, Estimate], name: str) -> float:
@@ -296,6 +335,20 @@ def between_excess(series: Sequence[Sequence[dict[str, Estimate]]]) -> tuple[flo
     return pooled_excess(per_quantity)
 
 
-__all__ = ["CPU_PER_WORK", "PER_WORK", "RATE", "SHARE", "WORK_FILE", "Run",
-           "between_excess", "cpu_per_work", "frame_estimates", "frame_measure", "make_run",
-           "read_work_file", "side_estimates", "wait_estimates"]
+__all__ = [
+    "CPU_PER_WORK",
+    "PER_WORK",
+    "RATE",
+    "SHARE",
+    "WORK_FILE",
+    "Run",
+    "add_run_noise",
+    "between_excess",
+    "cpu_per_work",
+    "frame_estimates",
+    "frame_measure",
+    "make_run",
+    "read_work_file",
+    "side_estimates",
+    "wait_estimates",
+]
