@@ -12,7 +12,8 @@ Three captures like a user's, recorded on this machine and turned into text with
 * ``mix``: ``samples/bin/mix``, shallow stacks that repeat (the worst case per byte).
 
 Each text is repeated up to ``--size-mb`` when the capture is smaller.  Every tool folds the
-same file: ``wallflame fold``, ``inferno-collapse-perf --nthreads 1``, inferno on all cores
+same file: ``wallflame fold --jobs 1`` and ``inferno-collapse-perf --nthreads 1`` (one thread
+each), ``wallflame fold`` (one process per CPU) and inferno on all cores
 and ``stackcollapse-perf.pl`` (when on PATH), in turn, several runs each; it prints the
 median wall time, MB/s, CPU time and peak RSS, and for each capture the medians of the
 run-by-run ratios to inferno.  Finally (unless ``--no-stream``) it checks that folding while
@@ -160,8 +161,11 @@ def table(path: Path, runs: int, inferno: str) -> dict[str, float]:
     size = path.stat().st_size / 1e6
     cores = os.cpu_count()
     tools = {
-        "wallflame fold": [sys.executable, "-m", "wallflame", "fold", str(path)],
+        "wallflame fold --jobs 1": [sys.executable, "-m", "wallflame", "fold", "--jobs", "1",
+                                    str(path)],
         "inferno --nthreads 1": [inferno, "--nthreads", "1", str(path)],
+        f"wallflame fold ({cores} jobs)": [sys.executable, "-m", "wallflame", "fold",
+                                           str(path)],
         f"inferno ({cores} threads)": [inferno, str(path)],
     }
     perl = shutil.which("stackcollapse-perf.pl")
@@ -171,8 +175,8 @@ def table(path: Path, runs: int, inferno: str) -> dict[str, float]:
     for _ in range(runs):  # interleaved, so that load from others hits every tool alike
         for t, cmd in tools.items():
             results[t].append(run(cmd))
-    ours = statistics.median(r.wall for r in results["wallflame fold"])
-    ours_cpu = statistics.median(r.cpu for r in results["wallflame fold"])
+    ours = statistics.median(r.wall for r in results["wallflame fold --jobs 1"])
+    ours_cpu = statistics.median(r.cpu for r in results["wallflame fold --jobs 1"])
     about = subprocess.run([sys.executable, __file__, "--describe", str(path)],
                            capture_output=True, text=True, check=True).stdout.strip()
     print(f"\n{path.name}: {size:.0f} MB, {runs} runs each, medians; {about}")
@@ -184,7 +188,8 @@ def table(path: Path, runs: int, inferno: str) -> dict[str, float]:
         rss = max(r.rss_mb for r in rs)
         print(f"{t:24} {wall:8.2f} {size / wall:7.0f} {cpu:7.2f} {size / cpu:9.0f} {rss:8.0f}"
               f" {wall / ours:10.2f} {cpu / ours_cpu:9.2f}")
-    ours_runs = results["wallflame fold"]
+    ours_runs = results["wallflame fold --jobs 1"]
+    ours_every = results[f"wallflame fold ({cores} jobs)"]
     one = results["inferno --nthreads 1"]
     every = results[f"inferno ({cores} threads)"]
     def paired(mine: list[Run], theirs: list[Run], cpu: bool) -> float:
@@ -193,12 +198,13 @@ def table(path: Path, runs: int, inferno: str) -> dict[str, float]:
 
     ratios = {"single_cpu": paired(ours_runs, one, True),
               "single_wall": paired(ours_runs, one, False),
-              "all_wall": paired(ours_runs, every, False)}
-    print("(ratio = tool time / `wallflame fold` time: above 1 means wallflame is faster)")
-    print(f"RATIO {path.name}: inferno --nthreads 1 / wallflame, CPU time "
+              "all_wall": paired(ours_every, every, False)}
+    print("(ratio = tool time / `wallflame fold --jobs 1` time: above 1 means wallflame is "
+          "faster)")
+    print(f"RATIO {path.name}: inferno --nthreads 1 / wallflame --jobs 1, CPU time "
           f"{ratios['single_cpu']:.2f}, wall {ratios['single_wall']:.2f}; inferno on "
-          f"{cores} cores / wallflame, wall {ratios['all_wall']:.2f} (medians of run-by-run "
-          "ratios; >= 1.0: wallflame at least as fast)")
+          f"{cores} cores / wallflame on {cores} cores, wall {ratios['all_wall']:.2f} (medians "
+          "of run-by-run ratios; >= 1.0: wallflame at least as fast)")
     return ratios
 
 
@@ -263,8 +269,8 @@ def main() -> None:
     if summary:
         print()
         for name, r in summary.items():
-            print(f"{name:7} single thread (CPU): {r['single_cpu']:.2f}x inferno --nthreads 1"
-                  f"  | all cores (wall): {r['all_wall']:.2f}x inferno on all cores")
+            print(f"{name:7} one thread (CPU time): {r['single_cpu']:.2f}x inferno --nthreads 1"
+                  f" | all cores (wall time): {r['all_wall']:.2f}x inferno on all cores")
     if not args.no_stream:
         print()
         for name in names:

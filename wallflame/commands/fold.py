@@ -40,9 +40,11 @@ from wallflame.profile import Profile, merge_all
               help="Extra wait-classification rules (rules.tsv format), tried first.")
 @click.option("--summary", is_flag=True,
               help="Print per-thread and per-class totals instead of stacks.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes folding a big perf capture in parts (default: one per CPU).")
 def command(files: tuple[str, ...], fmt: str | None, output: str, event: str | None,
             root: str | None, kernel: bool, annotate: bool, state: str, unit: str,
-            rules: str | None, summary: bool) -> None:
+            rules: str | None, summary: bool, jobs: int | None) -> None:
     """Fold captures (perf script, gdb/eu-stack dumps, pt-pmp logs, folded) into stacks.
 
     Output is sorted and deterministic. Several files are merged. Plain output for perf
@@ -52,8 +54,11 @@ def command(files: tuple[str, ...], fmt: str | None, output: str, event: str | N
     options = FoldOptions(event=event, kernel=kernel, rules=load_rules(rules) if rules else None,
                           folded_unit=unit)
     # plain stacks of a big perf capture: folded in parts on every CPU (same result)
-    parallel = not annotate and not summary
-    profile = merge_all(_fold(f, options, fmt, parallel) for f in files)
+    if annotate or summary:
+        jobs = 1
+    elif jobs is None:
+        jobs = len(os.sched_getaffinity(0))
+    profile = merge_all(_fold(f, options, fmt, jobs) for f in files)
     if state != "all":
         profile = profile.on_cpu() if state == "on" else profile.off_cpu()
     print_losses(profile.meta)
@@ -64,8 +69,8 @@ def command(files: tuple[str, ...], fmt: str | None, output: str, event: str | N
         write_folded(profile, out, ThreadRoot(root or ThreadRoot.COMM.value), annotate)
 
 
-def _fold(path: str, options: FoldOptions, fmt: str | None, parallel: bool) -> Profile:
-    if not parallel or path == "-" or fmt not in (None, "perf"):
+def _fold(path: str, options: FoldOptions, fmt: str | None, jobs: int) -> Profile:
+    if jobs < 2 or path == "-" or fmt not in (None, "perf"):
         return fold_file(path, options, fmt)
     from wallflame.fold import detect_format
     from wallflame.fold.perf import PARALLEL_MIN, fold_parallel
@@ -79,6 +84,6 @@ def _fold(path: str, options: FoldOptions, fmt: str | None, parallel: bool) -> P
     if kind != "perf":
         return fold_file(path, options, kind)
     profile = Profile()
-    fold_parallel(path, options, profile, len(os.sched_getaffinity(0)))
+    fold_parallel(path, options, profile, jobs)
     profile.meta.sources.append({"path": path, "format": kind})
     return profile
