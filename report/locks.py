@@ -18,6 +18,16 @@ from wallflame.profile import OFF, Profile
 
 #: How many holder stacks, functions and release sites a lock entry lists.
 TOP = 5
+#: Why an observation's holder was not caught, as the report says it.
+REASONS = {
+    "free": "lock free at that instant (being handed over)",
+    "moved": "lock passed to another thread before the owner stopped",
+    "released": "lock released before the owner stopped",
+    "releasing": "owner caught inside the unlock",
+    "owner waits on the same lock": "owner waiting on the lock itself",
+    "no owner recorded": "owner field not yet written",
+    "not probed": "owner not stopped (probe limit per round)",
+}
 LOCK_CLASSES = ("mutex", "rwlock")
 
 
@@ -83,6 +93,15 @@ def lock_entries(profile: Profile, seconds: Any, call_site: Any) -> tuple[
         counts = {(int(t), str(s)): int(c) for t, _, s, c in ev.get("holders") or []}
         hs = sorted(held.get(lock, []), key=lambda x: (-x[0], x[1]))
         confirmed_w = sum(w for w, _ in hs)
+        # One row per holder stack, with the threads caught running it.
+        by_stack: dict[str, dict[str, Any]] = {}
+        for w, h in hs:
+            key = ";".join(escape(f) for f in h.frames)
+            row = by_stack.setdefault(key, {"stack": key, "w": 0, "count": 0, "threads": []})
+            row["w"] += w
+            row["count"] += counts.get((h.tid, key), 0)
+            row["threads"].append({"tid": h.tid, "name": h.thread})
+        stack_rows = sorted(by_stack.values(), key=lambda r: (-r["w"], r["stack"]))
         confirmed_n = int(ev.get("confirmed") or 0)
         lock_sites = set(sites[lock])
         under: defaultdict[str, int] = defaultdict(int)
@@ -101,18 +120,17 @@ def lock_entries(profile: Profile, seconds: Any, call_site: Any) -> tuple[
             "waiters": [{"tid": tid, "name": name, "s": seconds(w, unit)} for (tid, name), w in
                         sorted(waiters[lock].items(), key=lambda kv: (-kv[1], kv[0]))],
             "observations": n,
-            "holders": [{"tid": h.tid, "name": h.thread,
-                         "stack": ";".join(escape(f) for f in h.frames),
-                         "s": seconds(w, unit),
-                         **_share(counts.get((h.tid, ";".join(escape(f) for f in h.frames)),
-                                             0), n, min_obs)}
-                        for w, h in hs[:TOP]],
-            "holders_more": max(0, len(hs) - TOP),
+            "holders": [{"tid": r["threads"][0]["tid"], "name": r["threads"][0]["name"],
+                         "threads": r["threads"], "stack": r["stack"],
+                         "s": seconds(r["w"], unit), **_share(r["count"], n, min_obs)}
+                        for r in stack_rows[:TOP]],
+            "holders_more": max(0, len(stack_rows) - TOP),
             "held_confirmed_s": seconds(confirmed_w, unit),
             "held_confirmed": _share(confirmed_n, n, min_obs),
             "holder_not_caught": {"count": max(0, n - confirmed_n),
                                   "s": seconds(max(0, total - confirmed_w), unit),
-                                  "reasons": dict(ev.get("not_caught") or {})},
+                                  "reasons": {REASONS.get(k, k): v for k, v in
+                                              sorted((ev.get("not_caught") or {}).items())}},
             "held_functions": [{"frame": f, "s": seconds(w, unit)} for f, w in
                                sorted(under.items(), key=lambda kv: (-kv[1], kv[0]))][:8],
             "released_from": _releases(releases.get(lock) if isinstance(releases, dict)

@@ -87,7 +87,8 @@ def test_summary_counts_and_minimum(tmp_path: Path) -> None:
     # 3 observations are fewer than the minimum: a count, no percentage
     assert h["count"] == 3 and h["of"] == 4 and "share" not in h
     assert lock["held_confirmed"] == {"count": 3, "of": 4}
-    assert lock["holder_not_caught"]["reasons"] == {"moved": 1}
+    assert lock["holder_not_caught"]["reasons"] == {
+        "lock passed to another thread before the owner stopped": 1}
     sites = {u["call_site"] for u in s["unidentified_lock_waits"]}
     assert sites == {"worker_loop", "wait_for_tick", "__pthread_mutex_cond_lock"}
     # enough observations: a percentage with its interval
