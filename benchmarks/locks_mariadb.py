@@ -76,13 +76,15 @@ def check_run(run: Path) -> dict[str, Any]:
                 lk["waiters"])):
             problems.append(f"{name}: wait total is not its waiters' sum")
         ev = evidence.get(name) or {}
-        confirmed = {(int(t), s): int(n) for t, _, s, n in ev.get("holders") or []}
+        confirmed: dict[str, int] = {}
+        for _, _, stack, n in ev.get("holders") or []:
+            confirmed[stack] = confirmed.get(stack, 0) + int(n)
         for h in lk["holders"]:
-            n = confirmed.get((h["tid"], h["stack"]))
+            n = confirmed.get(h["stack"])
             if n is None:
                 problems.append(f"{name}: holder {h['tid']} with an unconfirmed stack")
             elif n != h["count"]:
-                problems.append(f"{name}: holder {h['tid']} count {h['count']} != {n}")
+                problems.append(f"{name}: holder stack count {h['count']} != {n}")
         rows.append({"lock": name, "wait_s": lk["wait_s"], "waiters": len(lk["waiters"]),
                      "observations": lk["observations"], "held_confirmed": lk["held_confirmed"],
                      "held_confirmed_s": lk["held_confirmed_s"],
