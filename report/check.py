@@ -58,6 +58,10 @@ PREEMPTION_FRAMES = (r"^asm_sysvec_", r"^sysvec_", r"^__sysvec_", r"^asm_common_
                      r"softirq", r"^exit_to_user_mode", r"^preempt_schedule",
                      r"^_?_?schedule$", r"^finish_task_switch")
 
+#: Wait classes are compared as ``log(s/s + WAIT_EPS)``: a class that is empty on one side
+#: still has a logarithm, and changes far below the minimum effect stay small.
+WAIT_EPS = 0.01
+
 PASS = "pass"
 FAIL = "regression"
 INCONCLUSIVE = "inconclusive"
@@ -85,10 +89,12 @@ class Thresholds:
                         the check is inconclusive (default 0.10).
     power:              the probability with which the "could have seen" figures are seen
                         (default 0.8).
-    run_cv:             how much CPU per unit of work and wait classes move between runs of
-                        the unchanged program, relative, when no side is a series (one run
-                        cannot show it; a series measures it instead).  Default 0.04: runs of
+    run_cv:             how much CPU per unit of work moves between runs of the unchanged
+                        program, relative, when no side is a series (one run cannot show it;
+                        a series measures it instead).  Default 0.04: runs of
                         samples/handlers on a shared 2-core machine spread by 3.8-4.6%.
+    wait_run_cv:        the same for wait classes (default 0.3: identical 4 s runs of
+                        samples/bin/mix waited 0.17 to 0.39 s per s on its mutex).
     wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
                         and I/O; ``condvar``, ``poll`` and ``sleep`` grow whenever a program
                         is less busy); when ``mutex`` or ``rwlock`` fails, the lock that grew
@@ -115,6 +121,7 @@ class Thresholds:
     sensitivity: float = 0.10
     power: float = 0.8
     run_cv: float = 0.04
+    wait_run_cv: float = 0.3
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
     ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
     rate_tolerance: float = 0.10
@@ -197,22 +204,48 @@ class Judged:
     regression: bool = False
     group: str = ""  # a lock's wait class
     tested: bool = False  # part of Holm's family (see ``_judge_quantities``)
+    #: compared as ``log(x + log_eps)`` (multiplicative run-to-run noise), or linearly (None)
+    log_eps: float | None = None
 
     @property
     def name(self) -> str:
         return self.key.split(":", 1)[1] if ":" in self.key else self.key.replace("_", " ")
 
+    def _lin(self, x: float) -> float:
+        if self.log_eps is None:
+            return x
+        v = math.exp(x) - self.log_eps
+        return 0.0 if abs(v) < 1e-9 * max(1.0, self.log_eps) else v
+
+    def _change(self, x: float) -> float:
+        """A change on the test's scale as a change of the quantity."""
+        if self.log_eps is None:
+            return x
+        return (self.a + self.log_eps) * (math.exp(x) - 1) if math.isfinite(x) else x
+
     @property
     def a(self) -> float:
-        return self.cmp.a.value
+        return self._lin(self.cmp.a.value)
 
     @property
     def b(self) -> float:
-        return self.cmp.b.value
+        return self._lin(self.cmp.b.value)
 
     @property
     def delta(self) -> float:
-        return self.cmp.delta
+        return self.b - self.a
+
+    @property
+    def low(self) -> float:
+        return self._change(self.cmp.low)
+
+    @property
+    def high(self) -> float:
+        return self._change(self.cmp.high)
+
+    @property
+    def detectable(self) -> float:
+        return self._change(self.cmp.detectable)
 
     def fmt(self, x: float, signed: bool = False) -> str:
         """A value (or, ``signed``, a change) in the quantity's own unit."""
@@ -231,8 +264,8 @@ class Judged:
         return "new" if self.b else "none on either side"
 
     def interval(self) -> str:
-        return (f"{self.fmt(self.delta, True)} (95% CI {self.fmt(self.cmp.low, True)} to "
-                f"{self.fmt(self.cmp.high, True)}; {self.relative(self.delta)})")
+        return (f"{self.fmt(self.delta, True)} (95% CI {self.fmt(self.low, True)} to "
+                f"{self.fmt(self.high, True)}; {self.relative(self.delta)})")
 
     def to_json(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
@@ -240,12 +273,14 @@ class Judged:
 
         c = self.cmp
         return {"name": self.name, "quantity": self.key, "kind": self.kind, "unit": self.unit,
-                "before": num(c.a.value), "after": num(c.b.value), "delta": num(c.delta),
-                "se": num(c.se), "df": num(c.df), "p": c.p, "ci95": [num(c.low), num(c.high)],
-                "detectable": num(c.detectable), "regression": self.regression,
-                "delta_text": self.fmt(c.delta, True), "low_text": self.fmt(c.low, True),
-                "high_text": self.fmt(c.high, True),
-                "detectable_text": self.fmt(c.detectable, True)}
+                "before": num(self.a), "after": num(self.b), "delta": num(self.delta),
+                "scale": "log" if self.log_eps is not None else "linear",
+                "se": num(c.se), "df": num(c.df), "p": c.p,
+                "ci95": [num(self.low), num(self.high)],
+                "detectable": num(self.detectable), "regression": self.regression,
+                "delta_text": self.fmt(self.delta, True), "low_text": self.fmt(self.low, True),
+                "high_text": self.fmt(self.high, True),
+                "detectable_text": self.fmt(self.detectable, True)}
 
 
 @dataclass
@@ -348,7 +383,9 @@ def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, 
     per_side = [_estimates(runs, names, measure, work, lock_names, t)
                 for runs in (before, after)]
     excess, dof = between_excess(per_side)
-    cv, per_side = add_run_noise(per_side, t.run_cv)
+    cv, per_side = add_run_noise(
+        per_side, lambda k: t.run_cv if k == "cpu_per_work" else t.wait_run_cv,
+        lambda k: 0.0 if k == "cpu_per_work" else WAIT_EPS)
     sides = [side_estimates(runs, per_run, excess)
              for runs, per_run in zip((before, after), per_side, strict=True)]
     return sides, excess, dof, cv
@@ -391,8 +428,10 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
             floor = max(floor, t.min_effect_s_per_s)
         group = next((r.lock_class[key[5:]] for r in (*before, *after)
                       if key.startswith("lock:") and key[5:] in r.lock_class), "")
+        log_eps = None if kind in (SHARE, PER_WORK) else (
+            0.0 if kind == "cpu_per_work" else WAIT_EPS)
         judged.append(Judged(key, kind, unit, compare(a, b, t.alpha, 0.95, t.power), floor,
-                             group=group))
+                             group=group, log_eps=log_eps))
     # Tested: every quantity but the locks (shown, not judged: which lock a wait belongs to
     # is sampled by the owner records, so a lock can go unnamed in one run and look "new" in
     # the next; the wait class holds every lock's exact wait), quantities that are zero on
@@ -414,8 +453,9 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
     measured = [f"{k.split(':')[-1].replace('_', ' ')} {100 * c:.1f}% ({d:g} df)"
                 for k, (c, d) in sorted(cv.items()) if d and not k.startswith("lock:")]
     run_noise = ("run-to-run spread measured in the series: " + ", ".join(measured)
-                 if measured else f"run-to-run spread of CPU per unit of work and waits not "
-                 f"measurable with one run per side: taken as {100 * t.run_cv:g}% (run_cv)")
+                 if measured else "run-to-run spread not measurable with one run per side: "
+                 f"taken as {100 * t.run_cv:g}% for CPU per unit of work (run_cv) and "
+                 f"{100 * t.wait_run_cv:g}% for waits (wait_run_cv)")
     method = (f"Welch's t-test, one-sided (an increase), on {len(tested)} quantities; Holm's "
               f"correction holds the chance of a false alarm at {t.alpha:g} for the whole "
               f"check; noise from the spread over each run's slices, never below sampling "
@@ -467,11 +507,11 @@ def sensitivity(judged: list[Judged], t: Thresholds) -> Result:
     heaviest frames under half of the on-CPU time (the frames above are the program's trunk:
     their share saturates, and a change in them shows in the frames they call)."""
     cpw = next((j for j in judged if j.key == "cpu_per_work"), None)
-    if cpw is not None and cpw.cmp.detectable <= t.sensitivity * cpw.a:
+    if cpw is not None and cpw.detectable <= t.sensitivity * cpw.a:
         return Result("sensitivity", PASS,
                       f"could have seen {100 * t.sensitivity:g}% more CPU per unit of work: "
-                      f"changes from {cpw.fmt(cpw.cmp.detectable, True)} "
-                      f"({cpw.relative(cpw.cmp.detectable)}) are seen")
+                      f"changes from {cpw.fmt(cpw.detectable, True)} "
+                      f"({cpw.relative(cpw.detectable)}) are seen")
     frames = sorted((j for j in judged if j.key.startswith("frame:")
                      and not (j.kind == SHARE and j.a > 0.5)), key=lambda j: (-j.a, j.name))
     if not frames:
@@ -479,19 +519,19 @@ def sensitivity(judged: list[Judged], t: Thresholds) -> Result:
                       "one side")
     total = cpw.a if cpw is not None else 1.0
     gaps = [(j, _needed(j, t.sensitivity, total)) for j in frames[:3]]
-    blind = [(j, need) for j, need in gaps if not j.cmp.detectable <= need]
+    blind = [(j, need) for j, need in gaps if not j.detectable <= need]
     if blind:
-        j, need = max(blind, key=lambda x: x[0].cmp.detectable / x[1])
+        j, need = max(blind, key=lambda x: x[0].detectable / x[1])
         what = f"{j.name}'s share" if j.kind == SHARE else f"{j.name}'s CPU per unit of work"
         return Result("sensitivity", INCONCLUSIVE,
-                      f"with these runs a change under {j.fmt(j.cmp.detectable, True)} of "
+                      f"with these runs a change under {j.fmt(j.detectable, True)} of "
                       f"{what} would go unseen: {100 * t.sensitivity:g}% more CPU in it is "
                       f"{j.fmt(need, True)}; collect longer or add runs")
-    j, need = max(gaps, key=lambda x: x[0].cmp.detectable / x[1])
+    j, need = max(gaps, key=lambda x: x[0].detectable / x[1])
     return Result("sensitivity", PASS,
                   f"could have seen {100 * t.sensitivity:g}% more CPU in any top frame: "
                   f"the least sensitive, {j.name}, shows changes from "
-                  f"{j.fmt(j.cmp.detectable, True)} ({100 * t.sensitivity:g}% more CPU in it: "
+                  f"{j.fmt(j.detectable, True)} ({100 * t.sensitivity:g}% more CPU in it: "
                   f"{j.fmt(need, True)})")
 
 

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,40 +279,51 @@ def side_estimates(runs: Sequence[Run], per_run: Sequence[dict[str, Estimate]],
     return out
 
 
-def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]], prior_cv: float
+def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
+                  prior_cv: Callable[[str], float], eps: Callable[[str], float]
                   ) -> tuple[dict[str, tuple[float, float]], list[list[dict[str, Estimate]]]]:
-    """Add to each run's CPU per unit of work and wait classes how much they move between
-    runs of the same program (CPU frequency, caches, neighbours, contention: the slices of
-    one run do not see it).  Measured as a relative variance from the sides' series when a
-    side has two or more runs (pooled over both sides), else ``prior_cv``.  Returns, per
-    quantity, the coefficient of variation used and its degrees of freedom (0: the prior),
-    and the widened estimates."""
+    """CPU per unit of work and wait classes, on a log scale, with how much they move between
+    runs of the same program added (CPU frequency, caches, neighbours, contention: the slices
+    of one run do not see it, and it is proportional to the quantity).
+
+    Each run's estimate becomes ``log(x + eps)`` with variance ``var / (x + eps)^2`` (the
+    delta method) plus the run-to-run variance: measured as the variance of the logs of the
+    runs of the sides' series (pooled over both sides, with its degrees of freedom) when a
+    side has two or more runs, else ``prior_cv(name)^2``.  Returns, per quantity, the
+    coefficient of variation used and its degrees of freedom (0: the prior), and the
+    estimates."""
     names = {k for side in per_side for d in side for k in d if not k.startswith("frame:")}
     used: dict[str, tuple[float, float]] = {}
     out = [[dict(d) for d in side] for side in per_side]
     for name in sorted(names):
+        e0 = eps(name)
         ss = 0.0
         dof = 0
         for side in per_side:
-            vals = [d[name].value for d in side if name in d]
-            if len(vals) < 2:
+            logs = [math.log(d[name].value + e0) for d in side
+                    if name in d and d[name].value + e0 > 0]
+            if len(logs) < 2:
                 continue
-            mean = sum(vals) / len(vals)
-            if mean > 0:
-                ss += sum((v / mean - 1) ** 2 for v in vals)
-                dof += len(vals) - 1
-        cv2, df = (ss / dof, float(dof)) if dof else (prior_cv ** 2, math.inf)
+            mean = sum(logs) / len(logs)
+            ss += sum((v - mean) ** 2 for v in logs)
+            dof += len(logs) - 1
+        cv2, df = (ss / dof, float(dof)) if dof else (prior_cv(name) ** 2, math.inf)
         used[name] = (math.sqrt(cv2), float(dof))
         for side in out:
             for d in side:
                 e = d.get(name)
-                if e is not None:
-                    extra = cv2 * e.value ** 2
-                    var = e.var + extra
-                    # Welch-Satterthwaite for the sum of the two parts
-                    parts = (e.var ** 2 / e.df if math.isfinite(e.df) and e.df > 0 else 0.0) \
-                        + (extra ** 2 / df if math.isfinite(df) and df > 0 else 0.0)
-                    d[name] = Estimate(e.value, var, var ** 2 / parts if parts > 0 else math.inf)
+                if e is None:
+                    continue
+                x = e.value + e0
+                if x <= 0:
+                    del d[name]
+                    continue
+                within = e.var / x ** 2
+                var = within + cv2
+                # Welch-Satterthwaite for the sum of the two parts
+                parts = (within ** 2 / e.df if math.isfinite(e.df) and e.df > 0 else 0.0) \
+                    + (cv2 ** 2 / df if math.isfinite(df) and df > 0 else 0.0)
+                d[name] = Estimate(math.log(x), var, var ** 2 / parts if parts > 0 else math.inf)
     return used, out
 
 

@@ -145,7 +145,7 @@ def test_losses_widen_the_intervals_and_too_many_make_it_inconclusive() -> None:
     # more or less (uniform: variance (0.056 * 0.2)^2 / 3 added)
     lost = 300 / 5400
     assert lossy.cmp.b.var - clean.cmp.b.var == pytest.approx((lost * 0.2) ** 2 / 3)
-    assert lossy.cmp.high - lossy.cmp.low > 1.4 * (clean.cmp.high - clean.cmp.low)
+    assert lossy.high - lossy.low > 1.4 * (clean.high - clean.low)
     r = result(v, "complete_data")
     assert r.status == PASS and "current: 300 lost perf events (5.6%)" in r.message
     after.meta.lose("lost perf events", 0, 3000)  # 3,300 of 8,400: 39%

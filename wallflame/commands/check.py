@@ -54,8 +54,9 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
       min_frame_share=0.005    judge functions with at least this on-CPU share
       sensitivity=0.10         a pass must have been able to see this increase
       power=0.8                ... with this probability
-      run_cv=0.04              run-to-run spread of CPU per work and waits when no
-                               side is a series (a series measures it)
+      run_cv=0.04              run-to-run spread of CPU per work when no side is a
+                               series (a series measures it)
+      wait_run_cv=0.3          the same for wait classes
       wait_classes=mutex,rwlock,io  (of mutex,rwlock,condvar,io,poll,sleep,other)
       ignore_frames=RE,...     frames not judged (default: interrupt and preemption
                                entry points)
