@@ -23,7 +23,6 @@ import stat
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perfparse import parse_header, parse_time
 from wallflame.profile import Profile
 from wallflame.textio import open_binary
 
@@ -44,6 +43,10 @@ def detect(head: str) -> bool:
     for i, line in enumerate(lines[:-1]):
         if not line.strip() or line.startswith("#"):
             continue
+        if _DIGIT_WORD.search(line, 0, TID_END) is None and _TIME.search(line) is None:
+            return False  # neither a thread id nor a time: not a header (folded text, ...)
+        from wallflame.fold.perfparse import parse_header
+
         h = parse_header(line)
         if h is None:
             return False
@@ -56,6 +59,12 @@ def detect(head: str) -> bool:
         return _FRAME.match(lines[i + 1]) is not None
     return False
 
+
+#: What any header has (``perfparse.parse_header`` needs one or the other): a word of digits
+#: (the thread id) starting in the first 64 characters, or a time followed by a colon.
+_DIGIT_WORD = re.compile(r"(?:^|\s)\d")
+TID_END = 66
+_TIME = re.compile(r"\d\.\d+:")
 
 #: ``\t addr sym+off (dso)`` as perf prints a call-chain line (tab, or spaces then a dso).
 _FRAME = re.compile(r"^(?:\t\s*[0-9a-fA-F]+ .*|\s+[0-9a-fA-F]+ .*\(.*\))$")
@@ -356,6 +365,8 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
 
 
 def _note(st: PerfState, first: bytes, last: bytes) -> None:
+    from wallflame.fold.perfparse import parse_time
+
     if first:
         st.note_time(parse_time(first.rpartition(b" ")[2]))
         st.note_time(parse_time(last.rpartition(b" ")[2]))

@@ -614,3 +614,13 @@ def test_folding_in_parts_gives_the_same_profile(fixture: str, jobs: int, tmp_pa
     perf.fold_parallel(str(path), FoldOptions(), parts, jobs)
     assert list(parts.stacks.items()) == list(whole.stacks.items())
     assert parts.meta.to_json() == whole.meta.to_json()
+
+
+@given(st.text(st.sampled_from([*"ab 1.:\t[]/", "\u0663", "\u2003", "x" * 30]), max_size=120))
+def test_header_precheck_rejects_only_non_headers(line: str) -> None:
+    """``detect`` skips parsing a line with neither a word of digits in its first 64
+    characters nor a time: the parser would not take it for a header either."""
+    from wallflame.fold.perfparse import parse_header
+
+    if perf._DIGIT_WORD.search(line, 0, perf.TID_END) is None and perf._TIME.search(line) is None:
+        assert parse_header(line) is None
