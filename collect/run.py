@@ -52,7 +52,7 @@ CHECKPOINT_S = 0.25
 
 @dataclass
 class CollectOptions:
-    """How to collect (the defaults are explained, with measurements, in the README).
+    """How to collect (the defaults, and the measurements behind them: docs/collecting.md).
 
     duration_s:   collection window; ``None`` in launch mode means "until the command exits".
     off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.

@@ -1,6 +1,6 @@
 """Never harm the target: how tools are started, stopped and cleaned up after.
 
-Measured facts behind each rule (RELIABILITY.md):
+Measured facts behind each rule (docs/reliability.md):
 
 * SIGTERM to a gdb that is mid-backtrace left the target stopped in about half the trials;
   SIGINT and SIGKILL never did.  Tools are stopped with SIGINT, then SIGKILL, never SIGTERM;

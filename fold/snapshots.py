@@ -5,15 +5,16 @@ A snapshot log is a sequence of whole-process dumps (gdb ``thread apply all bt``
 ``# wallflame-proc`` (kernel state, wchan, lock owner per thread) and ``# wallflame-snapshot``
 (pause) comment lines before it.  Without ``TS`` lines a dump ends where the next one starts.
 
-Weighting (DESIGN.md): one stack per thread per snapshot.  A blocked thread's snapshot weighs
-the wall time since that thread's previous snapshot; a thread's first snapshot weighs the log's
-median interval (1 / rate when there is only one dump, ``snapshot_interval_ns`` when there are
-no timestamps at all).  A thread is blocked when its /proc state is not R (S and D wait; T is
-stopped by job control: not on a CPU either), or, when there is no proc line or the state is
-``t`` (stopped by a tracer, which hides what the thread was doing), or in a log without
-proc lines, when a wait rule matches its stack.  Running threads of a wallflame log are not
-added (perf measures on-CPU better) but their time goes to ``meta.extra["pmp_running_ns"]``;
-in foreign logs they become on-CPU stacks, since there is no perf data beside them.
+Weighting (docs/design.md, "The data model"): one stack per thread per snapshot.  A blocked
+thread's snapshot weighs the wall time since that thread's previous snapshot; a thread's first
+snapshot weighs the log's median interval (1 / rate when there is only one dump,
+``snapshot_interval_ns`` when there are no timestamps at all).  A thread is blocked when its
+/proc state is not R (S and D wait; T is stopped by job control: not on a CPU either), or, when
+there is no proc line or the state is ``t`` (stopped by a tracer, which hides what the thread
+was doing), or in a log without proc lines, when a wait rule matches its stack.  Running threads
+of a wallflame log are not added (perf measures on-CPU better) but their time goes to
+``meta.extra["pmp_running_ns"]``; in foreign logs they become on-CPU stacks, since there is no
+perf data beside them.
 
 Only the current dump is buffered (its threads are needed to find a lock holder's stack), so
 memory is bounded by the size of one dump; everything else streams.
@@ -212,7 +213,7 @@ class Accumulator:
         if kstate in _WAITING_STATES and find_wait(frames, self.rules) is None:
             # /proc said asleep, the stack shows no wait: they were read at different instants
             # (eu-stack reaches a thread milliseconds after /proc was read).  The kernel state
-            # wins (DESIGN.md) and, the stack being of no help, /proc's system call says what
+            # wins (docs/design.md) and, the stack being of no help, /proc's system call says what
             # the thread waited on.  The mismatch is counted.
             self.mismatches += 1
             wait = _proc_class(proc, kstate) if proc else wait

@@ -7,7 +7,7 @@ what vanished, self or total deltas, rate or share normalisation, neutral colour
 noise floor.  Tables that carry the key numbers are static markup, so the page still informs
 with JavaScript blocked.
 
-Safety (RELIABILITY.md): Jinja2 autoescape on, data only through ``|tojson`` inside a JSON
+Safety (docs/reliability.md): Jinja2 autoescape on, data only through ``|tojson`` inside a JSON
 script tag, names through ``textContent``, a CSP that allows only the page's own script and
 style by hash, no URL of any kind, and the file written 0600.
 """

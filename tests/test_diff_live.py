@@ -1,5 +1,6 @@
-"""The headline story as a diff, on real captures (SCENARIOS.md 1): samples/bin/queue with the
-mutex queue (before) and the lock-free queue (after), under ``wallflame collect``.
+"""The headline story as a diff, on real captures (docs/field-cases.md, case 1):
+samples/bin/queue with the mutex queue (before) and the lock-free queue (after), under
+``wallflame collect``.
 
 The consumers' mutex waits on the queue's lock are a large named off-CPU region before and are
 gone after (visible in the BEFORE-shaped graph and in the removed stacks), while the on-CPU

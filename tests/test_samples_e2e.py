@@ -2,7 +2,7 @@
 
 These run the real `wallflame collect` (perf, scheduler events, stack snapshots) against the
 sample programs, then read `summary.json` and the folded profiles.  Margins are those of the
-scenarios (SCENARIOS.md), not tuned to one run.
+field cases (docs/field-cases.md), not tuned to one run.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The run directory: what ``collect`` writes and ``report``, ``diff`` and ``check`` read.
 
-Layout (names are the contract; see DESIGN.md):
+Layout (names are the contract; see docs/design.md, "The run directory"):
 
     RUN/meta.json       target, commands, tool versions, window, rates, losses, pauses, warnings
     RUN/summary.json    the machine-readable result (``wallflame.report.summary``)
