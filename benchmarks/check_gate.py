@@ -153,19 +153,66 @@ def judge(out: Path) -> int:
     return 0
 
 
+def judge_all_pairs(out: Path) -> None:
+    """Every ordered pair of distinct unchanged runs, and every (unchanged, slower) pair, judged
+    in this process with the code ``wallflame check`` runs (each run loaded once).  Pairs
+    share runs, so the counts are not independent trials; the rates are still unbiased."""
+    sys.path.insert(0, str(ROOT))
+    from wallflame.report.check import FAIL, INCONCLUSIVE, Thresholds, ignored, judge
+    from wallflame.report.diff import compare
+    from wallflame.report.series import load_side
+
+    t = Thresholds()
+    cut = ignored(t)
+    base = [p for k in ("base-a", "base-b") for p in sorted(out.glob(f"{k}-[0-9][0-9]"))]
+    slow = sorted(out.glob("slow-[0-9][0-9]"))
+    loaded = {p: load_side(str(p), p.name, cut) for p in (*base, *slow)}
+
+    def verdict(a: Path, b: Path) -> tuple[str, bool, float]:
+        (ra, pa), (rb, pb) = loaded[a], loaded[b]
+        v = judge(ra, rb, compare(pa, pb, (a.name, b.name)), t)
+        auth = next((j for j in v.judged if j.name == "h_auth"), None)
+        named = v.status == FAIL and bool(auth and auth.regression)
+        return v.status, named, auth.delta if auth else float("nan")
+
+    for what, pairs in (("unchanged, all ordered pairs", [(a, b) for a in base for b in base
+                                                         if a != b]),
+                        ("slower h_auth, all (unchanged, slower) pairs",
+                         [(a, b) for a in base for b in slow])):
+        counts = {FAIL: 0, INCONCLUSIVE: 0, "pass": 0}
+        named = 0
+        alarms = []
+        for a, b in pairs:
+            status, hit, _ = verdict(a, b)
+            counts[status] += 1
+            named += hit
+            if status == FAIL and what.startswith("unchanged"):
+                alarms.append(f"{a.name} vs {b.name}")
+        line = (f"{what}: {len(pairs)} checks, {counts[FAIL]} judged a regression, "
+                f"{counts['pass']} pass, {counts[INCONCLUSIVE]} inconclusive")
+        if what.startswith("slower"):
+            line += f"; caught and h_auth named {named}/{len(pairs)}"
+        print(line + (f" ({', '.join(alarms)})" if alarms else ""), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/wallflame-gate-runs"))
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--seconds", type=float, default=20.0, help="collection window per run")
     ap.add_argument("--judge-only", action="store_true")
+    ap.add_argument("--all-pairs", action="store_true",
+                    help="also judge every pair of runs across rounds (in this process)")
     args = ap.parse_args()
     if not HANDLERS.exists():
         sys.exit(f"check_gate: {HANDLERS} missing: make -C samples bin/handlers")
     if not args.judge_only:
         collect_rounds(args.out, args.rounds, args.seconds)
     os.environ.setdefault("WALLFLAME_NO_CACHE", "1")
-    return judge(args.out)
+    code = judge(args.out)
+    if args.all_pairs:
+        judge_all_pairs(args.out)
+    return code
 
 
 if __name__ == "__main__":

@@ -154,13 +154,26 @@ def floor_variance(est: Estimate, nominal: float) -> Estimate:
     return Estimate(est.value, nominal, math.inf)
 
 
+def chi2_over_df(q: float, df: float) -> float:
+    """The ``q`` quantile of chi-square(df) / df (Wilson-Hilferty: within 1% for df >= 3)."""
+    if math.isinf(df):
+        return 1.0
+    z = _NORMAL.inv_cdf(q)
+    c = 2.0 / (9.0 * df)
+    return max(0.0, 1.0 - c + z * math.sqrt(c)) ** 3
+
+
 def within_run(batches: Sequence[Estimate | None], nominal: Sequence[float],
-               values: Sequence[float]) -> list[Estimate]:
-    """Within-run estimates of a run's many quantities (functions): each quantity's variance
-    is its own batch-means variance or its sampling variance scaled by the run's pooled
-    overdispersion (how much more all quantities spread over the slices than sampling
-    explains), whichever is larger.  The pooled figure has many degrees of freedom (taken as
-    known); a quantity's own spread, when larger, keeps its ``K - 1``."""
+               values: Sequence[float], level: float = 0.01) -> list[Estimate]:
+    """Within-run estimates of a run's many quantities (functions).
+
+    The run's overdispersion (how much more all quantities spread over the slices than
+    sampling explains, pooled: many degrees of freedom) times a quantity's sampling variance
+    is its variance, unless the quantity's own batch-means variance is larger than that by
+    more than chance allows (beyond the ``1 - level`` quantile of chi-square(K-1)/(K-1)):
+    then its own spread counts, with its ``K - 1`` degrees of freedom.  (A quantity's own
+    spread from ten slices is itself noisy; using it whenever it is larger would make the
+    test needlessly conservative.)"""
     obs = exp = 0.0
     for b, v in zip(batches, nominal, strict=True):
         if b is not None and v > 0 and math.isfinite(v):
@@ -170,7 +183,7 @@ def within_run(batches: Sequence[Estimate | None], nominal: Sequence[float],
     out = []
     for b, v, x in zip(batches, nominal, values, strict=True):
         pooled = phi * v
-        if b is not None and b.var > pooled:
+        if b is not None and b.var > pooled * chi2_over_df(1 - level, b.df):
             out.append(Estimate(x, b.var, b.df))
         else:
             out.append(Estimate(x, pooled, math.inf))
@@ -277,6 +290,6 @@ def holm(pvalues: Sequence[float], alpha: float) -> list[bool]:
     return out
 
 
-__all__ = ["Comparison", "Estimate", "batch_ratio", "combine_runs", "compare", "detectable",
-           "floor_variance", "holm", "pooled_excess", "t_ppf", "t_sf", "welch",
+__all__ = ["Comparison", "Estimate", "batch_ratio", "chi2_over_df", "combine_runs", "compare",
+           "detectable", "floor_variance", "holm", "pooled_excess", "t_ppf", "t_sf", "welch",
            "widen_for_loss", "within_run"]
