@@ -21,10 +21,8 @@ import stat
 from contextlib import suppress
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
-from jinja2.bccache import Bucket
 from markupsafe import Markup, escape
 
 import wallflame
@@ -32,6 +30,9 @@ from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
 from wallflame.speedups import native
+
+if TYPE_CHECKING:  # Jinja2 is imported when a template is compiled (see report/pagecache.py)
+    from jinja2 import Environment, FileSystemBytecodeCache
 
 #: Scripts and styles inlined into every page, in order.
 SCRIPTS = ("flamegraph.js", "report.js")
@@ -107,22 +108,30 @@ def templates_dir() -> str:
     return os.path.join(os.path.dirname(wallflame.__file__), "templates")
 
 
-class _Cache(FileSystemBytecodeCache):
-    """Compiled templates kept between runs (compiling them costs more than rendering a
-    20,000-stack report).  Entries are keyed by template name and checked against a checksum
-    of the template's source, of what compiling it depends on besides (``fingerprint``: the
-    environment's options, and how each filter and test is called) and of Jinja2's bytecode
-    version, so an edited template, another wallflame or another Python is simply compiled
-    again.  A cache that cannot be written is no error."""
+@lru_cache(maxsize=1)
+def _cache_class() -> type[FileSystemBytecodeCache]:
+    from jinja2 import FileSystemBytecodeCache
+    from jinja2.bccache import Bucket
 
-    fingerprint = ""
+    class _Cache(FileSystemBytecodeCache):
+        """Compiled templates kept between runs (compiling them costs more than rendering
+        a 20,000-stack report).  Entries are keyed by template name and checked against a
+        checksum of the template's source, of what compiling it depends on besides
+        (``fingerprint``: the environment's options, and how each filter and test is
+        called) and of Jinja2's bytecode version, so an edited template, another wallflame
+        or another Python is simply compiled again.  A cache that cannot be written is no
+        error."""
 
-    def get_source_checksum(self, source: str) -> str:
-        return hashlib.sha1(f"{self.fingerprint}\0{source}".encode()).hexdigest()
+        fingerprint = ""
 
-    def dump_bytecode(self, bucket: Bucket) -> None:
-        with suppress(OSError):
-            super().dump_bytecode(bucket)
+        def get_source_checksum(self, source: str) -> str:
+            return hashlib.sha1(f"{self.fingerprint}\0{source}".encode()).hexdigest()
+
+        def dump_bytecode(self, bucket: Bucket) -> None:
+            with suppress(OSError):
+                super().dump_bytecode(bucket)
+
+    return _Cache
 
 
 def _fingerprint(env: Environment) -> str:
@@ -146,9 +155,10 @@ def _private_dir(path: str) -> bool:
             and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
-def bytecode_cache() -> FileSystemBytecodeCache | None:
-    """The template cache in ``$XDG_CACHE_HOME/wallflame`` (``~/.cache/wallflame``), or
-    none when ``WALLFLAME_NO_CACHE`` is set or no private directory can be had."""
+def cache_folder() -> str | None:
+    """The template cache, ``$XDG_CACHE_HOME/wallflame/templates``
+    (``~/.cache/wallflame/templates``), or none when ``WALLFLAME_NO_CACHE`` is set or no
+    private directory can be had."""
     if os.environ.get("WALLFLAME_NO_CACHE"):
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -157,26 +167,60 @@ def bytecode_cache() -> FileSystemBytecodeCache | None:
     folder = os.path.join(base, "wallflame", "templates")
     if not (_private_dir(os.path.dirname(folder)) and _private_dir(folder)):
         return None
-    return _Cache(folder, "%s.jinja")
+    return folder
+
+
+def bytecode_cache() -> FileSystemBytecodeCache | None:
+    """Jinja2's bytecode cache in ``cache_folder()``, if any."""
+    folder = cache_folder()
+    return None if folder is None else _cache_class()(folder, "%s.jinja")
+
+
+def _filters() -> dict[str, Any]:
+    return {"tojson": tojson, "vis": _vis, "amount": _amount}
+
+
+def _globals() -> dict[str, Any]:
+    return {"pct": _pct, "labels": LABELS, "classes": CLASSES}
 
 
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The one Jinja2 environment (autoescape on, strict undefined, URL-free JSON)."""
+    from wallflame.report import pagecache
+
+    pagecache.complete()
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
     folder = templates_dir()
     cache = bytecode_cache()
     env = Environment(loader=FileSystemLoader(folder), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       bytecode_cache=cache)
-    env.filters["tojson"] = tojson
-    env.filters["vis"] = _vis
-    env.filters["amount"] = _amount
-    env.globals["pct"] = _pct
-    env.globals["labels"] = LABELS
-    env.globals["classes"] = CLASSES
-    if isinstance(cache, _Cache):
-        cache.fingerprint = _fingerprint(env)
+    env.filters.update(_filters())
+    env.globals.update(_globals())
+    if cache is not None:
+        cache.fingerprint = _fingerprint(env)  # type: ignore[attr-defined]
     return env
+
+
+def _render_page(context: dict[str, Any]) -> str:
+    """``report.html`` rendered: from the compiled code kept in the cache when it is there
+    (without importing Jinja2's compiler: see ``pagecache``), else by Jinja2, which then
+    keeps that code for the next run."""
+    from wallflame.report import pagecache
+
+    folder = cache_folder()
+    key = pagecache.cache_key(templates_dir(), _filters()) if folder is not None else None
+    if folder is not None and key is not None:
+        page = pagecache.render("report.html", context, _filters(), _globals(), folder, key)
+        if page is not None:
+            return page
+    env = environment()
+    page = env.get_template("report.html").render(**context)
+    if folder is not None and key is not None:
+        pagecache.store(env, folder, key)
+    return page
 
 
 def asset(name: str) -> str:
@@ -413,7 +457,6 @@ def render_html(profile: Profile, title: str | None = None, max_nodes: int = MAX
 
 def html_bytes(profile: Profile, title: str | None = None, max_nodes: int = MAX_NODES) -> bytes:
     """``render_html`` as the UTF-8 bytes of the file."""
-    page = environment().get_template("report.html").render(
-        **_context(profile, max_nodes, title))
+    page = _render_page(_context(profile, max_nodes, title))
     # A string that is not valid Unicode (an unpaired surrogate) must not abort the write.
     return page.encode("utf-8", "backslashreplace")

@@ -1,0 +1,259 @@
+"""Report pages rendered from compiled templates kept as Python bytecode.
+
+Jinja2 compiles a template into Python code that calls only its runtime (``jinja2.runtime``,
+the filters and tests) and a few methods of the environment.  That code is kept here, in the
+private template cache, as marshalled code objects; a later run executes them with those
+runtime modules and a small stand-in for the environment, without importing Jinja2's
+package (its ``__init__`` loads the compiler, lexer, parser, loaders and bytecode cache: a
+tenth of the report command's time).  The page is the one Jinja2 renders: the same compiled
+code runs on the same runtime.  Whenever an entry is missing, stale or fails, the caller
+renders with Jinja2 and stores the entries again (``store``).
+
+An entry is keyed by what the compiled code depends on: the template sources, wallflame's
+version and the page code that defines the filters (``report/html.py``), Jinja2's files and
+the interpreter's bytecode version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+from contextlib import suppress
+from types import CodeType, ModuleType
+from typing import TYPE_CHECKING, Any
+
+import wallflame
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+#: The page and the templates it extends or includes.
+NAMES = ("report.html", "base.html")
+SUFFIX = ".wallflame-code"
+#: Jinja2's files whose change makes an entry stale.
+_JINJA_FILES = ("__init__.py", "compiler.py", "runtime.py", "filters.py", "tests.py",
+                "utils.py", "nodes.py", "defaults.py", "environment.py")
+
+
+def _jinja2_dir() -> str | None:
+    pkg = sys.modules.get("jinja2")
+    if pkg is not None and getattr(pkg, "__path__", None):
+        return str(next(iter(pkg.__path__)))
+    import importlib.util
+
+    spec = importlib.util.find_spec("jinja2")
+    locations = spec.submodule_search_locations if spec is not None else None
+    return str(next(iter(locations))) if locations else None
+
+
+def cache_key(templates: str, filters: dict[str, Any]) -> str | None:
+    """What the entries of this run must have been stored under (None: Jinja2 not found).
+    ``filters``: the page's own filters, whose way of being called the code depends on."""
+    jinja = _jinja2_dir()
+    if jinja is None:
+        return None
+    h = hashlib.sha1()
+    calls = sorted((n, str(getattr(f, "jinja_pass_arg", ""))) for n, f in filters.items())
+    h.update(repr((wallflame.__version__, sys.version, sys.implementation.cache_tag,
+                   calls)).encode())
+    files = [os.path.join(templates, n) for n in NAMES]
+    files += [os.path.join(jinja, n) for n in _JINJA_FILES]
+    files.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "html.py"))
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for n in NAMES:
+        with open(os.path.join(templates, n), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def store(env: Environment, folder: str, key: str) -> None:
+    """Compile the templates with ``env`` as Jinja2 would and keep the code in ``folder``
+    (a private directory).  A folder that cannot be written is no error."""
+    assert env.loader is not None
+    for name in NAMES:
+        source, filename, _ = env.loader.get_source(env, name)
+        code = compile(env.compile(source, name, filename, raw=True), filename or name, "exec")
+        data = key.encode() + b"\n" + marshal.dumps(code)
+        path = os.path.join(folder, name + SUFFIX)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError:
+            with suppress(OSError):
+                os.unlink(tmp)
+            return
+
+
+def _load(folder: str, key: str) -> dict[str, CodeType] | None:
+    codes = {}
+    for name in NAMES:
+        try:
+            with open(os.path.join(folder, name + SUFFIX), "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        head, _, body = data.partition(b"\n")
+        if head != key.encode():
+            return None
+        try:
+            code = marshal.loads(body)
+        except (EOFError, ValueError, TypeError):
+            return None
+        if not isinstance(code, CodeType):
+            return None
+        codes[name] = code
+    return codes
+
+
+def _runtime() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
+    """Jinja2's runtime, defaults, utils and nodes modules.  When Jinja2 is not imported yet
+    its package is registered without running its ``__init__`` (``complete`` runs it when
+    the whole of Jinja2 is needed after all)."""
+    if "jinja2" not in sys.modules:
+        import importlib.util
+
+        spec = importlib.util.find_spec("jinja2")
+        if spec is None or spec.loader is None:
+            raise ImportError("jinja2")
+        pkg = importlib.util.module_from_spec(spec)
+        pkg.__dict__["_wallflame_partial"] = True
+        sys.modules["jinja2"] = pkg
+    from jinja2 import defaults, nodes, runtime, utils
+
+    return runtime, defaults, utils, nodes
+
+
+def complete() -> None:
+    """Run Jinja2's package ``__init__`` if ``_runtime`` left it out (before ``import
+    jinja2`` is used for its environment)."""
+    pkg = sys.modules.get("jinja2")
+    if pkg is not None and pkg.__dict__.pop("_wallflame_partial", False):
+        assert pkg.__spec__ is not None and pkg.__spec__.loader is not None
+        pkg.__spec__.loader.exec_module(pkg)
+
+
+class _Environment:
+    """What compiled templates and Jinja2's runtime use of an ``Environment`` configured as
+    ``report.html.environment`` configures it (autoescape, strict undefined)."""
+
+    def __init__(self, filters: dict[str, Any], globals_: dict[str, Any],
+                 codes: dict[str, CodeType]) -> None:
+        runtime, defaults, utils, nodes = _runtime()
+        self._runtime, self._utils, self._nodes = runtime, utils, nodes
+        self.filters = dict(defaults.DEFAULT_FILTERS)
+        self.filters.update(filters)
+        self.tests = dict(defaults.DEFAULT_TESTS)
+        self.globals = dict(defaults.DEFAULT_NAMESPACE)
+        self.globals.update(globals_)
+        self.policies = dict(defaults.DEFAULT_POLICIES)
+        self.undefined = runtime.StrictUndefined
+        self.context_class = runtime.Context
+        self.autoescape = True
+        self.is_async = False
+        self.sandboxed = False
+        self.finalize = None
+        self.newline_sequence = "\n"
+        self.concat = "".join
+        self._codes = codes
+        self._templates: dict[str, _Template] = {}
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        try:
+            return obj[argument]
+        except (AttributeError, TypeError, LookupError):
+            if isinstance(argument, str):
+                try:
+                    return getattr(obj, argument)
+                except AttributeError:
+                    pass
+            return self.undefined(obj=obj, name=argument)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        try:
+            return getattr(obj, attribute)
+        except AttributeError:
+            pass
+        try:
+            return obj[attribute]
+        except (TypeError, LookupError, AttributeError):
+            return self.undefined(obj=obj, name=attribute)
+
+    def _call(self, table: dict[str, Any], kind: str, name: Any, value: Any,
+              args: Any, kwargs: Any, context: Any, eval_ctx: Any) -> Any:
+        func = table.get(name)
+        if func is None:
+            raise self._runtime.TemplateRuntimeError(f"No {kind} named {name!r}.")
+        call_args = [value, *(args if args is not None else ())]
+        pass_arg = self._utils._PassArg.from_obj(func)
+        if pass_arg is self._utils._PassArg.context:
+            if context is None:
+                raise self._runtime.TemplateRuntimeError(
+                    f"Attempted to invoke a context {kind} without context.")
+            call_args.insert(0, context)
+        elif pass_arg is self._utils._PassArg.eval_context:
+            if eval_ctx is None:
+                eval_ctx = (context.eval_ctx if context is not None
+                            else self._nodes.EvalContext(self))
+            call_args.insert(0, eval_ctx)
+        elif pass_arg is self._utils._PassArg.environment:
+            call_args.insert(0, self)
+        return func(*call_args, **(kwargs if kwargs is not None else {}))
+
+    def call_filter(self, name: str, value: Any, args: Any = None, kwargs: Any = None,
+                    context: Any = None, eval_ctx: Any = None) -> Any:
+        return self._call(self.filters, "filter", name, value, args, kwargs, context, eval_ctx)
+
+    def call_test(self, name: str, value: Any, args: Any = None, kwargs: Any = None,
+                  context: Any = None, eval_ctx: Any = None) -> Any:
+        return self._call(self.tests, "test", name, value, args, kwargs, context, eval_ctx)
+
+    def get_template(self, name: str, parent: str | None = None,
+                     globals: Any = None) -> _Template:
+        t = self._templates.get(name)
+        if t is None:
+            if name not in self._codes:
+                raise LookupError(name)
+            t = self._templates[name] = _Template(self, self._codes[name])
+        return t
+
+
+class _Template:
+    """A compiled template's namespace, as ``jinja2.Template`` keeps it."""
+
+    def __init__(self, env: _Environment, code: CodeType) -> None:
+        namespace: dict[str, Any] = {"environment": env, "__file__": code.co_filename}
+        exec(code, namespace)  # code compiled from our own templates, from a private folder
+        self.environment = env
+        self.globals = env.globals
+        self.name = namespace["name"]
+        self.blocks = namespace["blocks"]
+        self.root_render_func = namespace["root"]
+        namespace["__jinja_template__"] = self
+
+    def render(self, context: dict[str, Any]) -> str:
+        ctx = self.environment._runtime.new_context(
+            self.environment, self.name, self.blocks, context, False, self.globals, None)
+        return "".join(self.root_render_func(ctx))
+
+
+def render(name: str, context: dict[str, Any], filters: dict[str, Any],
+           globals_: dict[str, Any], folder: str, key: str) -> str | None:
+    """The page ``name`` rendered from the kept code, or None (nothing kept for ``key``, or
+    the kept code failed: the caller renders with Jinja2)."""
+    codes = _load(folder, key)
+    if codes is None:
+        return None
+    try:
+        return _Environment(filters, globals_, codes).get_template(name).render(context)
+    except Exception:  # Jinja2 renders it again, and reports any error
+        return None
