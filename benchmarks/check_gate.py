@@ -79,8 +79,9 @@ def check(base: list[Path], current: list[Path], tmp: Path) -> tuple[int, str, d
         d.mkdir(parents=True, exist_ok=True)
         for run in runs:
             link = d / run.name
-            if not link.exists():
-                link.symlink_to(run.resolve())
+            if link.is_symlink():
+                link.unlink()
+            link.symlink_to(run.resolve())
         sides.append(str(d))
     summary = tmp / "check.json"
     cmd = [sys.executable, "-m", "wallflame", "check", *sides, "--html", "",
