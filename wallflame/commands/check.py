@@ -50,7 +50,7 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
       alpha=0.01               false-alarm rate of one whole check
       min_effect_pp=1.0        frame shares: ignore increases under this many points
       min_effect_relative=0.02 any quantity: ignore increases under this fraction
-      min_effect_s_per_s=0.02  waits and locks: ignore increases under this (s/s)
+      min_effect_s_per_s=0.02  wait classes: ignore increases under this (s/s)
       min_frame_share=0.005    judge functions with at least this on-CPU share
       sensitivity=0.10         a pass must have been able to see this increase
       power=0.8                ... with this probability
