@@ -386,6 +386,14 @@ def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, 
     cv, per_side = add_run_noise(
         per_side, lambda k: t.run_cv if k == "cpu_per_work" else t.wait_run_cv,
         lambda k: 0.0 if k == "cpu_per_work" else WAIT_EPS)
+    if measure == PER_WORK:
+        # per unit of work, a frame moves between runs as CPU per unit of work does
+        c = cv.get("cpu_per_work", (t.run_cv, 0.0))[0]
+        for side in per_side:
+            for d in side:
+                for k, e in d.items():
+                    if k.startswith("frame:"):
+                        d[k] = Estimate(e.value, e.var + (c * e.value) ** 2, e.df)
     sides = [side_estimates(runs, per_run, excess)
              for runs, per_run in zip((before, after), per_side, strict=True)]
     return sides, excess, dof, cv
@@ -512,12 +520,13 @@ def sensitivity(judged: list[Judged], t: Thresholds) -> Result:
                       f"could have seen {100 * t.sensitivity:g}% more CPU per unit of work: "
                       f"changes from {cpw.fmt(cpw.detectable, True)} "
                       f"({cpw.relative(cpw.detectable)}) are seen")
+    total = cpw.a if cpw is not None else 1.0
     frames = sorted((j for j in judged if j.key.startswith("frame:")
-                     and not (j.kind == SHARE and j.a > 0.5)), key=lambda j: (-j.a, j.name))
+                     and j.a <= 0.5 * (total if j.kind == PER_WORK else 1.0)),
+                    key=lambda j: (-j.a, j.name))
     if not frames:
         return Result("sensitivity", INCONCLUSIVE, "nothing to judge: no on-CPU data on "
                       "one side")
-    total = cpw.a if cpw is not None else 1.0
     gaps = [(j, _needed(j, t.sensitivity, total)) for j in frames[:3]]
     blind = [(j, need) for j, need in gaps if not j.detectable <= need]
     if blind:
