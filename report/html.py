@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup, escape
 
 import wallflame
+from wallflame.classify import wait_label as sub_label
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
@@ -39,8 +40,9 @@ SCRIPTS = ("flamegraph.js", "report.js")
 STYLES = ("report.css",)
 TOP_STACKS = 20
 COVERAGE_OK = (0.9, 1.1)
-LABELS = {"on": "on-CPU", "mutex": "mutex", "rwlock": "rwlock", "condvar": "condvar",
-          "io": "I/O", "poll": "idle poll", "sleep": "sleep", "other": "other"}
+LABELS = {"on": "on-CPU", "mutex": "mutex", "rwlock": "rwlock", "lock": "lock",
+          "condvar": "condvar", "io": "I/O", "poll": "idle poll", "sleep": "sleep",
+          "other": "other"}
 
 
 def _html_safe(json_text: str) -> str:
@@ -297,6 +299,7 @@ def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
     total = profile.total()
     top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=itemgetter(1))
     return [{"thread": k.thread, "tid": k.tid, "cls": _wait_class(k) if k.state == OFF else "on",
+             "label": sub_label(k.frames, k.wait) if k.state == OFF else "",
              "lock": k.lock, "s": w * scale, "share": _pct(w, total),
              "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}
             for k, w in top]

@@ -11,6 +11,7 @@ from typing import Any
 
 from wallflame.classify import default_rules
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
+from wallflame.report.sublabels import label_totals
 from wallflame.speedups import native
 
 #: A stack this shallow (frames below the thread) has most likely lost its callers.
@@ -165,6 +166,7 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         **dict(zip(("locks", "unidentified_lock_waits"), lock_sections(profile, groups),
                    strict=True)),
         "pause": pause,
+        "wait_labels": label_totals(profile),  # off-CPU time by the rule that classified it
         "quality": quality(profile, rows),
         "sources": [{k: v for k, v in s.items() if isinstance(v, (str, int, float, bool))}
                     for s in m.sources],

@@ -14,6 +14,7 @@ from typing import IO
 from xml.sax.saxutils import escape
 
 from wallflame.profile import UNIT_NS, Profile
+from wallflame.report.palette import rgb
 from wallflame.report.tree import CLASSES, FlameTree, build_tree, visible
 
 WIDTH = 1200
@@ -36,19 +37,10 @@ def _seed(name: str) -> tuple[float, float, float]:
 
 
 def color(name: str, cls: str) -> str:
-    """The colour of a frame: hot for on-CPU (as flamegraph.pl), a fixed family per wait."""
-    v1, v2, v3 = _seed(name)
-    if cls == "on":
-        r, g, b = 205 + 50 * v3, 230 * v1, 55 * v2
-    elif cls in ("mutex", "rwlock"):
-        r, g, b = 225 + 30 * v1, 20 + 30 * v2, 185 + 40 * v3
-    elif cls == "poll":
-        r = g = b = 196 + 24 * v1
-    elif cls == "sleep":
-        r, g, b = 135 + 40 * v1, 195 + 30 * v2, 235
-    else:
-        r, g, b = 60 + 50 * v1, 110 + 60 * v2, 210 + 40 * v3
-    return f"rgb({int(r)},{int(g)},{int(b)})"
+    """The colour of a frame: hot for on-CPU (as flamegraph.pl), a fixed family per wait
+    class (``palette.PALETTE``, as the HTML page draws it)."""
+    v1, v2, _ = _seed(name)
+    return "rgb({},{},{})".format(*rgb(cls, v1, v2))
 
 
 def _amount(v: int, unit: str) -> str:

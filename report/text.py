@@ -7,13 +7,19 @@ from __future__ import annotations
 import heapq
 from typing import IO, Any
 
+from wallflame.classify import wait_label
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
-from wallflame.report.summary import build_summary
+from wallflame.report.summary import build_summary, user_frames
 from wallflame.report.tree import visible
 
 TOP = 10
-SHORT = {"mutex": "mutex", "rwlock": "rwlock", "condvar": "condv", "io": "io", "poll": "poll",
-         "sleep": "sleep", "other": "other"}
+#: How many labelled rules are listed, how wide the text is, a frame's name and a stack at most.
+TOP_LABELS = 8
+WIDTH = 100
+NAME_WIDTH = 40
+STACK_LINES = 4
+SHORT = {"mutex": "mutex", "rwlock": "rwlock", "lock": "lock", "condvar": "condv", "io": "io",
+         "poll": "poll", "sleep": "sleep", "other": "other"}
 
 
 def _cut(s: str, n: int) -> str:
@@ -66,16 +72,83 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
                   f"{_v(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads\n")
 
 
+def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
+                max_lines: int = STACK_LINES) -> list[str]:
+    """A stack as a reader follows it: the user's frames from the thread's root, root first,
+    then the kernel's folded into one item with the wait (``[kernel 9: lock: ProcSleep]``),
+    wrapped into at most ``max_lines`` lines of ``width`` columns.  When they do not fit, the
+    frames nearest the root after the first two give way (``… 12 frames …``): what was waited
+    on, and by whom, is at the other end."""
+    user = user_frames(frames)
+    nk = len(frames) - len(user)
+    items = [_cut(f, NAME_WIDTH) for f in user]
+    tail = []
+    if nk:
+        tail.append(f"[kernel {nk}{': ' + wait if wait else ''}]")
+    elif wait:
+        tail.append(f"[{wait}]")
+    items += tail
+    lines = _wrap(items, width)
+    if len(lines) <= max_lines:
+        return lines
+    keep_root = 2
+    lo, hi = 0, max(len(items) - keep_root - len(tail), 0)  # how many leaf-side frames to keep
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        cut = len(items) - keep_root - mid
+        trial = [*items[:keep_root], _elided(cut), *items[len(items) - mid:]]
+        if len(_wrap(trial, width)) <= max_lines:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = len(items) - keep_root - lo
+    return _wrap([*items[:keep_root], _elided(cut), *items[len(items) - lo:]],
+                 width)[:max_lines]
+
+
+def _elided(n: int) -> str:
+    return f"… {n} frame{'s' if n != 1 else ''} …"
+
+
+def _wrap(items: list[str], width: int) -> list[str]:
+    lines: list[str] = []
+    line = ""
+    for i, item in enumerate(items):
+        piece = item + (" >" if i < len(items) - 1 else "")
+        if line and len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    if line:
+        lines.append(line)
+    return lines
+
+
 def _top(profile: Profile, out: IO[str]) -> None:
     total = profile.total() or 1
     unit = profile.meta.unit
     for k, w in heapq.nlargest(TOP, profile.stacks.items(), key=lambda kv: kv[1]):
-        state = k.wait if k.state == OFF else "on"
+        if k.state == OFF:
+            cls = k.wait if k.wait in WAIT_CLASSES else "other"
+            sub = wait_label(k.frames, k.wait)
+            state = f"{cls}: {sub}" if sub else cls
+        else:
+            state = "on-CPU"
         amount = f"{w / 1e9:.3f}s" if unit == UNIT_NS else str(w)
-        frames = " <- ".join(_cut(f, 40) for f in reversed(k.frames[-4:]))
-        more = " <- …" if len(k.frames) > 4 else ""
-        out.write(f"{100 * w / total:5.1f}% {amount:>10} {state:<7} "
-                  f"{_cut(k.thread or '?', 14):<14} {frames}{more}\n")
+        thread = _cut(k.thread or "?", 24) + (f" ({k.tid})" if k.tid else "")
+        out.write(f"{100 * w / total:5.1f}% {amount:>10}  {_cut(state, 40)}  {thread}\n")
+        wait = state if k.state == OFF else ""
+        for line in stack_lines(k.frames, wait):
+            out.write(f"    {line}\n")
+
+
+def _labels(s: dict[str, Any], out: IO[str]) -> None:
+    off = s["totals"]["off_cpu_s"] or 1
+    for row in s["wait_labels"][:TOP_LABELS]:
+        name = _cut(f"{row['class']}: {row['label']}", 40)
+        out.write(f"  {name:<40} {_v(row['s'], s['unit']):>10} {100 * row['s'] / off:5.1f}% "
+                  "of off-CPU\n")
 
 
 def write_text(profile: Profile, out: IO[str]) -> None:
@@ -86,7 +159,10 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     if s["locks"] or s.get("unidentified_lock_waits"):
         out.write("\n")
         _locks(s, out)
-    out.write(f"\ntop {TOP} stacks (leaf first):\n")
+    if s["wait_labels"]:
+        out.write("\noff-CPU time by rule:\n")
+        _labels(s, out)
+    out.write(f"\ntop {TOP} stacks (root first, kernel frames folded into the wait):\n")
     _top(profile, out)
     q = s["quality"]
     notes = [f"{n} {k}" for k, n in q["losses"].items()] + list(q["warnings"])

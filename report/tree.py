@@ -2,11 +2,11 @@
 
 A node is one frame under one parent.  The root is ``all``; below it one node per thread
 (``name (tid)``), then the frames root first; an off-CPU stack ends in one pseudo-frame that
-names its wait class and lock (``[mutex 0x... <shared_lock>]``) so the graph says what a
-thread waited on.  Each node keeps its *self* time split by class (index 0 is on-CPU, then the
-wait classes in ``WAIT_CLASSES`` order); totals are summed bottom-up in one reverse pass
-(children always come after their parent), so nothing here recurses and a 10,000-frame stack
-costs what its frames cost.
+names its wait class, the rule's sub-label and the lock (``[mutex 0x... <shared_lock>]``,
+``[lock: ProcSleep]``) so the graph says what a thread waited on.  Each node keeps its *self*
+time split by class (index 0 is on-CPU, then the wait classes in ``WAIT_CLASSES`` order);
+totals are summed bottom-up in one reverse pass (children always come after their parent), so
+nothing here recurses and a 10,000-frame stack costs what its frames cost.
 
 Huge profiles are pruned to ``max_nodes``: the narrowest nodes go, and the time they held is
 kept in an ``(elided)`` child of their nearest surviving ancestor, so every total still adds up.
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from wallflame.classify import wait_label as sub_label
 from wallflame.profile import ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.visible import visible as visible  # re-exported: the one rule
 from wallflame.report.visible import visible_char as _visible_char  # noqa: F401 (tests)
@@ -39,8 +40,10 @@ def class_index(key: StackKey) -> int:
 
 
 def wait_label(key: StackKey) -> str:
-    """The pseudo-frame that ends an off-CPU stack."""
-    parts = [key.wait or "other"]
+    """The pseudo-frame that ends an off-CPU stack: its class, with the sub-label of the rule
+    that gave it (``[lock: ProcSleep]``), then its lock and holder when known."""
+    sub = sub_label(key.frames, key.wait)
+    parts = [f"{key.wait}: {sub}" if sub else key.wait or "other"]
     if key.lock:
         parts.append(key.lock)
     if key.holder:

@@ -9,8 +9,8 @@
   var base = WF.fromFlat(flat);
   var threadOf = new Map();
   flat.threads.forEach(function (t) { threadOf.set(t[0], { tid: t[1], name: t[2] }); });
-  var LABELS = { on: "on-CPU", mutex: "mutex wait", rwlock: "rwlock wait", condvar: "condvar wait",
-    io: "I/O wait", poll: "idle poll", sleep: "sleep", other: "other off-CPU" };
+  var LABELS = { on: "on-CPU", mutex: "mutex wait", rwlock: "rwlock wait", lock: "lock wait",
+    condvar: "condvar wait", io: "I/O wait", poll: "idle poll", sleep: "sleep", other: "other off-CPU" };
   var MASKS = {
     both: classes.map(function () { return true; }),
     on: classes.map(function (c) { return c === "on"; }),
@@ -45,6 +45,7 @@
     on: function (v, w) { return rgb(205 + 50 * v, 230 * w, 55 * v); },
     mutex: function (v) { return rgb(225 + 30 * v, 20 + 30 * v, 185 + 40 * v); },
     rwlock: function (v) { return rgb(190 + 30 * v, 30 * v, 235); },
+    lock: function (v) { return rgb(135 + 30 * v, 20 + 30 * v, 150 + 30 * v); },
     condvar: function (v) { return rgb(70 + 40 * v, 150 + 40 * v, 205 + 30 * v); },
     io: function (v) { return rgb(60 + 40 * v, 105 + 40 * v, 225 + 25 * v); },
     poll: function (v) { return rgb(196 + 24 * v, 196 + 24 * v, 196 + 24 * v); },

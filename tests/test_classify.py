@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wallflame.classify import SCAN_DEPTH, classify, default_rules, find_wait, load_rules
+from wallflame.classify import (
+    SCAN_DEPTH,
+    classify,
+    default_rules,
+    find_rule,
+    find_wait,
+    load_rules,
+    set_label_rules,
+    wait_label,
+)
 from wallflame.errors import InputError
 from wallflame.fold import gdb
 from wallflame.fold.options import FoldOptions
@@ -101,20 +110,23 @@ def test_user_rules_come_first(tmp_path: Path) -> None:
     path = tmp_path / "rules.tsv"
     path.write_text("# my rules\r\n"
                     "poll\tstrong\tname\tnanosleep\r\n"
-                    "mutex\tweak\tregex\tMyLock::.*\n"
+                    "mutex\tweak\tregex\tMyGate::.*\n"
                     "io\tstrong\tprefix\tDisk::\n")
     rules = load_rules(str(path))
     assert classify((*THREAD, "nap", "nanosleep"), rules=rules) == "poll"
-    assert classify((*THREAD, "MyLock::acquire", "spin"), rules=rules) == "mutex"
+    assert classify((*THREAD, "MyGate::acquire", "spin"), rules=rules) == "mutex"
     # a weak rule nearer the leaf wins over a weak one further up
-    assert classify((*THREAD, "MyLock::acquire", "syscall"), rules=rules) == "other"
+    assert classify((*THREAD, "MyGate::acquire", "syscall"), rules=rules) == "other"
     assert classify((*THREAD, "Disk::flush"), rules=rules) == "io"
     # the built-in rules are still there
     assert classify((*THREAD, "epoll_wait"), rules=rules) == "poll"
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ("mutex\tstrong\tname", "4 tab-separated columns"),
+    ("mutex\tstrong\tname", "4 to 6 tab-separated columns"),
+    ("mutex\tstrong\tname\tx\tlabel\tunder\textra", "4 to 6 tab-separated columns"),
+    ("mutex\tstrong\tname\tx\tbad\x1b[label", "bad label"),
+    ("mutex\tstrong\tname\tx\tok\t(", "bad regex"),
     ("waiting\tstrong\tname\tx", "unknown wait class"),
     ("mutex\tmaybe\tname\tx", "strength"),
     ("mutex\tstrong\tglob\tx", "match must be"),
@@ -135,9 +147,13 @@ def test_missing_rules_file(tmp_path: Path) -> None:
 
 def test_builtin_table_is_consistent() -> None:
     r = default_rules()
-    for names in (r.strong_names, r.weak_names):
-        assert set(names.values()) <= set(WAIT_CLASSES)
-    assert not set(r.strong_names) & set(r.weak_names)
+    rules = [x for xs in r.names.values() for x in xs] + [x for _, x in r.patterns]
+    assert {x.cls for x in rules} <= set(WAIT_CLASSES)
+    assert {x.cls for x in rules} == set(WAIT_CLASSES)
+    # a frame named by a weak rule is never also named by a stronger one without context
+    for name, xs in r.names.items():
+        plain = [x for x in xs if x.under is None]
+        assert len({x.strength for x in plain}) <= 1, name
 
 
 def test_real_gdb_dump_of_mix() -> None:
@@ -145,8 +161,8 @@ def test_real_gdb_dump_of_mix() -> None:
     p = Profile()
     gdb.fold(str(FIX / "gdb" / "mix-bt.txt"), FoldOptions(snapshot_interval_ns=1), p)
     classes = p.per_class()
-    assert classes == {"on": 1, "mutex": 3, "rwlock": 0, "condvar": 0, "io": 0, "poll": 0,
-                       "sleep": 2, "other": 0}
+    assert classes == {"on": 1, "mutex": 3, "rwlock": 0, "lock": 0, "condvar": 0, "io": 0,
+                       "poll": 0, "sleep": 2, "other": 0}
     assert all(k.lock.endswith("<shared_lock>") for k in p.stacks if k.wait == "mutex")
 
 
@@ -164,3 +180,93 @@ def test_real_pt_pmp_log_of_mix() -> None:
 @given(st.lists(st.text(max_size=30), max_size=80), st.sampled_from(["", "R", "S", "D", "Z"]))
 def test_total(frames: list[str], kstate: str) -> None:
     assert classify(frames, kstate) in WAIT_CLASSES
+
+
+# ---- outer rules, context (under) and sub-labels ----
+
+
+def test_outer_rule_decides_over_a_strong_one_nearer_the_leaf() -> None:
+    # PostgreSQL's heavyweight lock waits on its latch, in epoll_wait (a strong poll rule)
+    frames = (*THREAD, "LockAcquireExtended", "ProcSleep", "WaitLatch", "WaitEventSetWait",
+              "epoll_wait", "entry_SYSCALL_64_after_hwframe", "do_epoll_wait_[k]", "ep_poll_[k]")
+    assert find_rule(frames) == ("lock", "ProcSleep")
+    # the nearest outer rule wins: the LWLock taken inside ProcSleep
+    inner = (*THREAD, "ProcSleep", "LWLockAcquire", "PGSemaphoreLock", "sem_wait")
+    assert find_rule(inner) == ("rwlock", "LWLock LockManager")
+    # a thread stopped by a tracer inside ProcSleep is not waiting for the lock
+    stopped = (*frames[:-2], "get_signal", "ptrace_stop", "schedule")
+    assert classify(stopped) == "other"
+
+
+def test_under_looks_at_named_callers_only() -> None:
+    wal = ("main", "PostgresMain", "CommitTransactionCommand", "XLogFlush")
+    assert find_rule((*wal, "[postgres]", "[postgres]", "fdatasync")) == ("io", "WAL flush")
+    assert find_rule((*wal, "[unknown]", "LWLockAcquireOrWait", "PGSemaphoreLock",
+                      "sem_wait")) == ("rwlock", "LWLock WALWrite")
+    # beyond four named callers the context no longer counts
+    far = (*wal, "a", "b", "c", "d", "fdatasync")
+    assert find_rule(far) == ("io", "")
+    assert find_rule(("main", "LWLockAcquire", "PGSemaphoreLock")) == ("rwlock", "LWLock")
+
+
+def test_label_comes_from_a_rule_of_the_same_class_further_up() -> None:
+    read = ("PostgresMain", "pq_getbyte", "[postgres]", "secure_read", "WaitEventSetWait",
+            "epoll_wait", "do_epoll_wait_[k]")
+    assert find_rule(read) == ("poll", "client read")
+    idle = ("WalWriterMain", "WaitLatch", "WaitEventSetWait", "epoll_wait")
+    assert find_rule(idle) == ("poll", "latch")
+    # a labelled rule of another class does not lend its label
+    assert find_rule(("secure_read", "nanosleep")) == ("sleep", "")
+
+
+def test_bare_futex_syscall_under_a_lock_function() -> None:
+    assert find_rule((*THREAD, "Store::lock_rows", "syscall", "futex_wait_[k]")) == \
+        ("mutex", "futex lock")
+    assert find_rule((*THREAD, "SpinMutex::wait", "syscall")) == ("mutex", "futex lock")
+    assert find_rule((*THREAD, "RWLatch::rd_lock", "syscall")) == ("rwlock", "futex rwlock")
+    # "block" and "clock" are not locks; an unnamed caller names nothing
+    assert classify((*THREAD, "BlockQueue::pop", "syscall")) == "other"
+    assert classify((*THREAD, "clock_tick", "syscall")) == "other"
+    assert classify((*THREAD, "[mariadbd]", "syscall")) == "other"
+
+
+def test_server_rules_with_symbols() -> None:
+    """Names as MariaDB's sources give them (a build with debug symbols)."""
+    sql = (*THREAD, "do_command", "mysql_update", "handler::ha_update_row",
+           "ha_innobase::update_row", "row_update_for_mysql")
+    assert find_rule((*sql, "lock_wait", "pthread_cond_timedwait",
+                      "__pthread_cond_wait_common")) == ("lock", "InnoDB row lock")
+    assert find_rule((*sql, "btr_cur_t::search_leaf", "ssux_lock_impl<true>::wr_wait",
+                      "srw_mutex_impl<true>::wait", "syscall")) == ("rwlock", "srw_lock")
+    assert find_rule((*sql, "ssux_lock_impl<true>::rd_wait", "syscall")) == \
+        ("rwlock", "ssux_lock")
+    assert find_rule((*THREAD, "ha_commit_trans", "innobase_commit", "log_write_up_to",
+                      "group_commit_lock::acquire", "syscall")) == \
+        ("condvar", "commit (redo flush)")
+
+
+def test_wait_label_of_a_classified_stack() -> None:
+    frames = (*THREAD, "ProcSleep", "WaitLatch", "epoll_wait")
+    assert wait_label(frames, "lock") == "ProcSleep"
+    # a stack classified otherwise (a user's rule, the kernel state) has no label
+    assert wait_label(frames, "io") == ""
+    assert wait_label((*THREAD, "compute"), "other") == ""
+
+
+def test_user_rule_with_label_and_context(tmp_path: Path) -> None:
+    path = tmp_path / "rules.tsv"
+    path.write_text("lock\touter\tprefix\tRowStore::wait\trow lock\n"
+                    "io\tstrong\tname\tfsync\tjournal\tJournal::\n"
+                    "poll\tstrong\tname\tIdle::park\t-\n")
+    rules = load_rules(str(path))
+    assert find_rule((*THREAD, "RowStore::wait_row", "pthread_cond_wait"), rules) == \
+        ("lock", "row lock")
+    assert find_rule((*THREAD, "Journal::commit", "fsync"), rules) == ("io", "journal")
+    assert find_rule((*THREAD, "Table::flush", "fsync"), rules) == ("io", "")
+    assert find_rule((*THREAD, "Idle::park"), rules) == ("poll", "")
+    set_label_rules(rules)
+    try:
+        assert wait_label((*THREAD, "RowStore::wait", "futex_wait"), "lock") == "row lock"
+    finally:
+        set_label_rules(None)
+    assert wait_label((*THREAD, "RowStore::wait", "futex_wait"), "lock") == ""

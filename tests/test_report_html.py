@@ -225,4 +225,4 @@ def test_several_inputs_are_merged_into_one_report(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "all                            -        50" in text
-    assert "84.0%         42 on" in text  # the merged stack: 30 + 12 of 50 samples
+    assert "84.0%         42  on-CPU  svc\n    main > work\n" in text  # 30 + 12 of 50 samples

@@ -1,9 +1,18 @@
-"""Wait classification: which kind of wait an off-CPU stack is.
+"""Wait classification: which kind of wait an off-CPU stack is, and which rule said so.
 
 The rules live in one table (``rules.tsv`` next to this module) that a user extends with a
 file of the same format (``--rules FILE``; its rules are tried first).  A stack is scanned from
-the leaf towards the root: the first *strong* rule met decides; otherwise the first *weak*
-one; otherwise the kernel state the capture recorded (``D`` is I/O); otherwise ``other``.
+the leaf towards the root, at most ``SCAN_DEPTH`` frames.  The nearest *outer* rule met decides
+(a server's own wait function, such as PostgreSQL's ``ProcSleep``, whatever it waits in);
+otherwise the nearest *strong* one; otherwise the nearest *weak* one; otherwise the kernel state
+the capture recorded (``D`` is I/O); otherwise ``other``.
+
+A rule may carry a *label* (the sub-label the report shows: ``lock: ProcSleep``) and an *under*
+pattern: it then holds only when one of the next ``UNDER_DEPTH`` callers of the frame matches
+(frames without a symbol skipped: ``LWLockAcquire`` under ``XLogFlush`` is the ``WALWrite``
+tranche).  A stack's label is that of the deciding rule, or when it has none, of the nearest
+labelled rule of the same class further towards the root (``epoll_wait`` decides ``poll``,
+``secure_read`` above it says ``client read``).
 """
 
 from __future__ import annotations
@@ -19,43 +28,70 @@ from wallflame.profile import WAIT_CLASSES
 
 #: How many frames from the leaf are looked at: the blocking call is always near the leaf.
 SCAN_DEPTH = 48
+#: How many named callers of a frame a rule's ``under`` pattern is tried on (frames without a
+#: symbol are looked past).
+UNDER_DEPTH = 4
+
+WEAK, STRONG, OUTER = 0, 1, 2
+_STRENGTHS = {"weak": WEAK, "strong": STRONG, "outer": OUTER}
 
 _SUFFIX = re.compile(r"_\[[kijw]\]$")
+#: How many frame names a rule set remembers the rules of.
+_SEEN_MAX = 1 << 17
+#: What a label may hold: it is shown in reports and written into folded pseudo-frames.
+_LABEL = re.compile(r"[A-Za-z0-9_.:<>()/+ -]{1,40}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One line of a rules file."""
+
+    cls: str
+    strength: int
+    label: str = ""
+    under: re.Pattern[str] | None = None
+    order: int = 0  # the line's place: earlier lines (user rules first) win ties
 
 
 @dataclass
 class Rules:
-    strong_names: dict[str, str] = field(default_factory=dict)
-    weak_names: dict[str, str] = field(default_factory=dict)
-    strong_patterns: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
-    weak_patterns: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    names: dict[str, list[Rule]] = field(default_factory=dict)
+    patterns: list[tuple[re.Pattern[str], Rule]] = field(default_factory=list)
+    _seen: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
 
     def add_line(self, line: str, where: str) -> None:
         parts = line.split("\t")
-        if len(parts) != 4:
-            raise InputError(f"{where}: expected 4 tab-separated columns: class strength match "
-                             "pattern", "see the comment at the top of rules.tsv")
-        cls, strength, match, pattern = parts
+        if not 4 <= len(parts) <= 6:
+            raise InputError(f"{where}: expected 4 to 6 tab-separated columns: class strength "
+                             "match pattern [label [under]]", "see the comment at the top of "
+                             "rules.tsv")
+        cls, strength, match, pattern = parts[:4]
+        label = parts[4].strip() if len(parts) > 4 else ""
+        under = parts[5] if len(parts) > 5 else ""
         if cls not in WAIT_CLASSES:
             raise InputError(f"{where}: unknown wait class {cls!r}",
                              f"use one of {', '.join(WAIT_CLASSES)}")
-        if strength not in ("strong", "weak"):
-            raise InputError(f"{where}: strength must be strong or weak, not {strength!r}")
-        strong = strength == "strong"
+        if strength not in _STRENGTHS:
+            raise InputError(f"{where}: strength must be outer, strong or weak, not {strength!r}")
+        if label == "-":
+            label = ""
+        if label and not _LABEL.fullmatch(label):
+            raise InputError(f"{where}: bad label {label!r}",
+                             "up to 40 letters, digits, spaces and _.:<>()/+-")
+        rule = Rule(cls, _STRENGTHS[strength], label, _regex(under, where) if under else None,
+                    self._count())
+        self._seen.clear()
         if match == "name":
-            names = self.strong_names if strong else self.weak_names
-            names.setdefault(pattern, cls)
-            return
-        if match == "prefix":
-            rx = re.compile(re.escape(pattern))
+            self.names.setdefault(pattern, []).append(rule)
+        elif match == "prefix":
+            self.patterns.append((re.compile(re.escape(pattern)), rule))
         elif match == "regex":
-            try:
-                rx = re.compile(pattern)
-            except re.error as e:
-                raise InputError(f"{where}: bad regex {pattern!r}: {e}") from None
+            self.patterns.append((_regex(pattern, where), rule))
         else:
             raise InputError(f"{where}: match must be name, prefix or regex, not {match!r}")
-        (self.strong_patterns if strong else self.weak_patterns).append((rx, cls))
+
+    def _count(self) -> int:
+        return sum(map(len, self.names.values())) + len(self.patterns)
 
     def add_text(self, text: str, origin: str) -> None:
         for no, line in enumerate(text.splitlines(), 1):
@@ -63,38 +99,89 @@ class Rules:
             if line.strip() and not line.startswith("#"):
                 self.add_line(line, f"{origin}:{no}")
 
-    @lru_cache(maxsize=1 << 16)  # noqa: B019 - rules live as long as the process
-    def frame_class(self, frame: str) -> tuple[str, bool] | None:
+    def frame_rules(self, frame: str) -> tuple[Rule, ...]:
+        """The rules that name this frame, in the order they are tried: the strongest first,
+        then exact names before patterns, then file order."""
+        hits = self._seen.get(frame)
+        if hits is None:
+            if len(self._seen) >= _SEEN_MAX:
+                self._seen.clear()
+            hits = self._seen[frame] = self._frame_rules(frame)
+        return hits
+
+    def _frame_rules(self, frame: str) -> tuple[Rule, ...]:
         name = _SUFFIX.sub("", frame)
-        hit = self._name_class(name)
-        if hit is None:
+        hits = self._name_rules(name)
+        if not hits:
             # Raw names from folded files (``__GI___clock_nanosleep``, ``read@@GLIBC_2.2.5``)
             # get a second chance under their collector-independent name.
             canonical = normalize(name)
             if canonical != name:
-                hit = self._name_class(canonical)
-        return hit
+                hits = self._name_rules(canonical)
+        return hits
 
-    def _name_class(self, name: str) -> tuple[str, bool] | None:
-        cls = self.strong_names.get(name)
-        if cls:
-            return cls, True
-        for rx, cls in self.strong_patterns:
-            if rx.match(name):
-                return cls, True
-        cls = self.weak_names.get(name)
-        if cls:
-            return cls, False
-        for rx, cls in self.weak_patterns:
-            if rx.match(name):
-                return cls, False
-        return None
+    def _name_rules(self, name: str) -> tuple[Rule, ...]:
+        exact = self.names.get(name, [])
+        matched = [r for rx, r in self.patterns if rx.match(name)]
+        ranked = [(-r.strength, 0, r.order, r) for r in exact]
+        ranked += [(-r.strength, 1, r.order, r) for r in matched]
+        ranked.sort(key=lambda t: t[:3])
+        return tuple(t[3] for t in ranked)
+
+    def frame_class(self, frame: str) -> tuple[str, bool] | None:
+        """The class the first rule naming this frame gives (context aside), and whether that
+        rule is strong (or outer)."""
+        hits = self.frame_rules(frame)
+        return (hits[0].cls, hits[0].strength > WEAK) if hits else None
 
     def __hash__(self) -> int:
         return id(self)
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+
+def _regex(pattern: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise InputError(f"{where}: bad regex {pattern!r}: {e}") from None
+
+
+@lru_cache(maxsize=1 << 16)
+def _under_hit(rx: re.Pattern[str], frame: str) -> bool:
+    name = _SUFFIX.sub("", frame)
+    return rx.match(name) is not None or rx.match(normalize(name)) is not None
+
+
+def _unnamed(frame: str) -> bool:
+    """A frame without a symbol (``[unknown]``, ``[postgres]``, ``??``): it names nothing, so
+    a rule's ``under`` looks past it."""
+    return frame == "??" or (frame.startswith("[") and frame.endswith("]"))
+
+
+def _callers(frames: tuple[str, ...] | list[str], i: int) -> list[str]:
+    """The next ``UNDER_DEPTH`` named callers of frame ``i`` (at most 4x as many frames)."""
+    out: list[str] = []
+    for j in range(i - 1, max(i - 4 * UNDER_DEPTH, 0) - 1, -1):
+        if not _unnamed(frames[j]):
+            out.append(frames[j])
+            if len(out) == UNDER_DEPTH:
+                break
+    return out
+
+
+def _rule_at(frames: tuple[str, ...] | list[str], i: int, r: Rules) -> Rule | None:
+    callers: list[str] | None = None
+    for rule in r.frame_rules(frames[i]):
+        if rule.under is None:
+            return rule
+        if callers is None:
+            callers = _callers(frames, i)
+        rx = rule.under
+        if any(_under_hit(rx, f) for f in callers):
+            return rule
+    return None
 
 
 def load_rules(extra: str | None = None) -> Rules:
@@ -122,27 +209,78 @@ def default_rules() -> Rules:
     return _DEFAULT
 
 
+def find_rule(frames: tuple[str, ...] | list[str],
+              rules: Rules | None = None) -> tuple[str, str] | None:
+    """``(class, label)`` the rules give this stack (frames root first; the label may be
+    empty), or ``None`` when no rule matches any of the frames near the leaf (a thread that is
+    probably running)."""
+    r = rules or default_rules()
+    rules_of = r.frame_rules
+    found: list[tuple[int, Rule]] = []  # (position, rule), leaf first
+    best: tuple[int, Rule] | None = None
+    stop = max(len(frames) - SCAN_DEPTH, 0)
+    for i in range(len(frames) - 1, stop - 1, -1):
+        if not rules_of(frames[i]):
+            continue
+        rule = _rule_at(frames, i, r)
+        if rule is None:
+            continue
+        found.append((i, rule))
+        if best is None or rule.strength > best[1].strength:
+            best = (i, rule)
+    if best is None:
+        return None
+    pos, rule = best
+    if rule.label:
+        return rule.cls, rule.label
+    for i, other in found:
+        if i < pos and other.cls == rule.cls and other.label:
+            return rule.cls, other.label
+    return rule.cls, ""
+
+
 def find_wait(frames: tuple[str, ...] | list[str], rules: Rules | None = None) -> str | None:
     """The wait class the rules give this stack (frames root first), or ``None`` when no rule
     matches any of the frames near the leaf (a thread that is probably running)."""
-    r = rules or default_rules()
-    weak: str | None = None
-    stop = max(len(frames) - SCAN_DEPTH, 0)
-    for i in range(len(frames) - 1, stop - 1, -1):
-        hit = r.frame_class(frames[i])
-        if hit is None:
-            continue
-        cls, strong = hit
-        if strong:
-            return cls
-        weak = weak or cls
-    return weak
+    hit = find_rule(frames, rules)
+    return hit[0] if hit else None
+
+
+def classify_label(frames: tuple[str, ...] | list[str], kstate: str = "",
+                   rules: Rules | None = None) -> tuple[str, str]:
+    """``(class, label)`` of an off-CPU stack (frames root first)."""
+    cls, label = find_rule(frames, rules) or ("", "")
+    if kstate == "D" and cls in ("", "other"):
+        return "io", ""
+    return cls or "other", label
 
 
 def classify(frames: tuple[str, ...] | list[str], kstate: str = "",
              rules: Rules | None = None) -> str:
     """The wait class of an off-CPU stack (frames root first)."""
-    cls = find_wait(frames, rules) or ""
-    if kstate == "D" and cls in ("", "other"):
-        return "io"
-    return cls or "other"
+    return classify_label(frames, kstate, rules)[0]
+
+
+@lru_cache(maxsize=1 << 16)
+def _label_of(frames: tuple[str, ...], wait: str) -> str:
+    hit = find_rule(frames)
+    return hit[1] if hit and hit[0] == wait else ""
+
+
+def wait_label(frames: tuple[str, ...], wait: str) -> str:
+    """The sub-label of an off-CPU stack already classified ``wait``: the label of the built-in
+    or ``set_label_rules`` rule that gives it that class (empty when none does)."""
+    if _LABEL_RULES is not None:
+        hit = find_rule(frames, _LABEL_RULES)
+        return hit[1] if hit and hit[0] == wait else ""
+    return _label_of(frames, wait)
+
+
+_LABEL_RULES: Rules | None = None
+
+
+def set_label_rules(rules: Rules | None) -> None:
+    """Label stacks with these rules (a user's ``--rules`` file and the built-in table) rather
+    than the built-in table alone."""
+    global _LABEL_RULES
+    _LABEL_RULES = rules

@@ -19,8 +19,9 @@ ON = "on"
 OFF = "off"
 STATES = (ON, OFF)
 
-#: Wait classes for off-CPU time, in display order.  ``poll`` means an idle event loop.
-WAIT_CLASSES = ("mutex", "rwlock", "condvar", "io", "poll", "sleep", "other")
+#: Wait classes for off-CPU time, in display order.  ``poll`` means an idle event loop; ``lock``
+#: a database's row, table or metadata lock (``rwlock`` also holds latches).
+WAIT_CLASSES = ("mutex", "rwlock", "lock", "condvar", "io", "poll", "sleep", "other")
 
 UNIT_NS = "ns"
 UNIT_SAMPLES = "samples"

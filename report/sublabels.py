@@ -1,0 +1,30 @@
+"""Off-CPU time by the rule that classified it: ``lock: ProcSleep``, ``rwlock: srw_lock``.
+
+A stack's sub-label is the label of the rule that gave it its wait class (``wallflame.classify``,
+``rules.tsv``); stacks whose rule has no label count under their class alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wallflame.classify import wait_label
+from wallflame.profile import OFF, UNIT_NS, Profile
+
+#: How many labels the summary lists.
+TOP_LABELS = 20
+
+
+def label_totals(profile: Profile) -> list[dict[str, Any]]:
+    """``[{"class", "label", "s"}]``, the largest first: off-CPU time per labelled rule
+    (seconds, or samples for profiles of unknown unit)."""
+    acc: dict[tuple[str, str], int] = {}
+    for k, w in profile.stacks.items():
+        if k.state != OFF or w <= 0:
+            continue
+        label = wait_label(k.frames, k.wait)
+        if label:
+            acc[(k.wait, label)] = acc.get((k.wait, label), 0) + w
+    ns = profile.meta.unit == UNIT_NS
+    rows = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LABELS]
+    return [{"class": c, "label": label, "s": round(w / 1e9, 6) if ns else float(w)}
+            for (c, label), w in rows]

@@ -1,0 +1,127 @@
+"""The database servers' rules against real captures (tests/fixtures/servers/README.md says how
+each was taken): PostgreSQL under pgbench, MariaDB under sysbench, and one-off waits of each."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from wallflame.classify import classify_label, find_rule
+from wallflame.fold import gdb
+from wallflame.fold.options import FoldOptions
+from wallflame.profile import OFF, Profile
+
+FIX = Path(__file__).parent / "fixtures" / "servers"
+
+
+def folded(name: str) -> list[tuple[tuple[str, ...], int]]:
+    """``(frames, ns)`` of a fixture of off-CPU stacks (the thread's root frame dropped)."""
+    out = []
+    for line in (FIX / name).read_text().splitlines():
+        stack, _, ns = line.rpartition(" ")
+        out.append((tuple(stack.split(";")[1:]), int(ns)))
+    return out
+
+
+def by_label(name: str) -> Counter[tuple[str, str]]:
+    acc: Counter[tuple[str, str]] = Counter()
+    for frames, ns in folded(name):
+        acc[classify_label(frames)] += ns
+    return acc
+
+
+def dump(name: str) -> dict[tuple[str, str], list[tuple[str, ...]]]:
+    """The off-CPU stacks of a gdb fixture by ``(class, label)``."""
+    p = Profile()
+    gdb.fold(str(FIX / name), FoldOptions(snapshot_interval_ns=1), p)
+    out: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    for k in p.stacks:
+        if k.state == OFF:
+            hit = find_rule(k.frames)
+            assert hit is not None and hit[0] == k.wait, k.frames
+            out.setdefault(hit, []).append(k.frames)
+    return out
+
+
+def test_postgres_backend_under_pgbench() -> None:
+    """A backend of 16 pgbench clients on one branch row: the row lock is `lock`, most of its
+    wait; `poll` only waits on the client."""
+    acc = by_label("postgres-backend-pgbench.folded")
+    off = sum(acc.values())
+    assert acc[("lock", "ProcSleep")] >= 0.8 * off
+    assert acc[("rwlock", "LWLock LockManager")] > 0
+    assert acc[("io", "WAL flush")] > 0
+    assert {label for cls, label in acc if cls == "poll"} == {"client read"}
+    assert acc[("other", "")] == 0
+    for frames, _ in folded("postgres-backend-pgbench.folded"):
+        if classify_label(frames)[0] == "poll":
+            assert "secure_read" in frames
+
+
+def test_postgres_processes_under_pgbench() -> None:
+    waits = dump("postgres-gdb-pgbench.txt")
+    assert len(waits[("lock", "ProcSleep")]) >= 10
+    assert all("ProcSleep" in f for f in waits[("lock", "ProcSleep")])
+    assert waits[("rwlock", "LWLock LockManager")]
+    # the auxiliary processes idle on their latch
+    idle = {f for frames in waits[("poll", "latch")] for f in frames
+            if f.endswith("Main") or f.startswith(("Start", "Checkpoint"))}
+    assert {"WalWriterMain", "BackgroundWriterMain", "CheckpointWriteDelay",
+            "ApplyLauncherMain"} <= idle
+    assert all("secure_read" in f for f in waits[("poll", "client read")])
+    assert set(waits) <= {("lock", "ProcSleep"), ("rwlock", "LWLock LockManager"),
+                          ("poll", "latch"), ("poll", "client read"), ("io", "client write")}
+
+
+@pytest.mark.parametrize(("key", "frame"), [
+    (("io", "client write"), "secure_write"),          # COPY TO STDOUT to a client not reading
+    (("rwlock", "buffer pin"), "LockBufferForCleanup"),  # VACUUM FREEZE, a cursor holds a pin
+    (("condvar", "SyncRep"), "SyncRepWaitForLSN"),      # a commit waiting for a missing standby
+    (("sleep", "pg_usleep"), "vacuum_delay_point"),      # VACUUM with a cost delay
+])
+def test_postgres_waits(key: tuple[str, str], frame: str) -> None:
+    waits = dump("postgres-gdb-waits.txt")
+    assert waits[key] and all(frame in f for f in waits[key])
+
+
+def test_mariadb_under_sysbench() -> None:
+    """mariadbd without debug symbols under sysbench oltp_update_index, scheduler stacks."""
+    acc = by_label("mariadb-sysbench.folded")
+    off = sum(acc.values())
+    # the commit's wait for the redo log flush: the reply held in net_real_write, and InnoDB's
+    # group commit through a bare futex under ha_commit_trans
+    assert acc[("condvar", "commit (redo flush)")] > 0.15 * off
+    commit = [f for f, _ in folded("mariadb-sysbench.folded")
+              if classify_label(f) == ("condvar", "commit (redo flush)")]
+    assert any("net_real_write" in f for f in commit)
+    assert any("syscall" in f and "ha_commit_trans" in f for f in commit)
+    assert acc[("rwlock", "InnoDB latch")] > 0
+    assert acc[("io", "io_uring")] > 0  # __do_sys_io_uring_enter in the kernel's frames
+    assert acc[("poll", "client read")] > 0.1 * off
+    assert acc[("io", "redo log write")] > 0
+    # what is left in other is the profiler's own stops
+    other = [f for f, _ in folded("mariadb-sysbench.folded") if classify_label(f)[0] == "other"]
+    assert all("ptrace_stop" in f for f in other)
+
+
+def test_mariadb_processes_under_sysbench() -> None:
+    waits = dump("mariadb-gdb-sysbench.txt")
+    assert all("net_real_write" in f or "ha_commit_trans" in f
+               for f in waits[("condvar", "commit (redo flush)")])
+    assert any("ha_commit_trans" in f for f in waits[("condvar", "commit (redo flush)")])
+    assert waits[("io", "redo log flush")]
+    assert waits[("io", "io_uring")]
+    assert all("vio_read" in f for f in waits[("poll", "client read")])
+
+
+@pytest.mark.parametrize(("key", "frame"), [
+    (("lock", "InnoDB row lock"), "handler::ha_index_read_map"),  # UPDATE of a locked row
+    (("lock", "MDL"), "MDL_wait::timed_wait"),             # ALTER TABLE behind an open reader
+    (("io", "client write"), "vio_write"),                # a client not reading its result
+    (("io", "io_uring"), "__io_uring_get_cqe"),           # InnoDB's I/O completion thread
+])
+def test_mariadb_waits(key: tuple[str, str], frame: str) -> None:
+    waits = dump("mariadb-gdb-waits.txt")
+    assert waits[key] and all(frame in f for f in waits[key])

@@ -1,0 +1,49 @@
+"""The text report's top stacks: the user's frames root first, the kernel's folded into the
+wait, within the width."""
+
+from __future__ import annotations
+
+from wallflame.report.text import NAME_WIDTH, STACK_LINES, WIDTH, stack_lines
+
+KERNEL = ("entry_SYSCALL_64_after_hwframe", "do_syscall_64", "__x64_sys_futex", "do_futex",
+          "futex_wait", "schedule", "__schedule")
+
+
+def test_kernel_frames_fold_into_the_wait() -> None:
+    frames = ("clone3", "start_thread", "worker", "pthread_mutex_lock", "__lll_lock_wait", *KERNEL)
+    assert stack_lines(frames, "mutex") == [
+        "clone3 > start_thread > worker > pthread_mutex_lock > __lll_lock_wait > "
+        "[kernel 7: mutex]"]
+    # frames marked as the kernel's by their suffix count too
+    assert stack_lines(("main", "read", "vfs_read_[k]", "schedule_[k]"), "io") == \
+        ["main > read > [kernel 2: io]"]
+    # on-CPU: no wait, the kernel frames still folded
+    assert stack_lines(("main", "write", "entry_SYSCALL_64", "ksys_write"), "") == \
+        ["main > write > [kernel 2]"]
+
+
+def test_long_stacks_keep_the_root_and_the_wait_end() -> None:
+    frames = ("_start", "main", *(f"layer_{i:03d}" for i in range(200)), "pthread_cond_wait",
+              *KERNEL)
+    lines = stack_lines(frames, "condvar")
+    assert len(lines) == STACK_LINES
+    assert all(len(line) <= WIDTH - 4 for line in lines)
+    assert lines[0].startswith("_start > main > … ")
+    assert lines[-1].endswith("layer_199 > pthread_cond_wait > [kernel 7: condvar]")
+    elided = int(lines[0].split("… ")[1].split(" ")[0])
+    parts = [p for line in lines for p in line.removesuffix(" >").split(" > ")]
+    shown = len(parts) - 2  # the elision marker and the kernel's item are not frames
+    assert elided + shown == len(frames) - len(KERNEL)  # every user frame accounted for
+
+
+def test_names_are_cut_and_made_visible() -> None:
+    long = "ns::Template<" + "x" * 300 + ">::run"
+    lines = stack_lines(("main", long, "evil\x1b[31mname"), "")
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "⟨U+001B⟩" in text
+    assert max(len(part) for line in lines for part in line.split(" > ")) <= NAME_WIDTH + 2
+
+
+def test_short_stacks_and_no_frames() -> None:
+    assert stack_lines((), "other") == ["[other]"]
+    assert stack_lines(("main",), "") == ["main"]
