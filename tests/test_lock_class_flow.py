@@ -4,7 +4,12 @@ summary, the text report, the diff and the check."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
+from click.testing import CliRunner
+
+from wallflame.classify import set_label_rules
+from wallflame.cli import cli
 from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.check import FAIL, PASS, Thresholds, judge_profiles
 from wallflame.report.diff import compare
@@ -70,3 +75,24 @@ def test_diff_and_check_see_lock_waits_grow() -> None:
     assert {r.name: r.status for r in v.results}["wait_lock"] == FAIL
     same = judge_profiles(before, backend(500), t)
     assert {r.name: r.status for r in same.results}["wait_lock"] == PASS
+
+
+def test_report_rules_option_classifies_and_labels(tmp_path: Path) -> None:
+    capture = tmp_path / "offcpu.folded"
+    capture.write_text("svc;start_thread;RowStore::wait_row;pthread_cond_wait;-;"
+                       "entry_SYSCALL_64_after_hwframe;do_syscall_64;futex_wait;schedule 3000000\n"
+                       "svc;start_thread;serve;epoll_wait;-;do_epoll_wait;schedule 1000000\n")
+    rules = tmp_path / "rules.tsv"
+    rules.write_text("lock\touter\tprefix\tRowStore::wait\trow lock\n")
+    out = tmp_path / "out.txt"
+    try:
+        r = CliRunner().invoke(cli, ["report", str(capture), "--unit", "us", "--rules",
+                                     str(rules), "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        text = out.read_text()
+        assert "  lock: row lock " in text and "[kernel 4: lock: row lock]" in text
+        r = CliRunner().invoke(cli, ["report", str(capture), "--unit", "us", "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        assert "row lock" not in out.read_text() and "condvar" in out.read_text()
+    finally:
+        set_label_rules(None)

@@ -8,6 +8,7 @@ import os
 import click
 
 from wallflame.cli import quick_exit
+from wallflame.classify import load_rules, set_label_rules
 from wallflame.fold import FoldOptions
 from wallflame.output import print_losses
 from wallflame.rundir import is_run_dir, load_inputs
@@ -40,8 +41,11 @@ def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
 @click.option("--unit", type=click.Choice(["samples", "ns", "us"]), default="samples",
               help="Unit of plain folded input (bcc offcputime writes us).")
 @click.option("--title", default=None, help="Title of the report (default: the target).")
+@click.option("--rules", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Extra wait-classification rules (rules.tsv format), tried first: they "
+              "classify captures and label every stack (lock: ProcSleep).")
 def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state: str,
-            unit: str, title: str | None) -> None:
+            unit: str, title: str | None, rules: str | None) -> None:
     """Render run directories, captures or folded files as one report.
 
     Several inputs are merged (for example the same service on several hosts). The HTML page is
@@ -56,7 +60,9 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     collecting, ending = gc.isenabled(), False
     gc.disable()
     try:
-        profile = load_inputs(inputs, FoldOptions(folded_unit=unit))
+        extra = load_rules(rules) if rules else None
+        set_label_rules(extra)
+        profile = load_inputs(inputs, FoldOptions(folded_unit=unit, rules=extra))
         add_run_facts(profile, inputs)
         if state != "all":
             profile = profile.on_cpu() if state == "on" else profile.off_cpu()
