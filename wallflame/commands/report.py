@@ -8,7 +8,6 @@ import os
 import click
 
 from wallflame.cli import quick_exit
-from wallflame.classify import load_rules, set_label_rules
 from wallflame.fold import FoldOptions
 from wallflame.output import print_losses
 from wallflame.rundir import is_run_dir, load_inputs
@@ -52,6 +51,7 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     self-contained: no network access, scripts allowed only by hash; it is written mode 0600
     because it may hold command lines and symbol names of the target.
     """
+    from wallflame.classify import load_rules, set_label_rules
     from wallflame.report.exports import add_run_facts, format_for, write_report
 
     # Reading a profile allocates millions of objects and frees almost none of them, which
