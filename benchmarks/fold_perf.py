@@ -68,7 +68,8 @@ class Run:
 def run(cmd: list[str], stdin: int | None = None, stdout: int | None = None) -> Run:
     """Run ``cmd`` to completion; its own wall time, CPU time and peak RSS (``wait4``)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=stdin, stdout=stdout or subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdin=stdin, stdout=stdout or subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)

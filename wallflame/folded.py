@@ -155,8 +155,10 @@ def write_folded(
             fields = [h.lock, str(h.tid), h.thread, str(w), ";".join(escape(f) for f in h.frames)]
             out.write("#holder " + json.dumps(fields) + "\n")
         root = ThreadRoot.TID
-    for line in folded_lines(profile, root, annotate):
-        out.write(line + "\n")
+    lines = folded_lines(profile, root, annotate)
+    if lines:
+        lines.append("")
+        out.write("\n".join(lines))  # one write: the text layer encodes it at once
 
 
 def meta_from_json(d: dict[str, Any]) -> Meta:
