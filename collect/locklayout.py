@@ -11,7 +11,7 @@ else is refused with a reason rather than guessed:
     0  int __lock      0 free, 1 locked, 2 locked with waiters
     4  uint __count    recursion depth (recursive kind only; 0 otherwise)
     8  int __owner     tid of the owner (set after the lock is taken, cleared before release)
-    12 uint __nusers
+    12 uint __nusers   (not read: a lock re-taken by pthread_cond_wait is not counted)
     16 int __kind      0 normal/timed, 1 recursive, 2 error-checking, 3 adaptive;
                        + 256/512 elision flags.  Robust (16), priority-inheritance (32),
                        priority-protect (64) and process-shared (128) kinds are refused.
@@ -122,7 +122,7 @@ def read_mutex(data: bytes) -> LockRead:
     """The 40 bytes of a ``pthread_mutex_t`` -> its kind and owner (base left 0)."""
     if len(data) < MUTEX_SIZE:
         return LockRead(refused="short read")
-    lock, count, owner, nusers, kind = struct.unpack_from("<iIiIi", data, 0)
+    lock, count, owner, _nusers, kind = struct.unpack_from("<iIiIi", data, 0)
     prev, nxt = struct.unpack_from("<QQ", data, 24)
     for flag, name in _REFUSED_KIND_FLAGS.items():
         if kind >= 0 and kind & flag:
@@ -139,7 +139,9 @@ def read_mutex(data: bytes) -> LockRead:
         return LockRead(kind=f"mutex:{name}", refused="free")
     if lock not in (1, 2):
         return LockRead(refused=f"not a glibc mutex (__lock {lock})")
-    if owner <= 0 or nusers == 0:
+    # __nusers is not read: a mutex re-taken after a condition-variable wait
+    # (__pthread_mutex_cond_lock) is held without being counted there.
+    if owner <= 0:
         return LockRead(kind=f"mutex:{name}", refused="no owner recorded")
     return LockRead(kind=f"mutex:{name}", owner=owner)
 

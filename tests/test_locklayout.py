@@ -66,6 +66,11 @@ def test_free_or_ownerless_mutex_names_no_one() -> None:
     assert read_mutex(mutex(owner=0)).refused == "no owner recorded"
 
 
+def test_mutex_retaken_after_a_condition_wait_is_read() -> None:
+    # __pthread_mutex_cond_lock takes the lock without counting a user
+    assert read_mutex(mutex(nusers=0)).owner == 101
+
+
 @pytest.mark.parametrize(("flags", "name"), [(0, "prefer-reader"), (1, "prefer-writer"),
                                              (2, "prefer-writer-nonrecursive")])
 def test_rwlock_writer_read(flags: int, name: str) -> None:
