@@ -48,7 +48,8 @@ def test_critical_section_holders(tmp_path: Path, live: None, sample_bin: Path) 
     inside = sum(w for h, w in holders.items() if _has(h.frames, INSIDE))
     impossible = sum(w for h, w in holders.items() if cannot_hold(h))
     # Measured over 10 runs (4 s each, this 2-core machine, other jobs running): inside 100%
-    # of the holder time every time, impossible 0%; confirmed holder 85-93% of the wait.
+    # of the holder time in every run, impossible 0%; confirmed holder 93-99% of the wait
+    # (104-120 observations a run; the rest: the lock free while being handed over).
     assert inside >= 0.90 * total, (inside / total, holders)
     assert impossible <= 0.05 * total, (impossible / total, holders)
     # Both halves of the critical section are seen: the spin (on-CPU) and the sleep.
@@ -66,6 +67,9 @@ def test_queue_holders_are_inside_the_queue_lock(tmp_path: Path, live: None,
     lock = _lock(run.summary, "g_mutex_queue")
     holders = {h: w for h, w in run.profile.holders.items() if h.lock == lock["lock"]}
     assert holders, lock
+    # Measured over 10 runs: no such stack in any; every holder stack under MutexQueue::
+    # (87-267 observations a run, 33-46% of the wait with a confirmed holder: the queue's
+    # lock is mostly free between two short holds while its next owner is woken).
     bad = [h for h in holders if cannot_hold(h)]
     assert not bad, bad
     # The story: the queue's lock is held in MutexQueue::pop (or push_batch, the producer).
