@@ -1,4 +1,5 @@
-"""Off-CPU time by the rule that classified it: ``lock: ProcSleep``, ``rwlock: srw_lock``.
+"""Off-CPU time by the rule that classified it (``lock: ProcSleep``, ``rwlock: srw_lock``), and
+the time the collect's own tracer kept threads stopped, which no rule counts.
 
 A stack's sub-label is the label of the rule that gave it its wait class (``wallflame.classify``,
 ``rules.tsv``); stacks whose rule has no label count under their class alone."""
@@ -9,6 +10,7 @@ from typing import Any
 
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, UNIT_NS, Profile
+from wallflame.stops import stopped_ns
 
 #: How many labels the summary lists.
 TOP_LABELS = 20
@@ -28,3 +30,18 @@ def label_totals(profile: Profile) -> list[dict[str, Any]]:
     rows = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LABELS]
     return [{"class": c, "label": label, "s": round(w / 1e9, 6) if ns else float(w)}
             for (c, label), w in rows]
+
+
+def tracer_stops(profile: Profile, pause: dict[str, Any]) -> dict[str, Any]:
+    """The time the collect's own tracer kept the target's threads stopped (out of every wait
+    class), beside what the snapshot loop measured of its pauses."""
+    raw = profile.meta.extra.get("tracer_stops") or {}
+    per = stopped_ns(profile)
+    names = profile.meta.threads
+    return {
+        "cause": str(raw.get("cause", "")) if per else "",
+        "total_s": round(sum(per.values()) / 1e9, 6),
+        "threads": [{"tid": t, "name": names.get(t, ""), "s": round(ns / 1e9, 6)}
+                    for t, ns in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "measured_pause_s": round(float(pause.get("total_ms") or 0) / 1e3, 6),
+    }

@@ -11,8 +11,9 @@ from typing import Any
 
 from wallflame.classify import default_rules
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
-from wallflame.report.sublabels import label_totals
+from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
+from wallflame.stops import stopped_ns
 
 #: A stack this shallow (frames below the thread) has most likely lost its callers.
 SHALLOW_DEPTH = 2
@@ -62,7 +63,8 @@ def call_site(frames: tuple[str, ...]) -> str:
     return fallback or (frames[0] if frames else "[unknown]")
 
 
-def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0) -> dict[str, Any]:
+def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
+               stopped: int = 0) -> dict[str, Any]:
     """One thread's split of the window.  ``runqueue_s`` is time the thread was runnable but
     waiting for a CPU (preempted): neither on-CPU nor blocked, but part of its wall time, so
     coverage counts it."""
@@ -73,9 +75,10 @@ def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0) -> di
         "off_cpu_s": seconds(t.off, unit),
         "wait": {c: seconds(t.wait[c], unit) for c in WAIT_CLASSES},
         "runqueue_s": seconds(runqueue, unit),
+        "stopped_s": seconds(stopped, unit),  # stopped by the collect's own tracer
     }
     if window and unit == UNIT_NS:
-        row["coverage"] = round((t.total + runqueue) / window, 4)
+        row["coverage"] = round((t.total + runqueue + stopped) / window, 4)
     return row
 
 
@@ -150,7 +153,9 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
     if groups is None:
         groups = profile.grouped()
     threads = profile.per_thread(groups)
-    rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0) for t in threads]
+    stopped = stopped_ns(profile)
+    rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0,
+                       stopped.get(t.tid, 0) if t.tid else 0) for t in threads]
     totals = ThreadTotals(0, "all")  # what ``profile.totals()`` gives, without another pass
     for t in threads:
         totals.on += t.on
@@ -162,11 +167,12 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         "unit": "seconds" if unit == UNIT_NS else "samples",
         "window_s": seconds(window, UNIT_NS) if window else 0.0,
         "threads": rows,
-        "totals": thread_row(totals, unit, 0, sum(rq.values())),
+        "totals": thread_row(totals, unit, 0, sum(rq.values()), sum(stopped.values())),
         **dict(zip(("locks", "unidentified_lock_waits"), lock_sections(profile, groups),
                    strict=True)),
         "pause": pause,
         "wait_labels": label_totals(profile),  # off-CPU time by the rule that classified it
+        "tracer_stops": tracer_stops(profile, pause),
         "quality": quality(profile, rows),
         "sources": [{k: v for k, v in s.items() if isinstance(v, (str, int, float, bool))}
                     for s in m.sources],

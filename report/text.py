@@ -159,6 +159,11 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     if s["locks"] or s.get("unidentified_lock_waits"):
         out.write("\n")
         _locks(s, out)
+    ts = s["tracer_stops"]
+    if ts["threads"]:
+        out.write(f"\nstopped by {_cut(ts['cause'], 20)} (ptrace): {ts['total_s']:.3f}s over "
+                  f"{len(ts['threads'])} threads, in no wait class\n  (the snapshot loop "
+                  f"measured {ts['measured_pause_s']:.6f}s of pauses)\n")
     if s["wait_labels"]:
         out.write("\noff-CPU time by rule:\n")
         _labels(s, out)

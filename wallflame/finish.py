@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wallflame import locks, releases, rundir
+from wallflame import locks, releases, rundir, stops
 from wallflame.errors import InputError, WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
@@ -145,10 +145,20 @@ def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile
             profile.merge(stream.unswitched(pmp_profile, sched_profile))
     releases.attach_raw(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
+    if _stopped_the_target(cap):  # its ptrace stops are wallflame's, not the target's waits
+        stops.separate(profile, "wallflame")
     work = work_done(raw)
     if work is not None:
         profile.meta.extra["work"] = work
     return profile
+
+
+def _stopped_the_target(cap: dict[str, Any]) -> bool:
+    """Whether the collect stopped the target's threads itself (snapshots, owner probes)."""
+    pmp = cap.get("pmp") or {}
+    owners = cap.get("owners") or {}
+    pause = owners.get("pause") if isinstance(owners, dict) else None
+    return bool(pmp.get("snapshots")) or bool(isinstance(pause, dict) and pause.get("stops"))
 
 
 def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],

@@ -1,0 +1,64 @@
+"""The collect's own ptrace stops: out of the target's wait classes and stacks, shown apart."""
+
+from __future__ import annotations
+
+import io
+
+from wallflame import stops
+from wallflame.classify import find_rule
+from wallflame.finish import _stopped_the_target
+from wallflame.profile import OFF, Profile, StackKey
+from wallflame.report.summary import build_summary
+from wallflame.report.text import write_text
+
+MS = 1_000_000
+WAIT = ("clone3", "start_thread", "worker", "pthread_cond_wait", "__futex_abstimed_wait_common")
+STOPPED = (*WAIT, "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "exit_to_user_mode_loop",
+           "arch_do_signal_or_restart", "get_signal", "ptrace_stop", "schedule", "__schedule")
+
+
+def profile() -> Profile:
+    p = Profile()
+    p.meta.window_ns = 1_000 * MS
+    p.meta.extra["pause"] = {"snapshots": 4, "median_ms": 0.05, "max_ms": 0.1, "total_ms": 0.4}
+    p.add(StackKey(WAIT, 7, "pool", 0, OFF, "condvar"), 900 * MS)
+    p.add(StackKey(STOPPED, 7, "pool", 0, OFF, "other"), 100 * MS)
+    p.add(StackKey(WAIT, 8, "pool", 0, OFF, "condvar"), 1_000 * MS)
+    return p
+
+
+def test_the_rules_name_a_tracer_stop() -> None:
+    assert find_rule(STOPPED) == ("other", "tracer stop")
+
+
+def test_stops_leave_the_wait_classes_and_count_in_coverage() -> None:
+    p = profile()
+    assert stops.separate(p, "wallflame") == 100 * MS
+    assert not any(stops.is_tracer_stop(k.frames) for k in p.stacks)
+    s = build_summary(p)
+    assert s["totals"]["wait"]["other"] == 0.0
+    row = {r["tid"]: r for r in s["threads"]}
+    assert row[7]["stopped_s"] == 0.1 and row[7]["off_cpu_s"] == 0.9
+    assert row[7]["coverage"] == 1.0 and row[8]["stopped_s"] == 0.0
+    assert s["tracer_stops"] == {"cause": "wallflame", "total_s": 0.1, "measured_pause_s": 0.0004,
+                                 "threads": [{"tid": 7, "name": "", "s": 0.1}]}
+    out = io.StringIO()
+    write_text(p, out)
+    assert "stopped by wallflame (ptrace): 0.100s over 1 threads, in no wait class\n" \
+        in out.getvalue()
+
+
+def test_nothing_to_separate() -> None:
+    p = profile()
+    p.stacks = {k: w for k, w in p.stacks.items() if not stops.is_tracer_stop(k.frames)}
+    assert stops.separate(p, "wallflame") == 0
+    assert "tracer_stops" not in p.meta.extra
+    s = build_summary(p)
+    assert s["tracer_stops"]["threads"] == [] and s["tracer_stops"]["cause"] == ""
+
+
+def test_only_a_collect_that_stopped_the_target_owns_the_stops() -> None:
+    assert _stopped_the_target({"pmp": {"snapshots": 3}})
+    assert _stopped_the_target({"owners": {"pause": {"stops": 2}}})
+    assert not _stopped_the_target({"pmp": {"snapshots": 0}, "owners": {"pause": {"stops": 0}}})
+    assert not _stopped_the_target({})  # --off-cpu sched: another tracer's stops stay
