@@ -20,7 +20,7 @@ SHALLOW_DEPTH = 2
 
 _LOCK_CLASSES = ("mutex", "rwlock")
 _LOCK_WRAPPERS = ("std::lock_guard", "std::unique_lock", "std::scoped_lock", "std::shared_lock",
-                  "__gthread_", "__gthrw_")
+                  "__gthread_", "__gthrw_", "__pthread_mutex_cond_lock")
 
 
 def seconds(value: int, unit: str) -> float:
