@@ -459,7 +459,7 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
                "one run per side: between-run noise not measured (taken to be what the "
                "slices of each run show)")
     measured = [f"{k.split(':')[-1].replace('_', ' ')} {100 * c:.1f}% ({d:g} df)"
-                for k, (c, d) in sorted(cv.items()) if d and not k.startswith("lock:")]
+                for k, (c, d) in sorted(cv.items()) if d and c > 0 and not k.startswith("lock:")]
     run_noise = ("run-to-run spread measured in the series: " + ", ".join(measured)
                  if measured else "run-to-run spread not measurable with one run per side: "
                  f"taken as {100 * t.run_cv:g}% for CPU per unit of work (run_cv) and "
