@@ -1,4 +1,4 @@
-"""The example CI gate in examples/ci: pinned actions, the thresholds file, the baseline."""
+"""The example CI gate in examples/ci: pinned actions, the settings file, the baseline series."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import dataclasses
 import re
 from pathlib import Path
 
-from wallflame.report.check import PASS, Thresholds, judge, load_thresholds
+from wallflame.report.check import PASS, Thresholds, ignored, judge, load_thresholds
 from wallflame.report.diff import compare
-from wallflame.rundir import is_run_dir, load_inputs
+from wallflame.report.series import load_side, run_paths
+from wallflame.rundir import is_run_dir
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ci"
 WORKFLOW = EXAMPLE / "wallflame-gate.yml"
@@ -25,6 +26,7 @@ def test_workflow_collects_checks_and_uploads_the_diff_always() -> None:
     text = WORKFLOW.read_text()
     collect = text.index("wallflame collect -o current")
     check = text.index("wallflame check examples/ci/baseline current")
+    assert "--json wallflame-check.json" in text
     upload = text.index("actions/upload-artifact@")
     assert collect < check < upload
     assert "if: always()" in text[check:upload]
@@ -38,13 +40,21 @@ def test_example_thresholds_file_spells_out_the_defaults() -> None:
     assert dataclasses.asdict(t) == dataclasses.asdict(Thresholds())
 
 
-def test_baseline_is_a_run_directory_that_passes_against_itself() -> None:
+def test_baseline_is_a_series_that_passes_against_its_own_runs() -> None:
     base = EXAMPLE / "baseline"
-    assert is_run_dir(base)
-    assert not (base / "raw").exists()  # kept small: only what check reads
-    profile = load_inputs([str(base)])
-    v = judge(compare(profile, load_inputs([str(base)])), Thresholds())
-    assert v.status == PASS, [(r.name, r.message) for r in v.results]
-    assert {"mix-1", "mix-2", "mix-3"} <= set(profile.meta.threads.values())
-    assert any("extra_work" not in k.frames and "worker_loop" in k.frames
-               for k in profile.stacks)
+    runs = run_paths(str(base))
+    assert len(runs) == 3 and all(is_run_dir(r) for r in runs)
+    for r in runs:
+        names = {p.name for p in Path(r).iterdir()}
+        assert "raw" not in names  # kept small: only what check reads
+        assert {"meta.json", "oncpu.folded", "offcpu.folded", "slices.json"} <= names
+    t = Thresholds()
+    series, merged = load_side(str(base), "baseline", ignored(t))
+    threads = set(merged.meta.threads.values())
+    assert {"worker-1", "worker-2", "worker-3", "worker-4"} <= threads
+    assert all(r.work and r.slices and r.slices.get("work") for r in series)
+    for r in runs:
+        one, profile = load_side(r, "current", ignored(t))
+        v = judge(series, one, compare(merged, profile), t)
+        assert v.status == PASS, [(x.name, x.message) for x in v.results]
+        assert "between-run noise measured" in v.method
