@@ -60,6 +60,18 @@ def test_postgres_backend_under_pgbench() -> None:
             assert "secure_read" in frames
 
 
+def test_postgres_wal_under_pgbench_simple_update() -> None:
+    """pgbench -N (no row contention): a backend waits for the client, for WALWriteLock and for
+    its WAL flush; the WAL writer idles on its latch or takes WALWriteLock."""
+    acc = by_label("postgres-backend-pgbench-simple.folded")
+    assert acc[("rwlock", "LWLock WALWrite")] > 0.1 * sum(acc.values())
+    assert set(acc) == {("poll", "client read"), ("rwlock", "LWLock WALWrite"),
+                        ("io", "WAL flush")}
+    writer = by_label("postgres-walwriter.folded")
+    assert set(writer) == {("poll", "latch"), ("rwlock", "LWLock WALWrite")}
+    assert writer[("poll", "latch")] > 0.9 * sum(writer.values())
+
+
 def test_postgres_processes_under_pgbench() -> None:
     waits = dump("postgres-gdb-pgbench.txt")
     assert len(waits[("lock", "ProcSleep")]) >= 10
