@@ -81,7 +81,7 @@ def store(env: Environment, folder: str, key: str) -> None:
         source, filename, _ = env.loader.get_source(env, name)
         code = compile(env.compile(source, name, filename, raw=True), filename or name, "exec")
         data = key.encode() + b"\n" + marshal.dumps(code)
-        path = os.path.join(folder, name + SUFFIX)
+        path = _entry(folder, key, name)
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -94,11 +94,17 @@ def store(env: Environment, folder: str, key: str) -> None:
             return
 
 
+def _entry(folder: str, key: str, name: str) -> str:
+    """One file per key and template, so that several installations (a virtual environment
+    and a checkout, two versions) sharing the cache each keep their own."""
+    return os.path.join(folder, f"{key[:16]}-{name}{SUFFIX}")
+
+
 def _load(folder: str, key: str) -> dict[str, CodeType] | None:
     codes = {}
     for name in NAMES:
         try:
-            with open(os.path.join(folder, name + SUFFIX), "rb") as f:
+            with open(_entry(folder, key, name), "rb") as f:
                 data = f.read()
         except OSError:
             return None
