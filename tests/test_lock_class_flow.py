@@ -96,3 +96,20 @@ def test_report_rules_option_classifies_and_labels(tmp_path: Path) -> None:
         assert "row lock" not in out.read_text() and "condvar" in out.read_text()
     finally:
         set_label_rules(None)
+
+
+def test_html_page_names_the_rule_and_the_tracer_stops() -> None:
+    from wallflame import stops
+    from wallflame.report.html import render_html
+
+    p = backend(2_000)
+    stopped = ("main", "PostgresMain", "LockAcquireExtended", "ProcSleep", "WaitLatch",
+               "epoll_wait", "exit_to_user_mode_loop", "get_signal", "ptrace_stop", "schedule")
+    p.add(StackKey(stopped, 11, "postgres", 0, OFF, "other"), 5 * MS)
+    p.meta.extra["pause"] = {"snapshots": 3, "median_ms": 0.1, "max_ms": 0.2, "total_ms": 0.3}
+    stops.separate(p, "wallflame")
+    page = render_html(p)
+    assert 'class="c-lock"' in page  # the legend's swatch
+    assert "lock: ProcSleep" in page  # the top stacks table and the flame tree's names
+    assert "<dt>Stopped by wallflame</dt><dd>5.00 ms over 1 threads in ptrace stops" in page
+    assert "the snapshot loop measured 300.0 µs of pauses" in page
