@@ -156,9 +156,8 @@ def write_folded(
             out.write("#holder " + json.dumps(fields) + "\n")
         root = ThreadRoot.TID
     lines = folded_lines(profile, root, annotate)
-    if lines:
-        lines.append("")
-        out.write("\n".join(lines))  # one write: the text layer encodes it at once
+    for i in range(0, len(lines), 512):  # a few writes, each encoded at once
+        out.write("\n".join(lines[i:i + 512]) + "\n")
 
 
 def meta_from_json(d: dict[str, Any]) -> Meta:
