@@ -17,7 +17,7 @@ run's own ``raw/`` files:
 It prints one line per lock per run and a JSON summary at the end::
 
     python3 benchmarks/locks_mariadb.py [--runs 3] [--seconds 8] [--threads 32]
-        [--test oltp_read_write] [--release-sites]
+        [--test oltp_read_write] [--release-sites] [--collect-args '--sched-stack-hz 0']
 
 Run it under ``flock /tmp/wallflame-measure.lock`` on a shared machine.
 """
@@ -118,6 +118,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--test", default="oltp_read_write")
     ap.add_argument("--release-sites", action="store_true")
+    ap.add_argument("--collect-args", default="",
+                    help="more options for wallflame collect, e.g. '--sched-stack-hz 0'")
     args = ap.parse_args()
     require("mariadb")
     results = []
@@ -132,6 +134,7 @@ def main() -> int:
                    "--duration", f"{args.seconds:g}", "-o", str(run)]
             if args.release_sites:
                 cmd.append("--release-sites")
+            cmd += args.collect_args.split()
             r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
             if r.returncode != 0:
                 print(f"run {i}: collect failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
