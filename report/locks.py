@@ -91,7 +91,11 @@ def lock_entries(profile: Profile, seconds: Any, call_site: Any) -> tuple[
         ev = ev if isinstance(ev, dict) else {}
         n = int(ev.get("observations") or 0)
         counts = {(int(t), str(s)): int(c) for t, _, s, c in ev.get("holders") or []}
-        hs = sorted(held.get(lock, []), key=lambda x: (-x[0], x[1]))
+        # A holder stack with no confirmed observation behind it (an input written before
+        # holder stacks were confirmed, or one that lost its evidence) is not shown.
+        hs = sorted(((w, h) for w, h in held.get(lock, [])
+                     if counts.get((h.tid, ";".join(escape(f) for f in h.frames)))),
+                    key=lambda x: (-x[0], x[1]))
         confirmed_w = sum(w for w, _ in hs)
         # One row per holder stack, with the threads caught running it.
         by_stack: dict[str, dict[str, Any]] = {}

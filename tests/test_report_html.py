@@ -9,12 +9,14 @@ import re
 import stat
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 from test_report_fixtures import HOSTILE, LOCK, demo_profile, hostile_profile
 
 from wallflame.cli import cli
-from wallflame.folded import write_folded
+from wallflame.folded import escape, write_folded
+from wallflame.profile import Profile
 from wallflame.report.html import render_html
 from wallflame.report.tree import visible
 
@@ -109,8 +111,27 @@ def test_hostile_names_never_become_markup() -> None:
     assert "\x1b" not in html and "\u202e" not in html and "\x00" not in html
 
 
-def test_static_markup_carries_the_key_numbers() -> None:
+def _confirmed(p: Profile) -> Profile:
+    """``p`` with every holder stack confirmed by one observation (as the owner sampler's
+    evidence says after a collect)."""
+    ev: dict[str, Any] = {}
+    for h in p.holders:
+        e = ev.setdefault(h.lock, {"observations": 0, "confirmed": 0, "holders": []})
+        e["observations"] += 1
+        e["confirmed"] += 1
+        e["holders"].append([h.tid, h.thread, ";".join(escape(f) for f in h.frames), 1])
+    p.meta.extra["lock_evidence"] = ev
+    return p
+
+
+def test_unconfirmed_holder_stacks_are_not_shown() -> None:
     page = parse(render_html(demo_profile()))
+    text = " ".join(" ".join(page.text).split())
+    assert "No holder stack was confirmed" in text and "holder (confirmed" not in text
+
+
+def test_static_markup_carries_the_key_numbers() -> None:
+    page = parse(render_html(_confirmed(demo_profile())))
     text = " ".join(" ".join(page.text).split())
     assert "mix-1 4243" in text  # per-thread table
     assert "910.00 ms" in text  # mix-1 on-CPU
