@@ -7,7 +7,7 @@ collects three runs in a rotating order: two of the unchanged program (``base-a`
 and one of the slower one (``slow``), so that drifts of the machine's load hit all three
 alike.  Then, with ``wallflame check``'s default settings:
 
-* unchanged single-run pairs: ``base-a[r]`` against ``base-b[r]`` (each round once);
+* unchanged single-run pairs: ``base-a[r]`` against ``base-b[r]`` and the reverse;
 * changed single-run pairs: ``base-a[r]`` against ``slow[r]``; caught means exit 1 with
   ``h_auth`` named among the frames that grew (CPU per request alone does not name it);
 * series: rounds in groups of three, ``base-a`` x3 against ``slow`` x3 (and against
@@ -125,9 +125,10 @@ def judge(out: Path) -> int:
 
     for r in range(n):
         a, b, s = runs["base-a"][r], runs["base-b"][r], runs["slow"][r]
-        code, _, data = check([a], [b], tmp)
-        record("unchanged single-run pairs", code)
-        print(f"  unchanged {a.name} vs {b.name}: exit {code}; {top_frame(data, 'h_auth')}")
+        for x, y in ((a, b), (b, a)):  # either may be the older baseline
+            code, _, data = check([x], [y], tmp)
+            record("unchanged single-run pairs (both directions)", code)
+            print(f"  unchanged {x.name} vs {y.name}: exit {code}; {top_frame(data, 'h_auth')}")
         code, _, data = check([a], [s], tmp)
         named = names_auth(data)
         record("slower h_auth, single-run pairs", code, named)
