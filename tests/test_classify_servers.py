@@ -118,6 +118,20 @@ def test_mariadb_under_sysbench() -> None:
     assert all("ptrace_stop" in f for f in other)
 
 
+def test_mariadb_with_binary_log_under_sysbench() -> None:
+    """The same load with --log-bin --sync-binlog=1: followers of the binary log's group commit
+    wait to be woken, row locks are held longer (the run's own ptrace stops were taken out)."""
+    acc = by_label("mariadb-binlog-sysbench.folded")
+    off = sum(acc.values())
+    assert acc[("condvar", "binlog group commit")] > 0.1 * off
+    assert acc[("lock", "InnoDB row lock")] > 0.05 * off
+    assert acc[("condvar", "commit (redo flush)")] > 0
+    assert sum(s for (cls, _), s in acc.items() if cls == "other") < 0.05 * off
+    for frames, _ in folded("mariadb-binlog-sysbench.folded"):
+        if "THD::wait_for_wakeup_ready" in frames:
+            assert classify_label(frames) == ("condvar", "binlog group commit")
+
+
 def test_mariadb_processes_under_sysbench() -> None:
     waits = dump("mariadb-gdb-sysbench.txt")
     assert all("net_real_write" in f or "ha_commit_trans" in f
