@@ -74,36 +74,42 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
 
 def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
                 max_lines: int = STACK_LINES) -> list[str]:
-    """A stack as a reader follows it: the user's frames from the thread's root, root first,
-    then the kernel's folded into one item with the wait (``[kernel 9: lock: ProcSleep]``),
-    wrapped into at most ``max_lines`` lines of ``width`` columns.  When they do not fit, the
-    frames nearest the root after the first two give way (``… 12 frames …``): what was waited
-    on, and by whom, is at the other end."""
+    """A stack as a reader follows it: the user's frames from the thread's root, root first
+    (a run of one frame written once, ``[postgres] ×3``), then the kernel's folded into one item
+    with the wait (``[kernel 9: lock: ProcSleep]``), wrapped into at most ``max_lines`` lines of
+    ``width`` columns.  When they do not fit, the frames nearest the root after the first two
+    give way (``… 12 frames …``): what was waited on, and by whom, is at the other end."""
     user = user_frames(frames)
     nk = len(frames) - len(user)
-    items = [_cut(f, NAME_WIDTH) for f in user]
+    runs: list[tuple[str, int]] = []  # (text, how many frames it stands for)
+    for f in user:
+        if runs and runs[-1][0] == f:
+            runs[-1] = (f, runs[-1][1] + 1)
+        else:
+            runs.append((f, 1))
+    items = [(_cut(f, NAME_WIDTH) + (f" ×{n}" if n > 1 else ""), n) for f, n in runs]
     tail = []
     if nk:
         tail.append(f"[kernel {nk}{': ' + wait if wait else ''}]")
     elif wait:
         tail.append(f"[{wait}]")
-    items += tail
-    lines = _wrap(items, width)
+    texts = [t for t, _ in items] + tail
+    lines = _wrap(texts, width)
     if len(lines) <= max_lines:
         return lines
-    keep_root = 2
-    lo, hi = 0, max(len(items) - keep_root - len(tail), 0)  # how many leaf-side frames to keep
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        cut = len(items) - keep_root - mid
-        trial = [*items[:keep_root], _elided(cut), *items[len(items) - mid:]]
-        if len(_wrap(trial, width)) <= max_lines:
-            lo = mid
+    keep_root = min(2, len(items))
+    best: list[str] = []
+    lo, hi = 0, len(items) - keep_root  # how many leaf-side items to keep
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        cut = sum(n for _, n in items[keep_root:len(items) - mid])
+        trial = _wrap([*texts[:keep_root], _elided(cut), *texts[len(items) - mid:]], width)
+        if len(trial) <= max_lines:
+            best, lo = trial, mid + 1
         else:
             hi = mid - 1
-    cut = len(items) - keep_root - lo
-    return _wrap([*items[:keep_root], _elided(cut), *items[len(items) - lo:]],
-                 width)[:max_lines]
+    return best or _wrap([*texts[:keep_root], _elided(len(user) - keep_root), *tail],
+                         width)[:max_lines]
 
 
 def _elided(n: int) -> str:

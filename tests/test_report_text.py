@@ -47,3 +47,15 @@ def test_names_are_cut_and_made_visible() -> None:
 def test_short_stacks_and_no_frames() -> None:
     assert stack_lines((), "other") == ["[other]"]
     assert stack_lines(("main",), "") == ["main"]
+
+
+def test_a_run_of_one_frame_is_written_once() -> None:
+    frames = ("main", "[postgres]", "[postgres]", "[postgres]", "PortalRun", "epoll_wait")
+    assert stack_lines(frames, "poll") == ["main > [postgres] ×3 > PortalRun > epoll_wait > [poll]"]
+    # the elision counts frames, not runs
+    deep = ("_start", "main", *(["[unknown]"] * 300), *(f"f{i}" for i in range(300)), "read")
+    lines = stack_lines(deep, "io")
+    assert lines[0].startswith("_start > main > … ")
+    elided = int(lines[0].split("… ")[1].split(" ")[0])
+    parts = [p for line in lines for p in line.removesuffix(" >").split(" > ")]
+    assert elided + len(parts) - 2 == len(deep)
