@@ -60,6 +60,21 @@ def test_postgres_backend_under_pgbench() -> None:
             assert "secure_read" in frames
 
 
+def test_postgres_backend_through_pt_pmp() -> None:
+    """pt-pmp's own log of another backend of the same load and window, folded: every sample
+    in ProcSleep is the row lock (or the LWLock ProcSleep takes), none is idle."""
+    p = Profile()
+    gdb.fold(str(FIX / "postgres-ptpmp-backend.txt"), FoldOptions(), p)
+    acc: Counter[tuple[str, str]] = Counter()
+    for k, w in p.stacks.items():
+        assert k.state == OFF and "ProcSleep" in k.frames
+        hit = find_rule(k.frames)
+        assert hit is not None and hit[0] == k.wait
+        acc[hit] += w
+    assert set(acc) == {("lock", "ProcSleep"), ("rwlock", "LWLock LockManager")}
+    assert acc[("lock", "ProcSleep")] >= 0.8 * sum(acc.values())
+
+
 def test_postgres_wal_under_pgbench_simple_update() -> None:
     """pgbench -N (no row contention): a backend waits for the client, for WALWriteLock and for
     its WAL flush; the WAL writer idles on its latch or takes WALWriteLock."""
