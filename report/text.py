@@ -59,8 +59,9 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
     for lock in s["locks"][:5]:
         out.write(f"lock {_cut(lock['lock'], 60)}: waited {_v(lock['wait_s'], s['unit'])}{unit} "
                   f"by {len(lock['waiters'])} threads\n")
-        out.write(f"  confirmed holder {_v(lock['held_confirmed_s'], s['unit'])}{unit} "
-                  f"[{_share(lock['held_confirmed'])}]\n")
+        held = lock["held_confirmed"]
+        scaled = f"{_v(lock['held_confirmed_s'], s['unit'])}{unit} " if "share" in held else ""
+        out.write(f"  confirmed holder {scaled}[{_share(held)}]\n")
         for h in lock["holders"][:3]:
             leaf = h["stack"].rsplit(";", 1)[-1] if h["stack"] else "?"
             out.write(f"  held by {_cut(h['name'], 20)} ({h['tid']}) {_share(h)} "
