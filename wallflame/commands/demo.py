@@ -82,7 +82,9 @@ def lock_story(summary: dict[str, Any]) -> str:
     lk = locks[0]
     held = lk.get("held_confirmed") or {}
     line = f"queue lock: {held.get('count', 0)} of {held.get('of', 0)} observations caught its " \
-           f"holder ({lk.get('held_confirmed_s', 0):.2f} s of {lk.get('wait_s', 0):.2f} s waited)"
+           "holder"
+    if "share" in held:  # enough observations to scale to the time waited
+        line += f" ({lk.get('held_confirmed_s', 0):.2f} s of {lk.get('wait_s', 0):.2f} s waited)"
     if lk.get("holders"):
         frames = str(lk["holders"][0]["stack"]).split(";")
         sites = {s["frame"] for s in lk.get("call_sites", [])}
