@@ -1,12 +1,10 @@
-"""Who holds the mutex a thread waits on, read without stopping anything.
+"""The target's memory and the symbols of its data, read without stopping anything.
 
-A thread blocked on a glibc ``pthread_mutex_t`` sits in ``futex`` (syscall 202 on x86-64) with
-the mutex's address as the first argument (``/proc/PID/task/TID/syscall``).  The mutex keeps its
-owner's tid at offset 8 (``__data.__owner``), read here through ``/proc/PID/mem``.  The futex
-word of a condition variable or semaphore is not a mutex; a value is only accepted as an owner
-when the lock word says "locked" and the tid is a live thread of the target.  A global lock is
-named by the symbol that contains its address, from the ELF mapped there (``nm -C``:
-demangled, so call sites compare equal to the folded stacks' names).
+``MemReader`` reads through ``/proc/PID/mem`` (the lock a futex waiter waits on, its stack).
+``Symbols`` names a global lock by the symbol that contains its address, from the ELF mapped
+there (``nm -C``: demangled, so call sites compare equal to the folded stacks' names), and the
+functions of return addresses found on a stack (a waiter's call site).  Which thread owns a
+lock is read by ``collect.locklayout``.
 """
 
 from __future__ import annotations
@@ -19,9 +17,6 @@ import subprocess
 from dataclasses import dataclass
 
 from wallflame.collect.safety import tool_env
-
-SYS_FUTEX_X86_64 = 202
-OWNER_OFFSET = 8
 
 
 class MemReader:
@@ -48,18 +43,6 @@ class MemReader:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-def mutex_owner(mem: MemReader, addr: int, tids: set[int], waiter: int) -> int:
-    """The owner tid of the glibc mutex at ``addr``, or 0 if it does not look like one."""
-    data = mem.read(addr, OWNER_OFFSET + 4)
-    if data is None:
-        return 0
-    lock = struct.unpack_from("<i", data, 0)[0]
-    owner = struct.unpack_from("<i", data, OWNER_OFFSET)[0]
-    if lock == 0 or owner <= 0 or owner == waiter or owner not in tids:
-        return 0
-    return int(owner)
 
 
 @dataclass(frozen=True)
