@@ -7,6 +7,7 @@ Layout (names are the contract; see docs/design.md, "The run directory"):
     RUN/oncpu.folded    annotated folded (``# wallflame-folded 1``), on-CPU stacks
     RUN/offcpu.folded   annotated folded, off-CPU stacks (wait class, lock, holder)
     RUN/memory.json     RSS and thread count over the window, glibc arena mappings
+    RUN/slices.json     per-slice totals for ``check``'s noise (``wallflame.report.slices``)
     RUN/raw/            the raw captures, never deleted (perf.data chunks, snapshot log, ...)
     RUN/report.html     written by ``wallflame report`` / ``collect --report``
 """
