@@ -314,7 +314,9 @@ class MariaDB(_Server):
                 f"--mysql-password={self.password}", f"--mysql-db={self.db}",
                 f"--tables={self.tables}", f"--table-size={self.table_size}",
                 f"--threads={threads}", f"--time={max(1, round(seconds))}",
-                "--report-interval=1", "--db-ps-mode=auto", action]
+                "--report-interval=1", "--db-ps-mode=auto",
+                # deadlocks and lock wait timeouts are retried, not fatal
+                "--mysql-ignore-errors=1213,1205,1020", action]
 
     def prepare(self, threads: int | None = None) -> None:
         """Create and fill the sysbench tables (same schema for every oltp_* test)."""

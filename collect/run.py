@@ -299,11 +299,16 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     return col
 
 
-def _recorders(target: Target, opts: CollectOptions, raw: Path) -> list[perf.PerfRecorder]:
+def _recorders(target: Target, opts: CollectOptions, raw: Path,
+               attached: bool = False) -> list[perf.PerfRecorder]:
     """On-CPU perf, plus a scheduler perf for ``sched``/``both`` (perf --off-cpu, BPF, would
-    duplicate the sched_switch intervals; only its support is recorded)."""
+    duplicate the sched_switch intervals; only its support is recorded).  Attached to a running
+    process, on-CPU samples are taken system-wide when allowed (``PerfOptions.system_wide``);
+    a launched command keeps per-thread sampling, which also follows the processes it starts."""
+    wide = attached and perf.system_wide_allowed()
     out = [perf.PerfRecorder(perf.record_command(
-        target.pid, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph),
+        target.pid, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph,
+                                                        system_wide=wide),
         opts.duration_s), raw, "perf")]
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
@@ -324,8 +329,8 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         opts = replace(opts, sched_stack_hz=p.stack_hz)
         col.options["sched_stack_hz"] = p.stack_hz
         col.postprocess["budget"] = p.to_json()
-    recorders = _recorders(target, opts, raw)
-    streamer = stream.Streamer(stream.Folded(raw), recorders, stop)
+    recorders = _recorders(target, opts, raw, attached=child is None)
+    streamer = stream.Streamer(stream.Folded(raw, target.pid), recorders, stop)
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(

@@ -91,8 +91,10 @@ class Cost:
 class Folded:
     """The folded evidence of every chunk processed so far, in chunk order per stem."""
 
-    def __init__(self, raw: Path, options: FoldOptions | None = None) -> None:
+    def __init__(self, raw: Path, pid: int | None = None,
+                 options: FoldOptions | None = None) -> None:
         self.raw = raw
+        self.pid = pid
         self.options = options or FoldOptions()
         self.oncpu = Profile()
         self.sched = SampledSched(self.options.get_rules(), self.options.kernel)
@@ -108,7 +110,7 @@ class Folded:
         c0 = time.thread_time()
         if self._err is None:
             self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
-        cmd = perf.script_command(chunk, stem == "sched")
+        cmd = perf.script_command(chunk, stem == "sched", self.pid)
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
                                     stdin=subprocess.DEVNULL, env=tool_env())
@@ -237,11 +239,11 @@ class Streamer(threading.Thread):
             raise self.error
 
 
-def process_all(raw: Path, stems: list[str], progress: Callable[[str], None] | None = None
-                ) -> Folded:
+def process_all(raw: Path, stems: list[str], pid: int | None = None,
+                progress: Callable[[str], None] | None = None) -> Folded:
     """Everything in ``raw/`` at once (``wallflame.finish`` of a run that was not streamed,
     or finished again)."""
-    folded = Folded(raw)
+    folded = Folded(raw, pid)
     for stem in stems:
         for c in perf.data_chunks(raw, stem):
             if progress is not None:
@@ -259,7 +261,9 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
     opts = cap.get("options") or {}
     sched = str(opts.get("off_cpu", "pmp")) in ("sched", "both")
     if folded is None:
-        folded = process_all(raw, ["perf", "sched"] if sched else ["perf"])
+        pid = (cap.get("target") or {}).get("pid")
+        folded = process_all(raw, ["perf", "sched"] if sched else ["perf"],
+                             pid if isinstance(pid, int) else None)
     for name, code in folded.bad:
         warnings.append(f"perf script could not read {name} (exit {code})")
     on = folded.oncpu if folded.done["perf"] else None

@@ -188,3 +188,15 @@ def test_chunks_in_time_order_with_an_unrenamed_one_last(tmp_path: Path) -> None
         (tmp_path / name).write_bytes(b"x")
     assert [p.name for p in data_chunks(tmp_path, "perf")] == [
         "perf.data.2026112306400252", "perf.data.2026112306400391", "perf.data"]
+
+
+def test_system_wide_on_cpu_is_filtered_to_the_target(tmp_path: Path) -> None:
+    from wallflame.collect.perf import PerfOptions, record_command, script_command
+
+    on = record_command(1234, tmp_path / "perf.data", PerfOptions(499, "fp", system_wide=True), 2)
+    assert "-a" in on and "-p" not in on
+    sched = record_command(1234, tmp_path / "sched.data",
+                           PerfOptions(499, "dwarf", True, 10.0, system_wide=True), 2)
+    assert sched[sched.index("-p") + 1] == "1234" and "-a" not in sched  # per thread
+    assert "--pid=1234" in script_command(tmp_path / "perf.data.1", False, 1234)
+    assert not any(a.startswith("--pid") for a in script_command(tmp_path / "s", True, 1234))
