@@ -9,8 +9,10 @@ folded totals.  The on-CPU text is also kept in ``raw/perf.script``; the schedul
 (tens of MB a second on a busy server; ``raw/sched.data.*`` are kept and can be read again).
 
 The thread lowers its own priority before it starts any child, and the children inherit it:
-``SCHED_IDLE`` (it runs only on a CPU nothing else wants), nice 19 where that is refused, and
-the idle I/O class (``ioprio_set``).  The target and the recorders keep their priority.
+``SCHED_IDLE`` during the window (it runs only on a CPU nothing else wants), nice 19, and the
+idle I/O class (``ioprio_set``).  Once the window has closed it leaves ``SCHED_IDLE`` for nice
+19 alone: a server that keeps every CPU busy would otherwise never let the rest be folded.  The
+target and the recorders keep their priority.
 
 What it cost (CPU of the thread and of every ``perf script``, from ``wait4``; wall time; how
 much was left when the window closed and how long that took) goes to ``raw/capture.json``
@@ -41,14 +43,18 @@ _IOPRIO_WHO_PROCESS = 1
 _IOPRIO_CLASS_IDLE = 3
 
 
-def lower_priority() -> list[str]:
+def lower_priority(idle: bool = True) -> list[str]:
     """Make the calling thread (and what it starts) yield to everything else; returns what
-    was applied (``sched_idle``, ``nice19``, ``ionice_idle``)."""
+    was applied (``sched_idle``, ``nice19``, ``ionice_idle``).  ``idle=False``: the normal
+    policy at nice 19 (after ``SCHED_IDLE``)."""
     done = []
     tid = threading.get_native_id()
     try:
-        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-        done.append("sched_idle")
+        if idle:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            done.append("sched_idle")
+        else:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
     except (OSError, AttributeError):
         pass
     try:
@@ -206,6 +212,8 @@ class Streamer(threading.Thread):
             while not self._final.is_set():
                 if not self._step(final=False):
                     self._final.wait(0.5)
+            self.folded.cost.priority.append(
+                "after the window: " + "+".join(lower_priority(idle=False)))
             self._step(final=True)
         except BaseException as e:  # reported by drain()
             self.error = e

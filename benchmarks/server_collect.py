@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Profiling a busy server for a minute: what ``wallflame collect`` costs it, and what it gets.
+
+MariaDB (``benchmarks/servers.py``: a private ``mariadbd`` with a sysbench schema) under
+``sysbench --threads 32`` on loopback, for each test (``oltp_update_index``,
+``oltp_read_write``).  One sysbench run covers the whole measurement (``--report-interval=1``),
+and the windows are taken from its per-second figures, alternated ``--rounds`` times:
+
+* ``none``: ``--window`` seconds with no profiler;
+* ``collect``: ``wallflame collect --pid MARIADBD --duration WINDOW`` with the defaults.
+
+Printed per round and as medians: transactions/s without the profiler and during the collect's
+window, the loss, transactions/s from the window's start until the collect had finished
+(post-processing included), the post-processing time after the window, the run directory's
+size, the scheduler's data rate and sampled stacks, the smallest per-thread coverage, the
+budget plan and what streaming cost (``meta.json`` ``postprocess``).
+
+Then the reference: one collect that records every switch with its DWARF call chain
+(``--sched-stack-hz 0``, ``--reference-window`` seconds: it writes about 100 MB a second), and
+the per-class totals of each sampled collect (off-CPU per wait class and run-queue time, summed
+over the threads, as a share of their wall time) against it: the largest difference in points.
+
+    python3 benchmarks/server_collect.py [--tests oltp_update_index,oltp_read_write]
+        [--window 60] [--rounds 3] [--threads 32] [--reference-window 10] [--keep DIR]
+    python3 benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3]
+
+``--heartbeat``: instead of MariaDB, ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000``
+(eight CPU-bound threads and a real-time thread waking 2,000 times a second, which preempts a
+worker each time).  Its work per second over the whole collect (from the command's start to
+its exit: window and post-processing) against the same length of time just before it with no
+profiler, alternated ``--rounds`` times; spin8 prints its work counter every 100 ms.
+
+Needs ``mariadb-server sysbench`` (it says so when they are missing) and root (perf).  Each
+test (server, load and every window) holds ``/tmp/wallflame-measure.lock`` (flock) from start
+to end, so that other measurements on the same machine neither disturb it nor are disturbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.servers import MariaDB, Missing, require  # noqa: E402
+
+LOCK = "/tmp/wallflame-measure.lock"
+CLASSES = ("mutex", "rwlock", "lock", "condvar", "io", "poll", "sleep", "other")
+
+
+def du_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def mean_tps(intervals: list[tuple[float, float]], a: float, b: float) -> float | None:
+    """Mean of sysbench's per-second figures whose second lies within [a, b] (seconds since
+    sysbench started)."""
+    vals = [r for t, r in intervals if a + 1 <= t <= b]
+    return statistics.mean(vals) if vals else None
+
+
+def class_shares(run: Path) -> tuple[dict[str, float], float, list[float]]:
+    """Per wait class (and ``runqueue``) the share of the threads' wall time, the smallest
+    coverage, and every thread's coverage."""
+    s = json.loads((run / "summary.json").read_text())
+    window = json.loads((run / "meta.json").read_text())["window"]["window_ns"] / 1e9
+    threads = [t for t in s["threads"] if t.get("tid")]
+    wall = window * len(threads)
+    out = {c: sum(float(t["wait"].get(c, 0)) for t in threads) / wall for c in CLASSES}
+    out["runqueue"] = sum(float(t.get("runqueue_s", 0)) for t in threads) / wall
+    out["on_cpu"] = sum(float(t.get("on_cpu_s", 0)) for t in threads) / wall
+    cov = [float(t["coverage"]) for t in threads if t.get("coverage") is not None]
+    return out, min(cov) if cov else 0.0, cov
+
+
+def collect(pid: int, out: Path, window: float, extra: list[str]) -> dict[str, Any]:
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid", str(pid),
+                        "--duration", str(window), "-o", str(out), *extra],
+                       capture_output=True, text=True, cwd=str(ROOT), check=False)
+    t1 = time.monotonic()
+    if r.returncode != 0:
+        raise RuntimeError(f"collect failed ({r.returncode}): {r.stderr[-2000:]}")
+    meta = json.loads((out / "meta.json").read_text())
+    w = meta["window"]
+    # The window in this process's monotonic clock (collect reports wall-clock ns).
+    offset = time.time() - time.monotonic()
+    start = w["start_ns"] / 1e9 - offset
+    end = w["end_ns"] / 1e9 - offset
+    return {"t0": t0, "t1": t1, "start": start, "end": end, "meta": meta}
+
+
+def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[str, Any]:
+    per_round = a.window * 2 + 60
+    total = int(a.rounds * per_round + a.reference_window + 120)
+    job = db.sysbench_start(test, a.threads, total)
+    t_job = job.started
+    time.sleep(5)  # warm-up
+    rounds = []
+    try:
+        for i in range(a.rounds):
+            n0 = time.monotonic() - t_job
+            time.sleep(a.window)
+            n1 = time.monotonic() - t_job
+            run = keep / f"{test}-{i}"
+            c = collect(db.pid, run, a.window, a.collect_args)
+            time.sleep(2)
+            iv = job.intervals()
+            base = mean_tps(iv, n0, n1)
+            during = mean_tps(iv, c["start"] - t_job, c["end"] - t_job)
+            whole = mean_tps(iv, c["t0"] - t_job, c["t1"] - t_job)
+            shares, min_cov, cov = class_shares(run)
+            meta = c["meta"]
+            sched = meta["profile"]["extra"].get("sched") or {}
+            pp = meta.get("postprocess") or {}
+            raw = run / "raw"
+            sched_mb = sum(p.stat().st_size for p in raw.glob("sched.data*")) / 1e6
+            row = {
+                "round": i, "tps_none": base, "tps_collect": during, "tps_whole": whole,
+                "loss_pct": 100 * (1 - during / base) if base and during else None,
+                "loss_whole_pct": 100 * (1 - whole / base) if base and whole else None,
+                "post_s": round(c["t1"] - c["end"], 2),
+                "run_mb": round(du_mb(run), 1), "sched_mb_per_s": round(sched_mb / a.window, 2),
+                "switches": sched.get("switch_outs"), "stack_samples": sched.get("stack_samples"),
+                "threads": len(cov), "min_coverage": min_cov,
+                "below_95": sum(1 for x in cov if x < 0.95),
+                "budget": pp.get("budget"), "stream": pp.get("cost"), "finish": pp.get("finish"),
+                "shares": shares,
+            }
+            rounds.append(row)
+            print(json.dumps({"test": test, **row}, default=_round), flush=True)
+        ref = None
+        if a.reference_window > 0:
+            run = keep / f"{test}-reference"
+            c = collect(db.pid, run, a.reference_window,
+                        [*a.collect_args, "--sched-stack-hz", "0"])
+            shares, min_cov, cov = class_shares(run)
+            meta = c["meta"]
+            ref = {"shares": shares, "min_coverage": min_cov, "run_mb": round(du_mb(run), 1),
+                   "post_s": round(c["t1"] - c["end"], 2),
+                   "losses": meta.get("losses"),
+                   "switches": (meta["profile"]["extra"].get("sched") or {}).get("switch_outs")}
+            print(json.dumps({"test": test, "reference": ref}, default=_round), flush=True)
+    finally:
+        job.stop()
+        with contextlib.suppress(RuntimeError):
+            job.result(60)
+    return {"rounds": rounds, "reference": ref}
+
+
+def _round(x: Any) -> Any:
+    return round(x, 4) if isinstance(x, float) else str(x)
+
+
+def summarize(test: str, res: dict[str, Any]) -> None:
+    rows = res["rounds"]
+
+    def med(key: str) -> float:
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return statistics.median(vals) if vals else float("nan")
+
+    print(f"\n== {test}: {len(rows)} rounds")
+    print("round  tps none  tps collect  loss%  loss% incl. post  post s  run MB  "
+          "sched MB/s  min coverage  threads<95%")
+    for r in rows:
+        print(f"{r['round']:5d}  {r['tps_none'] or 0:8.0f}  {r['tps_collect'] or 0:11.0f}  "
+              f"{r['loss_pct'] or 0:5.1f}  {r['loss_whole_pct'] or 0:16.1f}  {r['post_s']:6.1f}  "
+              f"{r['run_mb']:6.1f}  {r['sched_mb_per_s']:10.2f}  {r['min_coverage']:12.3f}  "
+              f"{r['below_95']:11d}")
+    print(f"median loss {med('loss_pct'):.1f}% (incl. post-processing "
+          f"{med('loss_whole_pct'):.1f}%), "
+          f"post-processing {med('post_s'):.1f} s, run directory {med('run_mb'):.0f} MB")
+    ref = res.get("reference")
+    if ref:
+        keys = [*CLASSES, "runqueue"]
+        print("per-class share of thread wall time, points: "
+              + "  ".join(f"{k}" for k in keys))
+        print("reference (every switch with its stack): "
+              + "  ".join(f"{100 * ref['shares'][k]:.1f}" for k in keys))
+        worst = 0.0
+        for r in rows:
+            diffs = [100 * (r["shares"][k] - ref["shares"][k]) for k in keys]
+            worst = max(worst, max(abs(d) for d in diffs))
+            print(f"round {r['round']}: " + "  ".join(f"{100 * r['shares'][k]:.1f}" for k in keys)
+                  + f"   largest difference {max(abs(d) for d in diffs):.2f} points")
+        print(f"largest per-class difference from the reference: {worst:.2f} points "
+              f"(reference: {ref['run_mb']} MB for its window, {ref['post_s']} s after it, "
+              f"losses {ref['losses']})")
+
+
+def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
+    spin8 = ROOT / "samples" / "bin" / "spin8"
+    subprocess.run(["make", "-s", "-C", str(ROOT / "samples"), "bin/spin8"], check=False)
+    total = a.rounds * (a.window * 3 + 60) + 30
+    log = keep / "spin8.out"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([str(spin8), "--threads", "8", "--duration", str(total),
+                                 "--report-ms", "100", "--heartbeat-hz", "2000"], stdout=f)
+    rows = []
+
+    def work_at(t_ns: int) -> float:
+        pts = [json.loads(x) for x in log.read_text().splitlines() if x.startswith('{"t_ns"')]
+        for p0, p1 in itertools.pairwise(pts):
+            if p0["t_ns"] <= t_ns <= p1["t_ns"]:
+                return float(p0["work"] + (p1["work"] - p0["work"]) * (t_ns - p0["t_ns"])
+                             / (p1["t_ns"] - p0["t_ns"]))
+        raise RuntimeError("time outside spin8's reports")
+
+    try:
+        time.sleep(3)
+        for i in range(a.rounds):
+            run = keep / f"heartbeat-{i}"
+            b0 = time.time_ns()
+            time.sleep(a.window)
+            b1 = time.time_ns()
+            c0 = time.time_ns()
+            c = collect(proc.pid, run, a.window, a.collect_args)
+            c1 = time.time_ns()
+            # the same length without the profiler again, after it
+            time.sleep((c1 - c0) / 1e9)
+            a1 = time.time_ns()
+            base = ((work_at(b1) - work_at(b0)) / (b1 - b0)
+                    + (work_at(a1) - work_at(c1)) / (a1 - c1)) / 2
+            whole = (work_at(c1) - work_at(c0)) / (c1 - c0)
+            w = c["meta"]["window"]
+            during = (work_at(w["end_ns"]) - work_at(w["start_ns"])) / w["window_ns"]
+            sched = c["meta"]["profile"]["extra"].get("sched") or {}
+            row = {"round": i, "work_per_s_none": base * 1e9, "loss_whole_pct":
+                   100 * (1 - whole / base), "loss_window_pct": 100 * (1 - during / base),
+                   "collect_s": round((c1 - c0) / 1e9, 2), "post_s": round(c["t1"] - c["end"], 2),
+                   "switches_per_s": round((sched.get("switch_outs") or 0) / a.window),
+                   "stack_samples": sched.get("stack_samples"), "run_mb": round(du_mb(run), 1)}
+            rows.append(row)
+            print(json.dumps({"test": "heartbeat", **row}, default=_round), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    losses = [r["loss_whole_pct"] for r in rows]
+    print(f"\n== spin8 + 2 kHz heartbeat: loss over the whole collect (window + "
+          f"post-processing): {', '.join(f'{x:.1f}%' for x in losses)}; median "
+          f"{statistics.median(losses):.1f}%")
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--tests", default="oltp_update_index,oltp_read_write")
+    ap.add_argument("--window", type=float, default=60)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--tables", type=int, default=4)
+    ap.add_argument("--table-size", type=int, default=10_000)
+    ap.add_argument("--reference-window", type=float, default=10)
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--heartbeat", action="store_true",
+                    help="the 8-thread CPU-bound target with a 2 kHz heartbeat, not MariaDB")
+    ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
+    a = ap.parse_args()
+    if a.heartbeat:
+        keep = a.keep or Path(tempfile.mkdtemp(prefix="wallflame-server-collect-"))
+        keep.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(LOCK, "w") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                run_heartbeat(a, keep)
+        finally:
+            if a.keep is None:
+                shutil.rmtree(keep, ignore_errors=True)
+        return 0
+    try:
+        require("mariadb")
+    except Missing as e:
+        print(f"server_collect.py: {e}", file=sys.stderr)
+        return 6
+    keep = a.keep or Path(tempfile.mkdtemp(prefix="wallflame-server-collect-"))
+    keep.mkdir(parents=True, exist_ok=True)
+    results = {}
+    try:
+        for test in a.tests.split(","):
+            with open(LOCK, "w") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                with MariaDB(a.tables, a.table_size) as db:
+                    db.prepare()
+                    results[test] = run_test(db, test, a, keep)
+        for test, res in results.items():
+            summarize(test, res)
+    finally:
+        if a.keep is None:
+            shutil.rmtree(keep, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
