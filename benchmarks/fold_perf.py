@@ -4,7 +4,7 @@
 Three captures like a user's, recorded on this machine and turned into text with
 ``perf script``:
 
-* ``varied``: a generated C++ service (``benchmarks/varied_program.py``: 200 functions, class
+* ``varied``: a generated C++ service (``benchmarks/varied_program.py``: about 200 functions, class
   template specialisations with long demangled names, template recursion, libstdc++ leaves,
   threads blocking on a mutex, a condition variable and a sleep), ``perf record -F 4000 -g``;
 * ``dwarf``: the same program recorded with ``--call-graph dwarf`` (``-F 1000``), whose text
