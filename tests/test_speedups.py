@@ -270,7 +270,7 @@ def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None
             b"t;" + deep.encode() + b" 6", b"t;" + deep.encode() + b";g 1")))
     inputs = [str(folded), str(hostile), *(str(FIXTURES / "folded" / f) for f in
                                            ("bcc-offcputime.folded", "plain-tid.folded")),
-              str(ROOT / "examples" / "ci" / "baseline")]  # a run directory
+              str(ROOT / "examples" / "ci" / "baseline" / "run-1")]  # a run directory
     outs = []
     for pure in ("", "1"):
         out = tmp_path / f"out{pure}.{fmt}"
