@@ -59,12 +59,14 @@ class Postgres:
         self.pid = 0
 
     def run(self, *cmd: str) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([*self.as_user, *cmd], capture_output=True, text=True, check=False,
-                           timeout=300)
+        """``cmd`` as the cluster's user (a client's command line already is)."""
+        full = list(cmd) if cmd[:1] == tuple(self.as_user[:1]) else [*self.as_user, *cmd]
+        r = subprocess.run(full, capture_output=True, text=True, check=False, timeout=300)
         assert r.returncode == 0, f"{cmd[0]} failed: {r.stderr.strip()[-2000:]}"
         return r
 
     def client(self, prog: str) -> list[str]:
+        """A client program's command line, as the cluster's user."""
         return [*self.as_user, str(self.bin / prog), "-h", str(self.sock), "-U", "bench"]
 
     def start(self) -> None:
