@@ -11,7 +11,6 @@ length capped) so the page informs with JavaScript blocked.
 from __future__ import annotations
 
 import binascii
-import hashlib
 import heapq
 import json
 import os
@@ -28,6 +27,7 @@ from markupsafe import Markup, escape
 import wallflame
 from wallflame.classify import wait_label as sub_label
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
+from wallflame.report.pagecache import sha256
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
 from wallflame.speedups import native
@@ -101,7 +101,7 @@ def _pct(part: float, whole: float) -> str:
 
 
 def csp_hash(text: str) -> str:
-    digest = hashlib.sha256(text.encode()).digest()
+    digest = sha256(text.encode()).digest()
     return "'sha256-" + binascii.b2a_base64(digest, newline=False).decode() + "'"
 
 
@@ -112,6 +112,8 @@ def templates_dir() -> str:
 
 @lru_cache(maxsize=1)
 def _cache_class() -> type[FileSystemBytecodeCache]:
+    from hashlib import sha1
+
     from jinja2 import FileSystemBytecodeCache
     from jinja2.bccache import Bucket
 
@@ -127,7 +129,7 @@ def _cache_class() -> type[FileSystemBytecodeCache]:
         fingerprint = ""
 
         def get_source_checksum(self, source: str) -> str:
-            return hashlib.sha1(f"{self.fingerprint}\0{source}".encode()).hexdigest()
+            return sha1(f"{self.fingerprint}\0{source}".encode()).hexdigest()
 
         def dump_bytecode(self, bucket: Bucket) -> None:
             with suppress(OSError):

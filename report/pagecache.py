@@ -16,10 +16,11 @@ the interpreter's bytecode version.
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import marshal
 import os
 import sys
+from collections.abc import Callable
 from contextlib import suppress
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,22 @@ import wallflame
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+
+
+def _sha256() -> Callable[..., Any]:
+    """CPython's own SHA-256, which starts without OpenSSL (``hashlib`` loads it: 2 ms);
+    ``hashlib``'s where it is not built."""
+    for name in ("_sha256", "_sha2"):
+        try:
+            return importlib.import_module(name).sha256  # type: ignore[no-any-return]
+        except (ImportError, AttributeError):
+            pass
+    import hashlib
+
+    return hashlib.sha256
+
+
+sha256 = _sha256()
 
 #: The page and the templates it extends or includes.
 NAMES = ("report.html", "base.html")
@@ -54,7 +71,7 @@ def cache_key(templates: str, filters: dict[str, Any]) -> str | None:
     jinja = _jinja2_dir()
     if jinja is None:
         return None
-    h = hashlib.sha1()
+    h = sha256()
     calls = sorted((n, str(getattr(f, "jinja_pass_arg", ""))) for n, f in filters.items())
     h.update(repr((wallflame.__version__, sys.version, sys.implementation.cache_tag,
                    calls)).encode())
@@ -70,7 +87,7 @@ def cache_key(templates: str, filters: dict[str, Any]) -> str | None:
     for n in NAMES:
         with open(os.path.join(templates, n), "rb") as f:
             h.update(f.read())
-    return h.hexdigest()
+    return str(h.hexdigest())
 
 
 def store(env: Environment, folder: str, key: str) -> None:
