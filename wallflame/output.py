@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +23,17 @@ def open_output(path: str, mode: int = 0o644) -> Iterator[IO[str]]:
         yield sys.stdout
         sys.stdout.flush()
         return
+    if _special(path):
+        # A device, FIFO or socket (``-o /dev/null``, a pipe): written in place.  Renaming a
+        # file over it would replace the device node itself.
+        try:
+            f = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        except OSError as e:
+            raise InputError(f"{path}: cannot write: {e.strerror}",
+                             "check the path and its permissions") from None
+        with f:
+            yield f
+        return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".wallflame-", dir=directory)
@@ -36,6 +48,15 @@ def open_output(path: str, mode: int = 0o644) -> Iterator[IO[str]]:
         with suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _special(path: str) -> bool:
+    """Whether ``path`` exists and is not a regular file (a directory is left to fail)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
 
 
 def print_losses(meta: Meta) -> None:
