@@ -14,11 +14,24 @@ export PATH="$HOME/.cargo/bin:$HOME/go/bin:/usr/local/go/bin:$PATH"
 need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v cargo >/dev/null || need_apt+=(cargo)
+# Servers the live tests start on private ports and data directories (never the system's).
+command -v mariadbd >/dev/null || need_apt+=(mariadb-server)
+command -v sysbench >/dev/null || need_apt+=(sysbench)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v redis-benchmark >/dev/null || need_apt+=(redis-tools)
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need_apt+=(postgresql)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "test: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  # The packages' own services are not started: the tests run their own servers.
+  made_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
 # A tool that cannot be built here (Debian's own cargo may be older than inferno needs) does not
 # stop the run: the tests that need it fail and say which tool is missing.
