@@ -274,6 +274,7 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
                              pid if isinstance(pid, int) else None)
     for name, code in folded.bad:
         warnings.append(f"perf script could not read {name} (exit {code})")
+    warnings.extend(budget_warnings(cap))
     on = folded.oncpu if folded.done["perf"] else None
     off = None
     if sched and folded.done["sched"]:
@@ -282,6 +283,25 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
         folded.sched.finish(off, {"stack_hz": float(hz) if hz else 0.0,
                                   "call_graph": str(opts.get("sched_call_graph", ""))})
     return on, off, len(folded.bad)
+
+
+def budget_warnings(cap: dict[str, Any]) -> list[str]:
+    """What a run over its data-rate budget says (planned over it, or wrote more)."""
+    pp = cap.get("postprocess") or {}
+    plan, cost = pp.get("budget") or {}, pp.get("cost") or {}
+    out = []
+    limit = float(plan.get("budget_mb_per_s") or 0)
+    if plan.get("over_budget"):
+        out.append(f"the target switched context {plan.get('switches_per_s', 0):,} times a "
+                   f"second before the window: recording every switch alone needs about "
+                   f"{plan.get('expected_mb_per_s', 0):.1f} MB/s, over --max-data-mb-per-s "
+                   f"{limit:g}; stacks were taken at the lowest rate (1 per second per thread)")
+    window_s = float((cap.get("window") or {}).get("window_ns") or 0) / 1e9
+    wrote = float(cost.get("perf_data_mb") or 0)
+    if limit and window_s > 0 and wrote / window_s > 1.1 * limit:
+        out.append(f"perf wrote {wrote / window_s:.1f} MB/s, over --max-data-mb-per-s "
+                   f"{limit:g}")
+    return out
 
 
 def unswitched(pmp: Profile, sched: Profile | None) -> Profile:

@@ -172,7 +172,8 @@ def test_budget_plan_quiet_target_gets_every_switch_and_a_busy_one_is_flagged() 
     assert quiet.stack_hz == budget.MAX_HZ and quiet.stacks_per_s == 13.0
     busy = budget.plan({i: 10_000.0 for i in range(10)}, 4.0, 499, 8192, cpus=2)
     assert busy.over_budget and busy.stack_hz == budget.MIN_HZ
-    assert busy.expected_mb_per_s > 8.0  # the switch records alone: said, not hidden
+    # the switch records alone exceed it: said, not hidden
+    assert busy.expected_mb_per_s > 100_000 * budget.SWITCH_BYTES / 1e6 > 4.0
 
 
 def test_switch_counts_of_this_process() -> None:
@@ -200,3 +201,17 @@ def test_system_wide_on_cpu_is_filtered_to_the_target(tmp_path: Path) -> None:
     assert sched[sched.index("-p") + 1] == "1234" and "-a" not in sched  # per thread
     assert "--pid=1234" in script_command(tmp_path / "perf.data.1", False, 1234)
     assert not any(a.startswith("--pid") for a in script_command(tmp_path / "s", True, 1234))
+
+
+def test_a_run_over_its_budget_says_so() -> None:
+    from wallflame.collect.stream import budget_warnings
+
+    cap = {"window": {"window_ns": 10_000_000_000},
+           "postprocess": {"budget": {"budget_mb_per_s": 4.0, "over_budget": True,
+                                      "switches_per_s": 90_000, "expected_mb_per_s": 6.2},
+                           "cost": {"perf_data_mb": 60.0}}}
+    said = budget_warnings(cap)
+    assert len(said) == 2 and "90,000" in said[0] and "6.0 MB/s" in said[1]
+    cap["postprocess"]["budget"]["over_budget"] = False
+    cap["postprocess"]["cost"]["perf_data_mb"] = 41.0
+    assert budget_warnings(cap) == []
