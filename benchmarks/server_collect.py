@@ -24,6 +24,11 @@ over the threads, as a share of their wall time) against it: the largest differe
         [--window 60] [--rounds 3] [--threads 32] [--reference-window 10] [--keep DIR]
     python3 benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3]
 
+``--thin RUN --every N``: the estimator alone, on a run collected with ``--sched-stack-hz 0``:
+its scheduler chunks read twice, once with every switch's stack and once keeping only every
+N-th stack of each thread (each standing for N switches), and the per-class totals of the two
+compared (the same switches, the same load: only the sampling differs).
+
 ``--heartbeat``: instead of MariaDB, ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000``
 (eight CPU-bound threads and a real-time thread waking 2,000 times a second, which preempts a
 worker each time).  Its work per second over the whole collect (from the command's start to
@@ -255,6 +260,73 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def thin_check(run: Path, every: list[int]) -> None:
+    from wallflame.collect import perf
+    from wallflame.collect.stream import Folded
+    from wallflame.fold.schedsample import SampledSched
+    from wallflame.profile import OFF, Profile
+    from wallflame.textio import line_blocks
+
+    class Thinned(SampledSched):
+        """Keeps every n-th stack sample of each thread, each standing for n switches."""
+
+        def __init__(self, n: int) -> None:
+            super().__init__(Folded(run / "raw").options.get_rules())
+            self.n, self.seen = n, {}
+
+        def _end_sample(self) -> None:
+            cur = self._cur
+            if cur is not None:
+                tid = cur[1]
+                k = self.seen.get(tid, 0)
+                self.seen[tid] = k + 1
+                if k % self.n:
+                    self._cur, self._frames = None, []
+                    return
+                self._cur = (*cur[:5], self.n)
+            super()._end_sample()
+
+    chunks = perf.data_chunks(run / "raw", "sched")
+    readers = {n: Thinned(n) for n in [1, *every]}
+    for c in chunks:
+        p = subprocess.Popen(perf.script_command(c, True), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        assert p.stdout is not None
+        for block in line_blocks(p.stdout):  # type: ignore[arg-type]
+            lines = block.decode("utf-8", "replace").split("\n")
+            for r in readers.values():
+                r.feed_lines(lines)
+        for r in readers.values():
+            r._end_sample()
+        p.wait()
+    from wallflame.collect.stream import from_snapshots
+    from wallflame.fold import FoldOptions, fold_file
+
+    log = run / "raw" / "snapshots.log"
+    pmp = fold_file(str(log), FoldOptions(), "eu-stack") if log.exists() else None
+    shares = {}
+    for n, r in readers.items():
+        prof = Profile()
+        r.finish(prof)
+        if pmp is not None:  # as finish does: unsampled blocked time to the snapshot stacks
+            from_snapshots(prof, pmp, prof)
+        per: dict[str, int] = {}
+        for k, w in prof.stacks.items():
+            if k.state == OFF:
+                per[k.wait] = per.get(k.wait, 0) + w
+        per["runqueue"] = sum(int(v) for v in prof.meta.extra.get("runqueue_ns", {}).values())
+        shares[n] = (per, r.samples)
+    total = sum(shares[1][0].values())
+    keys = sorted(set().union(*(s[0] for s in shares.values())))
+    print(f"\n== estimator on {run.name}: {len(chunks)} chunks, per-class share of the "
+          "threads' off-CPU + run-queue time, points")
+    print("every  stacks  " + "  ".join(f"{k:>8}" for k in keys) + "  largest difference")
+    for n, (per, samples) in shares.items():
+        diff = max(abs(100 * (per.get(k, 0) - shares[1][0].get(k, 0)) / total) for k in keys)
+        print(f"{n:5d}  {samples:6d}  " + "  ".join(f"{100 * per.get(k, 0) / total:8.2f}"
+                                                   for k in keys) + f"  {diff:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--tests", default="oltp_update_index,oltp_read_write")
@@ -266,10 +338,15 @@ def main() -> int:
     ap.add_argument("--reference-window", type=float, default=10)
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--thin", type=Path, default=None, help="estimator check on this run")
+    ap.add_argument("--every", default="10,50,200", help="with --thin: sampling intervals")
     ap.add_argument("--heartbeat", action="store_true",
                     help="the 8-thread CPU-bound target with a 2 kHz heartbeat, not MariaDB")
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
     a = ap.parse_args()
+    if a.thin is not None:
+        thin_check(a.thin, [int(x) for x in a.every.split(",")])
+        return 0
     if a.heartbeat:
         keep = a.keep or Path(tempfile.mkdtemp(prefix="wallflame-server-collect-"))
         keep.mkdir(parents=True, exist_ok=True)

@@ -35,8 +35,8 @@ from typing import IO, Any
 from wallflame.collect import perf
 from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.schedsample import SampledSched
-from wallflame.profile import OFF, Profile
+from wallflame.fold.schedsample import UNSAMPLED, SampledSched
+from wallflame.profile import OFF, Profile, StackKey
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
 _IOPRIO_WHO_PROCESS = 1
@@ -304,21 +304,43 @@ def budget_warnings(cap: dict[str, Any]) -> list[str]:
     return out
 
 
-def unswitched(pmp: Profile, sched: Profile | None) -> Profile:
-    """The snapshots' off-CPU stacks of threads the scheduler capture never saw switch (blocked
-    for the whole window: no switch, so no interval); empty when the scheduler was not read."""
-    out = Profile(meta=type(pmp.meta)(unit=pmp.meta.unit))
+def from_snapshots(profile: Profile, pmp: Profile, sched: Profile | None) -> None:
+    """Give ``profile`` the snapshots' off-CPU stacks where the scheduler capture has none:
+    threads it never saw switch (blocked for the whole window: no switch, no interval), and
+    the blocked time of threads none of whose switches carried a stack (``[unsampled]``),
+    which is split over that thread's snapshot stacks in their proportions (DWARF stacks,
+    callers of glibc kept).  Unsampled time of a thread no snapshot caught blocked stays as
+    it is."""
     if sched is None:
-        return out
+        return
     seen = set(sched.meta.threads)
+    by_tid: dict[int, list[tuple[StackKey, int]]] = {}
     for k, w in pmp.stacks.items():
-        if k.state == OFF and k.tid and k.tid not in seen:
-            out.add(k, w)
-    if out.stacks:
-        n = len({k.tid for k in out.stacks})
-        out.meta.warn(f"{n} threads did not switch during the window: their off-CPU time "
-                      "comes from the snapshots")
-    return out
+        if k.state == OFF and k.tid:
+            by_tid.setdefault(k.tid, []).append((k, w))
+    whole = sorted(t for t in by_tid if t not in seen)
+    for tid in whole:
+        for k, w in by_tid[tid]:
+            profile.add(k, w)
+    filled = 0
+    for key in [k for k in profile.stacks if k.frames == (UNSAMPLED,) and k.state == OFF]:
+        parts = sorted(by_tid.get(key.tid, []))
+        denom = sum(w for _, w in parts)
+        if not denom:
+            continue
+        total = profile.stacks.pop(key)
+        given = 0
+        for i, (k, w) in enumerate(parts):
+            part = total - given if i == len(parts) - 1 else total * w // denom
+            given += part
+            profile.add(k, part)
+        filled += 1
+    if whole:
+        profile.meta.warn(f"{len(whole)} threads did not switch during the window: their "
+                          "off-CPU time comes from the snapshots")
+    if filled:
+        profile.meta.warn(f"{filled} threads had blocked time but no switch sampled with a "
+                          "stack: it is split over their snapshot stacks")
 
 
 class Clock:
@@ -351,5 +373,14 @@ def postprocess_meta(cap: dict[str, Any], clock: Clock, folded: Folded | None
     return out
 
 
-__all__ = ["Clock", "Cost", "Folded", "Streamer", "evidence", "lower_priority",
-           "postprocess_meta", "process_all", "unswitched"]
+__all__ = [
+    "Clock",
+    "Cost",
+    "Folded",
+    "Streamer",
+    "evidence",
+    "from_snapshots",
+    "lower_priority",
+    "postprocess_meta",
+    "process_all",
+]

@@ -279,7 +279,8 @@ class SampledSched:
                       "no switch-in record and were closed at the thread's next switch-out")
         if unsampled_ns:
             meta.warn(f"{unsampled_ns / 1e9:.3f} s of blocked time belongs to threads none of "
-                      f"whose switches was sampled with a stack (shown as {UNSAMPLED})")
+                      f"whose switches was sampled with a stack ({UNSAMPLED}, unless "
+                      "snapshots caught those threads blocked)")
 
 
 __all__ = ["UNSAMPLED", "SampledSched"]

@@ -215,3 +215,21 @@ def test_a_run_over_its_budget_says_so() -> None:
     cap["postprocess"]["budget"]["over_budget"] = False
     cap["postprocess"]["cost"]["perf_data_mb"] = 41.0
     assert budget_warnings(cap) == []
+
+
+def test_unsampled_and_unswitched_threads_take_their_snapshot_stacks() -> None:
+    from wallflame.collect.stream import from_snapshots
+    from wallflame.profile import StackKey
+
+    sched = fold(out(1, 0) + inn(1, 9_000) + inn(3, 9_500))  # no stack sampled at all
+    pmp = Profile()
+    pmp.add(StackKey(("main", "idle", "pthread_cond_wait"), 1, "w", PID, OFF, "condvar"), 3)
+    pmp.add(StackKey(("main", "take", "__lll_lock_wait"), 1, "w", PID, OFF, "mutex"), 1)
+    pmp.add(StackKey(("main", "poll"), 2, "w", PID, OFF, "poll"), 500)  # never switched
+    merged = Profile()
+    merged.merge(sched)
+    from_snapshots(merged, pmp, sched)
+    assert by_stack(merged, 1) == {("main", "idle", "pthread_cond_wait"): 6_750,
+                                   ("main", "take", "__lll_lock_wait"): 2_250}
+    assert by_stack(merged, 2) == {("main", "poll"): 500}
+    assert by_stack(merged, 3) == {(UNSAMPLED,): 9_500}  # no snapshot of it: kept as it was

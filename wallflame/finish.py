@@ -141,8 +141,8 @@ def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile
         else:
             # Keep the snapshot evidence's metadata (pause, running time, counts).
             profile.meta.merge(pmp_profile.meta)
-            # Threads that never switched in the window: their snapshots are all there is.
-            profile.merge(stream.unswitched(pmp_profile, sched_profile))
+            # Threads that never switched, or whose switches had no stack: the snapshots.
+            stream.from_snapshots(profile, pmp_profile, sched_profile)
     releases.attach_raw(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
     if _stopped_the_target(cap):  # its ptrace stops are wallflame's, not the target's waits
