@@ -13,16 +13,13 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   that switches less often gets every switch).  A sample comes just before its ``OUT`` and
   carries the stack, the kernel state (S, D, R) and its period: how many switches of that
   thread it stands for.
-* Every blocked interval keeps its exact duration; one without a stack of its own is given the
-  stack of the thread's last sampled blocked interval (before the first one: the first one).
-  A thread's waits change slowly compared with its switches (an idle worker waits in the same
-  place again and again), so the time goes where the thread was waiting at the time, and a
-  long wait that happens not to be sampled is not spread over the other waits of the run (a
-  ratio of sampled durations did that: checked with ``benchmarks/server_collect.py --thin``).
-  With ``-c 1`` (every switch sampled) every interval has its own stack: exact.
+* A thread's exact blocked time is split over the stacks of its sampled blocked intervals in
+  proportion to ``period x duration`` of each (a ratio estimator: the sampled intervals stand
+  for the others in their part of the run, and the split sums exactly to the measured total).
+  With ``-c 1`` (every switch sampled) every period is 1 and the split is the exact one.
 * A thread whose first record is an ``IN`` was off-CPU since before the capture: that leading
-  span counts as blocked (from the capture's first record).  A blocked thread with no sampled
-  stack at all gets the pseudo-frame ``[unsampled]``.
+  span counts as blocked (from the capture's first record) and is split like the rest.  A
+  blocked thread with no sampled stack at all gets the pseudo-frame ``[unsampled]``.
 * Intervals still open at the end are closed at the capture's last record.
 
 Memory holds per-thread totals and the distinct (stack, state) pairs, never the records.
@@ -63,10 +60,9 @@ class _Thread:
     leading: int = 0
     switches: int = 0
     samples: int = 0
-    # (frames, kernel state) -> blocked ns given to that stack
+    # (frames, kernel state) -> sum of period x duration of sampled blocked intervals
     stacks: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
-    last: tuple[tuple[str, ...], str] | None = None  # the last sampled blocked stack
-    unassigned: int = 0  # blocked ns before the thread's first sampled blocked interval
+    sampled_weight: int = 0
     # an OUT without its IN yet: (time, runnable, sample or None)
     open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
     # a sample waiting for its OUT: (time, frames, state, period)
@@ -202,7 +198,6 @@ class SampledSched:
             th = self._thread(tid, pid, comm)
             if self.first_time is not None and t > self.first_time:
                 th.leading += t - self.first_time
-                th.unassigned += t - self.first_time
             return
         if th.open is not None:
             self._close(th, t, exact=True)
@@ -223,14 +218,10 @@ class SampledSched:
             return
         th.blocked += d
         if sample is not None:
-            key = (sample[0], sample[1][:1])
-            th.stacks[key] = th.stacks.get(key, 0) + d + th.unassigned
-            th.unassigned = 0
-            th.last = key
-        elif th.last is not None:
-            th.stacks[th.last] += d
-        else:
-            th.unassigned += d
+            frames, state, period = sample
+            key = (frames, state[:1])
+            th.stacks[key] = th.stacks.get(key, 0) + period * d
+            th.sampled_weight += period * d
 
     # -- output ---------------------------------------------------------------------------
 
@@ -259,10 +250,14 @@ class SampledSched:
             if not total:
                 continue
             parts = sorted(th.stacks.items())
-            if th.unassigned:  # no sampled blocked interval at all
-                parts.append((((UNSAMPLED,), ""), th.unassigned))
-                unsampled_ns += th.unassigned
-            for key, part in parts:
+            if not th.sampled_weight:
+                parts = [(((UNSAMPLED,), ""), 1)]
+                unsampled_ns += total
+            denom = th.sampled_weight or 1
+            given = 0
+            for i, (key, w) in enumerate(parts):
+                part = total - given if i == len(parts) - 1 else total * w // denom
+                given += part
                 wait = classes.get(key)
                 if wait is None:
                     wait = classes[key] = classify(key[0], key[1], self.rules)
