@@ -28,6 +28,8 @@ from wallflame.errors import PermissionDenied, ToolError
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 5
+#: Seconds ``-- sleep N`` runs past the requested duration (see ``record_command``).
+SLEEP_MARGIN_S = 10
 #: Bound of ``-- sleep N`` when collection has no duration (launch mode until the command
 #: exits); perf is stopped with SIGINT long before.
 UNBOUNDED_S = 7 * 24 * 3600
@@ -122,7 +124,12 @@ class PerfOptions:
 
 
 def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | None) -> list[str]:
-    sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999))
+    # The window opens only once every recorder is ready (perf -a can take a second to start on
+    # a busy machine) and perf is stopped with SIGINT when it closes: the sleep is a bound for a
+    # wallflame that died, and must not end the recording before the window does (it did: the
+    # on-CPU perf stopped up to a second early, 9% of a 10 s window).
+    sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999)) + \
+        SLEEP_MARGIN_S
     call_graph = opts.call_graph
     if opts.sched:
         cmd = [perf_path(), "record", "-e", "sched:sched_switch"]

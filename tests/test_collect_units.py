@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from wallflame.collect.gdbmi import mi_cstring, stream_text
 from wallflame.collect.memory import HEAP_MAX_SIZE, arenas, parse_smaps
 from wallflame.collect.mutex import parse_maps
-from wallflame.collect.perf import CHUNK_S, PerfOptions, lost_from_stderr, record_command
+from wallflame.collect.perf import (
+    CHUNK_S,
+    SLEEP_MARGIN_S,
+    PerfOptions,
+    lost_from_stderr,
+    record_command,
+)
 from wallflame.collect.pmp import PmpStats, ts_line
 from wallflame.collect.target import parse_stat, parse_syscall
 
@@ -91,7 +97,7 @@ def test_perf_lost_lines_counted() -> None:
 
 def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignore[no-untyped-def]
     cmd = record_command(1234, tmp_path / "perf.data", PerfOptions(997, "fp"), 2.5)
-    assert cmd[-3:] == ["--", "sleep", "3"]
+    assert cmd[-3:] == ["--", "sleep", str(3 + SLEEP_MARGIN_S)]
     assert f"--switch-output={CHUNK_S}s" in cmd
     sched = record_command(1234, tmp_path / "sched.data", PerfOptions(997, "dwarf", True), 2)
     assert "sched:sched_switch" in sched and "--switch-events" in sched
