@@ -5,8 +5,9 @@
   consistent across threads, like eu-stack.
 * ``eu-stack`` (elfutils): a fresh ``eu-stack -p PID`` per snapshot.  It attaches one thread at
   a time (each thread stops for about a millisecond; the process as a whole never does), so a
-  snapshot is **not consistent across threads**: a lock holder's stack may be from a slightly
-  different instant than its waiter's.
+  snapshot is **not consistent across threads**: one thread's stack may be from a slightly
+  different instant than another's (which is why lock holders' stacks come from the owner
+  sampler, ``collect.owners``, never from snapshots).
 * ``gdb``: one gdb kept attached for the whole run (``collect.gdbmi``); every thread is stopped
   together, so the snapshot is consistent.  The attach itself pauses the target while gdb reads
   symbols (reported as ``attach_ms``).
@@ -15,8 +16,8 @@
 Any ptrace stop makes a blocked ``epoll_wait``, ``nanosleep``, ``read`` and friends in the target
 return early (EINTR or restart, see signal(7)); perf never does.  Before each dump every
 thread's /proc state, wait channel and system call are read without stopping anything, with the
-owner of a contended glibc mutex (``collect.mutex``).  The log is pt-pmp compatible: each dump
-is followed by a ``TS`` line.
+owner of a contended glibc lock (``collect.owners.ProcReader``, layouts in
+``collect.locklayout``).  The log is pt-pmp compatible: each dump is followed by a ``TS`` line.
 """
 
 from __future__ import annotations

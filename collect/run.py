@@ -60,9 +60,11 @@ class CollectOptions:
                   ``eu-stack``, ``gdb`` (persistent), ``gdb-batch``.
     pmp_rate_hz:  snapshots per second (``None``: 10 with ``--off-cpu pmp``, where snapshots
                   are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
-                  times and snapshots only the holders' stacks, at a fifth of the cost).
-    owner_rate_hz: /proc-only samples of mutex waiters and owners per second (``both`` and
-                  ``pmp``); each lock owner found is stopped to confirm its stack.
+                  times and snapshots give coverage, lock identification and the stacks of
+                  threads the scheduler has none for, at a fifth of the cost).
+    owner_rate_hz: samples of lock waiters and their owners per second, read from /proc
+                  (``both`` and ``pmp``); each lock owner found is stopped to confirm its
+                  stack (the holders' stacks come only from these).
     release_sites: record the futex wakes of the target (``collect.releases``): where each
                   observed lock was released.
     freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt

@@ -16,7 +16,7 @@ of a wallflame log are not added (perf measures on-CPU better) but their time go
 ``meta.extra["pmp_running_ns"]``; in foreign logs they become on-CPU stacks, since there is no
 perf data beside them.
 
-Only the current dump is buffered (its threads are needed to find a lock holder's stack), so
+Only the current dump is buffered (its threads are needed to name a lock owner's thread), so
 memory is bounded by the size of one dump; everything else streams.
 """
 

@@ -57,7 +57,7 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
       run_cv=0.04              run-to-run spread of CPU per work when no side is a
                                series (a series measures it)
       wait_run_cv=0.3          the same for wait classes
-      wait_classes=mutex,rwlock,io  (of mutex,rwlock,condvar,io,poll,sleep,other)
+      wait_classes=mutex,rwlock,io  (of mutex,rwlock,lock,condvar,io,poll,sleep,other)
       ignore_frames=RE,...     frames not judged (default: interrupt and preemption
                                entry points)
       rate_tolerance=0.10      sampling rates may differ this much

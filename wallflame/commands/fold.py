@@ -48,8 +48,8 @@ def command(files: tuple[str, ...], fmt: str | None, output: str, event: str | N
     """Fold captures (perf script, gdb/eu-stack dumps, pt-pmp logs, folded) into stacks.
 
     Output is sorted and deterministic. Several files are merged. Plain output for perf
-    script input matches stackcollapse-perf.pl / inferno-collapse-perf (see the README for
-    the deliberate differences).
+    script input matches stackcollapse-perf.pl / inferno-collapse-perf (see docs/formats.md
+    for the deliberate differences).
     """
     options = FoldOptions(event=event, kernel=kernel, rules=load_rules(rules) if rules else None,
                           folded_unit=unit)
