@@ -27,8 +27,31 @@ REASONS = {
     "owner waits on the same lock": "owner waiting on the lock itself",
     "no owner recorded": "owner field not yet written",
     "not probed": "owner not stopped (probe limit per round)",
+    "no frames": "owner stopped but its stack could not be unwound",
+    "not checked": "owner stopped but the lock could not be read again",
+    "not stopped": "owner could not be stopped",
+    "no unwinder": "owner could not be stopped (the unwinder did not load)",
 }
+
+
+def reason(key: str) -> str:
+    """Why a holder was not caught, in words; a tool's own error (the attach refused, say
+    ``Operation not permitted`` while another of the collect's tracers had that thread
+    stopped) is named as a failed stop with the error kept."""
+    if key in REASONS:
+        return REASONS[key]
+    if key.startswith("check failed"):
+        return f"owner stopped but the lock could not be read again ({key})"
+    return f"owner could not be stopped ({key})"
 LOCK_CLASSES = ("mutex", "rwlock")
+
+
+def _reasons(counts: dict[str, int]) -> dict[str, int]:
+    """Observations per reason in words (keys that say the same thing added together)."""
+    out: dict[str, int] = {}
+    for k, v in sorted(counts.items()):
+        out[reason(k)] = out.get(reason(k), 0) + v
+    return out
 
 
 def _share(count: int, n: int, min_obs: int) -> dict[str, Any]:
@@ -133,8 +156,7 @@ def lock_entries(profile: Profile, seconds: Any, call_site: Any) -> tuple[
             "held_confirmed": _share(confirmed_n, n, min_obs),
             "holder_not_caught": {"count": max(0, n - confirmed_n),
                                   "s": seconds(max(0, total - confirmed_w), unit),
-                                  "reasons": {REASONS.get(k, k): v for k, v in
-                                              sorted((ev.get("not_caught") or {}).items())}},
+                                  "reasons": _reasons(ev.get("not_caught") or {})},
             "held_functions": [{"frame": f, "s": seconds(w, unit)} for f, w in
                                sorted(under.items(), key=lambda kv: (-kv[1], kv[0]))][:8],
             "released_from": _releases(releases.get(lock) if isinstance(releases, dict)
