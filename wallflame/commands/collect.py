@@ -44,7 +44,9 @@ def _progress_printer() -> tuple[object, object]:
 @click.option("--off-cpu", type=click.Choice(OFF_CPU_MODES), default=_DEFAULTS.off_cpu,
               show_default=True,
               help="Off-CPU evidence: stack snapshots (pmp), scheduler events (sched), both "
-              "(exact times from the scheduler, locks and holders from snapshots) or none.")
+              "(exact times from the scheduler; snapshots name the locks waited on and fill in "
+              "stacks) or none. Lock holders' stacks come from the owner sampler, which "
+              "stops only a lock's owner (modes pmp and both).")
 @click.option("--pmp-backend", type=click.Choice(BACKENDS), default=_DEFAULTS.pmp_backend,
               show_default=True,
               help="Snapshot tool: libdw (elfutils' unwinder kept loaded in wallflame: lowest "
@@ -56,7 +58,7 @@ def _progress_printer() -> tuple[object, object]:
               "is attached, a SIGINT sent to the target is held by gdb (other signals pass).")
 @click.option("--pmp-rate", type=float, default=None,
               help="Snapshots per second (default: 10 with --off-cpu pmp; 2 with both, where "
-              "the scheduler gives the times and snapshots only the lock holders' stacks).")
+              "the scheduler gives the times and snapshots name the locks and fill in stacks).")
 @click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
               help="perf on-CPU sampling frequency (Hz).")
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
