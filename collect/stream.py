@@ -109,6 +109,7 @@ class Folded:
         self.bad: list[tuple[str, int]] = []
         self.cost = Cost()
         self._script: IO[bytes] | None = None
+        self.child: int | None = None  # the perf script running now
         self._err: IO[bytes] | None = None
 
     def process(self, stem: str, chunk: Path) -> None:
@@ -125,6 +126,7 @@ class Folded:
             self.bad.append((chunk.name, -1))
             return
         assert proc.stdout is not None
+        self.child = proc.pid
         try:
             if stem == "sched":
                 self.sched.feed(proc.stdout)  # type: ignore[arg-type]
@@ -133,6 +135,7 @@ class Folded:
         finally:
             proc.stdout.close()
             code, usage = _wait4(proc)
+            self.child = None
         self.cost.children_cpu_s += usage
         self.cost.cpu_s += time.thread_time() - c0
         self.cost.wall_s += time.monotonic() - t0
@@ -213,8 +216,6 @@ class Streamer(threading.Thread):
             while not self._final.is_set():
                 if not self._step(final=False):
                     self._final.wait(0.5)
-            self.folded.cost.priority.append(
-                "after the window: " + "+".join(lower_priority(idle=False)))
             self._step(final=True)
         except BaseException as e:  # reported by drain()
             self.error = e
@@ -238,9 +239,21 @@ class Streamer(threading.Thread):
         return did
 
     def drain(self, timeout_s: float | None = None) -> None:
-        """After the recorders stopped: process what is left and wait for it."""
+        """After the recorders stopped: process what is left and wait for it, at the normal
+        priority (the thread, and the perf script it is reading, if any)."""
         self.window_closed = time.monotonic()
         self._final.set()
+        done = []
+        for who in (self.native_id, self.folded.child):
+            if who is None:
+                continue
+            try:
+                os.sched_setscheduler(who, os.SCHED_OTHER, os.sched_param(0))
+                os.setpriority(os.PRIO_PROCESS, who, 0)
+                done.append("normal")
+            except OSError:
+                pass
+        self.folded.cost.priority.append(f"after the window: {'+'.join(done) or 'unchanged'}")
         self.join(timeout_s)
         self.folded.cost.after_window_s = time.monotonic() - self.window_closed
         self.folded.close()
