@@ -237,6 +237,7 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
             # the same length without the profiler again, after it
             time.sleep((c1 - c0) / 1e9)
             a1 = time.time_ns()
+            time.sleep(0.5)  # spin8's next report, to interpolate at a1
             base = ((work_at(b1) - work_at(b0)) / (b1 - b0)
                     + (work_at(a1) - work_at(c1)) / (a1 - c1)) / 2
             whole = (work_at(c1) - work_at(c0)) / (c1 - c0)
