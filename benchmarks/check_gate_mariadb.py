@@ -12,7 +12,7 @@ progress points) is written to each run's ``work.json``.  Then, with default set
 * ``base-a`` vs ``clients4x`` must fail, naming the mutex wait (and its lock);
 * ``base-a`` vs ``flush0`` must not be judged a regression.
 
-Usage (each round holds ``/tmp/wallflame-measure.lock`` while it collects)::
+Usage (the collection holds ``/tmp/wallflame-measure.lock``, about 6 minutes for 4 rounds)::
 
     python3 benchmarks/check_gate_mariadb.py --rounds 4 --out /tmp/gate-mariadb
     python3 benchmarks/check_gate_mariadb.py --out /tmp/gate-mariadb --judge-only
@@ -79,21 +79,22 @@ def profile(db: MariaDB, run: Path, kind: str, seconds: float) -> None:
 
 
 def collect(out: Path, rounds: int, seconds: float) -> None:
+    """All rounds under one hold of the measurement lock (about 6 minutes for 4 rounds):
+    starting and filling the server loads the machine too."""
     out.mkdir(parents=True, exist_ok=True)
-    with MariaDB(tables=4, table_size=10_000) as db:
-        db.prepare()
-        db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
-        for r in range(rounds):
-            todo = [k for k in KINDS if not (out / f"{k}-{r:02d}" / "work.json").exists()]
-            order = [KINDS[(r + i) % len(KINDS)] for i in range(len(KINDS))]
-            with open(LOCK, "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with MariaDB(tables=4, table_size=10_000) as db:
+            db.prepare()
+            db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
+            for r in range(rounds):
+                order = [KINDS[(r + i) % len(KINDS)] for i in range(len(KINDS))]
                 for kind in order:
-                    if kind in todo:
-                        run = out / f"{kind}-{r:02d}"
+                    run = out / f"{kind}-{r:02d}"
+                    if not (run / "work.json").exists():
                         subprocess.run(["rm", "-rf", str(run)], check=True)
                         profile(db, run, kind, seconds)
-            print(f"round {r + 1}/{rounds} collected ({', '.join(order)})", flush=True)
+                print(f"round {r + 1}/{rounds} collected ({', '.join(order)})", flush=True)
 
 
 def check(a: Path, b: Path, tmp: Path) -> tuple[int, dict[str, object]]:

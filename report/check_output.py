@@ -54,7 +54,7 @@ def markdown(v: Verdict, html_name: str | None = None) -> str:
         for j in rows:
             lines.append(
                 f"| {md(j.name)} | {md(j.fmt(j.a))} | {md(j.fmt(j.b))} | "
-                f"{md(j.interval())} | {md(j.fmt(j.cmp.detectable, True))} | "
+                f"{md(j.interval())} | {md(j.fmt(j.detectable, True))} | "
                 f"{j.cmp.p:.2g} | {'**regression**' if j.regression else 'ok'} |")
         lines += ["", "\"unseen under\": the smallest increase these runs would catch "
                   f"with probability {v.thresholds.power:g}; smaller ones would go unseen "
@@ -99,7 +99,7 @@ def junit(v: Verdict) -> str:
         message = _xml(visible(r.message, 2000))
         detail = "\n".join(_xml(visible(f"{c.name}: {c.fmt(c.a)} -> {c.fmt(c.b)}, "
                                          f"{c.interval()}, unseen under "
-                                         f"{c.fmt(c.cmp.detectable, True)}", 2000))
+                                         f"{c.fmt(c.detectable, True)}", 2000))
                            for c in r.changes)
         if r.status == FAIL:
             ET.SubElement(case, "failure", {"message": message, "type": "regression"}).text = \
