@@ -75,10 +75,16 @@ class CollectOptions:
                   lose the callers of a blocking glibc function (glibc has none), which turns
                   a condition-variable wait into an unclassified futex wait.
     max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
-    max_data_mb_per_s: the data-rate budget: scheduler stacks are sampled at the rate that
-                  keeps the run within it (``wallflame.collect.budget``).
-    sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget;
-                  ``0``: every switch (8 KiB copied per switch with DWARF: for reference runs).
+    max_data_mb_per_s: an opt-in data-rate budget for busy servers: scheduler stacks are
+                  sampled at the rate that keeps the run within it
+                  (``wallflame.collect.budget``).  ``None`` (the default): a stack at every
+                  switch, so the split of blocked time over wait classes and stacks is exact;
+                  with a budget it is estimated from the sampled stacks (blocked and run-queue
+                  totals stay exact), and sampling every N-th switch can alias with a periodic
+                  workload (benchmarks/README.md has the measured error).
+    sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget
+                  (every switch without one); ``0``: every switch (8 KiB copied per switch
+                  with DWARF).
     """
 
     duration_s: float | None = 10.0
@@ -91,7 +97,7 @@ class CollectOptions:
     call_graph: str = "fp"
     sched_call_graph: str = "dwarf"
     max_pause_ms: float = 50.0
-    max_data_mb_per_s: float = budget.DEFAULT_MB_PER_S
+    max_data_mb_per_s: float | None = None
     sched_stack_hz: float | None = None
 
 
@@ -325,7 +331,12 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None) -> None:
     mem = MemorySampler(target.pid, stop, alive=target.alive)
-    if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None:
+    if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
+            and opts.max_data_mb_per_s is None:
+        opts = replace(opts, sched_stack_hz=0.0)  # no budget: a stack at every switch
+        col.options["sched_stack_hz"] = 0.0
+    if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
+            and opts.max_data_mb_per_s is not None:
         p = budget.plan(budget.switch_rates(target.pid), opts.max_data_mb_per_s, opts.freq_hz,
                         perf.PerfOptions().stack_bytes)
         opts = replace(opts, sched_stack_hz=p.stack_hz)

@@ -72,14 +72,18 @@ def _progress_printer() -> tuple[object, object]:
 @click.option("--max-pause-ms", type=float, default=_DEFAULTS.max_pause_ms, show_default=True,
               help="Pause budget per snapshot: three snapshots in a row over it halve the "
               "snapshot rate (ten well under it restore it step by step).")
-@click.option("--max-data-mb-per-s", type=float, default=_DEFAULTS.max_data_mb_per_s,
-              show_default=True,
-              help="Data-rate budget of the run: scheduler stacks are sampled at the rate that "
-              "keeps it (measured from the target's switch rate before the window); every "
-              "switch is still recorded, so blocked and run-queue times stay exact.")
+@click.option("--max-data-mb-per-s", type=float, default=None,
+              help="Data-rate budget for busy servers (for example 4: about 240 MB a "
+              "minute): scheduler stacks are then sampled at the rate that keeps it (planned "
+              "from the target's switch rate before the window). Every switch is still "
+              "recorded, so blocked and run-queue totals stay exact, but their split over "
+              "wait classes and stacks is estimated from the sampled stacks (its measured "
+              "error is in benchmarks/README.md). Default: no budget, a stack at every "
+              "switch (exact).")
 @click.option("--sched-stack-hz", type=float, default=None,
-              help="Scheduler stacks per second per thread (default: from "
-              "--max-data-mb-per-s; 0: every switch, 8 KiB copied per switch with DWARF).")
+              help="Scheduler stacks per second per thread (default: every switch, or from "
+              "--max-data-mb-per-s when given; 0: every switch, 8 KiB copied per switch "
+              "with DWARF).")
 @click.option("--release-sites/--no-release-sites", default=_DEFAULTS.release_sites,
               show_default=True,
               help="Also record where locks are released: the target's futex wakes with their "
@@ -87,7 +91,7 @@ def _progress_printer() -> tuple[object, object]:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
-            max_pause_ms: float, max_data_mb_per_s: float, sched_stack_hz: float | None,
+            max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
             release_sites: bool, command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
@@ -104,7 +108,8 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
     if (pmp_rate is not None and pmp_rate <= 0) or freq <= 0 or \
             (duration is not None and duration <= 0):
         raise InputError("--pmp-rate, -F and --duration must be positive")
-    if max_data_mb_per_s <= 0 or (sched_stack_hz is not None and sched_stack_hz < 0):
+    if (max_data_mb_per_s is not None and max_data_mb_per_s <= 0) or \
+            (sched_stack_hz is not None and sched_stack_hz < 0):
         raise InputError("--max-data-mb-per-s must be positive and --sched-stack-hz not "
                          "negative")
     opts = CollectOptions(duration_s=duration if duration is not None else
