@@ -13,7 +13,7 @@ from wallflame.classify import default_rules
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
-from wallflame.stops import stopped_ns
+from wallflame.stops import stopped_ns, tid_ns
 
 #: A stack this shallow (frames below the thread) has most likely lost its callers.
 SHALLOW_DEPTH = 2
@@ -83,15 +83,7 @@ def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
 
 
 def runqueue_ns(profile: Profile) -> dict[int, int]:
-    raw = profile.meta.extra.get("runqueue_ns") or {}
-    out: dict[int, int] = {}
-    if isinstance(raw, dict):
-        for tid, ns in raw.items():
-            try:
-                out[int(tid)] = int(ns)
-            except (TypeError, ValueError):
-                continue
-    return out
+    return tid_ns(profile.meta.extra.get("runqueue_ns"))
 
 
 def locks(profile: Profile, groups: Iterable[Group] | None = None) -> list[dict[str, Any]]:

@@ -43,7 +43,12 @@ def separate(profile: Profile, cause: str) -> int:
 
 def stopped_ns(profile: Profile) -> dict[int, int]:
     """Each thread's time stopped by the collect's own tracer (ns)."""
-    raw: Any = (profile.meta.extra.get("tracer_stops") or {}).get("ns") or {}
+    return tid_ns((profile.meta.extra.get("tracer_stops") or {}).get("ns"))
+
+
+def tid_ns(raw: Any) -> dict[int, int]:
+    """A ``{"tid": ns}`` mapping from a profile's metadata, entries that are not numbers
+    left out."""
     out: dict[int, int] = {}
     if isinstance(raw, dict):
         for tid, ns in raw.items():
