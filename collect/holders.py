@@ -33,7 +33,7 @@ from wallflame.collect.locklayout import (
     read_rwlock,
 )
 from wallflame.collect.mutex import MemReader
-from wallflame.collect.safety import ensure_running
+from wallflame.collect.safety import ensure_running, pause_summary
 from wallflame.collect.target import read_stat, read_text
 from wallflame.errors import ToolError
 from wallflame.names import normalize
@@ -161,13 +161,7 @@ class HolderProbe:
             self.resumed += 1
 
     def pause_summary(self) -> dict[str, float | int]:
-        p = sorted(self.pauses_ms)
-        if not p:
-            return {"stops": 0, "median_ms": 0.0, "max_ms": 0.0, "total_ms": 0.0}
-        mid = len(p) // 2
-        median = p[mid] if len(p) % 2 else (p[mid - 1] + p[mid]) / 2
-        return {"stops": len(p), "median_ms": round(median, 3), "max_ms": round(p[-1], 3),
-                "total_ms": round(sum(p), 3)}
+        return pause_summary(self.pauses_ms, "stops")
 
     def close(self) -> None:
         if self.unwinder is not None:

@@ -35,7 +35,7 @@ from typing import IO
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.libdw import Unwinder, libdw_library
 from wallflame.collect.owners import ProcReader
-from wallflame.collect.safety import ensure_running, spawn, stop_tool
+from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target
 from wallflame.errors import ToolError
 from wallflame.fold import LOG_MAGIC
@@ -251,13 +251,8 @@ class PmpStats:
     target_gone: bool = False
 
     def pause_summary(self) -> dict[str, float | int]:
-        p = sorted(self.pauses_ms)
-        if not p:
-            return {"snapshots": 0, "median_ms": 0.0, "max_ms": 0.0, "total_ms": 0.0}
-        mid = len(p) // 2
-        median = p[mid] if len(p) % 2 else (p[mid - 1] + p[mid]) / 2
-        return {"snapshots": len(p), "median_ms": round(median, 3), "max_ms": round(p[-1], 3),
-                "total_ms": round(sum(p), 3)}
+        return pause_summary(self.pauses_ms, "snapshots")
+
 
 
 class SnapshotLoop(threading.Thread):

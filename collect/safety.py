@@ -196,7 +196,19 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
+def pause_summary(pauses_ms: list[float], count_key: str) -> dict[str, float | int]:
+    """How many pauses (under ``count_key``), their median, maximum and total in ms."""
+    p = sorted(pauses_ms)
+    if not p:
+        return {count_key: 0, "median_ms": 0.0, "max_ms": 0.0, "total_ms": 0.0}
+    mid = len(p) // 2
+    median = p[mid] if len(p) % 2 else (p[mid - 1] + p[mid]) / 2
+    return {count_key: len(p), "median_ms": round(median, 3), "max_ms": round(p[-1], 3),
+            "total_ms": round(sum(p), 3)}
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     sys.exit(_guard_main(sys.argv[1:], sys.stdin.buffer))
+
