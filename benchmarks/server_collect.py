@@ -264,7 +264,7 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
 def thin_check(run: Path, every: list[int]) -> None:
     from wallflame.collect import perf
     from wallflame.collect.stream import Folded
-    from wallflame.fold.schedsample import SampledSched
+    from wallflame.fold.perf.sampled_switches import SampledSched
     from wallflame.profile import OFF, Profile
     from wallflame.textio import line_blocks
 

@@ -255,7 +255,7 @@ def script_command(chunk: Path, sched: bool, pid: int | None = None) -> list[str
     if pid is not None and not sched:
         cmd.append(f"--pid={pid}")
     if sched:
-        # The fields wallflame.fold.schedsample reads; nanosecond times.
+        # The fields wallflame.fold.perf.sampled_switches reads; nanosecond times.
         cmd += ["--ns", "--show-switch-events", "-F", SCHED_FIELDS]
     return cmd
 

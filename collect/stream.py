@@ -36,7 +36,7 @@ from typing import IO, Any
 from wallflame.collect import perf
 from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.schedsample import UNSAMPLED, SampledSched
+from wallflame.fold.perf.sampled_switches import UNSAMPLED, SampledSched
 from wallflame.profile import OFF, Profile, StackKey
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
@@ -148,7 +148,7 @@ class Folded:
 
     def _fold_oncpu(self, stdout: IO[bytes]) -> None:
         """Fold the text while writing it to ``raw/perf.script``."""
-        from wallflame.fold.perf import fold_stream
+        from wallflame.fold.perf.reader import fold_stream
 
         if self._script is None:
             self._script = open(self.raw / "perf.script", "wb")  # noqa: SIM115 - close()

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from wallflame.errors import InputError
 from wallflame.fold import detect_format, perf
-from wallflame.fold import perflines as perf_lines
 from wallflame.fold.options import FoldOptions
+from wallflame.fold.perf import reader as perf_reader
+from wallflame.fold.perf import state as perf_lines
 from wallflame.folded import ThreadRoot, unescape, write_folded
 from wallflame.profile import OFF, ON, Profile
 from wallflame.textio import head
@@ -441,7 +442,7 @@ def test_any_chunk_size_gives_the_same_profile(fixture: str, chunk: int,
     if chunk == 1:
         data = data[:3000]
     whole = fold(data)
-    monkeypatch.setattr(perf, "CHUNK", chunk)
+    monkeypatch.setattr(perf_reader, "CHUNK", chunk)
     _same(fold(data), whole)
 
 
@@ -609,7 +610,7 @@ def test_folding_in_parts_gives_the_same_profile(fixture: str, jobs: int, tmp_pa
     path.write_bytes(data * 3)
     whole = Profile()
     perf.fold(str(path), FoldOptions(), whole)
-    monkeypatch.setattr(perf, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(perf_reader, "PARALLEL_MIN", 0)
     parts = Profile()
     perf.fold_parallel(str(path), FoldOptions(), parts, jobs)
     assert list(parts.stacks.items()) == list(whole.stacks.items())
@@ -621,7 +622,9 @@ def test_folding_in_parts_gives_the_same_profile(fixture: str, jobs: int, tmp_pa
 def test_header_precheck_rejects_only_non_headers(line: str) -> None:
     """``detect`` skips parsing a line with neither a word of digits in its first 64
     characters nor a time: the parser would not take it for a header either."""
-    from wallflame.fold.perfparse import parse_header
+    from wallflame.fold.perf import reader
+    from wallflame.fold.perf.lines import parse_header
 
-    if perf._DIGIT_WORD.search(line, 0, perf.TID_END) is None and perf._TIME.search(line) is None:
+    if (reader._DIGIT_WORD.search(line, 0, reader.TID_END) is None
+            and reader._TIME.search(line) is None):
         assert parse_header(line) is None

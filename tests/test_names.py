@@ -149,7 +149,7 @@ def eustack_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
 
 
 def perf_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
-    from wallflame.fold.perflines import frame_name
+    from wallflame.fold.perf.state import frame_name
 
     sites: dict[tuple[str, int], str] = {}
     for line in text.splitlines():

@@ -11,7 +11,7 @@ import pytest
 from wallflame.collect import budget
 from wallflame.collect.perf import data_chunks
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.schedsample import UNSAMPLED, SampledSched
+from wallflame.fold.perf.sampled_switches import UNSAMPLED, SampledSched
 from wallflame.profile import OFF, Profile
 
 PID = 100

@@ -435,9 +435,9 @@ def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,
     same stacks in the same order, the same meta data and the same error."""
     import io
 
-    from wallflame.fold import perf as perf_mod
-    from wallflame.fold import perflines
     from wallflame.fold.options import FoldOptions
+    from wallflame.fold.perf import reader as perf_mod
+    from wallflame.fold.perf import state as perflines
 
     data = b"\n\n".join(recs * (repeat + 1)) + b"\n\n"
     results = []
@@ -468,9 +468,9 @@ def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,
 
 def test_perf_fold_native_on_a_fixture() -> None:
     """The fixtures fold the same with and without the native fast path."""
-    from wallflame.fold import perf as perf_mod
-    from wallflame.fold import perflines
     from wallflame.fold.options import FoldOptions
+    from wallflame.fold.perf import reader as perf_mod
+    from wallflame.fold.perf import state as perflines
 
     for name in ("deep-fp.txt", "mix-fp.txt", "mix-dwarf.txt", "mix-sched.txt", "mix-lost.txt",
                  "mix-fp-crlf.txt", "mix-fp-truncated.txt", "mix-two-events.txt"):

@@ -1905,7 +1905,7 @@ static PyTypeObject PerfFolderType = {
     .tp_basicsize = sizeof(PerfFolder),
     .tp_dealloc = (destructor)PerfFolder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Folds perf script records in the common shape (see fold/perf.py).",
+    .tp_doc = "Folds perf script records in the common shape (see fold/perf/reader.py).",
     .tp_methods = PerfFolder_methods,
     .tp_new = PyType_GenericNew,
 };

@@ -73,7 +73,7 @@ def _fold(path: str, options: FoldOptions, fmt: str | None, jobs: int) -> Profil
     if jobs < 2 or path == "-" or fmt not in (None, "perf"):
         return fold_file(path, options, fmt)
     from wallflame.fold import detect_format
-    from wallflame.fold.perf import PARALLEL_MIN, fold_parallel
+    from wallflame.fold.perf.reader import PARALLEL_MIN, fold_parallel
     from wallflame.textio import head
 
     try:

@@ -5,8 +5,8 @@ the common shape (a header ``comm tid [cpu] time: period event:`` and indented f
 takes the fast path: everything after the header's first ``": "`` (period, event and frame
 block) is looked up as raw bytes in bounded caches, so each distinct stack is parsed once.
 Anything else (switch and lost records, comments, other field sets, whitespace-only lines)
-goes through the line-by-line path in ``wallflame.fold.perflines`` (lines parsed by
-``wallflame.fold.perfparse``), which gives the same result for the common shape.
+goes through the line-by-line path in ``wallflame.fold.perf.state`` (lines parsed by
+``wallflame.fold.perf.lines``), which gives the same result for the common shape.
 
 Names follow ``wallflame.names.normalize`` so that perf, gdb and eu-stack agree; the thread
 root is the header's comm (the thread name at that sample).  Weights are the sample's period
@@ -27,7 +27,7 @@ from wallflame.profile import Profile
 from wallflame.textio import open_binary
 
 if TYPE_CHECKING:  # the parser itself is imported when there is something to parse
-    from wallflame.fold.perflines import PerfState
+    from wallflame.fold.perf.state import PerfState
 
 NAME = "perf"
 
@@ -45,7 +45,7 @@ def detect(head: str) -> bool:
             continue
         if _DIGIT_WORD.search(line, 0, TID_END) is None and _TIME.search(line) is None:
             return False  # neither a thread id nor a time: not a header (folded text, ...)
-        from wallflame.fold.perfparse import parse_header
+        from wallflame.fold.perf.lines import parse_header
 
         h = parse_header(line)
         if h is None:
@@ -60,7 +60,7 @@ def detect(head: str) -> bool:
     return False
 
 
-#: What any header has (``perfparse.parse_header`` needs one or the other): a word of digits
+#: What any header has (``lines.parse_header`` needs one or the other): a word of digits
 #: (the thread id) starting in the first 64 characters, or a time followed by a colon.
 _DIGIT_WORD = re.compile(r"(?:^|\s)\d")
 TID_END = 66
@@ -82,7 +82,7 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
     ``name`` names the input in error messages.  Text in which nothing at all is recognised
     is an ``InputError``; anything else gives a profile, with every loss counted.
     """
-    from wallflame.fold.perflines import PerfState
+    from wallflame.fold.perf.state import PerfState
 
     _widen_pipe(f)
     st = PerfState(options, profile)
@@ -191,7 +191,7 @@ def fold_parallel(path: str, options: FoldOptions, profile: Profile, jobs: int) 
     last records, which for time-ordered input (as ``perf script`` writes it) is the same."""
     import pickle
 
-    from wallflame.fold.perflines import PerfState
+    from wallflame.fold.perf.state import PerfState
 
     try:
         size = os.path.getsize(path)
@@ -253,7 +253,7 @@ def _sched(st: PerfState) -> bool:
 
 def _counted(st: PerfState, newlines: int) -> dict[str, object]:
     """What a child process counted, by names (its ids mean nothing to the parent)."""
-    from wallflame.fold.perflines import EVENT_SHIFT, LINE_BITS, LINE_MASK
+    from wallflame.fold.perf.state import EVENT_SHIFT, LINE_BITS, LINE_MASK
 
     fid_mask = (1 << (EVENT_SHIFT - LINE_BITS)) - 1
     meta = st.profile.meta
@@ -276,7 +276,7 @@ def _counted(st: PerfState, newlines: int) -> dict[str, object]:
 
 def _merge(st: PerfState, c: dict[str, Any], offset: int) -> None:
     """Add a later part's counts to ``st`` as if ``st`` had folded that part itself."""
-    from wallflame.fold.perflines import EVENT_SHIFT, LINE_BITS
+    from wallflame.fold.perf.state import EVENT_SHIFT, LINE_BITS
 
     for tid, comm in c["seen"]:
         st.thread_seen(tid, comm)
@@ -365,7 +365,7 @@ def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
 
 
 def _note(st: PerfState, first: bytes, last: bytes) -> None:
-    from wallflame.fold.perfparse import parse_time
+    from wallflame.fold.perf.lines import parse_time
 
     if first:
         st.note_time(parse_time(first.rpartition(b" ")[2]))
@@ -400,7 +400,7 @@ def _native(st: PerfState, buf: bytes, pos: int, ln: int) -> tuple[int, bytes, b
     are open the Python loop takes over, since it notes which threads run.  Returns the
     next line number, the thread part and time of the first and last records folded, and
     where the text after the last blank line starts."""
-    from wallflame.fold.perflines import EVENT_SHIFT, LINE_BITS
+    from wallflame.fold.perf.state import EVENT_SHIFT, LINE_BITS
 
     folder = st.native
     assert folder is not None
@@ -447,7 +447,7 @@ def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, byte
     sample) and the key: the event, the stack id and the record's line count.  Returns the
     next line number and the thread part and time of the first and last records folded.
     """
-    from wallflame.fold.perflines import EVENT_SHIFT, LINE_MASK, MAX_COMBOS
+    from wallflame.fold.perf.state import EVENT_SHIFT, LINE_MASK, MAX_COMBOS
 
     acc = st.acc
     combos = st.combos

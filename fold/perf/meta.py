@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from wallflame.fold.perflines import PerfState
-from wallflame.fold.perfparse import TIME_EVENTS, base_event
+from wallflame.fold.perf.state import PerfState
+from wallflame.fold.perf.lines import TIME_EVENTS, base_event
 from wallflame.profile import UNIT_NS, UNIT_SAMPLES
 
 

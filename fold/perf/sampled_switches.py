@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from wallflame.classify import Rules, classify
-from wallflame.fold.perfparse import frame_name
-from wallflame.fold.sched import parse_switch_fields
+from wallflame.fold.perf.lines import frame_name
+from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.textio import line_blocks
 

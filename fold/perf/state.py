@@ -1,6 +1,6 @@
 """The line-by-line reading of ``perf script`` text and the state both paths share.
 
-``wallflame.fold.perf`` hands every record that is not in the common shape to
+``wallflame.fold.perf.reader`` hands every record that is not in the common shape to
 ``PerfState.slow_lines``; this path also teaches the fast path (caches of headers, events and
 frame blocks) so that the next record with the same stack is cheap.  Both paths count into
 the same tables and ``finish`` turns them into stacks.
@@ -13,7 +13,7 @@ from collections import defaultdict
 from wallflame.classify import classify
 from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perfparse import (
+from wallflame.fold.perf.lines import (
     LOST_RE,
     NEXT_TID_RE,
     PERIOD_EVENT_RE,
@@ -25,7 +25,7 @@ from wallflame.fold.perfparse import (
     parse_time,
     parse_who,
 )
-from wallflame.fold.sched import SchedTracker, parse_switch_fields
+from wallflame.fold.perf.switches import SchedTracker, parse_switch_fields
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.speedups import native
 from wallflame.textio import decode
@@ -401,7 +401,7 @@ class PerfState:
                 self.profile.meta.lose("open off-CPU interval", line_no, len(self.tracker.open))
                 self.tracker.open.clear()
             self.tracker.finish(self.last_time or 0)
-        from wallflame.fold.perfmeta import record_meta
+        from wallflame.fold.perf.meta import record_meta
 
         record_meta(self)
 
