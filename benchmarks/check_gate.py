@@ -161,7 +161,7 @@ def judge_all_pairs(out: Path) -> None:
     share runs, so the counts are not independent trials; the rates are still unbiased."""
     sys.path.insert(0, str(ROOT))
     from wallflame.report.check import FAIL, INCONCLUSIVE, Thresholds, ignored, judge
-    from wallflame.report.diff import compare
+    from wallflame.report.diff.compare import compare
     from wallflame.report.series import load_side
 
     t = Thresholds()

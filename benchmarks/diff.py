@@ -88,8 +88,8 @@ def shell(cmd: str) -> Callable[[], None]:
 
 
 def in_process(a: Path, b: Path, out: Path) -> Callable[[], None]:
-    from wallflame.report.diff import compare
-    from wallflame.report.diff_html import write_html
+    from wallflame.report.diff.compare import compare
+    from wallflame.report.diff.page import write_html
     from wallflame.rundir import load_inputs
 
     def run() -> None:

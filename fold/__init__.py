@@ -36,9 +36,9 @@ class Folder(Protocol):
 
 
 def _modules() -> list[ModuleType]:
-    from wallflame.fold import annotated, eustack, folded, gdb, perf, pmp
+    from wallflame.fold import annotated, eustack, foreign_folded, gdb, perf, pmp
 
-    return [annotated, pmp, perf, gdb, eustack, folded]  # pmp is strict, perf is lenient
+    return [annotated, pmp, perf, gdb, eustack, foreign_folded]  # pmp is strict, perf is lenient
 
 
 def formats() -> list[str]:

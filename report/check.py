@@ -28,7 +28,7 @@ from typing import Any
 
 from wallflame.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, InputError
 from wallflame.profile import WAIT_CLASSES, Profile, merge_all
-from wallflame.report.diff import Diff
+from wallflame.report.diff.compare import Diff
 from wallflame.report.gate import (
     PER_WORK,
     SHARE,
@@ -349,8 +349,8 @@ def judge_profiles(before: Profile | list[Profile], after: Profile | list[Profil
                    t: Thresholds | None = None) -> Verdict:
     """``judge`` on loaded profiles (one or a series per side; no per-slice figures: the
     noise is sampling error alone)."""
-    from wallflame.report.diff import _meta_digest
-    from wallflame.report.diff import compare as diff_of
+    from wallflame.report.diff.compare import _meta_digest
+    from wallflame.report.diff.compare import compare as diff_of
 
     t = t or Thresholds()
     sides = []

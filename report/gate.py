@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
-from wallflame.report.diff import lock_name
-from wallflame.report.diff_norm import evidence
+from wallflame.report.diff.compare import lock_name
+from wallflame.report.diff.normalise import evidence
 from wallflame.report.gate_stats import (
     Estimate,
     batch_ratio,

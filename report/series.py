@@ -14,7 +14,7 @@ import re
 
 from wallflame.errors import InputError
 from wallflame.profile import Profile, merge_all
-from wallflame.report.diff import _meta_digest
+from wallflame.report.diff.compare import _meta_digest
 from wallflame.report.gate import Run, make_run, read_work_file
 from wallflame.report.slices import load_slices
 from wallflame.rundir import is_run_dir, load_inputs, load_run_dir

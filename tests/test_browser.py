@@ -21,8 +21,8 @@ import pytest
 from test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
 
 from wallflame.profile import StackKey
-from wallflame.report.diff import compare
-from wallflame.report.diff_html import write_html as write_diff_html
+from wallflame.report.diff.compare import compare
+from wallflame.report.diff.page import write_html as write_diff_html
 from wallflame.report.exports import write_report
 from wallflame.report.tree import visible
 from wallflame.rundir import load_inputs

@@ -187,7 +187,7 @@ def check_work(a: Profile, b: Profile, work_a: float, work_b: float,
                units: tuple[str, str] = ("messages", "messages")) -> Verdict:
     """Two runs that report work (per slice, as progress lines give it)."""
     from wallflame.report.check import judge
-    from wallflame.report.diff import _meta_digest, compare
+    from wallflame.report.diff.compare import _meta_digest, compare
     from wallflame.report.gate import make_run
 
     t = Thresholds()

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from wallflame.report.check import PASS, Thresholds, ignored, judge, load_thresholds
-from wallflame.report.diff import compare
+from wallflame.report.diff.compare import compare
 from wallflame.report.series import load_side, run_paths
 from wallflame.rundir import is_run_dir
 

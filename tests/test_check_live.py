@@ -32,7 +32,7 @@ from wallflame.report.check import (
     judge,
 )
 from wallflame.report.check_output import markdown
-from wallflame.report.diff import compare
+from wallflame.report.diff.compare import compare
 from wallflame.report.series import load_side
 from wallflame.rundir import ONCPU
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from wallflame.cli import cli
 from wallflame.profile import OFF, ON, Profile, StackKey
-from wallflame.report.diff import RATE, SHARE, compare, lock_name
-from wallflame.report.diff_html import csp_hash, render, stacks_payload, write_html
-from wallflame.report.diff_render import to_json, write_text
+from wallflame.report.diff.compare import RATE, SHARE, compare, lock_name
+from wallflame.report.diff.page import csp_hash, render, stacks_payload, write_html
+from wallflame.report.diff.text import to_json, write_text
 from wallflame.rundir import load_inputs
 
 FIX = Path(__file__).parent / "fixtures" / "diff"
@@ -234,7 +234,7 @@ def test_html_render_is_deterministic() -> None:
 
 
 def test_embedded_page_data_golden(golden: Callable[[Path, str], None]) -> None:
-    from wallflame.report.diff_html import page_data
+    from wallflame.report.diff.page import page_data
 
     d = compare(load_inputs([BEFORE]), load_inputs([AFTER]), ("before", "after"))
     data = page_data(d)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from wallflame.profile import Profile, StackKey
-from wallflame.report.diff import compare
-from wallflame.report.diff_html import write_html
+from wallflame.report.diff.compare import compare
+from wallflame.report.diff.page import write_html
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -26,8 +26,8 @@ from wallflame.report.check import (
     ignored,
     judge,
 )
-from wallflame.report.diff import SHARE, Diff, compare
-from wallflame.report.diff_html import page_data
+from wallflame.report.diff.compare import SHARE, Diff, compare
+from wallflame.report.diff.page import page_data
 from wallflame.report.series import load_side
 from wallflame.rundir import load_inputs
 

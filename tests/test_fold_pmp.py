@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wallflame.errors import InputError
-from wallflame.fold import folded, gdb, pmp
+from wallflame.fold import foreign_folded as folded
+from wallflame.fold import gdb, pmp
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, ON, UNIT_SAMPLES, Profile

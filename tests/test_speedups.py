@@ -303,7 +303,7 @@ def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: boo
     give the same stacks in the same order, the same losses and the same error."""
     import tempfile
 
-    from wallflame.fold import folded as folded_mod
+    from wallflame.fold import foreign_folded as folded_mod
     from wallflame.fold.options import FoldOptions
     from wallflame.profile import Profile
 
@@ -373,7 +373,7 @@ def test_native_tuple_hash_is_the_interpreters() -> None:
 def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:
     """Lines longer than a read block, and many blocks, read natively as in Python."""
     from wallflame import textio
-    from wallflame.fold import folded as folded_mod
+    from wallflame.fold import foreign_folded as folded_mod
     from wallflame.fold.options import FoldOptions
     from wallflame.profile import Profile
 

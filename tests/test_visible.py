@@ -9,12 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wallflame.profile import OFF, Profile, StackKey
-from wallflame.report import diff_render, tree
+from wallflame.report import tree
 from wallflame.report.check import judge_profiles
 from wallflame.report.check_output import markdown
-from wallflame.report.diff import compare
-from wallflame.report.diff_html import render
-from wallflame.report.diff_render import to_json, write_text
+from wallflame.report.diff import text as diff_text
+from wallflame.report.diff.compare import compare
+from wallflame.report.diff.page import render
+from wallflame.report.diff.text import to_json, write_text
 from wallflame.report.visible import visible
 
 MS = 1_000_000
@@ -40,7 +41,7 @@ def run(extra_ms: int = 0) -> Profile:
 
 
 def test_one_visible_for_every_output() -> None:
-    assert tree.visible is visible and diff_render.visible is visible
+    assert tree.visible is visible and diff_text.visible is visible
     assert visible(NAME) == SHOWN
     assert visible("a\u202eb\u200bc\x1b") == "a⟨U+202E⟩b⟨U+200B⟩c⟨U+001B⟩"
     assert visible("x" * 10, 4) == "xxxx…(+6 chars)"

@@ -357,7 +357,7 @@ static PyObject *new_key(PyTypeObject *key_type, PyObject *frames, PyObject *thr
 /* fold_plain(data, pos, end, stacks, key_type, on, scale) -> (pos, lines)
  *
  * Adds the plain folded lines of ``data[:end]`` (lines separated by b"\n", a trailing b"\r"
- * ignored) from byte ``pos`` on into ``stacks``, as fold/folded.py's loop does for them:
+ * ignored) from byte ``pos`` on into ``stacks``, as fold/foreign_folded.py's loop does for them:
  * key_type(frames[1:], 0, frames[0], 0, on, "", "", 0) += count * scale.  Stops at the first
  * line that is not plain and returns its position and the number of lines taken; a
  * position past the end means every line was taken. */

@@ -11,7 +11,7 @@ import click
 from wallflame.output import open_output
 from wallflame.report.check import CONFIG_NAME, ignored, judge, load_thresholds
 from wallflame.report.check_output import junit, markdown, to_json
-from wallflame.report.diff import compare
+from wallflame.report.diff.compare import compare
 from wallflame.report.series import load_side
 
 
@@ -73,7 +73,7 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     diff = compare(before, after, (baseline, current), None)
     verdict = judge(before_runs, after_runs, diff, thresholds)
     if html_out:
-        from wallflame.report.diff_html import write_html
+        from wallflame.report.diff.page import write_html
 
         write_html(diff, html_out, verdict)
     text = markdown(verdict, os.path.basename(html_out) if html_out else None)

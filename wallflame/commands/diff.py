@@ -9,8 +9,8 @@ import sys
 import click
 
 from wallflame.output import open_output, print_losses
-from wallflame.report.diff import NORMALISATIONS, compare
-from wallflame.report.diff_render import to_json, write_text
+from wallflame.report.diff.compare import NORMALISATIONS, compare
+from wallflame.report.diff.text import to_json, write_text
 from wallflame.rundir import load_inputs
 
 
@@ -52,7 +52,7 @@ def command(before: str, after: str, output: str, fmt: str | None, mode: str | N
     diff = compare(pa, pb, (before, after), mode, noise_k)
     kind = output_format(output, fmt)
     if kind == "html":
-        from wallflame.report.diff_html import write_html
+        from wallflame.report.diff.page import write_html
 
         write_html(diff, output)
         click.echo(f"wallflame: wrote {output}", err=True)

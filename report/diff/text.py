@@ -1,7 +1,7 @@
 """The diff's text form (terminals, CI logs) and JSON form (machines).
 
 Both state the normalisation and the noise floor, give absolute and relative numbers, and list
-stacks that appeared or vanished; the HTML page (``report/diff_html.py``) draws the same data.
+stacks that appeared or vanished; the HTML page (``report/diff/page.py``) draws the same data.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from typing import IO, Any
 
 from wallflame.profile import OFF, ON, UNIT_NS
-from wallflame.report.diff import RATE, Change, Diff, Side
+from wallflame.report.diff.compare import RATE, Change, Diff, Side
 from wallflame.report.visible import visible as visible  # re-exported: the one rule
 
 VIEW_TITLES = {"all": "merged (wall clock)", ON: "on-CPU", OFF: "off-CPU"}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile, StackKey
-from wallflame.report.diff_norm import (
+from wallflame.report.diff.normalise import (
     NORMALISATIONS,
     RATE,
     SHARE,

@@ -24,8 +24,8 @@ from markupsafe import Markup
 from wallflame.output import open_output
 from wallflame.profile import OFF, ON
 from wallflame.report.check import Verdict
-from wallflame.report.diff import Diff
-from wallflame.report.diff_render import (
+from wallflame.report.diff.compare import Diff
+from wallflame.report.diff.text import (
     VIEW_TITLES,
     fmt_delta,
     fmt_relative,
