@@ -34,6 +34,7 @@ from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
 from wallflame.textio import iter_lines
+from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
 
 
 def _median(values: list[float] | list[int]) -> float:
@@ -57,8 +58,9 @@ _SYSCALL_CLASS = {
 }
 SYS_FUTEX = 202
 
-#: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed.
-_LOCK_CLASSES = ("mutex", "rwlock", "other")
+#: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
+#: lock classes, and ``other`` (a futex wait no rule named may still be on a lock).
+_LOCK_CLASSES = (*LOCK_CLASSES, FALLBACK)
 _NOISE = ("[New ", "[Thread debugging", "Using host libthread_db", "[Inferior ",
           "warning: ", "Backtrace stopped", "(More stack frames follow")
 

@@ -10,7 +10,6 @@ length capped) so the page informs with JavaScript blocked.
 
 from __future__ import annotations
 
-import binascii
 import heapq
 import json
 import os
@@ -27,10 +26,12 @@ from markupsafe import Markup, escape
 import wallflame
 from wallflame.classify import wait_label as sub_label
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
-from wallflame.report.pagecache import sha256
+from wallflame.report.page_assets import page_assets, templates_dir
+from wallflame.report.palette import swatch_css
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
 from wallflame.speedups import native
+from wallflame.waitclasses import BY_NAME, FALLBACK, page_table
 
 if TYPE_CHECKING:  # Jinja2 is imported when a template is compiled (see report/pagecache.py)
     from jinja2 import Environment, FileSystemBytecodeCache
@@ -40,9 +41,8 @@ SCRIPTS = ("flamegraph.js", "report.js")
 STYLES = ("report.css",)
 TOP_STACKS = 20
 COVERAGE_OK = (0.9, 1.1)
-LABELS = {"on": "on-CPU", "mutex": "mutex", "rwlock": "rwlock", "lock": "lock",
-          "condvar": "condvar", "io": "I/O", "poll": "idle poll", "sleep": "sleep",
-          "other": "other"}
+#: Each class's label (``waitclasses``), for the legend, the tables' heads and the top stacks.
+LABELS = {name: c.label for name, c in BY_NAME.items()}
 
 
 def _html_safe(json_text: str) -> str:
@@ -98,16 +98,6 @@ def _amount(value: float, unit: str) -> str:
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def csp_hash(text: str) -> str:
-    digest = sha256(text.encode()).digest()
-    return "'sha256-" + binascii.b2a_base64(digest, newline=False).decode() + "'"
-
-
-def templates_dir() -> str:
-    """The folder of the page templates and their scripts and styles (package data)."""
-    return os.path.join(os.path.dirname(wallflame.__file__), "templates")
 
 
 @lru_cache(maxsize=1)
@@ -227,30 +217,18 @@ def _render_page(context: dict[str, Any]) -> str:
     return page
 
 
-def asset(name: str) -> str:
-    """The text of one of the page's scripts or styles."""
-    with open(os.path.join(templates_dir(), name), encoding="utf-8") as f:
-        return f.read()
-
-
-@lru_cache(maxsize=1)
 def assets() -> dict[str, Any]:
-    """The inline scripts and styles and the CSP that allows exactly them."""
-    scripts = [asset(n) for n in SCRIPTS]
-    styles = [asset(n) for n in STYLES]
-    for s in scripts:
-        assert "</script" not in s.lower(), "an inline script must not close its own tag"
-    csp = ("default-src 'none'; script-src " + " ".join(map(csp_hash, scripts))
-           + "; style-src " + " ".join(map(csp_hash, styles))
-           + "; img-src 'none'; base-uri 'none'; form-action 'none'")
-    return {"scripts": [Markup(s) for s in scripts], "styles": [Markup(s) for s in styles],
-            "csp": csp}
+    """The report page's inline scripts and styles (the legend's swatches made from the wait
+    classes' table) and the CSP that allows exactly them."""
+    return page_assets(SCRIPTS, STYLES, (swatch_css(),))
 
 
 def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any]:
-    """What the page's scripts read (golden-tested): the flame tree and the units."""
+    """What the page's scripts read (golden-tested): the flame tree, the units and the
+    classes' labels and colours (the table's: the script keeps no copy)."""
     return {"flame": build_tree(profile, max_nodes).to_json(), "unit": profile.meta.unit,
-            "window_ns": profile.meta.window_ns}
+            "window_ns": profile.meta.window_ns, "classes": page_table(),
+            "class_fallback": FALLBACK}
 
 
 def _bars(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
@@ -293,7 +271,7 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _wait_class(key: StackKey) -> str:
     """The class a stack's time is counted under (an unknown one is ``other``, as in the
     totals)."""
-    return key.wait if key.wait in WAIT_CLASSES else "other"
+    return key.wait if key.wait in WAIT_CLASSES else FALLBACK
 
 
 def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:

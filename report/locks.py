@@ -15,6 +15,7 @@ from typing import Any
 from wallflame.folded import escape, unescape
 from wallflame.locks import MIN_OBSERVATIONS, share_interval
 from wallflame.profile import OFF, Profile
+from wallflame.waitclasses import LOCK_CLASSES
 
 #: How many holder stacks, functions and release sites a lock entry lists.
 TOP = 5
@@ -43,7 +44,6 @@ def reason(key: str) -> str:
     if key.startswith("check failed"):
         return f"owner stopped but the lock could not be read again ({key})"
     return f"owner could not be stopped ({key})"
-LOCK_CLASSES = ("mutex", "rwlock")
 
 
 def _reasons(counts: dict[str, int]) -> dict[str, int]:
@@ -138,8 +138,7 @@ def lock_entries(profile: Profile, seconds: Any, call_site: Any) -> tuple[
         layout = str(ev.get("kind") or "")
         entry: dict[str, Any] = {
             "lock": lock,
-            "kind": "rwlock" if layout.startswith("rwlock") or kinds[lock] == "rwlock"
-            else "mutex",
+            "kind": "rwlock" if layout.startswith("rwlock") else kinds[lock],  # the waits' class
             "layout": layout,
             "wait_s": seconds(total, unit),
             "call_sites": [{"frame": s, "s": seconds(w, unit)} for s, w in

@@ -14,11 +14,11 @@ from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, Thread
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
 from wallflame.stops import stopped_ns, tid_ns
+from wallflame.waitclasses import LOCK_CLASSES
 
 #: A stack this shallow (frames below the thread) has most likely lost its callers.
 SHALLOW_DEPTH = 2
 
-_LOCK_CLASSES = ("mutex", "rwlock")
 _LOCK_WRAPPERS = ("std::lock_guard", "std::unique_lock", "std::scoped_lock", "std::shared_lock",
                   "__gthread_", "__gthrw_", "__pthread_mutex_cond_lock")
 
@@ -95,7 +95,7 @@ def locks(profile: Profile, groups: Iterable[Group] | None = None) -> list[dict[
 def lock_sections(profile: Profile, groups: Iterable[Group] | None = None) -> tuple[
         list[dict[str, Any]], list[dict[str, Any]]]:
     """(locks, lock waits whose lock was not identified, by call site)."""
-    if groups is not None and not any(g.state == OFF and g.wait in _LOCK_CLASSES
+    if groups is not None and not any(g.state == OFF and g.wait in LOCK_CLASSES
                                       for g in groups):
         return [], []
     from wallflame.report.locks import lock_entries

@@ -38,7 +38,7 @@ def _seed(name: str) -> tuple[float, float, float]:
 
 def color(name: str, cls: str) -> str:
     """The colour of a frame: hot for on-CPU (as flamegraph.pl), a fixed family per wait
-    class (``palette.PALETTE``, as the HTML page draws it)."""
+    class (``waitclasses.WAIT_TABLE``, as the HTML page draws it)."""
     v1, v2, _ = _seed(name)
     return "rgb({},{},{})".format(*rgb(cls, v1, v2))
 

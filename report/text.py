@@ -11,6 +11,7 @@ from wallflame.classify import wait_label
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
 from wallflame.report.summary import build_summary, user_frames
 from wallflame.report.tree import visible
+from wallflame.waitclasses import WAIT_TABLE
 
 TOP = 10
 #: How many labelled rules are listed, how wide the text is, a frame's name and a stack at most.
@@ -18,8 +19,8 @@ TOP_LABELS = 8
 WIDTH = 100
 NAME_WIDTH = 40
 STACK_LINES = 4
-SHORT = {"mutex": "mutex", "rwlock": "rwlock", "lock": "lock", "condvar": "condv", "io": "io",
-         "poll": "poll", "sleep": "sleep", "other": "other"}
+#: Each wait class's column head (``waitclasses``).
+SHORT = {c.name: c.short for c in WAIT_TABLE}
 
 
 def _cut(s: str, n: int) -> str:

@@ -9,8 +9,8 @@
   var base = WF.fromFlat(flat);
   var threadOf = new Map();
   flat.threads.forEach(function (t) { threadOf.set(t[0], { tid: t[1], name: t[2] }); });
-  var LABELS = { on: "on-CPU", mutex: "mutex wait", rwlock: "rwlock wait", lock: "lock wait",
-    condvar: "condvar wait", io: "I/O wait", poll: "idle poll", sleep: "sleep", other: "other off-CPU" };
+  /* each class's label and colour: the one table (wallflame/waitclasses.py), no copy here */
+  var TABLE = data.classes, FALLBACK = TABLE[data.class_fallback];
   var MASKS = {
     both: classes.map(function () { return true; }),
     on: classes.map(function (c) { return c === "on"; }),
@@ -41,21 +41,16 @@
     return (h >>> 0) / 4294967296;
   }
   function rgb(r, g, b) { return "rgb(" + (r | 0) + "," + (g | 0) + "," + (b | 0) + ")"; }
-  var PALETTE = {
-    on: function (v, w) { return rgb(205 + 50 * v, 230 * w, 55 * v); },
-    mutex: function (v) { return rgb(225 + 30 * v, 20 + 30 * v, 185 + 40 * v); },
-    rwlock: function (v) { return rgb(190 + 30 * v, 30 * v, 235); },
-    lock: function (v) { return rgb(135 + 30 * v, 20 + 30 * v, 150 + 30 * v); },
-    condvar: function (v) { return rgb(70 + 40 * v, 150 + 40 * v, 205 + 30 * v); },
-    io: function (v) { return rgb(60 + 40 * v, 105 + 40 * v, 225 + 25 * v); },
-    poll: function (v) { return rgb(196 + 24 * v, 196 + 24 * v, 196 + 24 * v); },
-    sleep: function (v) { return rgb(135 + 40 * v, 195 + 30 * v, 235); },
-    other: function (v) { return rgb(120 + 30 * v, 130 + 30 * v, 185 + 30 * v); }
-  };
+  function paint(cls, v, w) {
+    /* channel = base + spread * (seed ? w : v), as report/palette.py computes it */
+    var ch = (TABLE[cls] || FALLBACK).colour;
+    return rgb(ch[0][0] + ch[0][1] * (ch[0][2] ? w : v), ch[1][0] + ch[1][1] * (ch[1][2] ? w : v),
+      ch[2][0] + ch[2][1] * (ch[2][2] ? w : v));
+  }
   function dominant(node, mask) {
     var best = -1, bv = -1, o = node * nc;
     for (var c = 0; c < nc; c++) if (mask[c] && vt.total[o + c] > bv) { bv = vt.total[o + c]; best = c; }
-    return best < 0 ? "other" : classes[best];
+    return best < 0 ? data.class_fallback : classes[best];
   }
   function colorFor(mask) {
     var cache = new Map();
@@ -70,7 +65,7 @@
         if (mark === "_[k]") c = rgb(230 + 20 * v, 120 + 50 * w, 30);  // kernel, as flamegraph.pl
         else if (mark === "_[i]") c = rgb(90 + 40 * v, 200 + 30 * w, 200 + 30 * w);  // inlined
         else if (mark === "_[j]") c = rgb(80 + 40 * v, 190 + 40 * w, 80);  // JIT
-        else c = PALETTE[cls] ? PALETTE[cls](v, w) : PALETTE.other(v);
+        else c = paint(cls, v, w);
         cache.set(key, c);
       }
       return c;
@@ -93,7 +88,7 @@
     }).sort(function (a, b) { return vt.total[o + b] - vt.total[o + a]; });
     for (c = 0; c < order.length; c++) {
       var k = order[c];
-      parts.push(LABELS[classes[k]] + " " + fmt(vt.total[o + k]) + " (" + pct(vt.total[o + k], sum) + ")");
+      parts.push((TABLE[classes[k]] || FALLBACK).label + " " + fmt(vt.total[o + k]) + " (" + pct(vt.total[o + k], sum) + ")");
     }
     return parts;
   }

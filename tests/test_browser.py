@@ -346,3 +346,43 @@ def test_zoom_into_a_thread_group_survives_a_reload(browser: Any, tmp_path: Path
     assert zoomed == ["clone3", sum(1950 + 10 * i for i in range(1, 5)) * MS]  # 4 workers
     got.clean()
     again.clean()
+
+
+def _js_hash(name: str) -> float:
+    """report.js's frame-name hash (FNV-1a over the first 64 UTF-16 code units)."""
+    h = 2166136261
+    units = name.encode("utf-16-le")
+    for i in range(0, min(len(units), 128), 2):
+        h = ((h ^ int.from_bytes(units[i:i + 2], "little")) * 16777619) & 0xFFFFFFFF
+    return h / 4294967296
+
+
+def test_frame_colours_and_labels_are_the_table(browser: Any, tmp_path: Path) -> None:
+    """The script draws each class in the table's colour and names it with the table's label,
+    though it holds no copy of either: a frame of each class, read back from the page."""
+    from test_waitclasses import every_class_profile
+
+    from wallflame.report.palette import rgb
+    from wallflame.waitclasses import BY_NAME
+
+    out = tmp_path / "classes.html"
+    write_report(every_class_profile(), "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    drawn = page.evaluate(
+        """() => {
+          const g = window.wallflame.graphs.main, t = g.tree, out = {};
+          for (let n = 1; n < t.parent.length; n++) {
+            const name = t.names[t.nameId[n]];
+            if (name.startsWith("f_")) out[name] = [g.opts.color(n), g.opts.tooltip(g, n)[2]];
+          }
+          return out;
+        }""")
+    assert set(drawn) == {f"f_{c}" for c in BY_NAME}
+    for cls, c in BY_NAME.items():
+        name = f"f_{cls}"
+        want = "rgb({},{},{})".format(*rgb(cls, _js_hash(name), _js_hash(name + "\u0001")))
+        colour, breakdown = drawn[name]
+        assert colour == want, cls
+        assert breakdown.startswith(c.label + " "), (cls, breakdown)
+    got.clean()

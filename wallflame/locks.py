@@ -33,11 +33,12 @@ from wallflame.folded import escape
 from wallflame.names import normalize
 from wallflame.profile import OFF, HolderKey, Profile
 from wallflame.textio import iter_lines
+from wallflame.waitclasses import LOCK_CLASSES
 
 #: Below this many observations a share is shown as a count ("3 of 7"), not a percentage.
 MIN_OBSERVATIONS = 20
-#: Wait classes whose waits are attributed to locks.
-LOCK_WAITS = ("mutex", "rwlock")
+#: Wait classes whose waits are attributed to locks (the table's).
+LOCK_WAITS = LOCK_CLASSES
 #: The status of a holder probe whose stack is kept.
 CONFIRMED = "confirmed"
 

@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from wallflame.speedups import native
+from wallflame.waitclasses import WAIT_CLASSES as WAIT_CLASSES  # the table's, in display order
 
 ON = "on"
 OFF = "off"
 STATES = (ON, OFF)
-
-#: Wait classes for off-CPU time, in display order.  ``poll`` means an idle event loop; ``lock``
-#: a database's row, table or metadata lock (``rwlock`` also holds latches).
-WAIT_CLASSES = ("mutex", "rwlock", "lock", "condvar", "io", "poll", "sleep", "other")
 
 UNIT_NS = "ns"
 UNIT_SAMPLES = "samples"

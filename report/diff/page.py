@@ -15,11 +15,8 @@ style by hash, no URL of any kind, and the file written 0600.
 from __future__ import annotations
 
 import math
-from functools import cache
 from itertools import chain
 from typing import Any
-
-from markupsafe import Markup
 
 from wallflame.output import open_output
 from wallflame.profile import OFF, ON
@@ -34,7 +31,9 @@ from wallflame.report.diff.text import (
     norm_text,
     visible,
 )
-from wallflame.report.html import asset, csp_hash, environment
+from wallflame.report.html import environment
+from wallflame.report.page_assets import csp_hash as csp_hash  # the pages' one rule
+from wallflame.report.page_assets import page_assets
 
 #: Beyond this many frames in all, the lightest stacks are left out of the page (stated on it).
 MAX_FRAMES = 3_000_000
@@ -45,18 +44,9 @@ SCRIPTS = ("flamegraph.js", "diff.js")
 STYLES = ("report.css", "diff.css")
 
 
-@cache
 def assets() -> dict[str, Any]:
     """The report's flamegraph renderer and style plus the diff's own, allowed by hash."""
-    scripts = [asset(n) for n in SCRIPTS]
-    styles = [asset(n) for n in STYLES]
-    for text in scripts:
-        assert "</script" not in text.lower(), "an inline script must not close its own tag"
-    csp = ("default-src 'none'; script-src " + " ".join(map(csp_hash, scripts))
-           + "; style-src " + " ".join(map(csp_hash, styles))
-           + "; img-src 'none'; base-uri 'none'; form-action 'none'")
-    return {"scripts": [Markup(t) for t in scripts], "styles": [Markup(t) for t in styles],
-            "csp": Markup(csp)}
+    return page_assets(SCRIPTS, STYLES)
 
 
 def stacks_payload(diff: Diff, max_frames: int = MAX_FRAMES) -> dict[str, Any]:

@@ -9,13 +9,45 @@ import os
 import click
 
 from wallflame.output import open_output
-from wallflame.report.check import CONFIG_NAME, ignored, judge, load_thresholds
+from wallflame.report.check import CONFIG_NAME, Thresholds, ignored, judge, load_thresholds
 from wallflame.report.check_output import junit, markdown, to_json
 from wallflame.report.diff.compare import compare
 from wallflame.report.series import load_side
+from wallflame.waitclasses import WAIT_CLASSES
+
+#: The command's help; its list of wait classes is the table's (``waitclasses``).
+HELP = """Judge CURRENT against BASELINE: each a run directory, a capture, or a directory of run
+directories (a series of repeated runs).
+
+\b
+Exit codes: 0 no regression; 1 regression; 7 inconclusive (runs that cannot be
+compared: different collectors or rates, truncated data, too much lost; or a pass
+that could not have seen a `sensitivity` increase). A regression is an increase that
+Welch's one-sided t-test finds significant, Holm-corrected over every quantity
+judged, and larger than the minimum effect; the noise comes from the spread over
+slices of each run and between the runs of a series (docs/check.md).
+Settings, with defaults, settable in .wallflame-check.toml under [thresholds]:
+  alpha=0.01               false-alarm rate of one whole check
+  min_effect_pp=1.0        frame shares: ignore increases under this many points
+  min_effect_relative=0.02 any quantity: ignore increases under this fraction
+  min_effect_s_per_s=0.02  wait classes: ignore increases under this (s/s)
+  min_frame_share=0.005    judge functions with at least this on-CPU share
+  sensitivity=0.10         a pass must have been able to see this increase
+  power=0.8                ... with this probability
+  run_cv=0.04              run-to-run spread of CPU per work when no side is a
+                           series (a series measures it)
+  wait_run_cv=0.3          the same for wait classes
+  wait_classes={judged}  (of {classes})
+  ignore_frames=RE,...     frames not judged (default: interrupt and preemption
+                           entry points)
+  rate_tolerance=0.10      sampling rates may differ this much
+  max_loss_share=0.25      more evidence lost than this: runs cannot be compared
+  allowed_losses=          kinds of loss never counted
+  top=8                    frames shown in the summary
+""".format(judged=",".join(Thresholds().wait_classes), classes=",".join(WAIT_CLASSES))
 
 
-@click.command("check")
+@click.command("check", help=HELP)
 @click.argument("baseline", type=click.Path(exists=True))
 @click.argument("current", type=click.Path(exists=True))
 @click.option("-t", "--threshold", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -36,35 +68,7 @@ from wallflame.report.series import load_side
 def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[str, ...],
             config: str | None, html_out: str, md_out: str | None,
             junit_out: str | None, json_out: str | None) -> None:
-    """Judge CURRENT against BASELINE: each a run directory, a capture, or a directory of run
-    directories (a series of repeated runs).
-
-    \b
-    Exit codes: 0 no regression; 1 regression; 7 inconclusive (runs that cannot be
-    compared: different collectors or rates, truncated data, too much lost; or a pass
-    that could not have seen a `sensitivity` increase). A regression is an increase that
-    Welch's one-sided t-test finds significant, Holm-corrected over every quantity
-    judged, and larger than the minimum effect; the noise comes from the spread over
-    slices of each run and between the runs of a series (docs/check.md).
-    Settings, with defaults, settable in .wallflame-check.toml under [thresholds]:
-      alpha=0.01               false-alarm rate of one whole check
-      min_effect_pp=1.0        frame shares: ignore increases under this many points
-      min_effect_relative=0.02 any quantity: ignore increases under this fraction
-      min_effect_s_per_s=0.02  wait classes: ignore increases under this (s/s)
-      min_frame_share=0.005    judge functions with at least this on-CPU share
-      sensitivity=0.10         a pass must have been able to see this increase
-      power=0.8                ... with this probability
-      run_cv=0.04              run-to-run spread of CPU per work when no side is a
-                               series (a series measures it)
-      wait_run_cv=0.3          the same for wait classes
-      wait_classes=mutex,rwlock,io  (of mutex,rwlock,lock,condvar,io,poll,sleep,other)
-      ignore_frames=RE,...     frames not judged (default: interrupt and preemption
-                               entry points)
-      rate_tolerance=0.10      sampling rates may differ this much
-      max_loss_share=0.25      more evidence lost than this: runs cannot be compared
-      allowed_losses=          kinds of loss never counted
-      top=8                    frames shown in the summary
-    """
+    """Judge CURRENT against BASELINE (the command's help: ``HELP``)."""
     thresholds = load_thresholds(config, list(overrides))
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
     cut = ignored(thresholds)
