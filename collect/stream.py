@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import subprocess
 import threading
@@ -36,7 +37,7 @@ from typing import IO, Any
 from wallflame.collect import perf
 from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf.sampled_switches import UNSAMPLED, SampledSched
+from wallflame.fold.perf.sampled_switches import BIN_NS, SCHED_BINS, UNSAMPLED, SampledSched
 from wallflame.profile import OFF, Profile, StackKey
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
@@ -296,7 +297,22 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
         hz = opts.get("sched_stack_hz")
         folded.sched.finish(off, {"stack_hz": float(hz) if hz else 0.0,
                                   "call_graph": str(opts.get("sched_call_graph", ""))})
+        write_sched_bins(raw, folded.sched)
     return on, off, len(folded.bad)
+
+
+def write_sched_bins(raw: Path, sched: SampledSched) -> None:
+    """``raw/sched.bins.json``: blocked time per wait class in bins of the perf clock, and
+    the scheduler's lost records.  The scheduler's text is not kept (``Folded``), so this is
+    what the per-slice wait figures of ``wallflame check`` are cut from
+    (``wallflame.report.slices``)."""
+    data = {"version": 1, "bin_ns": BIN_NS, "lost": sched.lost,
+            "classes": {c: sorted(b.items()) for c, b in sorted(sched.class_bins.items())}}
+    path = raw / SCHED_BINS
+    try:
+        path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
+    except OSError:
+        path.unlink(missing_ok=True)  # the check then takes sampling error for the waits
 
 
 def budget_warnings(cap: dict[str, Any]) -> list[str]:
@@ -397,4 +413,5 @@ __all__ = [
     "lower_priority",
     "postprocess_meta",
     "process_all",
+    "write_sched_bins",
 ]

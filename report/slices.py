@@ -3,8 +3,9 @@
 A run's window is cut into ``K`` consecutive slices of equal length (by the timestamps of the
 perf samples in ``raw/perf.script``).  For each slice this module keeps the on-CPU total and
 sample count, the inclusive on-CPU weight of every function above a small share of the run,
-the off-CPU weight per wait class (``raw/sched.script``, when the scheduler was recorded) and
-the work done (from progress lines in ``raw/target.stdout``, see ``work_progress``).  The
+the off-CPU weight per wait class (when the scheduler was recorded: ``raw/sched.script``, or
+the blocked time per class in bins that ``wallflame collect`` keeps, ``raw/sched.bins.json``)
+and the work done (from progress lines in ``raw/target.stdout``, see ``work_progress``).  The
 spread of a quantity over the slices measures how much it moves within the run (scheduling,
 load, phases of the program), which sampling error alone does not (the method of batch means).
 
@@ -12,7 +13,8 @@ load, phases of the program), which sampling error alone does not (the method of
 file, or computes the figures from ``raw/`` for a run finished before the file existed.
 Each slice's text is folded by the same folder as the whole run, so names agree with
 ``oncpu.folded``.  Scheduler intervals that cross a slice boundary are closed at the slice's
-last record: per-slice off-CPU figures are used only for their relative spread.
+last record (text) or split at the bins' edges (bins): per-slice off-CPU figures are used only
+for their relative spread.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from wallflame.errors import WallflameError
 from wallflame.fold import FoldOptions, fold_file
+from wallflame.fold.perf.sampled_switches import SCHED_BINS
 from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile
 from wallflame.textio import iter_lines
 
@@ -147,10 +150,17 @@ def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[
         "functions": {n: [fn.get(n, 0) for _, fn, _ in totals] for n in sorted(keep)},
     }
     sched = raw / "sched.script"
+    sched_lost = 0
     if sched.exists():
         off_parts = _fold_slices(_records(sched), edges)
         out["wait"] = {c: [_off_class(p, c) for p in off_parts] for c in WAIT_CLASSES}
-    out["lost"] = {"perf": _lost(recs), "sched": _lost(_records(sched)) if sched.exists() else 0}
+        sched_lost = _lost(_records(sched))
+    else:
+        binned = _read_bins(raw / SCHED_BINS)
+        if binned is not None:
+            width, classes, sched_lost = binned
+            out["wait"] = {c: _rebin(classes.get(c, []), width, edges) for c in WAIT_CLASSES}
+    out["lost"] = {"perf": _lost(recs), "sched": sched_lost}
     work = work_in_slices(work_progress(raw / "target.stdout"), t0, t1, k)
     if work is not None:
         out["work"] = work
@@ -158,6 +168,49 @@ def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[
 
 
 _LOST = re.compile(rb"PERF_RECORD_LOST.*?lost (\d+)")
+
+
+def _read_bins(path: Path) -> tuple[int, dict[str, list[tuple[int, int]]], int] | None:
+    """``raw/sched.bins.json`` (``wallflame.collect.stream.write_sched_bins``): the bin
+    width, ``class -> [(bin index, ns)]`` and the scheduler's lost records; ``None`` when
+    missing or not in that form."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(d, dict) or d.get("version") != 1:
+        return None
+    width, lost, classes = d.get("bin_ns"), d.get("lost", 0), d.get("classes")
+    if not (isinstance(width, int) and width > 0 and isinstance(lost, int)
+            and isinstance(classes, dict)):
+        return None
+    out: dict[str, list[tuple[int, int]]] = {}
+    for cls, pairs in classes.items():
+        if not isinstance(pairs, list) or not all(
+                isinstance(p, list) and len(p) == 2 and all(type(x) is int for x in p)
+                and p[1] >= 0 for p in pairs):
+            return None
+        out[str(cls)] = [(int(b), int(ns)) for b, ns in pairs]
+    return width, out, max(0, lost)
+
+
+def _rebin(bins: list[tuple[int, int]], width: int, edges: list[int]) -> list[int]:
+    """Time in bins of ``width`` ns (bin ``b`` covers ``[b width, (b + 1) width)``) summed
+    into the slices between ``edges``, each bin split in proportion to its overlap.  What
+    lies outside the slices (the scheduler's recorder starts before the first on-CPU sample
+    and stops after the last) is in no slice: piled onto the first or the last, it would
+    make them look busier than the rest.  The run's totals keep it."""
+    k = len(edges) - 1
+    out = [0.0] * k
+    for b, ns in bins:
+        lo, hi = b * width, (b + 1) * width
+        j = max(0, bisect_right(edges, lo) - 1)
+        while j < k and edges[j] < hi:
+            part = min(hi, edges[j + 1]) - max(lo, edges[j])
+            if part > 0:
+                out[j] += ns * part / width
+            j += 1
+    return [round(x) for x in out]
 
 
 def _lost(recs: list[tuple[int | None, bytes]]) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from wallflame.profile import OFF
 from wallflame.report.check import (
     FAIL,
     INCONCLUSIVE,
@@ -34,7 +35,7 @@ from wallflame.report.check import (
 from wallflame.report.check_output import markdown
 from wallflame.report.diff.compare import compare
 from wallflame.report.series import load_side
-from wallflame.rundir import ONCPU
+from wallflame.rundir import ONCPU, load_run_dir
 
 pytestmark = pytest.mark.live
 
@@ -108,6 +109,21 @@ def test_unchanged_runs_false_alarm_rate(runs: dict[str, Path]) -> None:
     assert judged, "no pair could be compared"
     for v in judged:  # a pass, an (honest) inconclusive, or one of the tolerated alarms
         assert v.status in (PASS, FAIL) or result(v, "sensitivity").status == INCONCLUSIVE
+
+
+def test_every_run_has_its_waits_per_slice(runs: dict[str, Path]) -> None:
+    """``collect`` folds the scheduler's chunks while recording and keeps no text: the waits
+    per slice come from ``raw/sched.bins.json``, so a wait class's within-run spread exists
+    for every run.  The slices hold the class's time within the on-CPU samples' span (the
+    scheduler's recorder runs a little longer on both ends)."""
+    for name in [*SAME, "hold"]:
+        data = json.loads((runs[name] / "slices.json").read_text())
+        mutex = data["wait"]["mutex"]
+        total = sum(w for k, w in load_run_dir(str(runs[name])).stacks.items()
+                    if k.state == OFF and k.wait == "mutex")
+        print(f"\n{name}: mutex per slice {[round(x / 1e6) for x in mutex]} ms, "
+              f"{sum(mutex) / total:.3f} of the run's {total / 1e9:.3f} s")
+        assert all(x > 0 for x in mutex) and 0.6 * total < sum(mutex) <= total * 1.001
 
 
 def test_unchanged_series_pass(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from wallflame.collect import budget
 from wallflame.collect.perf import data_chunks
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf.sampled_switches import UNSAMPLED, SampledSched
+from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched
 from wallflame.profile import OFF, Profile
 
 PID = 100
@@ -129,6 +129,44 @@ def test_leading_trailing_and_missing_switch_in() -> None:
     assert sched["unsampled_ns"] == 1_500 + 8_100 and sched["leading_ns"] == 1_100 + 8_100
     assert any("none of whose switches was sampled" in w for w in p.meta.warnings)
     assert any("no switch-in record" in w for w in p.meta.warnings)
+
+
+def test_blocked_time_per_class_over_time_sums_to_the_split() -> None:
+    """``class_bins``: where in time each class's blocked time lay (the per-slice waits of
+    ``wallflame check``), summing to the same per-class totals as the stacks."""
+    ms = 1_000_000
+    base = 10 * BIN_NS  # bins 10, 11, ...
+    # thread 1: mutex for 30 ms from 10 ms into bin 10 (all in it), then a condvar wait
+    # from 40 ms to 140 ms (10 ms in bin 10, 50 in bin 11, 40 in bin 12), every switch
+    # sampled; thread 2: blocked from the first record until 60 ms (leading), then 20 ms
+    # in a mutex wait standing for two switches (period 2) with an unsampled 20 ms one.
+    text = (sample(1, base + 10 * ms - 5, LEAF_MUTEX) + out(1, base + 10 * ms)
+            + inn(2, base + 60 * ms)
+            + inn(1, base + 40 * ms - 1) + sample(1, base + 40 * ms - 1, LEAF_COND)
+            + out(1, base + 40 * ms) + inn(1, base + 140 * ms)
+            + sample(2, base + 149 * ms, LEAF_MUTEX, period=2) + out(2, base + 150 * ms)
+            + inn(2, base + 170 * ms) + out(2, base + 200 * ms) + inn(2, base + 220 * ms))
+    s = SampledSched(FoldOptions().get_rules())
+    s.feed(io.BytesIO(text.encode()))
+    p = Profile()
+    s.finish(p)
+    totals: dict[str, int] = {}
+    for k, w in p.stacks.items():
+        totals[k.wait] = totals.get(k.wait, 0) + w
+    assert {c: sum(b.values()) for c, b in s.class_bins.items()} == pytest.approx(
+        totals, abs=4)
+    # mutex: thread 1's 30 ms (less 1 ns), thread 2's leading 50 ms (and 5 ns: the first
+    # record is the sample 5 ns before thread 1's switch) and its 2 x 20 ms
+    assert totals == {"mutex": 30 * ms - 1 + 50 * ms + 5 + 40 * ms, "condvar": 100 * ms}
+    assert s.class_bins["condvar"] == {10: 10 * ms, 11: 50 * ms, 12: 40 * ms}
+    mutex = s.class_bins["mutex"]
+    # thread 1's 30 ms in bin 10; thread 2's leading 50 ms (from the first record, 10 ms
+    # into bin 10, to 60 ms) over bins 10 and 11; its 40 ms of waits where its sample was
+    # (150-170 ms: bin 13), the unsampled interval standing with it
+    assert mutex[10] == pytest.approx(30 * ms + 40 * ms, abs=8)
+    assert mutex[11] == pytest.approx(10 * ms, abs=4)
+    assert mutex[13] == pytest.approx(40 * ms, abs=4)
+    assert set(mutex) == {10, 11, 13}
 
 
 def test_intervals_carry_across_chunks() -> None:

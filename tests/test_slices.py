@@ -3,11 +3,16 @@ lines, the file's validation, and what the check does with a run's slices."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
+from wallflame.collect.stream import write_sched_bins
+from wallflame.fold.options import FoldOptions
+from wallflame.fold.perf.sampled_switches import SCHED_BINS, SampledSched
+from wallflame.profile import Profile
 from wallflame.report.gate import make_run
 from wallflame.report.slices import (
     SLICES,
@@ -55,6 +60,50 @@ def test_slices_follow_the_samples_in_time(tmp_path: Path) -> None:
     assert "wait" not in d  # no scheduler capture
     # 100 units per second, slices of 0.999 s: 99.9 each, interpolated between progress lines
     assert d["work"] == pytest.approx([99.9] * 10)
+
+
+def test_waits_per_slice_from_the_bins_a_streamed_collect_keeps(tmp_path: Path) -> None:
+    """``wallflame collect`` folds the scheduler's chunks while recording and keeps no text:
+    the per-slice waits come from ``raw/sched.bins.json`` (what ``SampledSched`` binned)."""
+    make_raw(tmp_path)  # on-CPU samples from 1000.000 s to 1009.990 s: slices of 0.999 s
+    t0 = 1000 * 10**9
+    sched = SampledSched(FoldOptions().get_rules())
+    text = ""
+    for i in range(10):  # a mutex wait of 100 ms, then 400 ms in a condvar, each second
+        t = t0 + i * 10**9
+        text += (_sample(t + 100 * MS - 10, "__lll_lock_wait") + _switch(t + 100 * MS, "OUT")
+                 + _switch(t + 200 * MS, "IN")
+                 + _sample(t + 300 * MS - 10, "pthread_cond_wait")
+                 + _switch(t + 300 * MS, "OUT") + _switch(t + 700 * MS, "IN"))
+    sched.feed(io.BytesIO(text.encode()))
+    sched.finish(Profile())
+    write_sched_bins(tmp_path / "raw", sched)
+    assert (tmp_path / "raw" / SCHED_BINS).exists()
+    d = compute_slices(tmp_path)
+    assert d is not None and d["lost"]["sched"] == 0
+    # each slice (0.999 s) holds one second's 100 ms mutex wait and 400 ms condvar wait
+    assert d["wait"]["mutex"] == [100 * MS] * 10
+    assert d["wait"]["condvar"] == [400 * MS] * 10
+    assert d["wait"]["io"] == [0] * 10
+    run = make_run("r", load_inputs([str(tmp_path / "raw" / "perf.script")]), {"losses": {}},
+                   d)
+    assert run.slices is not None and "wait" in run.slices
+    (tmp_path / "raw" / SCHED_BINS).write_text('{"version": 1, "bin_ns": "x"}')
+    bad = compute_slices(tmp_path)
+    assert bad is not None and "wait" not in bad  # unreadable: sampling error alone
+
+
+def _switch(t_ns: int, kind: str) -> str:
+    sec, ns = divmod(t_ns, 1_000_000_000)
+    return f"prog 100/101 {sec}.{ns:09d}: PERF_RECORD_SWITCH {kind}\n"
+
+
+def _sample(t_ns: int, leaf: str) -> str:
+    sec, ns = divmod(t_ns, 1_000_000_000)
+    return (f"prog 100/101 {sec}.{ns:09d}:          1 sched:sched_switch: prev_comm=prog "
+            "prev_pid=101 prev_prio=120 prev_state=S ==> next_comm=x next_pid=0 "
+            f"next_prio=120\n\t            1000 {leaf} (/lib/libc.so.6)\n"
+            "\t            2000 main (/bin/prog)\n\n")
 
 
 def test_work_progress_and_interpolation(tmp_path: Path) -> None:

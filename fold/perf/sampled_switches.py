@@ -21,6 +21,10 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   span counts as blocked (from the capture's first record) and is split like the rest.  A
   blocked thread with no sampled stack at all gets the pseudo-frame ``[unsampled]``.
 * Intervals still open at the end are closed at the capture's last record.
+* Blocked time is also kept per wait class in bins of ``BIN_NS`` of the perf clock
+  (``class_bins``): ``wallflame check`` measures how much each class moves within a run from
+  it (``wallflame.report.slices``), since the scheduler's text is not kept.  A thread's
+  sampled ``period x duration`` in each bin is scaled to its exact blocked time in that class.
 
 Memory holds per-thread totals and the distinct (stack, state) pairs, never the records.
 """
@@ -49,6 +53,11 @@ MAX_SAMPLE_LEAD_NS = 10_000_000
 _HEAD = re.compile(r"^(.{0,16}?) *(\d+)/(\d+) +(\d+)\.(\d{9}): +(.*)$")
 _PERIOD_EVENT = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
 _LOST = re.compile(r"\blost (\d+)\b")
+#: Width of the bins of ``class_bins``: a twentieth of a second, so that a window's ten
+#: slices (``wallflame check``) are cut from them to within half a bin.
+BIN_NS = 50_000_000
+#: The file of ``raw/`` that keeps them (``wallflame.collect.stream.write_sched_bins``).
+SCHED_BINS = "sched.bins.json"
 
 
 @dataclass
@@ -63,6 +72,9 @@ class _Thread:
     # (frames, kernel state) -> sum of period x duration of sampled blocked intervals
     stacks: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
     sampled_weight: int = 0
+    # (wait class, bin index) -> sum of period x the part of the interval in that bin
+    bins: dict[tuple[str, int], int] = field(default_factory=dict)
+    lead_start: int = 0  # where ``leading`` began (the capture's first record)
     # an OUT without its IN yet: (time, runnable, sample or None)
     open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
     # a sample waiting for its OUT: (time, frames, state, period)
@@ -88,6 +100,9 @@ class SampledSched:
         self._cur: tuple[int, int, str, int, str, int] | None = None  # pid, tid, comm, t, ...
         self._frames: list[str] = []
         self._frame_cache: dict[str, str | None] = {}
+        self._classes: dict[tuple[tuple[str, ...], str], str] = {}
+        #: blocked ns per wait class and bin (``BIN_NS``), set by ``finish``
+        self.class_bins: dict[str, dict[int, int]] = {}
 
     # -- input ----------------------------------------------------------------------------
 
@@ -198,6 +213,7 @@ class SampledSched:
             th = self._thread(tid, pid, comm)
             if self.first_time is not None and t > self.first_time:
                 th.leading += t - self.first_time
+                th.lead_start = self.first_time
             return
         if th.open is not None:
             self._close(th, t, exact=True)
@@ -222,6 +238,13 @@ class SampledSched:
             key = (frames, state[:1])
             th.stacks[key] = th.stacks.get(key, 0) + period * d
             th.sampled_weight += period * d
+            _add_to_bins(th.bins, self._class_of(key), start, t, period)
+
+    def _class_of(self, key: tuple[tuple[str, ...], str]) -> str:
+        wait = self._classes.get(key)
+        if wait is None:
+            wait = self._classes[key] = classify(key[0], key[1], self.rules)
+        return wait
 
     # -- output ---------------------------------------------------------------------------
 
@@ -234,7 +257,6 @@ class SampledSched:
                 closed_at_end += 1
                 self._close(th, self.last_time, exact=True)
         meta = profile.meta
-        classes: dict[tuple[tuple[str, ...], str], str] = {}
         rq = meta.extra.setdefault("runqueue_ns", {})
         unsampled_ns = 0
         leading_ns = 0
@@ -255,13 +277,14 @@ class SampledSched:
                 unsampled_ns += total
             denom = th.sampled_weight or 1
             given = 0
+            per_class: dict[str, int] = {}
             for i, (key, w) in enumerate(parts):
                 part = total - given if i == len(parts) - 1 else total * w // denom
                 given += part
-                wait = classes.get(key)
-                if wait is None:
-                    wait = classes[key] = classify(key[0], key[1], self.rules)
+                wait = self._class_of(key)
+                per_class[wait] = per_class.get(wait, 0) + part
                 profile.add(StackKey(key[0], tid, th.comm, th.pid, OFF, wait), part)
+            self._bin_thread(th, per_class)
         # The independent evidence behind the split over stacks is the sampled switches.
         meta.count("sched_switch", self.samples)
         sched = meta.extra.setdefault("sched", {})
@@ -282,5 +305,41 @@ class SampledSched:
                       f"whose switches was sampled with a stack ({UNSAMPLED}, unless "
                       "snapshots caught those threads blocked)")
 
+    def _bin_thread(self, th: _Thread, per_class: dict[str, int]) -> None:
+        """Add a thread's blocked time per class to ``class_bins``.  Its time in each class
+        (``per_class``: the split over stacks) is shared between its intervals and the span
+        before its first record in proportion to their lengths; the intervals' part goes to
+        the bins where that class was sampled, in proportion to the sampled weight there
+        (unsampled intervals stand with the sampled ones, as in the split), the leading part
+        evenly over the leading span."""
+        sampled: dict[str, int] = {}
+        for (cls, _), w in th.bins.items():
+            sampled[cls] = sampled.get(cls, 0) + w
+        total = th.blocked + th.leading
+        lead: dict[tuple[str, int], int] = {}
+        for cls, ns in per_class.items():
+            if ns and th.leading and total:
+                _add_to_bins(lead, cls, th.lead_start, th.lead_start + th.leading, 1)
+        for (cls, b), w in lead.items():
+            out = self.class_bins.setdefault(cls, {})
+            out[b] = out.get(b, 0) + per_class[cls] * th.leading * w // (total * th.leading)
+        for (cls, b), w in th.bins.items():
+            if sampled[cls] and per_class.get(cls):
+                out = self.class_bins.setdefault(cls, {})
+                out[b] = out.get(b, 0) + per_class[cls] * th.blocked * w // (
+                    total * sampled[cls])
 
-__all__ = ["UNSAMPLED", "SampledSched"]
+
+def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: int,
+                 period: int) -> None:
+    """``period x`` the part of ``[start, end)`` in each bin of ``BIN_NS``."""
+    b = start // BIN_NS
+    while start < end:
+        edge = min(end, (b + 1) * BIN_NS)
+        key = (cls, b)
+        bins[key] = bins.get(key, 0) + period * (edge - start)
+        start = edge
+        b += 1
+
+
+__all__ = ["BIN_NS", "SCHED_BINS", "UNSAMPLED", "SampledSched"]
