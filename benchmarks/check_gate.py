@@ -13,11 +13,21 @@ alike.  Then, with ``wallflame check``'s default settings:
 * series: rounds in groups of three, ``base-a`` x3 against ``slow`` x3 (and against
   ``base-b`` x3 for false alarms of series).
 
+``--noise`` prints how much the unchanged runs differ from one another (``between_runs``):
+CPU per unit of work and each wait class on the log scale the check uses (their run-to-run
+coefficient of variation, which one run per side must assume: ``run_cv``, ``wait_run_cv``),
+within rounds (runs that shared the machine's load) and over every round, and how much more
+the frames' shares differ between runs than each run's slices predict.  ``-t KEY=VALUE`` is
+passed to every check (``-t run_cv=0.02``: the false-alarm rate with a measured value).
+``--sample mix`` runs ``samples/bin/mix`` instead (no work reported; its mutex, sleep and
+condvar waits; the changed run has ``--extra-ms 1``, named when ``extra_work`` is).
+
 Usage (each round holds ``/tmp/wallflame-measure.lock`` while it collects)::
 
     make -C samples bin/handlers
     python3 benchmarks/check_gate.py --rounds 30 --out /tmp/gate-runs    # collect, then judge
     python3 benchmarks/check_gate.py --out /tmp/gate-runs --judge-only   # judge again
+    python3 benchmarks/check_gate.py --out /tmp/gate-runs --judge-only --noise
 
 Runs already in ``--out`` are kept (a second call adds the missing rounds only).
 """
@@ -27,22 +37,35 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = ROOT / "samples" / "bin" / "handlers"
 LOCK = "/tmp/wallflame-measure.lock"
 KINDS = ("base-a", "base-b", "slow")
+#: Between rounds the lock is left free this long: flock is not fair, and a loop that takes
+#: it again at once would keep every other measurement waiting until the last round.
+ROUND_PAUSE_S = 20.0
+#: sample -> (program, the changed run's arguments, the frame a caught change must name)
+SAMPLES = {"handlers": (HANDLERS, ["--slow-auth"], "h_auth"),
+           "mix": (ROOT / "samples" / "bin" / "mix", ["--extra-ms", "1"], "extra_work")}
+SAMPLE = "handlers"
+#: ``-t KEY=VALUE`` given to every check
+THRESHOLDS: list[str] = []
 
 
 def collect(run: Path, slow: bool, seconds: float) -> None:
+    program, changed, _ = SAMPLES[SAMPLE]
     cmd = [sys.executable, "-m", "wallflame", "collect", "-o", str(run), "--duration",
-           str(seconds), "--", str(HANDLERS), "--duration", str(seconds + 3)]
+           str(seconds), "--", str(program), "--duration", str(seconds + 3)]
     if slow:
-        cmd.append("--slow-auth")
+        cmd += changed
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False,
                        cwd=ROOT)
     if r.returncode != 0:
@@ -66,6 +89,7 @@ def collect_rounds(out: Path, rounds: int, seconds: float) -> None:
                         subprocess.run(["rm", "-rf", str(run)], check=True)
                     collect(run, kind == "slow", seconds)
         print(f"round {r + 1}/{rounds} collected ({', '.join(order)})", flush=True)
+        time.sleep(ROUND_PAUSE_S)  # let other measurements waiting for the lock take it
 
 
 def check(base: list[Path], current: list[Path], tmp: Path) -> tuple[int, str, dict[str, object]]:
@@ -85,7 +109,7 @@ def check(base: list[Path], current: list[Path], tmp: Path) -> tuple[int, str, d
         sides.append(str(d))
     summary = tmp / "check.json"
     cmd = [sys.executable, "-m", "wallflame", "check", *sides, "--html", "",
-           "--json", str(summary)]
+           "--json", str(summary), *(x for kv in THRESHOLDS for x in ("-t", kv))]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False,
                        cwd=ROOT)
     if r.returncode not in (0, 1, 7):
@@ -95,9 +119,11 @@ def check(base: list[Path], current: list[Path], tmp: Path) -> tuple[int, str, d
 
 
 def names_auth(data: dict[str, object]) -> bool:
+    """Whether the check failed naming the changed frame (``h_auth`` for handlers)."""
+    frame = SAMPLES[SAMPLE][2]
     results = data.get("results")
     assert isinstance(results, list)
-    return any(r["status"] == "regression" and any(c["name"] == "h_auth" for c in r["changes"])
+    return any(r["status"] == "regression" and any(c["name"] == frame for c in r["changes"])
                for r in results)
 
 
@@ -110,13 +136,22 @@ def top_frame(data: dict[str, object], name: str) -> str:
     return f"{name}: not judged"
 
 
+def complete_rounds(out: Path) -> dict[str, list[Path]]:
+    """Each kind's runs of the rounds whose three runs are all finished (a round being
+    collected, or one whose collect failed, is left out)."""
+    done = [r for r in range(100) if all((out / f"{k}-{r:02d}" / "meta.json").exists()
+                                          for k in KINDS)]
+    return {k: [out / f"{k}-{r:02d}" for r in done] for k in KINDS}
+
+
 def judge(out: Path) -> int:
-    runs = {k: sorted(out.glob(f"{k}-[0-9][0-9]")) for k in KINDS}
-    n = min(len(v) for v in runs.values())
+    runs = complete_rounds(out)
+    n = len(runs["slow"])
     tmp = out / "_check"
     tmp.mkdir(exist_ok=True)
     print(f"{n} complete rounds in {out}")
     tally: dict[str, list[int]] = {}
+    frame = SAMPLES[SAMPLE][2]
 
     def record(what: str, code: int, extra: bool = True) -> None:
         t = tally.setdefault(what, [0, 0, 0, 0])  # pass, regression, inconclusive, named
@@ -128,31 +163,58 @@ def judge(out: Path) -> int:
         for x, y in ((a, b), (b, a)):  # either may be the older baseline
             code, _, data = check([x], [y], tmp)
             record("unchanged single-run pairs (both directions)", code)
-            print(f"  unchanged {x.name} vs {y.name}: exit {code}; {top_frame(data, 'h_auth')}")
+            print(f"  unchanged {x.name} vs {y.name}: exit {code}; {top_frame(data, frame)}"
+                  f"{'; ' + alarm_frames(data) if code == 1 else ''}")
         code, _, data = check([a], [s], tmp)
         named = names_auth(data)
-        record("slower h_auth, single-run pairs", code, named)
+        record("slower, single-run pairs", code, named)
         print(f"  slower    {a.name} vs {s.name}: exit {code}"
-              f"{' (h_auth named)' if named else ''}; {top_frame(data, 'h_auth')}; "
+              f"{f' ({frame} named)' if named else ''}; {top_frame(data, frame)}; "
               f"{top_frame(data, 'cpu per work')}")
     for g in range(n // 3):
         sl = slice(3 * g, 3 * g + 3)
         code, _, data = check(runs["base-a"][sl], runs["base-b"][sl], tmp)
         record("unchanged 3-run series", code)
-        print(f"  unchanged series {g}: exit {code}; {top_frame(data, 'h_auth')}")
+        print(f"  unchanged series {g}: exit {code}; {top_frame(data, frame)}")
         code, _, data = check(runs["base-a"][sl], runs["slow"][sl], tmp)
         named = names_auth(data)
-        record("slower h_auth, 3-run series", code, named)
-        print(f"  slower series {g}: exit {code}{' (h_auth named)' if named else ''}; "
-              f"{top_frame(data, 'h_auth')}")
+        record("slower, 3-run series", code, named)
+        print(f"  slower series {g}: exit {code}{f' ({frame} named)' if named else ''}; "
+              f"{top_frame(data, frame)}")
     print()
     for what, (ok, reg, inc, named) in tally.items():
         total = ok + reg + inc
         line = f"{what}: {total} checks, {reg} judged a regression, {ok} pass, {inc} inconclusive"
         if "slower" in what:
-            line += f"; caught and h_auth named {named}/{total}"
+            line += f"; caught and {frame} named {named}/{total}"
+        if not what.startswith("slower"):
+            line += f"; false-alarm rate {interval(reg, total)}"
         print(line)
     return 0
+
+
+def interval(k: int, n: int) -> str:
+    """``k`` of ``n`` as a rate with its exact (Clopper-Pearson) 95% interval: with 0 of 30
+    the rate is below 11.6%; the gate's stated rate is 1%."""
+    from wallflame.report.gate_stats import _betainc
+
+    def quantile(q: float, a: float, b: float) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _betainc(a, b, mid) < q else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else quantile(0.025, k, n - k + 1)
+    high = 1.0 if k == n else quantile(0.975, k + 1, n - k)
+    return f"{100 * k / n:.1f}% (95% CI {100 * low:.1f}% to {100 * high:.1f}%)"
+
+
+def alarm_frames(data: dict[str, object]) -> str:
+    """What a false alarm judged a regression, with its interval."""
+    return "; ".join(f"{c['name']} {c['delta_text']} [{c['low_text']}, {c['high_text']}]"
+                     for c in data.get("quantities", [])  # type: ignore[attr-defined]
+                     if c["regression"])
 
 
 def judge_all_pairs(out: Path) -> None:
@@ -165,21 +227,26 @@ def judge_all_pairs(out: Path) -> None:
     from wallflame.report.series import load_side
 
     t = Thresholds()
+    for kv in THRESHOLDS:
+        key, _, value = kv.partition("=")
+        t.set(key, value, "-t")
     cut = ignored(t)
-    base = [p for k in ("base-a", "base-b") for p in sorted(out.glob(f"{k}-[0-9][0-9]"))]
-    slow = sorted(out.glob("slow-[0-9][0-9]"))
+    frame = SAMPLES[SAMPLE][2]
+    rounds = complete_rounds(out)
+    base = [*rounds["base-a"], *rounds["base-b"]]
+    slow = rounds["slow"]
     loaded = {p: load_side(str(p), p.name, cut) for p in (*base, *slow)}
 
     def verdict(a: Path, b: Path) -> tuple[str, bool, float]:
         (ra, pa), (rb, pb) = loaded[a], loaded[b]
         v = judge(ra, rb, compare(pa, pb, (a.name, b.name)), t)
-        auth = next((j for j in v.judged if j.name == "h_auth"), None)
+        auth = next((j for j in v.judged if j.name == frame), None)
         named = v.status == FAIL and bool(auth and auth.regression)
         return v.status, named, auth.delta if auth else float("nan")
 
     for what, pairs in (("unchanged, all ordered pairs", [(a, b) for a in base for b in base
                                                          if a != b]),
-                        ("slower h_auth, all (unchanged, slower) pairs",
+                        ("slower, all (unchanged, slower) pairs",
                          [(a, b) for a in base for b in slow])):
         counts = {FAIL: 0, INCONCLUSIVE: 0, "pass": 0}
         named = 0
@@ -193,11 +260,69 @@ def judge_all_pairs(out: Path) -> None:
         line = (f"{what}: {len(pairs)} checks, {counts[FAIL]} judged a regression, "
                 f"{counts['pass']} pass, {counts[INCONCLUSIVE]} inconclusive")
         if what.startswith("slower"):
-            line += f"; caught and h_auth named {named}/{len(pairs)}"
+            line += f"; caught and {frame} named {named}/{len(pairs)}"
         print(line + (f" ({', '.join(alarms)})" if alarms else ""), flush=True)
 
 
+def between_runs(runs: list[Path]) -> None:
+    """How much unchanged runs differ from one another, on the scales the check compares
+    them (see the module docstring): printed, with the pairs of runs of one round (``-a``,
+    ``-b``, collected back to back) and over all of them."""
+    sys.path.insert(0, str(ROOT))
+    from wallflame.profile import WAIT_CLASSES
+    from wallflame.report.check import WAIT_EPS, Thresholds, ignored
+    from wallflame.report.gate import SHARE, cpu_per_work, frame_estimates, wait_estimates
+    from wallflame.report.gate_stats import pooled_excess
+    from wallflame.report.series import load_side
+
+    cut = ignored(Thresholds())
+    loaded = {p: load_side(str(p), p.name, cut)[0][0] for p in runs}
+    logs: dict[str, dict[Path, float]] = {}
+    within: dict[str, list[float]] = {}  # each run's own (slices') variance, log scale
+    for p, r in loaded.items():
+        cpw = cpu_per_work(r)
+        ests = {"cpu per unit of work": (cpw, 0.0)} if cpw is not None else {}
+        ests.update({k: (e, WAIT_EPS) for k, e in wait_estimates(r, WAIT_CLASSES, []).items()})
+        for key, (e, eps) in ests.items():
+            logs.setdefault(key, {})[p] = math.log(e.value + eps)
+            within.setdefault(key, []).append(e.var / (e.value + eps) ** 2)
+    pairs = [(a, a.with_name(a.name.replace("base-a", "base-b"))) for a in runs
+             if a.name.startswith("base-a")]
+    print(f"between-run noise of {len(runs)} unchanged runs ({len(pairs)} rounds):")
+    for name, v in sorted(logs.items()):
+        if len(v) < 3:
+            continue
+        mean = statistics.fmean(v.values())
+        level = math.exp(mean) - (0.0 if name.startswith("cpu") else WAIT_EPS)
+        if level < 1e-3:
+            continue  # a class these runs (nearly) never wait in
+        every = statistics.variance(v.values())
+        diffs = [v[a] - v[b] for a, b in pairs if a in v and b in v]
+        # a pair's difference has twice a run's variance
+        in_rounds = sum(d * d for d in diffs) / (2 * len(diffs)) if diffs else 0.0
+        own = statistics.fmean(within[name])
+        print(f"  {name}: typical {level:.4g}; run-to-run CV {100 * math.sqrt(every):.1f}% "
+              f"over every run ({len(v) - 1} df), {100 * math.sqrt(in_rounds):.1f}% within "
+              f"rounds ({len(diffs)} df); beyond the slices' own "
+              f"{100 * math.sqrt(own):.1f}%: {100 * math.sqrt(max(0.0, every - own)):.1f}% "
+              f"and {100 * math.sqrt(max(0.0, in_rounds - own)):.1f}%")
+    names = sorted({n for r in loaded.values() for n, w in r.functions.items()
+                    if r.on and w >= 0.005 * r.on})
+    per_run = [frame_estimates(r, names, SHARE) for r in loaded.values()]
+    series = [[d[n] for d in per_run] for n in names if all(n in d for d in per_run)]
+    excess, dof = pooled_excess(series)
+    within_pairs = [[frame_estimates(loaded[x], names, SHARE) for x in (a, b)]
+                    for a, b in pairs if a in loaded and b in loaded]
+    pair_series = [[d[n] for d in pr] for pr in within_pairs for n in names
+                   if all(n in d for d in pr)]
+    excess_in, dof_in = pooled_excess(pair_series)
+    print(f"  frames' shares: runs differ {excess:.2f}x as much (in variance) as their slices "
+          f"predict over every run ({dof:g} df), {excess_in:.2f}x within rounds "
+          f"({dof_in:g} df)")
+
+
 def main() -> int:
+    global SAMPLE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/wallflame-gate-runs"))
     ap.add_argument("--rounds", type=int, default=30)
@@ -205,15 +330,26 @@ def main() -> int:
     ap.add_argument("--judge-only", action="store_true")
     ap.add_argument("--all-pairs", action="store_true",
                     help="also judge every pair of runs across rounds (in this process)")
+    ap.add_argument("--sample", choices=sorted(SAMPLES), default="handlers")
+    ap.add_argument("--noise", action="store_true",
+                    help="also print how much the unchanged runs differ from one another")
+    ap.add_argument("-t", dest="thresholds", action="append", default=[],
+                    metavar="KEY=VALUE", help="a threshold given to every check")
     args = ap.parse_args()
-    if not HANDLERS.exists():
-        sys.exit(f"check_gate: {HANDLERS} missing: make -C samples bin/handlers")
+    SAMPLE = args.sample
+    THRESHOLDS.extend(args.thresholds)
+    program = SAMPLES[SAMPLE][0]
+    if not program.exists():
+        sys.exit(f"check_gate: {program} missing: make -C samples bin/{program.name}")
     if not args.judge_only:
         collect_rounds(args.out, args.rounds, args.seconds)
     os.environ.setdefault("WALLFLAME_NO_CACHE", "1")
     code = judge(args.out)
     if args.all_pairs:
         judge_all_pairs(args.out)
+    if args.noise:
+        rounds = complete_rounds(args.out)
+        between_runs(sorted([*rounds["base-a"], *rounds["base-b"]]))
     return code
 
 
