@@ -144,7 +144,10 @@ def write_capture(raw: Path, col: Collection, opts: CollectOptions | None = None
         data["options"] = asdict(opts)
         start = col.window.get("start_ns")
         if start:
-            data["window"] = {"start_ns": start, "end_ns": now, "window_ns": now - start}
+            mono = col.window.get("mono_start_ns")
+            data["window"] = {"start_ns": start, "end_ns": now, "window_ns": now - start,
+                              **({"mono_start_ns": mono, "perf_clock": "mono",
+                                  "mono_end_ns": mono + now - start} if mono else {})}
         data["ended_by"] = "collect did not finish"
         data["warnings"] = [*col.warnings, (
             "the collection did not finish (wallflame was killed?): the window ends at the "
@@ -354,6 +357,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
     owners_log = None
     rel: releases.ReleaseRecorder | None = None
     t_start = time.time_ns()
+    mono_start = time.monotonic_ns()
     m_start = time.monotonic()
     try:
         mem.start()
@@ -394,9 +398,10 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
         t_start = time.time_ns()
+        mono_start = time.monotonic_ns()
         m_start = time.monotonic()
         streamer.start()
-        col.window = {"start_ns": t_start}
+        col.window = {"start_ns": t_start, "mono_start_ns": mono_start, "perf_clock": "mono"}
         write_capture(raw, col, opts)
         time.sleep(0.1)
         for r in recorders:
@@ -406,6 +411,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
               lambda: write_capture(raw, _memory_so_far(col, mem), opts))
     finally:
         t_end = time.time_ns()
+        mono_end = time.monotonic_ns()
         stop.set()
         if loop is not None:
             loop.join(30)
@@ -424,7 +430,9 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         for f in (log, owners_log):
             if f is not None:
                 f.close()
-        col.window = {"start_ns": t_start, "end_ns": t_end, "window_ns": t_end - t_start}
+        col.window = {"start_ns": t_start, "end_ns": t_end, "window_ns": t_end - t_start,
+                      "mono_start_ns": mono_start, "mono_end_ns": mono_end,
+                      "perf_clock": "mono"}
         _record_results(col, recorders, loop, mem)
     if loop is not None and loop.start_error is not None:
         raise loop.start_error

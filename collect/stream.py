@@ -277,6 +277,15 @@ def process_all(raw: Path, stems: list[str], pid: int | None = None,
 
 
 
+def process_capture(raw: Path, cap: dict[str, Any]) -> Folded:
+    """Every chunk the collect described by ``cap`` recorded, processed now."""
+    opts = cap.get("options") or {}
+    sched = str(opts.get("off_cpu", "pmp")) in ("sched", "both")
+    pid = (cap.get("target") or {}).get("pid")
+    return process_all(raw, ["perf", "sched"] if sched else ["perf"],
+                       pid if isinstance(pid, int) else None)
+
+
 def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded | None
              ) -> tuple[Profile | None, Profile | None, int]:
     """The on-CPU profile, the scheduler's off-CPU profile (``None`` when not recorded) and
@@ -284,9 +293,7 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
     opts = cap.get("options") or {}
     sched = str(opts.get("off_cpu", "pmp")) in ("sched", "both")
     if folded is None:
-        pid = (cap.get("target") or {}).get("pid")
-        folded = process_all(raw, ["perf", "sched"] if sched else ["perf"],
-                             pid if isinstance(pid, int) else None)
+        folded = process_capture(raw, cap)
     for name, code in folded.bad:
         warnings.append(f"perf script could not read {name} (exit {code})")
     warnings.extend(budget_warnings(cap))
@@ -414,4 +421,5 @@ __all__ = [
     "postprocess_meta",
     "process_all",
     "write_sched_bins",
+    "process_capture",
 ]

@@ -227,6 +227,9 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     from wallflame.collect import stream
 
     t_finish = stream.Clock()
+    streamed = folded
+    if folded is None:
+        folded = stream.process_capture(raw, cap)
     profile = build_profile(raw, cap, folded)
     with open_output(str(out / rundir.ONCPU)) as f:
         write_folded(profile.on_cpu(), f, annotate=True)
@@ -250,13 +253,14 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
         "warnings": profile.meta.warnings,
         "ended_by": cap.get("ended_by"),
         "owners": cap.get("owners"),
-        "postprocess": stream.postprocess_meta(cap, t_finish, folded),
+        "postprocess": stream.postprocess_meta(cap, t_finish, streamed),
     }
     with open_output(str(out / rundir.META)) as f:
         f.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     with open_output(str(out / rundir.SUMMARY)) as f:
         f.write(json.dumps(build_summary(profile), indent=1, sort_keys=True) + "\n")
     _write_slices(out)
+    _write_timeline(out, cap, profile, folded)
     return profile
 
 
@@ -269,6 +273,23 @@ def _write_slices(out: Path) -> None:
         write_slices(out)
     except (OSError, WallflameError) as e:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
+
+
+def _write_timeline(out: Path, cap: dict[str, Any], profile: Profile, folded: Any) -> None:
+    """``RUN/timeline.json.gz``: the run's evidence in time order (``wallflame.timeline``).
+    A run without it is still a complete run (reports without a time axis)."""
+    from wallflame import timebuild, timeline
+
+    raw = out / rundir.RAW
+    try:
+        sched = getattr(folded, "sched", None)
+        tl = timebuild.build(raw, cap, profile, getattr(sched, "log", None),
+                             sched.rules if sched is not None else FoldOptions().get_rules(),
+                             _evidence(raw), _stopped_the_target(cap))
+        timeline.write(out, tl)
+    except (OSError, WallflameError) as e:
+        print(f"wallflame: warning: {out / timeline.TIMELINE} not written: {e}",
+              file=sys.stderr)
 
 
 __all__ = ["build_profile", "finish", "proc_records"]

@@ -41,6 +41,7 @@ from wallflame.fold.perf.lines import frame_name
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.textio import line_blocks
+from wallflame.timeline import IntervalLog
 
 #: The frame given to blocked time of a thread none of whose blocked intervals was sampled.
 UNSAMPLED = "[unsampled]"
@@ -64,6 +65,7 @@ SCHED_BINS = "sched.bins.json"
 class _Thread:
     comm: str = ""
     pid: int = 0
+    tid: int = 0
     blocked: int = 0
     runnable: int = 0
     leading: int = 0
@@ -103,6 +105,8 @@ class SampledSched:
         self._classes: dict[tuple[tuple[str, ...], str], str] = {}
         #: blocked ns per wait class and bin (``BIN_NS``), set by ``finish``
         self.class_bins: dict[str, dict[int, int]] = {}
+        #: Every interval in time order, for the run's timeline (``wallflame.timeline``).
+        self.log = IntervalLog()
 
     # -- input ----------------------------------------------------------------------------
 
@@ -188,7 +192,7 @@ class SampledSched:
     def _thread(self, tid: int, pid: int, comm: str) -> _Thread:
         th = self.threads.get(tid)
         if th is None:
-            th = self.threads[tid] = _Thread(comm, pid)
+            th = self.threads[tid] = _Thread(comm, pid, tid)
         elif comm:
             th.comm = comm
         return th
@@ -214,6 +218,7 @@ class SampledSched:
             if self.first_time is not None and t > self.first_time:
                 th.leading += t - self.first_time
                 th.lead_start = self.first_time
+                self.log.add(tid, self.first_time, t - self.first_time, False, None)
             return
         if th.open is not None:
             self._close(th, t, exact=True)
@@ -229,6 +234,7 @@ class SampledSched:
             self.exact += 1
         else:
             self.inferred += 1
+        self.log.add(th.tid, start, d, runnable, sample)
         if runnable:
             th.runnable += d
             return

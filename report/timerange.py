@@ -1,0 +1,172 @@
+"""A run restricted to a range of its window (``wallflame report RUN --from 3.0 --to 4.5``).
+
+The profile of the range is built from the run's timeline (``wallflame.timeline``) by the
+rules ``finish`` applies to the whole window, so that every output format (and the figures
+the page shows) describes only that range:
+
+* on-CPU: the samples whose time falls in the range, each weighing its period;
+* blocked: each thread's spans clipped to the range.  Their total is exact; it is split over
+  the stacks of the sampled spans in the range in proportion to period x clipped duration, as
+  ``wallflame.fold.perf.sampled_switches`` splits the whole window (with every switch sampled, the
+  default, every span is its own stack: the split is exact).  A lock wait goes to the locks
+  its thread was observed waiting on at that call site, in proportion to the observations;
+* runnable and stopped time: clipped to the range, per thread (``runqueue_ns`` and
+  ``tracer_stops`` of the metadata, which the summary and the coverage check read);
+* lock holders: each holder's share of its lock's wait is that of the whole run (the owner
+  sampler's observations are not tied to instants of the waits), applied to the lock's wait
+  in the range.
+
+The range is given in seconds from the start of the window; the metadata says which range
+(``extra["range"]``) and its window is the range's length.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from wallflame import locks
+from wallflame.errors import InputError
+from wallflame.fold.perf.sampled_switches import UNSAMPLED as UNSAMPLED_FRAME
+from wallflame.profile import OFF, ON, WAIT_CLASSES, HolderKey, Profile, StackKey
+from wallflame.timeline import RUNNABLE, STOPPED, UNSAMPLED, ThreadLine, Timeline
+
+
+@dataclass(frozen=True)
+class Range:
+    """``[start, end)`` in the timeline's clock (ns)."""
+
+    start: int
+    end: int
+
+    def clip(self, start: int, dur: int) -> int:
+        return max(0, min(self.end, start + dur) - max(self.start, start))
+
+
+def window_range(tl: Timeline, from_s: float | None, to_s: float | None) -> Range:
+    """The range ``[from_s, to_s)`` seconds into the window (``None``: its start or end)."""
+    start = tl.t0 + round((from_s or 0.0) * 1e9) if from_s is not None else tl.t0
+    end = tl.t0 + round(to_s * 1e9) if to_s is not None else tl.t1
+    if end <= start:
+        raise InputError(f"the range {from_s}..{to_s} s is empty",
+                         "give --to after --from (seconds into the window)")
+    return Range(start, end)
+
+
+def restrict(full: Profile, tl: Timeline, rng: Range) -> Profile:
+    """The profile of ``rng`` (see the module docstring); ``full`` gives the metadata and the
+    holders of the whole run."""
+    out = Profile(meta=copy.deepcopy(full.meta))
+    names = full.meta.threads
+    samples = spans = 0
+    runnable: dict[str, int] = {}
+    stopped: dict[str, int] = {}
+    for th in tl.sorted_threads():
+        name = names.get(th.tid, th.name)
+        samples += _on_cpu(out, tl, th, name, rng)
+        spans += _blocked(out, tl, th, name, rng)
+        rq, st = _clipped(th, rng, RUNNABLE), _clipped(th, rng, STOPPED)
+        if rq:
+            runnable[str(th.tid)] = rq
+        if st:
+            stopped[str(th.tid)] = st
+    _holders(out, full)
+    meta = out.meta
+    meta.window_ns = rng.end - rng.start
+    meta.extra["runqueue_ns"] = runnable
+    meta.extra.pop("tracer_stops", None)
+    if stopped:
+        meta.extra["tracer_stops"] = {
+            "cause": (full.meta.extra.get("tracer_stops") or {}).get("cause", "wallflame"),
+            "total_ns": sum(stopped.values()), "ns": stopped}
+    meta.samples["perf"] = samples
+    if tl.off_source == "sched":
+        meta.samples["sched_switch"] = spans
+    else:
+        meta.warn(f"off-CPU time came from {tl.off_source or 'no collector'}, which has no "
+                  "time axis in this run: the range holds on-CPU samples only")
+    meta.extra["range"] = {"from_s": round((rng.start - tl.t0) / 1e9, 9),
+                           "to_s": round((rng.end - tl.t0) / 1e9, 9),
+                           "window_s": round((tl.t1 - tl.t0) / 1e9, 9)}
+    if rng.start < tl.t0 or rng.end > tl.t1:
+        meta.warn(f"the range {meta.extra['range']['from_s']:g}..."
+                  f"{meta.extra['range']['to_s']:g} s reaches outside the window "
+                  f"(0..{meta.extra['range']['window_s']:g} s)")
+    return out
+
+
+def _on_cpu(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) -> int:
+    n = 0
+    for t, w, sid in zip(th.s_time, th.s_weight, th.s_stack, strict=True):
+        if rng.start <= t < rng.end:
+            out.add(StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, ON), w)
+            n += 1
+    return n
+
+
+def _clipped(th: ThreadLine, rng: Range, kind: int) -> int:
+    return sum(rng.clip(s, d) for s, d, k in zip(th.p_start, th.p_dur, th.p_kind, strict=True)
+               if k == kind)
+
+
+def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) -> int:
+    """Add the thread's blocked time in the range, split over its sampled stacks; returns
+    how many sampled spans it had there."""
+    total = 0
+    parts: dict[tuple[int, int, int], int] = {}  # (stack, kind, lock set) -> period x ns
+    n = 0
+    for s, d, k, sid, p, ref in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack, th.p_period,
+                                    th.p_locks, strict=True):
+        if k >= RUNNABLE:
+            continue
+        c = rng.clip(s, d)
+        if not c:
+            continue
+        total += c
+        if k < UNSAMPLED:
+            parts[(sid, k, ref)] = parts.get((sid, k, ref), 0) + max(1, p) * c
+            n += 1
+    if not total:
+        return n
+    if not parts:
+        out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, "other"), total)
+        return n
+    denom = sum(parts.values())
+    given = 0
+    items = sorted(parts.items())
+    for i, ((sid, k, ref), w) in enumerate(items):
+        part = total - given if i == len(items) - 1 else total * w // denom
+        given += part
+        key = StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, OFF, WAIT_CLASSES[k])
+        _add_locked(out, tl, key, ref, part)
+    return n
+
+
+def _add_locked(out: Profile, tl: Timeline, key: StackKey, ref: int, weight: int) -> None:
+    """``weight`` of a wait, split over the locks of its lock set by their observations (as
+    ``wallflame.locks.attribute`` splits the whole run's)."""
+    observed = tl.lock_sets[ref - 1] if ref else []
+    total = sum(n for _, n in observed)
+    if not total:
+        out.add(key, weight)
+        return
+    given = 0
+    for i, (li, n) in enumerate(sorted(observed, key=lambda p: tl.locks[p[0]])):
+        part = weight - given if i == len(observed) - 1 else weight * n // total
+        given += part
+        out.add(key._replace(lock=tl.locks[li]), part)
+
+
+def _holders(out: Profile, full: Profile) -> None:
+    """Each lock's confirmed holders, their shares of the whole run applied to the range."""
+    full_wait = locks.wait_by_lock(full)
+    range_wait = locks.wait_by_lock(out)
+    out.holders = {}
+    for h, w in full.holders.items():
+        waited = full_wait.get(h.lock, 0)
+        if waited and range_wait.get(h.lock):
+            out.add_holder(HolderKey(h.lock, h.tid, h.thread, h.frames),
+                           w * range_wait[h.lock] // waited)
+
+
+__all__ = ["Range", "restrict", "window_range"]

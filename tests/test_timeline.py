@@ -1,0 +1,219 @@
+"""The run's time-ordered evidence (``RUN/timeline.json.gz``) and the range restriction built
+on it (``wallflame report RUN --from --to``)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_schedsample import LEAF_COND, LEAF_MUTEX, inn, out, sample
+
+from wallflame import timebuild, timeline
+from wallflame.errors import InputError
+from wallflame.fold import FoldOptions, fold_file
+from wallflame.fold.perf.sampled_switches import SampledSched
+from wallflame.profile import OFF, ON, Profile, StackKey
+from wallflame.report.timerange import Range, restrict, window_range
+from wallflame.timeline import RUNNABLE, UNSAMPLED, Timeline
+
+FIXTURES = Path(__file__).parent / "fixtures"
+S = 1_000_000_000
+
+#: Thread 1: blocked on a mutex 1.0-1.3 s, runnable 1.5-1.6 s, in a condvar 2.0-2.8 s.
+#: Thread 2: its first record is an IN at 1.2 s (blocked since the capture's first record).
+CAPTURE = (
+    sample(1, 1 * S - 2000, LEAF_MUTEX) + out(1, 1 * S) + inn(1, 13 * S // 10)
+    + inn(2, 12 * S // 10, comm="v") + out(1, 15 * S // 10, preempt=True) + inn(1, 16 * S // 10)
+    + sample(1, 2 * S - 2000, LEAF_COND) + out(1, 2 * S) + inn(1, 28 * S // 10)
+    + out(2, 29 * S // 10, preempt=True, comm="v") + inn(2, 3 * S, comm="v")
+)
+
+
+def _sched() -> tuple[SampledSched, Profile]:
+    s = SampledSched(FoldOptions().get_rules())
+    s.feed(io.BytesIO(CAPTURE.encode()))
+    p = Profile()
+    s.finish(p, {})
+    return s, p
+
+
+def _timeline() -> tuple[Timeline, Profile]:
+    s, p = _sched()
+    tl = Timeline(t0=1 * S, t1=3 * S, off_source="sched")
+    timebuild.add_spans(tl, s.log, s.rules, None, tracer_stops=False)
+    for th in tl.threads.values():
+        th.name = p.meta.threads.get(th.tid, "")
+        th.pid = 100
+    return tl, p
+
+
+def test_every_interval_is_logged_with_its_kind_and_stack() -> None:
+    tl, _ = _timeline()
+    one = tl.threads[1]
+    assert one.p_start == [1 * S, 15 * S // 10, 2 * S]
+    assert one.p_dur == [3 * S // 10, S // 10, 8 * S // 10]
+    assert [timeline.KINDS[k] for k in one.p_kind] == ["mutex", "runnable", "condvar"]
+    assert tl.stacks.frames_of(one.p_stack[0]) == tuple(reversed(LEAF_MUTEX))
+    assert tl.stacks.frames_of(one.p_stack[2]) == tuple(reversed(LEAF_COND))
+    two = tl.threads[2]
+    # Blocked from the capture's first record (1.0 s - 2 us) to its first IN, no stack known.
+    assert two.p_kind[0] == UNSAMPLED and two.p_start[0] == 1 * S - 2000
+    assert two.p_kind[1] == RUNNABLE and two.p_dur[1] == S // 10
+
+
+def test_the_whole_window_gives_the_folded_profile() -> None:
+    """Restricted to a range covering everything, the timeline gives back exactly what the
+    scheduler folder gave: the same stacks, weights and run-queue time."""
+    tl, p = _timeline()
+    full = Profile(meta=p.meta)
+    got = restrict(full, tl, Range(0, 10 * S))
+    blocked = {k._replace(pid=0, thread=""): w for k, w in got.stacks.items()
+               if k.frames != ("[unsampled]",)}
+    want = {k._replace(pid=0, thread=""): w for k, w in p.stacks.items()
+            if k.frames != ("[unsampled]",)}
+    assert blocked == want
+    assert got.meta.extra["runqueue_ns"] == {"1": S // 10, "2": S // 10}
+    # Thread 2 was blocked with no stack sampled: the whole of it under [unsampled].
+    assert sum(w for k, w in got.stacks.items() if k.tid == 2) == 2 * S // 10 + 2000
+
+
+def test_a_range_clips_every_interval() -> None:
+    tl, p = _timeline()
+    got = restrict(Profile(meta=p.meta), tl, window_range(tl, 0.1, 0.55))  # 1.1-1.55 s
+    one = {k.wait: w for k, w in got.stacks.items() if k.tid == 1}
+    assert one == {"mutex": 2 * S // 10}
+    assert got.meta.extra["runqueue_ns"] == {"1": S // 20}
+    assert got.meta.window_ns == 45 * S // 100
+    assert got.meta.extra["range"] == {"from_s": 0.1, "to_s": 0.55, "window_s": 2.0}
+
+
+def test_an_empty_range_is_refused() -> None:
+    tl, _ = _timeline()
+    with pytest.raises(InputError, match="empty"):
+        window_range(tl, 2.0, 1.0)
+
+
+def test_on_cpu_samples_name_frames_as_the_folder_does() -> None:
+    """Every sample of a perf capture lands in the timeline under the stack the perf folder
+    gives it: per thread and stack, the weights are the folded ones."""
+    path = FIXTURES / "perf" / "mix-fp.txt"
+    folded = fold_file(str(path), FoldOptions(), "perf")
+    tl = Timeline()
+    tids = {k.tid for k in folded.stacks}
+    skipped = timebuild.read_samples(path, tl, tids)
+    got: dict[tuple[int, tuple[str, ...]], int] = {}
+    for th in tl.threads.values():
+        assert th.s_time == sorted(th.s_time)
+        for w, sid in zip(th.s_weight, th.s_stack, strict=True):
+            key = (th.tid, tl.stacks.frames_of(sid))
+            got[key] = got.get(key, 0) + w
+    want: dict[tuple[int, tuple[str, ...]], int] = {}
+    for k, w in folded.stacks.items():
+        if k.state == ON:
+            want[(k.tid, k.frames)] = want.get((k.tid, k.frames), 0) + w
+    assert got == want
+    assert skipped == 0
+
+
+HOSTILE = ("</script><img src=x onerror=alert(1)>", "a;b\nc", "\u2028\u00e9\x00", "\\x3b")
+
+
+def test_the_file_round_trips_hostile_names(tmp_path: Path) -> None:
+    tl, _ = _timeline()
+    th = tl.thread(7, 100, HOSTILE[0])
+    sid = tl.stacks.intern(HOSTILE)
+    th.s_time, th.s_weight, th.s_stack = [2 * S, 15 * S // 10], [10, 20], [sid, 0]
+    ref = tl.lock_set({"0x10 <" + HOSTILE[1] + ">": 3, "0x20": 5})
+    th.p_start, th.p_dur, th.p_kind = [12 * S // 10], [5], [0]
+    th.p_stack, th.p_period, th.p_locks = [sid], [1], [ref]
+    timeline.write(tmp_path, tl)
+    back = timeline.load(tmp_path)
+    assert back.to_json() == tl.to_json()
+    assert back.threads[7].name == HOSTILE[0]
+    assert back.stacks.frames_of(back.threads[7].s_stack[1]) == HOSTILE  # sorted by time
+    assert back.lock_of(ref) == "0x20"  # the most observed first
+
+
+def test_unreadable_timelines_say_how_to_rebuild(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as e:
+        timeline.load(tmp_path)
+    assert "wallflame finish" in e.value.format_message()
+    (tmp_path / timeline.TIMELINE).write_bytes(b"not gzip")
+    with pytest.raises(InputError, match="unreadable timeline"):
+        timeline.load(tmp_path)
+    tl, _ = _timeline()
+    d = tl.to_json()
+    d["version"] = 99
+    (tmp_path / timeline.TIMELINE).write_bytes(gzip.compress(json.dumps(d).encode()))
+    with pytest.raises(InputError, match="version 99"):
+        timeline.load(tmp_path)
+    d = tl.to_json()
+    d["threads"][0]["spans"]["s"][0] = 10**6  # a stack that does not exist
+    (tmp_path / timeline.TIMELINE).write_bytes(gzip.compress(json.dumps(d).encode()))
+    with pytest.raises(InputError, match="outside the tables"):
+        timeline.load(tmp_path)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wallflame", *args], capture_output=True,
+                          text=True, check=False, timeout=120)
+
+
+def test_report_range_needs_a_run_directory(tmp_path: Path) -> None:
+    r = _cli("report", str(FIXTURES / "perf" / "mix-fp.txt"), "--from", "1", "--to", "2",
+             "-o", str(tmp_path / "x.txt"))
+    assert r.returncode == 3
+    assert r.stderr.count("\n") == 1 and "run directory" in r.stderr, r.stderr
+    r = _cli("report", str(FIXTURES / "perf" / "mix-fp.txt"), "--from", "2", "--to", "1")
+    assert r.returncode == 2 and "--to" in r.stderr, r.stderr
+
+
+def test_a_run_without_timeline_names_the_fix(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text("{}")
+    r = _cli("report", str(run), "--from", "0", "--to", "1", "-o", str(tmp_path / "x.txt"))
+    assert r.returncode == 3 and "wallflame finish" in r.stderr, r.stderr
+
+
+def test_every_format_is_restricted(tmp_path: Path) -> None:
+    """A run directory made by hand from the capture above: each format of a range holds
+    only that range's time."""
+    tl, p = _timeline()
+    run = tmp_path / "run"
+    run.mkdir()
+    from wallflame.folded import write_folded
+
+    with open(run / "offcpu.folded", "w") as f:
+        write_folded(p.off_cpu(), f, annotate=True)
+    (run / "meta.json").write_text(json.dumps({"profile": p.meta.to_json()}))
+    timeline.write(run, tl)
+    outs = {}
+    for fmt, name in (("json", "r.json"), ("folded", "r.folded"), ("txt", "r.txt"),
+                      ("speedscope", "r.speedscope.json"), ("pprof", "r.pb.gz"),
+                      ("svg", "r.svg"), ("html", "r.html")):
+        r = _cli("report", str(run), "--from", "0.1", "--to", "0.55", "--format", fmt,
+                 "-o", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr
+        outs[fmt] = tmp_path / name
+    summary = json.loads(outs["json"].read_text())
+    assert summary["window_s"] == 0.45
+    one = next(t for t in summary["threads"] if t["tid"] == 1)
+    assert one["wait"]["mutex"] == 0.2 and one["runqueue_s"] == 0.05
+    assert one["wait"]["condvar"] == 0.0
+    folded = outs["folded"].read_text()
+    assert "pthread_cond_wait" not in folded and "__lll_lock_wait;[off mutex] 200000000" in folded
+    assert "pthread_cond_wait" not in outs["svg"].read_text()
+    assert "pthread_cond_wait" not in outs["speedscope"].read_text()
+
+
+def test_range_keys_are_the_folded_keys() -> None:
+    """Off-CPU keys of a range carry the thread's name and pid, as the folded ones do."""
+    tl, p = _timeline()
+    got = restrict(Profile(meta=p.meta), tl, Range(0, 10 * S))
+    assert StackKey(tuple(reversed(LEAF_MUTEX)), 1, "w", 100, OFF, "mutex") in got.stacks

@@ -1,0 +1,160 @@
+"""Building a run's timeline (``wallflame.timeline``) from what ``finish`` has at hand.
+
+The on-CPU samples are read again from ``raw/perf.script`` (the folder aggregates them as it
+reads, times dropped), each record's frames named by the folder's own function so that the
+timeline's stacks are those of ``oncpu.folded``.  The scheduler's intervals come from the
+``IntervalLog`` the scheduler folder filled while it paired the switches; each blocked one is
+classified by the same rules as the folded stacks, given the locks its thread was observed
+waiting on at that call site (``wallflame.locks``), and marked stopped when the collect's own
+tracer stopped it (``wallflame.stops``), as ``finish`` does for the folded stacks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from wallflame import locks, stops
+from wallflame.classify import Rules, classify
+from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
+from wallflame.profile import ON, WAIT_CLASSES, Profile
+from wallflame.timeline import RUNNABLE, STOPPED, UNSAMPLED, IntervalLog, Timeline
+
+#: perf.script is read this many bytes at a time (records never straddle two reads).
+_CHUNK = 1 << 22
+
+
+def build(raw: Path, cap: dict[str, Any], profile: Profile, log: IntervalLog | None,
+          rules: Rules, evidence: locks.LockEvidence | None, tracer_stops: bool) -> Timeline:
+    """The timeline of the run whose ``raw/`` and finished ``profile`` are given."""
+    window = cap.get("window") or {}
+    clock = "CLOCK_MONOTONIC" if window.get("perf_clock") == "mono" else "perf"
+    tl = Timeline(clock=clock, off_source=str(profile.meta.extra.get("offcpu_source", "")))
+    pids = {k.tid: k.pid for k in profile.stacks}
+    on_tids = {k.tid for k in profile.stacks if k.state == ON}
+    script = raw / "perf.script"
+    if script.exists():
+        read_samples(script, tl, on_tids)
+    if log is not None and tl.off_source == "sched":
+        add_spans(tl, log, rules, evidence, tracer_stops)
+    elif tl.off_source:
+        tl.notes.append(f"off-CPU time comes from {tl.off_source}: no spans off a CPU")
+    for th in tl.threads.values():
+        th.pid = th.pid or pids.get(th.tid, 0)
+        th.name = profile.meta.threads.get(th.tid, th.name)
+    _bounds(tl, window, clock)
+    return tl
+
+
+def _bounds(tl: Timeline, window: dict[str, Any], clock: str) -> None:
+    """The window in the timeline's clock: the collect's monotonic bounds when perf recorded
+    with that clock, else the first and last event."""
+    start, end = window.get("mono_start_ns"), window.get("mono_end_ns")
+    if clock == "CLOCK_MONOTONIC" and isinstance(start, int) and isinstance(end, int):
+        tl.t0, tl.t1 = start, end
+        return
+    first = [v for th in tl.threads.values() for v in (th.s_time[:1] + th.p_start[:1])]
+    last = [max([*th.s_time[-1:], *(s + d for s, d in zip(th.p_start, th.p_dur, strict=True))])
+            for th in tl.threads.values() if th.s_time or th.p_start]
+    tl.t0, tl.t1 = (min(first), max(last)) if first else (0, 0)
+    tl.notes.append("the window's bounds are those of the first and last event (perf's own "
+                    "clock, not CLOCK_MONOTONIC)")
+
+
+def read_samples(path: Path, tl: Timeline, tids: set[int], kernel: bool = False) -> int:
+    """Add the on-CPU samples of ``raw/perf.script`` (threads in ``tids``); returns how many
+    records were not samples of those threads."""
+    by_block: dict[bytes, int] = {}
+    names: dict[str, str | None] = {}
+    skipped = 0
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            data = f.read(_CHUNK)
+            buf = carry + data
+            if not data:
+                recs, carry = ([buf] if buf.strip() else []), b""
+            else:
+                recs = buf.split(b"\n\n")
+                carry = recs.pop()
+            for rec in recs:
+                if not _sample(rec.replace(b"\r\n", b"\n"), tl, tids, kernel, by_block,
+                               names):
+                    skipped += 1
+            if not data:
+                break
+    return skipped
+
+
+def _sample(rec: bytes, tl: Timeline, tids: set[int], kernel: bool,
+            by_block: dict[bytes, int], names: dict[str, str | None]) -> bool:
+    rec = rec.strip(b"\n")
+    if not rec:
+        return True
+    head, _, block = rec.partition(b"\n")
+    h = parse_header(head.decode("utf-8", "replace"))
+    if h is None or h.record or h.time is None or h.tid not in tids \
+            or not h.event.startswith(TIME_EVENTS):
+        return False
+    sid = by_block.get(block)
+    if sid is None:
+        frames = []
+        for line in block.decode("utf-8", "replace").split("\n"):
+            name = names.get(line, "\0")
+            if name == "\0":
+                name = names[line] = frame_name(line, kernel)
+            if name:
+                frames.append(name)
+        sid = by_block[block] = tl.stacks.intern(tuple(reversed(frames)))
+    th = tl.thread(h.tid, h.pid, h.comm)
+    th.s_time.append(h.time)
+    th.s_weight.append(h.period if h.period is not None else 1)
+    th.s_stack.append(sid)
+    return True
+
+
+def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
+              evidence: locks.LockEvidence | None, tracer_stops: bool) -> None:
+    """The scheduler's intervals, each with its kind (wait class, runnable, stopped,
+    unsampled), stack, period and observed locks."""
+    classes: dict[int, tuple[int, int]] = {}  # sample index -> (kind, stack id)
+    sets: dict[tuple[int, int], int] = {}     # (tid, sample index) -> lock set
+    for i in range(len(log)):
+        tid, si = log.tid[i], log.sample[i]
+        th = tl.thread(tid)
+        th.p_start.append(log.start[i])
+        th.p_dur.append(log.dur[i])
+        th.p_period.append(log.period[i])
+        if log.runnable[i]:
+            kind, sid = RUNNABLE, (classes[si][1] if si in classes else _intern(tl, log, si))
+        elif si < 0:
+            kind, sid = UNSAMPLED, 0
+        else:
+            got = classes.get(si)
+            if got is None:
+                frames, kstate = log.samples[si]
+                stopped = tracer_stops and stops.is_tracer_stop(frames)
+                k = STOPPED if stopped else WAIT_CLASSES.index(
+                    _known(classify(frames, kstate, rules)))
+                got = classes[si] = (k, tl.stacks.intern(frames))
+            kind, sid = got
+        ref = 0
+        if kind < UNSAMPLED and WAIT_CLASSES[kind] in locks.LOCK_WAITS and evidence is not None:
+            ref = sets.get((tid, si), -1)
+            if ref < 0:
+                ref = sets[(tid, si)] = tl.lock_set(
+                    locks.observed_locks(evidence, tid, log.samples[si][0]))
+        th.p_kind.append(kind)
+        th.p_stack.append(sid)
+        th.p_locks.append(ref)
+
+
+def _intern(tl: Timeline, log: IntervalLog, si: int) -> int:
+    return tl.stacks.intern(log.samples[si][0]) if si >= 0 else 0
+
+
+def _known(cls: str) -> str:
+    return cls if cls in WAIT_CLASSES else "other"
+
+
+__all__ = ["add_spans", "build", "read_samples"]
