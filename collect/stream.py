@@ -303,7 +303,8 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
         off = Profile()
         hz = opts.get("sched_stack_hz")
         folded.sched.finish(off, {"stack_hz": float(hz) if hz else 0.0,
-                                  "call_graph": str(opts.get("sched_call_graph", ""))})
+                                  "call_graph": str(opts.get("sched_call_graph", ""))},
+                            mono_window(cap))
         write_sched_bins(raw, folded.sched)
     return on, off, len(folded.bad)
 
@@ -320,6 +321,17 @@ def write_sched_bins(raw: Path, sched: SampledSched) -> None:
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
     except OSError:
         path.unlink(missing_ok=True)  # the check then takes sampling error for the waits
+
+
+def mono_window(cap: dict[str, Any]) -> tuple[int, int] | None:
+    """The window's bounds in perf's timestamps, when perf recorded with ``-k mono`` (the
+    collect's ``CLOCK_MONOTONIC`` bounds); ``None`` for an older run."""
+    w = cap.get("window") or {}
+    start, end = w.get("mono_start_ns"), w.get("mono_end_ns")
+    if w.get("perf_clock") == "mono" and isinstance(start, int) and isinstance(end, int) \
+            and end > start:
+        return start, end
+    return None
 
 
 def budget_warnings(cap: dict[str, Any]) -> list[str]:
@@ -418,6 +430,7 @@ __all__ = [
     "evidence",
     "from_snapshots",
     "lower_priority",
+    "mono_window",
     "postprocess_meta",
     "process_all",
     "write_sched_bins",

@@ -15,15 +15,17 @@ from wallflame.output import open_output
 from wallflame.profile import Profile
 from wallflame.rundir import META, is_run_dir, read_json
 
-FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
+FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded", "perfetto")
 #: Suffixes, longest first so ``.speedscope.json`` wins over ``.json``.
 SUFFIXES = (
     (".speedscope.json", "speedscope"), (".pb.gz", "pprof"), (".pprof", "pprof"),
     (".pb", "pprof"), (".html", "html"), (".htm", "html"), (".svg", "svg"), (".txt", "txt"),
     (".json", "json"), (".folded", "folded"), (".collapsed", "folded"),
+    (".pftrace", "perfetto"), (".perfetto-trace", "perfetto"),
 )
 EXTENSION = {"html": ".html", "svg": ".svg", "txt": ".txt", "json": ".json",
-             "speedscope": ".speedscope.json", "pprof": ".pb.gz", "folded": ".folded"}
+             "speedscope": ".speedscope.json", "pprof": ".pb.gz", "folded": ".folded",
+             "perfetto": ".pftrace"}
 
 
 #: Run-level facts of ``meta.json`` the report shows (target, exact commands, tool versions).
@@ -108,5 +110,23 @@ def _write(profile: Profile, fmt: str, out: IO[str], title: str | None) -> None:
         if getattr(out, "buffer", None) is None:
             raise InputError("pprof output needs a file or a pipe", "pass -o FILE.pb.gz")
         _write_bytes(out, pprof_bytes(profile))
+    elif fmt == "perfetto":
+        from wallflame.report.perfetto import trace_bytes
+        from wallflame.report.timerange import timeline_of
+
+        if getattr(out, "buffer", None) is None:
+            raise InputError("a Perfetto trace needs a file or a pipe", "pass -o FILE.pftrace")
+        tl, rng = timeline_of(profile)
+        _write_bytes(out, trace_bytes(tl, rng, title or _process_name(profile)))
     else:
         raise InputError(f"unknown report format {fmt!r}", f"use one of: {', '.join(FORMATS)}")
+
+
+def _process_name(profile: Profile) -> str:
+    """The target's name for a trace's process track (its command, else its pid)."""
+    target = profile.meta.extra.get("target")
+    if isinstance(target, dict):
+        for key in ("comm", "name", "exe"):
+            if isinstance(target.get(key), str) and target[key]:
+                return str(target[key])
+    return ""

@@ -169,4 +169,20 @@ def _holders(out: Profile, full: Profile) -> None:
                            w * range_wait[h.lock] // waited)
 
 
-__all__ = ["Range", "restrict", "window_range"]
+def timeline_of(profile: Profile) -> tuple[Timeline, Range]:
+    """The timeline of the run directory ``profile`` was read from, and the range it was
+    restricted to (the window when none); an ``InputError`` for any other input."""
+    from wallflame import timeline
+
+    run_dir = profile.meta.extra.get("run_dir")
+    if not isinstance(run_dir, str):
+        raise InputError("this output needs a run directory's timeline (timeline.json.gz)",
+                         "give a directory written by wallflame collect")
+    tl = timeline.load(run_dir)
+    r = profile.meta.extra.get("range")
+    if isinstance(r, dict):
+        return tl, window_range(tl, float(r["from_s"]), float(r["to_s"]))
+    return tl, Range(tl.t0, tl.t1)
+
+
+__all__ = ["Range", "restrict", "timeline_of", "window_range"]

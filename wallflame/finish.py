@@ -231,6 +231,7 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     if folded is None:
         folded = stream.process_capture(raw, cap)
     profile = build_profile(raw, cap, folded)
+    tl = _timeline(out, cap, profile, folded)
     with open_output(str(out / rundir.ONCPU)) as f:
         write_folded(profile.on_cpu(), f, annotate=True)
     with open_output(str(out / rundir.OFFCPU)) as f:
@@ -260,7 +261,8 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     with open_output(str(out / rundir.SUMMARY)) as f:
         f.write(json.dumps(build_summary(profile), indent=1, sort_keys=True) + "\n")
     _write_slices(out)
-    _write_timeline(out, cap, profile, folded)
+    if tl is not None:
+        _write_timeline(out, tl)
     return profile
 
 
@@ -275,10 +277,13 @@ def _write_slices(out: Path) -> None:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
 
 
-def _write_timeline(out: Path, cap: dict[str, Any], profile: Profile, folded: Any) -> None:
-    """``RUN/timeline.json.gz``: the run's evidence in time order (``wallflame.timeline``).
-    A run without it is still a complete run (reports without a time axis)."""
-    from wallflame import timebuild, timeline
+def _timeline(out: Path, cap: dict[str, Any], profile: Profile, folded: Any) -> Any:
+    """The run's evidence in time order (``wallflame.timeline``); the on-CPU samples perf
+    took outside the window are taken out of ``profile`` (the scheduler's intervals were
+    clipped by its folder).  ``None`` when it cannot be built: the run is still complete,
+    its reports have no time axis."""
+    from wallflame import timebuild
+    from wallflame.collect.stream import mono_window
 
     raw = out / rundir.RAW
     try:
@@ -286,6 +291,20 @@ def _write_timeline(out: Path, cap: dict[str, Any], profile: Profile, folded: An
         tl = timebuild.build(raw, cap, profile, getattr(sched, "log", None),
                              sched.rules if sched is not None else FoldOptions().get_rules(),
                              _evidence(raw), _stopped_the_target(cap))
+    except (OSError, WallflameError) as e:
+        print(f"wallflame: warning: {out / 'timeline.json.gz'} not built: {e}",
+              file=sys.stderr)
+        return None
+    window = mono_window(cap)
+    if window is not None:
+        timebuild.drop_outside(profile, tl, *window)
+    return tl
+
+
+def _write_timeline(out: Path, tl: Any) -> None:
+    from wallflame import timeline
+
+    try:
         timeline.write(out, tl)
     except (OSError, WallflameError) as e:
         print(f"wallflame: warning: {out / timeline.TIMELINE} not written: {e}",

@@ -17,8 +17,15 @@ from typing import Any
 from wallflame import locks, stops
 from wallflame.classify import Rules, classify
 from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
-from wallflame.profile import ON, WAIT_CLASSES, Profile
-from wallflame.timeline import RUNNABLE, STOPPED, UNSAMPLED, IntervalLog, Timeline
+from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
+from wallflame.timeline import (
+    LOG_RUNNABLE,
+    RUNNABLE,
+    STOPPED,
+    UNSAMPLED,
+    IntervalLog,
+    Timeline,
+)
 
 #: perf.script is read this many bytes at a time (records never straddle two reads).
 _CHUNK = 1 << 22
@@ -59,6 +66,36 @@ def _bounds(tl: Timeline, window: dict[str, Any], clock: str) -> None:
     tl.t0, tl.t1 = (min(first), max(last)) if first else (0, 0)
     tl.notes.append("the window's bounds are those of the first and last event (perf's own "
                     "clock, not CLOCK_MONOTONIC)")
+
+
+def drop_outside(profile: Profile, tl: Timeline, start: int, end: int) -> None:
+    """Take the on-CPU samples outside ``[start, end)`` out of ``profile`` (perf starts
+    recording before the window opens, while the other recorders get ready); they stay in
+    the timeline, and their count and time go to ``meta.extra["outside_window"]``."""
+    keys: dict[tuple[int, tuple[str, ...]], list[StackKey]] = {}
+    for k in profile.stacks:
+        if k.state == ON:
+            keys.setdefault((k.tid, k.frames), []).append(k)
+    n = ns = 0
+    for th in tl.threads.values():
+        for t, w, sid in zip(th.s_time, th.s_weight, th.s_stack, strict=True):
+            if start <= t < end:
+                continue
+            left = w
+            for k in keys.get((th.tid, tl.stacks.frames_of(sid)), []):
+                take = min(left, profile.stacks.get(k, 0))
+                if take:
+                    profile.stacks[k] -= take
+                    if not profile.stacks[k]:
+                        del profile.stacks[k]
+                    left -= take
+                if not left:
+                    break
+            n += 1
+            ns += w - left
+    out = profile.meta.extra.setdefault("outside_window", {})
+    out["oncpu_samples"] = n
+    out["oncpu_ns"] = ns
 
 
 def read_samples(path: Path, tl: Timeline, tids: set[int], kernel: bool = False) -> int:
@@ -125,7 +162,7 @@ def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
         th.p_start.append(log.start[i])
         th.p_dur.append(log.dur[i])
         th.p_period.append(log.period[i])
-        if log.runnable[i]:
+        if log.kind[i] == LOG_RUNNABLE:
             kind, sid = RUNNABLE, (classes[si][1] if si in classes else _intern(tl, log, si))
         elif si < 0:
             kind, sid = UNSAMPLED, 0
@@ -157,4 +194,4 @@ def _known(cls: str) -> str:
     return cls if cls in WAIT_CLASSES else "other"
 
 
-__all__ = ["add_spans", "build", "read_samples"]
+__all__ = ["add_spans", "build", "drop_outside", "read_samples"]

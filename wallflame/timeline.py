@@ -44,6 +44,11 @@ STOPPED = UNSAMPLED + 2            # stopped by the collect's own tracer (ptrace
 KINDS = (*WAIT_CLASSES, "unsampled", "runnable", "stopped")
 
 
+#: What an ``IntervalLog`` entry is: blocked, runnable, or blocked since before the thread's
+#: first record in the capture (its stack unknown).
+LOG_BLOCKED, LOG_RUNNABLE, LOG_LEADING = 0, 1, 2
+
+
 class IntervalLog:
     """The scheduler's intervals as they are closed, in compact columns (a few tens of bytes
     each: a busy server's minute is a few hundred thousand of them).  A sampled interval
@@ -53,19 +58,19 @@ class IntervalLog:
         self.tid = array("q")
         self.start = array("q")
         self.dur = array("q")
-        self.runnable = array("b")
+        self.kind = array("b")  # LOG_BLOCKED, LOG_RUNNABLE or LOG_LEADING
         self.sample = array("l")
         self.period = array("q")
         self.samples: list[tuple[tuple[str, ...], str]] = []
         self._index: dict[tuple[tuple[str, ...], str], int] = {}
 
-    def add(self, tid: int, start: int, dur: int, runnable: bool,
+    def add(self, tid: int, start: int, dur: int, kind: int,
             sample: tuple[tuple[str, ...], str, int] | None) -> None:
         """One closed interval; ``sample``: its ``(frames, kernel state, period)``."""
         self.tid.append(tid)
         self.start.append(start)
         self.dur.append(dur)
-        self.runnable.append(1 if runnable else 0)
+        self.kind.append(kind)
         if sample is None:
             self.sample.append(-1)
             self.period.append(0)
@@ -319,5 +324,6 @@ def load(run_dir: str | os.PathLike[str]) -> Timeline:
                          ) from None
 
 
-__all__ = ["KINDS", "RUNNABLE", "STOPPED", "TIMELINE", "UNSAMPLED", "IntervalLog",
-           "StackTable", "ThreadLine", "Timeline", "load", "write"]
+__all__ = ["KINDS", "LOG_BLOCKED", "LOG_LEADING", "LOG_RUNNABLE", "RUNNABLE", "STOPPED",
+           "TIMELINE", "UNSAMPLED", "IntervalLog", "StackTable", "ThreadLine", "Timeline", "load",
+           "write"]

@@ -41,7 +41,7 @@ from wallflame.fold.perf.lines import frame_name
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.textio import line_blocks
-from wallflame.timeline import IntervalLog
+from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
 
 #: The frame given to blocked time of a thread none of whose blocked intervals was sampled.
 UNSAMPLED = "[unsampled]"
@@ -218,7 +218,7 @@ class SampledSched:
             if self.first_time is not None and t > self.first_time:
                 th.leading += t - self.first_time
                 th.lead_start = self.first_time
-                self.log.add(tid, self.first_time, t - self.first_time, False, None)
+                self.log.add(tid, self.first_time, t - self.first_time, LOG_LEADING, None)
             return
         if th.open is not None:
             self._close(th, t, exact=True)
@@ -234,7 +234,7 @@ class SampledSched:
             self.exact += 1
         else:
             self.inferred += 1
-        self.log.add(th.tid, start, d, runnable, sample)
+        self.log.add(th.tid, start, d, LOG_RUNNABLE if runnable else LOG_BLOCKED, sample)
         if runnable:
             th.runnable += d
             return
@@ -252,16 +252,55 @@ class SampledSched:
             wait = self._classes[key] = classify(key[0], key[1], self.rules)
         return wait
 
+    def _clip(self, profile: Profile, start: int, end: int) -> None:
+        """Each thread's totals again, from the logged intervals clipped to ``[start, end)``:
+        perf records before the window opens and goes on until it has stopped (0.6 s past
+        the window's end on a loaded machine), which counted as the threads' time.  What
+        fell outside is kept in ``meta.extra["outside_window"]``."""
+        log = self.log
+        for th in self.threads.values():
+            th.blocked = th.runnable = th.leading = th.sampled_weight = 0
+            th.stacks, th.bins = {}, {}
+            th.lead_start = max(th.lead_start, start)
+        outside = 0
+        for i in range(len(log)):
+            s, d = log.start[i], log.dur[i]
+            c = max(0, min(end, s + d) - max(start, s))
+            outside += d - c
+            if not c:
+                continue
+            th = self.threads[log.tid[i]]
+            kind = log.kind[i]
+            if kind == LOG_RUNNABLE:
+                th.runnable += c
+            elif kind == LOG_LEADING:
+                th.leading += c
+            else:
+                th.blocked += c
+                si = log.sample[i]
+                if si >= 0:
+                    key, p = log.samples[si], max(1, log.period[i])
+                    th.stacks[key] = th.stacks.get(key, 0) + p * c
+                    th.sampled_weight += p * c
+                    _add_to_bins(th.bins, self._class_of(key), max(s, start),
+                                 min(s + d, end), p)
+        out = profile.meta.extra.setdefault("outside_window", {})
+        out["sched_ns"] = out.get("sched_ns", 0) + outside
+
     # -- output ---------------------------------------------------------------------------
 
-    def finish(self, profile: Profile, sampling: dict[str, object] | None = None) -> None:
+    def finish(self, profile: Profile, sampling: dict[str, object] | None = None,
+               window: tuple[int, int] | None = None) -> None:
         """Close open intervals at the last record and add the off-CPU stacks, the run-queue
-        time and the scheduler's figures to ``profile``."""
+        time and the scheduler's figures to ``profile``; with ``window`` (the collect's
+        bounds in the capture's clock) only the part of each interval inside it."""
         closed_at_end = 0
         for th in self.threads.values():
             if th.open is not None:
                 closed_at_end += 1
                 self._close(th, self.last_time, exact=True)
+        if window is not None:
+            self._clip(profile, *window)
         meta = profile.meta
         rq = meta.extra.setdefault("runqueue_ns", {})
         unsampled_ns = 0

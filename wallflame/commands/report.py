@@ -14,7 +14,7 @@ from wallflame.profile import Profile
 from wallflame.rundir import is_run_dir, load_inputs
 
 #: Kept here (not imported from the exporters) so that starting the CLI stays cheap.
-FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded")
+FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded", "perfetto")
 
 
 def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
@@ -55,7 +55,7 @@ def load_range(inputs: tuple[str, ...], from_s: float | None, to_s: float | None
               "report.html; '-' is standard output).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format (default: from the output's suffix: .html .svg .txt .json "
-              ".speedscope.json .pb.gz .folded).")
+              ".speedscope.json .pb.gz .folded .pftrace; perfetto needs a run directory).")
 @click.option("--state", type=click.Choice(["all", "on", "off"]), default="all",
               help="Keep only on-CPU or only off-CPU stacks.")
 @click.option("--unit", type=click.Choice(["samples", "ns", "us"]), default="samples",
