@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from wallflame.classify import default_rules
+from wallflame.names import is_unknown
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
@@ -25,11 +26,6 @@ _LOCK_WRAPPERS = ("std::lock_guard", "std::unique_lock", "std::scoped_lock", "st
 
 def seconds(value: int, unit: str) -> float:
     return round(value / 1e9, 6) if unit == UNIT_NS else float(value)
-
-
-def is_unknown(frame: str) -> bool:
-    return frame == "[unknown]" or (frame.startswith("[") and frame.endswith("]")
-                                    and ".so" in frame)
 
 
 _KERNEL_ENTRY = ("entry_SYSCALL", "asm_exc_", "asm_sysvec_", "asm_common_interrupt",

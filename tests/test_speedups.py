@@ -152,6 +152,35 @@ def test_self_triples_matches_python(selfs: list[list[int] | None]) -> None:
     assert native.self_triples(t.selfs) == expected
 
 
+#: Frame names near the edges of the unknown-frame rule: brackets, spaces, the kernel mark,
+#: the ``[unsampled]`` marker and names that are not ASCII (the C code reads every kind).
+FRAME_PARTS = st.sampled_from(["[", "]", "_[k]", " ", "unknown", "libc.so.6", "unsampled",
+                               "[unsampled]", "_", "k", "é", "\u4e2d", "\U0001f600", "x", ""])
+FRAME_NAMES = st.one_of(st.lists(FRAME_PARTS, max_size=6).map("".join), st.text(max_size=12))
+
+
+@settings(max_examples=2000)
+@given(FRAME_NAMES)
+def test_unknown_frame_rule_is_the_python_one(frame: str) -> None:
+    """The native ``frame_weights`` counts a stack as holding an unknown frame exactly when
+    ``names.is_unknown`` says its frame is one."""
+    from wallflame.names import is_unknown
+
+    shallow, unknown = native.frame_weights({StackKey((frame,)): 7}, 0)
+    assert (shallow, unknown) == (0, 7 if is_unknown(frame) else 0)
+
+
+def test_unknown_frame_rule() -> None:
+    from wallflame.names import is_unknown, unknown_in
+
+    for frame in ("[unknown]", "[libc.so.6]", "[vdso]", "[mix]", "[kernel.kallsyms]_[k]",
+                  "[unknown]_[k]", unknown_in("/usr/lib/x86_64-linux-gnu/libc.so.6")):
+        assert is_unknown(frame), frame
+    for frame in ("main", "[unsampled]", "[signal handler called]", "[off mutex]", "[]", "_[k]",
+                  "[unknown", "f_[k]", "operator[]"):
+        assert not is_unknown(frame), frame
+
+
 KEY = st.builds(
     StackKey,
     st.lists(st.sampled_from(["main", "f", "[unknown]", "[libc.so.6]", "[x]", "[", "]", "[.so]",

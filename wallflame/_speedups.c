@@ -1018,27 +1018,33 @@ fail:
     return NULL;
 }
 
-/* report/summary.py's is_unknown: "[unknown]", or "[...]" naming a ".so". */
-static int is_unknown(PyObject *frame, PyObject *dot_so)
+/* wallflame/names.py's is_unknown: a name in brackets without a space ("[unknown]",
+ * "[libc.so.6]", a stripped "[app]"), a kernel frame's "_[k]" aside, other than the
+ * "[unsampled]" marker.  tests/test_speedups.py checks it against the Python rule. */
+static int is_unknown(PyObject *frame)
 {
     if (!PyUnicode_Check(frame)) {
         PyErr_SetString(PyExc_TypeError, "a frame is a str");
         return -1;
     }
+    static const char marker[] = "[unsampled]";
+    int kind = PyUnicode_KIND(frame);
+    const void *d = PyUnicode_DATA(frame);
     Py_ssize_t n = PyUnicode_GET_LENGTH(frame);
-    if (n < 2)
+    if (n >= 4 && PyUnicode_READ(kind, d, n - 4) == '_' && PyUnicode_READ(kind, d, n - 3) == '['
+            && PyUnicode_READ(kind, d, n - 2) == 'k' && PyUnicode_READ(kind, d, n - 1) == ']')
+        n -= 4;
+    if (n < 3 || PyUnicode_READ(kind, d, 0) != '[' || PyUnicode_READ(kind, d, n - 1) != ']')
         return 0;
-    if (PyUnicode_IS_COMPACT_ASCII(frame)) { /* nearly every name: its bytes at hand */
-        const char *d = (const char *)PyUnicode_DATA(frame);
-        if (d[0] != '[' || d[n - 1] != ']')
+    int is_marker = n == (Py_ssize_t)(sizeof marker - 1);
+    for (Py_ssize_t i = 1; i < n - 1; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        if (c == ' ')
             return 0;
+        if (is_marker && c != (Py_UCS4)(unsigned char)marker[i])
+            is_marker = 0;
     }
-    else if (PyUnicode_READ_CHAR(frame, 0) != '[' || PyUnicode_READ_CHAR(frame, n - 1) != ']')
-        return 0;
-    if (PyUnicode_CompareWithASCIIString(frame, "[unknown]") == 0)
-        return 1;
-    Py_ssize_t at = PyUnicode_Find(frame, dot_so, 0, n, 1);
-    return at == -2 ? -1 : at >= 0;
+    return !is_marker;
 }
 
 /* frame_weights(stacks, depth) -> (shallow, unknown): the weight of the stacks of at most
@@ -1053,10 +1059,7 @@ static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize
     Py_ssize_t depth = PyLong_AsSsize_t(args[1]);
     if (depth == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *dot_so = PyUnicode_FromString(".so");
     Sum shallow = {0, NULL}, unknown = {0, NULL};
-    if (dot_so == NULL)
-        goto fail;
     Py_ssize_t pos = 0;
     PyObject *key, *w;
     while (PyDict_Next(stacks, &pos, &key, &w)) {
@@ -1067,7 +1070,7 @@ static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize
         if (n <= depth && sum_add(&shallow, w) < 0)
             goto fail;
         for (Py_ssize_t i = 0; i < n; i++) {
-            int u = is_unknown(PyTuple_GET_ITEM(frames, i), dot_so);
+            int u = is_unknown(PyTuple_GET_ITEM(frames, i));
             if (u < 0)
                 goto fail;
             if (u) {
@@ -1077,7 +1080,6 @@ static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize
             }
         }
     }
-    Py_DECREF(dot_so);
     PyObject *a = sum_take(&shallow), *b = sum_take(&unknown);
     if (a == NULL || b == NULL) {
         Py_XDECREF(a);
@@ -1086,7 +1088,6 @@ static PyObject *frame_weights(PyObject *module, PyObject *const *args, Py_ssize
     }
     return Py_BuildValue("(NN)", a, b);
 fail:
-    Py_XDECREF(dot_so);
     Py_XDECREF(shallow.big);
     Py_XDECREF(unknown.big);
     return NULL;

@@ -133,6 +133,23 @@ def unknown_in(module: str) -> str:
     return f"[{base}]"
 
 
+#: wallflame's frame for a blocked thread none of whose switches carried a stack: bracketed
+#: like an unresolved frame, but it says what it stands for.
+UNSAMPLED = "[unsampled]"
+
+
+def is_unknown(frame: str) -> bool:
+    """Whether ``frame`` is an address no symbol named: ``[unknown]``, or the mapping it lies
+    in as ``unknown_in`` writes it (``[libc.so.6]``, ``[vdso]``, a stripped ``[app]``), a
+    kernel frame's ``_[k]`` mark aside.  Bracketed names with a space (``[signal handler
+    called]``, ``[off mutex]``) and ``[unsampled]`` are wallflame's own frames, not unknown.
+    The one rule for the summary's unknown-frame share, perf's stack quality and the native
+    ``frame_weights`` (``tests/test_speedups.py`` holds the C code to it)."""
+    f = frame.removesuffix("_[k]")
+    return (len(f) >= 3 and f[0] == "[" and f[-1] == "]" and " " not in f
+            and f != UNSAMPLED)
+
+
 def is_mangled(name: str) -> bool:
     return name.startswith("_Z") or name.startswith("_R")
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from wallflame.fold.perf.state import PerfState
 from wallflame.fold.perf.lines import TIME_EVENTS, base_event
+from wallflame.fold.perf.state import PerfState
+from wallflame.names import is_unknown
 from wallflame.profile import UNIT_NS, UNIT_SAMPLES
 
 
@@ -75,8 +76,7 @@ def _quality(st: PerfState, folded_on: int) -> None:
             shallow += n
         bad = mostly_unknown.get(fid)
         if bad is None:
-            unresolved = sum(1 for f in frames if f.startswith("[")
-                             and f.removesuffix("_[k]").endswith("]"))
+            unresolved = sum(1 for f in frames if is_unknown(f))
             bad = mostly_unknown[fid] = bool(frames) and unresolved * 2 >= len(frames)
         if bad:
             unknown += n

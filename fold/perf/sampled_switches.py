@@ -39,12 +39,11 @@ from typing import BinaryIO
 from wallflame.classify import Rules, classify
 from wallflame.fold.perf.lines import frame_name
 from wallflame.fold.perf.switches import parse_switch_fields
+from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches was sampled
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
 
-#: The frame given to blocked time of a thread none of whose blocked intervals was sampled.
-UNSAMPLED = "[unsampled]"
 #: A sample further than this before its ``OUT`` is not that switch's (it never is in practice:
 #: the tracepoint fires a few microseconds before the switch record).
 MAX_SAMPLE_LEAD_NS = 10_000_000
