@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup, escape
 
 import wallflame
+from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.page_assets import page_assets, templates_dir
@@ -81,23 +82,6 @@ def _json_pieces(obj: Any, out: list[str]) -> None:
 def _vis(value: Any, cap: int = 240) -> Markup:
     text = str(escape(visible(str(value), cap)))
     return Markup(text.replace("://", ":&#47;&#47;"))
-
-
-def _amount(value: float, unit: str) -> str:
-    """Seconds (or samples) for a human: ``1.234 s``, ``12.0 ms``, ``4,200 samples``."""
-    if unit != "seconds":
-        return f"{round(value):,} samples"
-    if value >= 100:
-        return f"{value:.1f} s"
-    if value >= 1 or value == 0:
-        return f"{value:.3f} s"
-    if value >= 0.001:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value * 1e6:.1f} µs"
-
-
-def _pct(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
 @lru_cache(maxsize=1)
@@ -171,11 +155,11 @@ def bytecode_cache() -> FileSystemBytecodeCache | None:
 
 
 def _filters() -> dict[str, Any]:
-    return {"tojson": tojson, "vis": _vis, "amount": _amount}
+    return {"tojson": tojson, "vis": _vis, "amount": readable}
 
 
 def _globals() -> dict[str, Any]:
-    return {"pct": _pct, "labels": LABELS, "classes": CLASSES}
+    return {"pct": percent, "labels": LABELS, "classes": CLASSES}
 
 
 @lru_cache(maxsize=1)
@@ -275,12 +259,12 @@ def _wait_class(key: StackKey) -> str:
 
 
 def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
-    scale = 1e-9 if unit == "seconds" else 1.0
+    scale = 1e-9 if unit == SECONDS else 1.0
     total = profile.total()
     top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=itemgetter(1))
     return [{"thread": k.thread, "tid": k.tid, "cls": _wait_class(k) if k.state == OFF else "on",
              "label": sub_label(k.frames, k.wait) if k.state == OFF else "",
-             "lock": k.lock, "s": w * scale, "share": _pct(w, total),
+             "lock": k.lock, "s": w * scale, "share": percent(w, total),
              "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}
             for k, w in top]
 

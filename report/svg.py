@@ -13,7 +13,8 @@ import zlib
 from typing import IO
 from xml.sax.saxutils import escape
 
-from wallflame.profile import UNIT_NS, Profile
+from wallflame.amounts import readable
+from wallflame.profile import Profile
 from wallflame.report.palette import rgb
 from wallflame.report.tree import CLASSES, FlameTree, build_tree, visible
 
@@ -41,10 +42,6 @@ def color(name: str, cls: str) -> str:
     class (``waitclasses.WAIT_TABLE``, as the HTML page draws it)."""
     v1, v2, _ = _seed(name)
     return "rgb({},{},{})".format(*rgb(cls, v1, v2))
-
-
-def _amount(v: int, unit: str) -> str:
-    return f"{v / 1e9:.6g} s" if unit == UNIT_NS else f"{v:,} samples"
 
 
 def _label(name: str, width: float) -> str:
@@ -100,7 +97,7 @@ def write_svg(profile: Profile, out: IO[str], title: str = "Flame Graph") -> Non
         cls = CLASSES[max(range(len(CLASSES)), key=cls_totals.__getitem__)]
         share = 100 * totals[node] / total if total else 0.0
         y = height - PAD_BOTTOM - (d + 1) * FRAME_H
-        tip = f"{name} ({_amount(totals[node], unit)}, {share:.2f}%)"
+        tip = f"{name} ({readable(totals[node], unit)}, {share:.2f}%)"
         out.write(f'<g>\n<title>{_attr(tip)}</title>'
                   f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{FRAME_H - 1}" '
                   f'fill="{color(name, cls)}" rx="2" ry="2"/>\n'

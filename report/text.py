@@ -7,8 +7,9 @@ from __future__ import annotations
 import heapq
 from typing import IO, Any
 
+from wallflame.amounts import SECONDS, column
 from wallflame.classify import wait_label
-from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile
+from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.summary import build_summary, user_frames
 from wallflame.report.tree import visible
 from wallflame.waitclasses import WAIT_TABLE
@@ -28,12 +29,6 @@ def _cut(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _v(x: float, unit: str) -> str:
-    if unit != "seconds":
-        return f"{round(x)}"
-    return f"{x:.3f}" if x < 1000 else f"{x:.0f}"
-
-
 def _threads(s: dict[str, Any], out: IO[str]) -> None:
     unit = s["unit"]
     used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c]]
@@ -43,8 +38,8 @@ def _threads(s: dict[str, Any], out: IO[str]) -> None:
     for r in [*s["threads"], {**s["totals"], "name": "all", "tid": 0}]:
         cov = r.get("coverage")
         line = (f"{_cut(r['name'] or '?', 24):<24} {r['tid'] or '-':>7} "
-                f"{_v(r['on_cpu_s'], unit):>9} {_v(r['off_cpu_s'], unit):>9}")
-        line += "".join(f" {_v(r['wait'][c], unit):>8}" for c in used)
+                f"{column(r['on_cpu_s'], unit):>9} {column(r['off_cpu_s'], unit):>9}")
+        line += "".join(f" {column(r['wait'][c], unit):>8}" for c in used)
         line += f" {f'{100 * cov:.0f}%' if cov is not None else '-':>6}"
         out.write(line + "\n")
 
@@ -56,12 +51,12 @@ def _share(x: dict[str, Any]) -> str:
 
 
 def _locks(s: dict[str, Any], out: IO[str]) -> None:
-    unit = "s" if s["unit"] == "seconds" else " samples"
+    unit = "s" if s["unit"] == SECONDS else " samples"
     for lock in s["locks"][:5]:
-        out.write(f"lock {_cut(lock['lock'], 60)}: waited {_v(lock['wait_s'], s['unit'])}{unit} "
-                  f"by {len(lock['waiters'])} threads\n")
+        out.write(f"lock {_cut(lock['lock'], 60)}: waited "
+                  f"{column(lock['wait_s'], s['unit'])}{unit} by {len(lock['waiters'])} threads\n")
         held = lock["held_confirmed"]
-        scaled = f"{_v(lock['held_confirmed_s'], s['unit'])}{unit} " if "share" in held else ""
+        scaled = f"{column(lock['held_confirmed_s'], s['unit'])}{unit} " if "share" in held else ""
         out.write(f"  confirmed holder {scaled}[{_share(held)}]\n")
         for h in lock["holders"][:3]:
             leaf = h["stack"].rsplit(";", 1)[-1] if h["stack"] else "?"
@@ -71,7 +66,7 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
             out.write(f"  released from {_cut(r['frame'], 50)} {_share(r)}\n")
     for u in s.get("unidentified_lock_waits", [])[:3]:
         out.write(f"lock not identified, waited at {_cut(u['call_site'], 50)}: "
-                  f"{_v(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads\n")
+                  f"{column(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads\n")
 
 
 def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
@@ -143,7 +138,7 @@ def _top(profile: Profile, out: IO[str]) -> None:
             state = f"{cls}: {sub}" if sub else cls
         else:
             state = "on-CPU"
-        amount = f"{w / 1e9:.3f}s" if unit == UNIT_NS else str(w)
+        amount = column(w, unit, "s")
         thread = _cut(k.thread or "?", 24) + (f" ({k.tid})" if k.tid else "")
         out.write(f"{100 * w / total:5.1f}% {amount:>10}  {_cut(state, 40)}  {thread}\n")
         wait = state if k.state == OFF else ""
@@ -155,7 +150,7 @@ def _labels(s: dict[str, Any], out: IO[str]) -> None:
     off = s["totals"]["off_cpu_s"] or 1
     for row in s["wait_labels"][:TOP_LABELS]:
         name = _cut(f"{row['class']}: {row['label']}", 40)
-        out.write(f"  {name:<40} {_v(row['s'], s['unit']):>10} {100 * row['s'] / off:5.1f}% "
+        out.write(f"  {name:<40} {column(row['s'], s['unit']):>10} {100 * row['s'] / off:5.1f}% "
                   "of off-CPU\n")
 
 

@@ -24,7 +24,7 @@
   document.documentElement.classList.add("js");
 
   /* ---- numbers and colours ---- */
-  function fmt(v) {
+  function fmt(v) {  /* as wallflame/amounts.py readable() (a browser test holds them equal) */
     if (unit !== "ns") return Math.round(v).toLocaleString("en-US") + " samples";
     var s = v / 1e9;
     if (v === 0) return "0 s";

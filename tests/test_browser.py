@@ -357,16 +357,19 @@ def _js_hash(name: str) -> float:
     return h / 4294967296
 
 
-def test_frame_colours_and_labels_are_the_table(browser: Any, tmp_path: Path) -> None:
+def test_frame_colours_labels_and_amounts_are_the_pythons(browser: Any, tmp_path: Path) -> None:
     """The script draws each class in the table's colour and names it with the table's label,
-    though it holds no copy of either: a frame of each class, read back from the page."""
-    from test_waitclasses import every_class_profile
+    though it holds no copy of either, and writes amounts as ``amounts.readable`` does: a frame
+    of each class (weights from 1 ns to 150 s), read back from the page."""
+    from test_waitclasses import SPREAD, every_class_profile
 
+    from wallflame.amounts import readable
+    from wallflame.profile import UNIT_NS
     from wallflame.report.palette import rgb
     from wallflame.waitclasses import BY_NAME
 
     out = tmp_path / "classes.html"
-    write_report(every_class_profile(), "html", str(out))
+    write_report(every_class_profile(SPREAD), "html", str(out))
     got = load(browser, out)
     page = got.page
     drawn = page.evaluate(
@@ -374,7 +377,8 @@ def test_frame_colours_and_labels_are_the_table(browser: Any, tmp_path: Path) ->
           const g = window.wallflame.graphs.main, t = g.tree, out = {};
           for (let n = 1; n < t.parent.length; n++) {
             const name = t.names[t.nameId[n]];
-            if (name.startsWith("f_")) out[name] = [g.opts.color(n), g.opts.tooltip(g, n)[2]];
+            if (!name.startsWith("f_")) continue;
+            out[name] = [g.opts.color(n), g.opts.tooltip(g, n), g.value[n]];
           }
           return out;
         }""")
@@ -382,7 +386,9 @@ def test_frame_colours_and_labels_are_the_table(browser: Any, tmp_path: Path) ->
     for cls, c in BY_NAME.items():
         name = f"f_{cls}"
         want = "rgb({},{},{})".format(*rgb(cls, _js_hash(name), _js_hash(name + "\u0001")))
-        colour, breakdown = drawn[name]
+        colour, tip, weight = drawn[name]
         assert colour == want, cls
-        assert breakdown.startswith(c.label + " "), (cls, breakdown)
+        amount = readable(weight, UNIT_NS)
+        assert tip[1].startswith(amount + " \u2014 "), (cls, tip)
+        assert tip[2] == f"{c.label} {amount} (100%)", (cls, tip)
     got.clean()

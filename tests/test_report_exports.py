@@ -52,7 +52,7 @@ def test_svg_follows_flamegraph_pl_conventions() -> None:
     assert frames is not None
     groups = list(frames)
     first_title = groups[0].find(f"{SVG}title")
-    assert first_title is not None and re.fullmatch(r"all \(11\.85 s, 100\.00%\)",
+    assert first_title is not None and re.fullmatch(r"all \(11\.850 s, 100\.00%\)",
                                                     first_title.text or "")
     heights = {r.get("height") for r in frames.iter(f"{SVG}rect")}
     assert heights == {"15"}

@@ -31,13 +31,19 @@ TEMPLATES = Path(html.__file__).resolve().parent.parent / "templates"
 MS = 1_000_000
 
 
-def every_class_profile() -> Profile:
-    """One thread with one stack per class, leaf ``f_CLASS``, the weights all different."""
+#: Weights per class (ns) across the forms an amount takes: seconds, ms, µs and their edges.
+SPREAD = (150 * 10**9, 5 * 10**9 // 2, 1_500_000, 750_000, 999_999, 100 * 10**9, 10**9, 1, 7)
+
+
+def every_class_profile(weights: tuple[int, ...] | None = None) -> Profile:
+    """One thread with one stack per class, leaf ``f_CLASS``; by default 100-108 ms, all
+    different and wide enough to be drawn."""
+    w = weights or tuple((100 + i) * MS for i in range(len(CLASSES)))
     p = Profile()
     p.meta.window_ns = 10_000 * MS
-    p.add(StackKey(("main", "f_on"), 1, "T", 1, ON), 100 * MS)
+    p.add(StackKey(("main", "f_on"), 1, "T", 1, ON), w[0])
     for i, c in enumerate(WAIT_CLASSES, 1):
-        p.add(StackKey(("main", f"f_{c}"), 1, "T", 1, OFF, c), (100 + i) * MS)
+        p.add(StackKey(("main", f"f_{c}"), 1, "T", 1, OFF, c), w[i])
     return p
 
 

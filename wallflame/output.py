@@ -12,8 +12,9 @@ from typing import IO
 
 import click
 
+from wallflame.amounts import column
 from wallflame.errors import InputError
-from wallflame.profile import UNIT_NS, WAIT_CLASSES, Meta, Profile
+from wallflame.profile import WAIT_CLASSES, Meta, Profile
 
 
 @contextmanager
@@ -69,12 +70,6 @@ def print_losses(meta: Meta) -> None:
         click.echo(f"wallflame: warning: {w}", err=True)
 
 
-def fmt_amount(value: int, unit: str) -> str:
-    if unit == UNIT_NS:
-        return f"{value / 1e9:.3f}s"
-    return str(value)
-
-
 def summary_table(profile: Profile, out: IO[str]) -> None:
     """Per-thread and per-class totals as a fixed-width table for terminals and CI logs."""
     unit = profile.meta.unit
@@ -87,6 +82,6 @@ def summary_table(profile: Profile, out: IO[str]) -> None:
         name = "".join(ch if ch.isprintable() else "?" for ch in name)
         tid = str(t.tid) if t.tid else "-"
         vals = [t.on, *(t.wait[c] for c in WAIT_CLASSES)]
-        out.write(f"{name:<28} {tid:>8} " + " ".join(f"{fmt_amount(v, unit):>10}" for v in vals)
+        out.write(f"{name:<28} {tid:>8} " + " ".join(f"{column(v, unit, 's'):>10}" for v in vals)
                   + "\n")
     out.write(f"unit: {unit}\n")
