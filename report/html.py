@@ -19,13 +19,14 @@ import stat
 from contextlib import suppress
 from functools import lru_cache
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
 
 import wallflame
 from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
+from wallflame.output import write_bytes
 from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.page_assets import page_assets, templates_dir
 from wallflame.report.palette import swatch_css
@@ -427,3 +428,8 @@ def html_bytes(profile: Profile, title: str | None = None, max_nodes: int = MAX_
     page = _render_page(_context(profile, max_nodes, title))
     # A string that is not valid Unicode (an unpaired surrogate) must not abort the write.
     return page.encode("utf-8", "backslashreplace")
+
+
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``html`` format's writer (``report/writers.py``)."""
+    write_bytes(out, html_bytes(profile, title))

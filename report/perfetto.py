@@ -23,9 +23,11 @@ target's bytes as UTF-8: Perfetto's UI shows them as text.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import IO
 
-from wallflame.profile import WAIT_CLASSES
-from wallflame.report.timerange import Range
+from wallflame.output import require_binary, write_bytes
+from wallflame.profile import WAIT_CLASSES, Profile
+from wallflame.report.timerange import Range, timeline_of
 from wallflame.timeline import KINDS, RUNNABLE, STOPPED, UNSAMPLED, ThreadLine, Timeline
 
 # TracePacket
@@ -189,4 +191,22 @@ def _samples(th: ThreadLine, rng: Range) -> Iterator[bytes]:
                           _bytes(_P_PERF_SAMPLE, sample))
 
 
-__all__ = ["span_name", "trace_bytes"]
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``perfetto`` format's writer (``report/writers.py``): the run's timeline as a trace
+    (its process track named by ``title``, else by the target)."""
+    require_binary(out, "a Perfetto trace", "pass -o FILE.pftrace")
+    tl, rng = timeline_of(profile)
+    write_bytes(out, trace_bytes(tl, rng, title or _process_name(profile)))
+
+
+def _process_name(profile: Profile) -> str:
+    """The target's name for a trace's process track (its command, else its pid)."""
+    target = profile.meta.extra.get("target")
+    if isinstance(target, dict):
+        for key in ("comm", "name", "exe"):
+            if isinstance(target.get(key), str) and target[key]:
+                return str(target[key])
+    return ""
+
+
+__all__ = ["span_name", "trace_bytes", "write"]

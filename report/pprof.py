@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 from typing import IO
 
+from wallflame.output import require_binary, write_bytes
 from wallflame.profile import OFF, UNIT_NS, Profile
 from wallflame.report.tree import visible, wait_label
 
@@ -110,5 +111,7 @@ def pprof_bytes(profile: Profile) -> bytes:
     return gzip.compress(encode(profile), mtime=0)
 
 
-def write_pprof(profile: Profile, out: IO[bytes]) -> None:
-    out.write(pprof_bytes(profile))
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``pprof`` format's writer (``report/writers.py``): gzipped protobuf."""
+    require_binary(out, "pprof output", "pass -o FILE.pb.gz")
+    write_bytes(out, pprof_bytes(profile))

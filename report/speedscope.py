@@ -50,3 +50,8 @@ def speedscope(profile: Profile, name: str = "wallflame") -> dict[str, Any]:
 def write_speedscope(profile: Profile, out: IO[str], name: str = "wallflame") -> None:
     json.dump(speedscope(profile, name), out, separators=(",", ":"))
     out.write("\n")
+
+
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``speedscope`` format's writer (``report/writers.py``)."""
+    write_speedscope(profile, out, title or "wallflame")

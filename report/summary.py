@@ -6,8 +6,9 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from wallflame.classify import default_rules
 from wallflame.names import is_unknown
@@ -166,3 +167,9 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
                     for s in m.sources],
         "work": m.extra.get("work"),
     }
+
+
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``json`` format's writer (``report/writers.py``): ``summary.json``'s content."""
+    json.dump(build_summary(profile), out, indent=2, sort_keys=True)
+    out.write("\n")

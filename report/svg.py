@@ -104,3 +104,8 @@ def write_svg(profile: Profile, out: IO[str], title: str = "Flame Graph") -> Non
                   f'<text x="{x + 3:.2f}" y="{y + FRAME_H - 5}" font-size="{FONT_SIZE}" '
                   f'font-family="Verdana">{_attr(_label(name, w))}</text>\n</g>\n')
     out.write("</g>\n</svg>\n")
+
+
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``svg`` format's writer (``report/writers.py``)."""
+    write_svg(profile, out, title or "Flame Graph")

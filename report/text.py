@@ -176,3 +176,8 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     notes = [f"{n} {k}" for k, n in q["losses"].items()] + list(q["warnings"])
     for n in notes:
         out.write(f"warning: {_cut(n, 96)}\n")
+
+
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``txt`` format's writer (``report/writers.py``): the title is not shown."""
+    write_text(profile, out)

@@ -181,13 +181,6 @@ def test_cli_text_to_stdout_fits_a_terminal(tmp_path: Path) -> None:
     assert "deep" in r.stdout
 
 
-def test_cli_knows_every_export_format() -> None:
-    from wallflame.commands.report import FORMATS as CLI_FORMATS
-    from wallflame.report.exports import FORMATS as EXPORT_FORMATS
-
-    assert CLI_FORMATS == EXPORT_FORMATS
-
-
 def make_run_dir(d: Path) -> Path:
     """A run directory laid out as ``wallflame collect`` writes it (see wallflame.rundir)."""
     import json

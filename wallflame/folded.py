@@ -160,6 +160,14 @@ def write_folded(
         out.write("\n".join(lines[i:i + 512]) + "\n")
 
 
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The report's ``folded`` format (``report/writers.py``): plain lines that FlameGraph and
+    inferno read, off-CPU stacks ending in their ``[off CLASS lock=...]`` pseudo-frame so the
+    state is not lost."""
+    for line in folded_lines(profile, ThreadRoot.COMM, annotate=True):
+        out.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+
+
 def meta_from_json(d: dict[str, Any]) -> Meta:
     m = Meta()
     m.unit = str(d.get("unit", m.unit))

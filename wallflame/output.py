@@ -51,6 +51,23 @@ def open_output(path: str, mode: int = 0o644) -> Iterator[IO[str]]:
         raise
 
 
+def write_bytes(out: IO[str], data: bytes) -> None:
+    """``data`` to the binary stream under ``out`` (UTF-8 text to one without)."""
+    out.flush()
+    binary = getattr(out, "buffer", None)
+    if binary is None:
+        out.write(data.decode("utf-8"))
+        return
+    binary.write(data)
+    binary.flush()
+
+
+def require_binary(out: IO[str], what: str, fix: str) -> None:
+    """Refuse an ``out`` with no binary stream under it (a binary format cannot be text)."""
+    if getattr(out, "buffer", None) is None:
+        raise InputError(f"{what} needs a file or a pipe", fix)
+
+
 def _special(path: str) -> bool:
     """Whether ``path`` exists and is not a regular file (a directory is left to fail)."""
     try:

@@ -11,18 +11,14 @@ from wallflame.cli import quick_exit
 from wallflame.fold import FoldOptions
 from wallflame.output import print_losses
 from wallflame.profile import Profile
+from wallflame.report.writers import NAMES, extension, format_for
 from wallflame.rundir import is_run_dir, load_inputs
-
-#: Kept here (not imported from the exporters) so that starting the CLI stays cheap.
-FORMATS = ("html", "svg", "txt", "json", "speedscope", "pprof", "folded", "perfetto")
 
 
 def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
     if fmt == "txt":
         return "-"
-    from wallflame.report.exports import EXTENSION
-
-    ext = EXTENSION[fmt or "html"]
+    ext = extension(fmt or "html")
     if len(inputs) == 1 and is_run_dir(inputs[0]):
         return os.path.join(inputs[0], f"report{ext}")
     return f"report{ext}"
@@ -53,9 +49,9 @@ def load_range(inputs: tuple[str, ...], from_s: float | None, to_s: float | None
 @click.option("-o", "--output", default=None, type=click.Path(allow_dash=True),
               help="Where to write (default: RUN_DIR/report.html for one run directory, else "
               "report.html; '-' is standard output).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Report format (default: from the output's suffix: .html .svg .txt .json "
-              ".speedscope.json .pb.gz .folded .pftrace; perfetto needs a run directory).")
+@click.option("--format", "fmt", type=click.Choice(NAMES), default=None,
+              help="Report format (default: from the output's suffix: "
+              f"{' '.join(extension(n) for n in NAMES)}; perfetto needs a run directory).")
 @click.option("--state", type=click.Choice(["all", "on", "off"]), default="all",
               help="Keep only on-CPU or only off-CPU stacks.")
 @click.option("--unit", type=click.Choice(["samples", "ns", "us"]), default="samples",
@@ -79,7 +75,7 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     because it may hold command lines and symbol names of the target.
     """
     from wallflame.classify import load_rules, set_label_rules
-    from wallflame.report.exports import add_run_facts, format_for, write_report
+    from wallflame.report.exports import add_run_facts, write_report
 
     # Reading a profile allocates millions of objects and frees almost none of them, which
     # makes the cyclic collector scan the growing heap again and again (a tenth of the run
