@@ -12,7 +12,7 @@ from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.summary import build_summary, user_frames
 from wallflame.report.tree import visible
-from wallflame.waitclasses import WAIT_TABLE
+from wallflame.waitclasses import FALLBACK, WAIT_TABLE
 
 TOP = 10
 #: How many labelled rules are listed, how wide the text is, a frame's name and a stack at most.
@@ -133,7 +133,7 @@ def _top(profile: Profile, out: IO[str]) -> None:
     unit = profile.meta.unit
     for k, w in heapq.nlargest(TOP, profile.stacks.items(), key=lambda kv: kv[1]):
         if k.state == OFF:
-            cls = k.wait if k.wait in WAIT_CLASSES else "other"
+            cls = k.wait if k.wait in WAIT_CLASSES else FALLBACK
             sub = wait_label(k.frames, k.wait)
             state = f"{cls}: {sub}" if sub else cls
         else:
