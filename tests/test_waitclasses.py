@@ -42,8 +42,8 @@ def every_class_profile(weights: tuple[int, ...] | None = None) -> Profile:
     p = Profile()
     p.meta.window_ns = 10_000 * MS
     p.add(StackKey(("main", "f_on"), 1, "T", 1, ON), w[0])
-    for i, c in enumerate(WAIT_CLASSES, 1):
-        p.add(StackKey(("main", f"f_{c}"), 1, "T", 1, OFF, c), w[i])
+    for i, c in enumerate(WAIT_CLASSES, 1):  # a class more than weights: they start again
+        p.add(StackKey(("main", f"f_{c}"), 1, "T", 1, OFF, c), w[i % len(w)] + i)
     return p
 
 
