@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # Jinja2 is imported when a template is compiled (see report/
     from jinja2 import Environment, FileSystemBytecodeCache
 
 #: Scripts and styles inlined into every page, in order.
-SCRIPTS = ("flamegraph.js", "report.js")
+SCRIPTS = ("flamegraph.js", "timeline.js", "report.js")
 STYLES = ("report.css",)
 TOP_STACKS = 20
 COVERAGE_OK = (0.9, 1.1)
@@ -210,10 +210,18 @@ def assets() -> dict[str, Any]:
 
 def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any]:
     """What the page's scripts read (golden-tested): the flame tree, the units and the
-    classes' labels and colours (the table's: the script keeps no copy)."""
-    return {"flame": build_tree(profile, max_nodes).to_json(), "unit": profile.meta.unit,
+    classes' labels and colours (the table's: the script keeps no copy), and for a run
+    directory the timeline (``report.timeline_page``)."""
+    from wallflame.report.timeline_page import page_timeline
+
+    tree = build_tree(profile, max_nodes)
+    data = {"flame": tree.to_json(), "unit": profile.meta.unit,
             "window_ns": profile.meta.window_ns, "classes": page_table(),
             "class_fallback": FALLBACK}
+    timeline = page_timeline(profile, tree)
+    if timeline is not None:
+        data["timeline"] = timeline
+    return data
 
 
 def _bars(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:

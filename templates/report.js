@@ -18,7 +18,7 @@
   };
   var $ = function (id) { return document.getElementById(id); };
   var tip = $("wf-tip");
-  var state = { view: "both", threads: "per", q: "", z: [], sel: [] };
+  var state = { view: "both", threads: "per", q: "", z: [], sel: [], range: null };
   var vt = null, kids = null;
 
   document.documentElement.classList.add("js");
@@ -111,6 +111,37 @@
     off: makeGraph("fg-off", MASKS.off, "no off-CPU evidence")
   };
 
+  /* ---- the timeline: a range selected in it restricts every graph ---- */
+  var STATE_COLOURS = { runnable: "rgb(236,184,40)", stopped: "rgb(150,150,150)",
+    unsampled: "rgb(184,196,214)" };
+  var wholeSelf = base.self, timeline = null, tlData = data.timeline;
+  function seconds(ns) { return (ns / 1e9).toFixed(3) + " s"; }
+  function stackOf(node) {
+    var out = [];
+    while (node > 0 && base.parent[node] > 0) { out.push(base.names[base.nameId[node]]); node = base.parent[node]; }
+    return out;
+  }
+  if (tlData && tlData.threads.length) {
+    $("timeline").hidden = false;
+    timeline = new WF.Timeline($("tl-host"), tlData, {
+      colour: function (k) { return STATE_COLOURS[k] || paint(k, 0.5, 0.5); },
+      fmt: fmt, seconds: seconds, stackOf: stackOf, tipEl: tip,
+      onRange: function (r) { state.range = r; applyRange(); saveHash(); }
+    });
+    $("tl-clear").addEventListener("click", function () { timeline.select(null, null); });
+  }
+  function applyRange() {
+    var r = timeline && state.range;
+    base.self = r ? timeline.selfs(r[0], r[1], base.n, nc, classes.indexOf(data.class_fallback)) : wholeSelf;
+    if (timeline) {
+      timeline.select(r ? r[0] : null, r ? r[1] : null, true);
+      $("tl-range").textContent = r ? "Range " + seconds(r[0] + tlData.offset) + " – " +
+        seconds(r[1] + tlData.offset) + " (" + fmt(r[1] - r[0]) + "): the graphs show only it." : "";
+      $("tl-clear").hidden = !r;
+    }
+    rebuild();
+  }
+
   function groupName(name) { return name.replace(/[0-9]+/g, "*"); }
   function rootKey(mode) {
     if (mode === "merged") return function () { return -1; };
@@ -193,6 +224,7 @@
     if (state.q) parts.push("q=" + encodeURIComponent(state.q));
     if (state.z.length) parts.push("z=" + state.z.join("."));
     if (state.sel.length) parts.push("sel=" + state.sel.join("."));
+    if (state.range) parts.push("range=" + (state.range[0] / 1e9).toFixed(6) + "-" + (state.range[1] / 1e9).toFixed(6));
     history.replaceState(null, "", "#" + parts.join("&"));
   }
   function loadHash() {
@@ -203,6 +235,10 @@
       if (k === "view" && MASKS[v]) state.view = v;
       else if (k === "threads" && /^(per|merged|group)$/.test(v)) state.threads = v;
       else if (k === "q") { try { state.q = decodeURIComponent(v); } catch (e) { state.q = ""; } }
+      else if (k === "range") {
+        var m = /^(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)$/.exec(v);
+        state.range = m && +m[2] > +m[1] ? [Math.round(m[1] * 1e9), Math.round(m[2] * 1e9)] : null;
+      }
       else if (k === "z" || k === "sel") {
         // name ids; ids of thread groups are made on the fly (in a stable order), so an id
         // is only checked for being a number: one that names nothing leads nowhere
@@ -255,14 +291,15 @@
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () { for (var k in graphs) graphs[k].render(); }, 100);
   });
-  window.addEventListener("hashchange", function () { loadHash(); syncControls(); rebuild(); });
+  window.addEventListener("hashchange", function () { state.range = null; loadHash(); syncControls(); applyRange(); });
 
   loadHash();
   syncControls();
-  rebuild();
+  if (timeline) timeline.setOrder(function (r) { return groupName(r.name) + "\u0000" + r.name; });
+  applyRange();
   if (window.performance && performance.mark) performance.mark("wf-drawn");
   if (state.sel.length) showDetails(graphs.main, graphs.main.selected > 0 ? graphs.main.selected : 0);
-  window.wallflame = { graphs: graphs, state: state, search: function (q) {
+  window.wallflame = { graphs: graphs, state: state, timeline: timeline, search: function (q) {
     state.q = q; runSearch(); saveHash(); return $("search-out").textContent;
   }, zoomPath: function (names) {
     var node = 0;

@@ -29,11 +29,6 @@ def _events(run_dir: Path) -> list[dict[str, Any]]:
             if line.startswith('{"event"')]
 
 
-def _longest_block(th: timeline.ThreadLine) -> int:
-    return max(range(len(th.p_dur)), key=lambda i: th.p_dur[i] if th.p_kind[i] < RUNNABLE
-               else -1)
-
-
 def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
                                               sample_bin: Path) -> None:
     run = collect(tmp_path, "stall", [str(sample_bin / "stall"), "--stall-at", "2.5"],
@@ -47,14 +42,21 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
     assert len(waits) == 2
     for w in waits:
         th = tl.threads[w["tid"]]
-        i = _longest_block(th)
+        # The wait as spans: mutex, cut where a snapshot stopped the thread (stopped).
+        spans = [(s, s + d, KINDS[k]) for s, d, k in zip(th.p_start, th.p_dur, th.p_kind,
+                                                         strict=True)
+                 if s < w["end_ns"] + 50_000_000 and s + d > w["start_ns"] - 50_000_000
+                 and KINDS[k] in ("mutex", "stopped")]
+        mutex = [sp for sp in spans if sp[2] == "mutex"]
+        assert mutex, (w, spans)
         # Measured over 10 runs (4 s windows, this 2-core machine shared with other jobs):
-        # the span starts 3-15 us after the program's clock_gettime before the lock call and
-        # lasts within 0.03 ms of the wait the program measured.  The bound is the time
-        # axis's promise (50 ms).
-        assert KINDS[th.p_kind[i]] == "mutex"
-        assert abs(th.p_start[i] - w["start_ns"]) < 50_000_000, (th.p_start[i], w)
-        assert abs(th.p_dur[i] - (w["end_ns"] - w["start_ns"])) < 50_000_000, (th.p_dur[i], w)
+        # the first span starts 3-15 us after the program's clock_gettime before the lock
+        # call, the last ends within 0.05 ms of the program's, the spans cover the wait
+        # to 0.1 ms.  The bound is the time axis's promise (50 ms).
+        assert abs(mutex[0][0] - w["start_ns"]) < 50_000_000, (mutex[0], w)
+        assert abs(mutex[-1][1] - w["end_ns"]) < 50_000_000, (mutex[-1], w)
+        covered = sum(min(b, w["end_ns"]) - max(a, w["start_ns"]) for a, b, _ in spans)
+        assert covered > w["end_ns"] - w["start_ns"] - 50_000_000, (covered, w, spans)
 
     # Each thread's states inside the window add up to what summary.json says, and cover
     # the window: perf's records before it opened and after it closed are not counted.
@@ -78,7 +80,7 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
         assert 0.98 <= row["coverage"] <= 1.02, row
 
     # A range around the stall: the holder's spin on top of the on-CPU stacks, the lock wait
-    # on top of the off-CPU ones.
+    # on top of the off-CPU ones but the idle main thread's.
     a = (stall["start_ns"] - tl.t0) / 1e9 - 0.05
     b = (stall["end_ns"] - tl.t0) / 1e9 + 0.05
     out = tmp_path / "range.folded"
@@ -88,7 +90,9 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
     assert r.returncode == 0, r.stderr
     lines = [ln.rsplit(" ", 1) for ln in out.read_text().splitlines() if ln]
     on = sorted(((int(w), s) for s, w in lines if "[off " not in s), reverse=True)
-    off = sorted(((int(w), s) for s, w in lines if "[off " in s), reverse=True)
+    # (the main thread idles in sigtimedwait, [off poll], through the whole range)
+    off = sorted(((int(w), s) for s, w in lines if "[off " in s and "[off poll]" not in s),
+                 reverse=True)
     assert "hold_during_stall" in on[0][1], on[:3]
     assert "[off mutex" in off[0][1] and "worker_loop" in off[0][1], off[:3]
     assert off[0][0] >= 250_000_000, off[:3]
@@ -105,6 +109,7 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
     check_totals(d, run.summary)
     assert all(tl.t0 <= s["start"] < s["end"] <= tl.t1 for v in d.slices.values() for s in v)
     assert all(tl.t0 <= t < tl.t1 for v in d.samples.values() for t, _, _ in v)
-    stalled = [s for w in waits for s in d.slices[w["tid"]]
-               if s["start"] <= w["start_ns"] + 50_000_000 and s["end"] - s["start"] > 250e6]
-    assert len(stalled) == 2 and all(s["name"].startswith("mutex") for s in stalled), stalled
+    for w in waits:  # the stall is in the trace where the program says
+        stalled = [s for s in d.slices[w["tid"]] if s["name"].startswith("mutex")
+                   and abs(s["start"] - w["start_ns"]) < 50_000_000]
+        assert stalled, w
