@@ -88,9 +88,9 @@ def shell(cmd: str) -> Callable[[], None]:
 
 
 def in_process(a: Path, b: Path, out: Path) -> Callable[[], None]:
+    from wallflame.fold import load_inputs
     from wallflame.report.diff.compare import compare
     from wallflame.report.diff.page import write_html
-    from wallflame.rundir import load_inputs
 
     def run() -> None:
         gc.disable()  # as the command does

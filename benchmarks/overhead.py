@@ -273,12 +273,12 @@ def run_wallflame(**options: Any) -> Callable[[float, float], Result]:
             col = wf_collect(Path(tmp) / "run", CollectOptions(duration_s=seconds, **options),
                              pid=proc.pid)
         ticks1 = worker_ticks(proc.pid)
-        pause = (col.pmp or {}).get("pause") or {}
+        pause = (col.pmp.pause if col.pmp else None) or {}
         res.snapshots = int(pause.get("snapshots", 0))
         if res.snapshots:
             res.pauses = [float(pause["median_ms"])]
             res.stop_ms = stop_per_snapshot(ticks0, ticks1, res.snapshots)
-        return finish_target(proc, res, col.window["start_ns"], col.window["end_ns"])
+        return finish_target(proc, res, col.window.start_ns, col.window.end_ns)
 
     return run
 

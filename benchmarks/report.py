@@ -37,10 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from wallflame.fold import load_inputs
 from wallflame.report.html import render_html
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import build_tree
-from wallflame.rundir import load_inputs
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -38,7 +38,7 @@ from wallflame.collect.owners import ProcReader
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target
 from wallflame.errors import ToolError
-from wallflame.fold import LOG_MAGIC
+from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 
 BACKENDS = ("libdw", "eu-stack", "gdb", "gdb-batch")
 
@@ -287,7 +287,7 @@ class SnapshotLoop(threading.Thread):
                 reader.close()
 
     def _run(self, reader: ProcReader) -> None:
-        self.log.write(LOG_MAGIC + " " + json.dumps(
+        self.log.write(SNAPSHOTS_MAGIC + " " + json.dumps(
             {"backend": self.backend.name, "pid": self.target.pid, "rate_hz": self.rate_hz},
             sort_keys=True) + "\n")
         if isinstance(self.backend, GdbBackend):
@@ -354,8 +354,8 @@ class SnapshotLoop(threading.Thread):
         w = self.log.write
         w(dump.text if dump.text.endswith("\n") else dump.text + "\n")
         for rec in procs:
-            w("# wallflame-proc " + json.dumps(rec, sort_keys=True) + "\n")
-        w("# wallflame-snapshot " + json.dumps(
+            w(PROC_LINE + json.dumps(rec, sort_keys=True) + "\n")
+        w(SNAPSHOT_LINE + json.dumps(
             {"t_ns": t_ns, "pause_ms": round(dump.pause_ms, 3), "span_ms": round(dump.span_ms, 3),
              "consistent": self.backend.consistent}, sort_keys=True) + "\n")
         w(ts_line(t_ns) + "\n")

@@ -1,14 +1,15 @@
 """One collection, start to finish: tools started, watched, stopped, the target checked.
 
-``collect`` never parses a capture; it writes ``raw/`` and ``raw/capture.json`` (everything
-``wallflame.finish`` needs to build the run directory, so a run can be re-finished later).
+``collect`` never parses a capture; it writes ``raw/`` and ``raw/capture.json`` (a
+``wallflame.rundir.Capture``: everything ``wallflame.finish`` needs to build the run
+directory, so a run can be re-finished later).
 ``capture.json`` is written when the run starts and replaced as it goes (four times a second,
 then at the end), so a collect that was killed can still be finished: ``wallflame finish RUN``.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import platform
 import shutil
@@ -17,11 +18,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from wallflame import rundir
 from wallflame.collect import budget, perf, releases, stream
 from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.libdw import libdw_version
@@ -38,68 +40,20 @@ from wallflame.collect.target import (
     tracer_of,
 )
 from wallflame.errors import InputError, PermissionDenied
+from wallflame.rundir import (
+    OFF_CPU_MODES,
+    OWNERS_LOG,
+    RAW,
+    SNAPSHOT_LOG,
+    Capture,
+    CollectOptions,
+    Running,
+    SnapshotStats,
+    Window,
+)
 
-OFF_CPU_MODES = ("pmp", "sched", "both", "none")
-CAPTURE = "capture.json"
-SNAPSHOT_LOG = "snapshots.log"
-OWNERS_LOG = "owners.log"
-#: In a ``capture.json`` written while the run goes on: who writes it (``pid``, ``start_ticks``)
-#: and when it last did (``updated_ns``).  The final ``capture.json`` has no such key.
-RUNNING = "running"
 #: Seconds between two updates of ``capture.json`` while collecting.
 CHECKPOINT_S = 0.25
-
-
-@dataclass
-class CollectOptions:
-    """How to collect (the defaults, and the measurements behind them: docs/collecting.md).
-
-    duration_s:   collection window; ``None`` in launch mode means "until the command exits".
-    off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.
-    pmp_backend:  ``libdw`` (default: elfutils' unwinder kept loaded, lowest pause and cost),
-                  ``eu-stack``, ``gdb`` (persistent), ``gdb-batch``.
-    pmp_rate_hz:  snapshots per second (``None``: 10 with ``--off-cpu pmp``, where snapshots
-                  are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
-                  times and snapshots give coverage, lock identification and the stacks of
-                  threads the scheduler has none for, at a fifth of the cost).
-    owner_rate_hz: samples of lock waiters and their owners per second, read from /proc
-                  (``both`` and ``pmp``); each lock owner found is stopped to confirm its
-                  stack (the holders' stacks come only from these).
-    release_sites: record the futex wakes of the target (``collect.releases``): where each
-                  observed lock was released.
-    freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
-                  in the target; its measured cost, at 499 and 997 Hz, is in
-                  benchmarks/README.md, from benchmarks/overhead.py).
-    call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
-    sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
-                  lose the callers of a blocking glibc function (glibc has none), which turns
-                  a condition-variable wait into an unclassified futex wait.
-    max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
-    max_data_mb_per_s: an opt-in data-rate budget for busy servers: scheduler stacks are
-                  sampled at the rate that keeps the run within it
-                  (``wallflame.collect.budget``).  ``None`` (the default): a stack at every
-                  switch, so the split of blocked time over wait classes and stacks is exact;
-                  with a budget it is estimated from the sampled stacks (blocked and run-queue
-                  totals stay exact), and sampling every N-th switch can alias with a periodic
-                  workload (benchmarks/README.md has the measured error).
-    sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget
-                  (every switch without one); ``0``: every switch (8 KiB copied per switch
-                  with DWARF).
-    """
-
-    duration_s: float | None = 10.0
-    off_cpu: str = "both"
-    pmp_backend: str = "libdw"
-    pmp_rate_hz: float | None = None
-    owner_rate_hz: float = 20.0
-    release_sites: bool = False
-    freq_hz: int = 499
-    call_graph: str = "fp"
-    sched_call_graph: str = "dwarf"
-    max_pause_ms: float = 50.0
-    max_data_mb_per_s: float | None = None
-    sched_stack_hz: float | None = None
-
 
 @dataclass
 class Progress:
@@ -110,63 +64,31 @@ class Progress:
     failed: int = 0
 
 
-@dataclass
-class Collection:
-    """What happened, for ``raw/capture.json`` and the command's summary line."""
-
-    options: dict[str, Any]
-    target: dict[str, Any] = field(default_factory=dict)
-    commands: dict[str, Any] = field(default_factory=dict)
-    tools: dict[str, str] = field(default_factory=dict)
-    window: dict[str, Any] = field(default_factory=dict)
-    pmp: dict[str, Any] = field(default_factory=dict)
-    perf: dict[str, Any] = field(default_factory=dict)
-    memory: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    ended_by: str = ""
-    launched: dict[str, Any] = field(default_factory=dict)
-    owners: dict[str, Any] = field(default_factory=dict)
-    postprocess: dict[str, Any] = field(default_factory=dict)
-
-    def warn(self, message: str) -> None:
-        if message not in self.warnings:
-            self.warnings.append(message)
-
-
-def write_capture(raw: Path, col: Collection, opts: CollectOptions | None = None) -> None:
-    """``raw/capture.json``, replaced atomically (a reader, or a finish after a SIGKILL, never
-    sees half a file).  With ``opts`` it describes a run still going on: the options it runs
-    with, the window up to now, who is writing it, and the warning a finish gives if this is
-    the last update it gets."""
-    data = asdict(col)
-    if opts is not None:
-        now = time.time_ns()
-        data["options"] = asdict(opts)
-        start = col.window.get("start_ns")
-        if start:
-            mono = col.window.get("mono_start_ns")
-            data["window"] = {"start_ns": start, "end_ns": now, "window_ns": now - start,
-                              **({"mono_start_ns": mono, "perf_clock": "mono",
-                                  "mono_end_ns": mono + now - start} if mono else {})}
-        data["ended_by"] = "collect did not finish"
-        data["warnings"] = [*col.warnings, (
+def write_capture(raw: Path, col: Capture, opts: CollectOptions | None = None) -> None:
+    """``raw/capture.json``.  With ``opts`` it describes a run still going on: the options it
+    runs with, the window up to now, who is writing it, and the warning a finish gives if this
+    is the last update it gets."""
+    if opts is None:
+        rundir.write_capture(raw, col)
+        return
+    now = time.time_ns()
+    w = col.window
+    me = read_stat(os.getpid())
+    going = replace(
+        col, options=opts, ended_by="collect did not finish",
+        window=replace(w, end_ns=now, window_ns=now - w.start_ns,
+                       mono_end_ns=w.mono_start_ns + now - w.start_ns if w.mono_start_ns
+                       else 0) if w.start_ns else Window(),
+        warnings=[*col.warnings, (
             "the collection did not finish (wallflame was killed?): the window ends at the "
             "last update of raw/capture.json, and the collectors' statistics (snapshot "
-            "pauses, perf's lost chunks, the arenas at the end) are missing")]
-        me = read_stat(os.getpid())
-        data[RUNNING] = {"pid": os.getpid(), "start_ticks": me.start_ticks if me else 0,
-                         "updated_ns": now}
-    tmp = raw / f".{CAPTURE}.tmp"
-    try:
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, raw / CAPTURE)
-    except OSError:
-        if opts is None:
-            raise
-        # An update while collecting is a spare copy: a full disk must not end the run.
+            "pauses, perf's lost chunks, the arenas at the end) are missing")],
+        running=Running(os.getpid(), me.start_ticks if me else 0, now))
+    with contextlib.suppress(OSError):  # a spare copy: a full disk must not end the run
+        rundir.write_capture(raw, going)
 
 
-def _memory_so_far(col: Collection, mem: MemorySampler) -> Collection:
+def _memory_so_far(col: Capture, mem: MemorySampler) -> Capture:
     """``col`` with the memory samples taken until now (what a finish after a kill shows)."""
     start = mem.arenas_start
     col.memory = {"samples": list(mem.samples),
@@ -196,7 +118,7 @@ def prepare_dir(out: Path) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out}: already exists and is not an empty directory",
                          "choose a new run directory with -o")
-    raw = out / "raw"
+    raw = out / RAW
     try:
         raw.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -248,7 +170,7 @@ class _Stop:
 
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             command: Sequence[str] | None = None,
-            progress: Callable[[Progress], None] | None = None) -> Collection:
+            progress: Callable[[Progress], None] | None = None) -> Capture:
     # Tools run with the raw folder as their working directory: every path must be absolute.
     out = out.absolute()
     if opts.off_cpu not in OFF_CPU_MODES:
@@ -272,7 +194,7 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                      "snapshots only")
         opts = replace(opts, off_cpu="pmp")
     raw = prepare_dir(out)
-    col = Collection(options=asdict(opts), tools=tool_versions())
+    col = Capture(options=replace(opts), tools=tool_versions())
     for n in notes:
         col.warn(n)
     child: Launched | None = None
@@ -330,20 +252,20 @@ def _recorders(target: Target, opts: CollectOptions, raw: Path,
     return out
 
 
-def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
+def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None) -> None:
     mem = MemorySampler(target.pid, stop, alive=target.alive)
     if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
             and opts.max_data_mb_per_s is None:
         opts = replace(opts, sched_stack_hz=0.0)  # no budget: a stack at every switch
-        col.options["sched_stack_hz"] = 0.0
+        col.options.sched_stack_hz = 0.0
     if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
             and opts.max_data_mb_per_s is not None:
         p = budget.plan(budget.switch_rates(target.pid), opts.max_data_mb_per_s, opts.freq_hz,
                         perf.PerfOptions().stack_bytes)
         opts = replace(opts, sched_stack_hz=p.stack_hz)
-        col.options["sched_stack_hz"] = p.stack_hz
+        col.options.sched_stack_hz = p.stack_hz
         col.postprocess["budget"] = p.to_json()
     recorders = _recorders(target, opts, raw, attached=child is None)
     streamer = stream.Streamer(stream.Folded(raw, target.pid), recorders, stop)
@@ -401,7 +323,7 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         mono_start = time.monotonic_ns()
         m_start = time.monotonic()
         streamer.start()
-        col.window = {"start_ns": t_start, "mono_start_ns": mono_start, "perf_clock": "mono"}
+        col.window = Window(start_ns=t_start, mono_start_ns=mono_start, perf_clock="mono")
         write_capture(raw, col, opts)
         time.sleep(0.1)
         for r in recorders:
@@ -430,15 +352,13 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Collection,
         for f in (log, owners_log):
             if f is not None:
                 f.close()
-        col.window = {"start_ns": t_start, "end_ns": t_end, "window_ns": t_end - t_start,
-                      "mono_start_ns": mono_start, "mono_end_ns": mono_end,
-                      "perf_clock": "mono"}
+        col.window = Window(t_start, t_end, t_end - t_start, mono_start, mono_end, "mono")
         _record_results(col, recorders, loop, mem)
     if loop is not None and loop.start_error is not None:
         raise loop.start_error
 
 
-def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading.Event,
+def _wait(target: Target, opts: CollectOptions, col: Capture, stop: threading.Event,
           child: Launched | None, recorder: perf.PerfRecorder,
           loop: SnapshotLoop | None, m_start: float,
           progress: Callable[[Progress], None] | None,
@@ -476,7 +396,7 @@ def _wait(target: Target, opts: CollectOptions, col: Collection, stop: threading
     col.ended_by = col.ended_by or "signal"
 
 
-def _record_results(col: Collection, recorders: list[perf.PerfRecorder],
+def _record_results(col: Capture, recorders: list[perf.PerfRecorder],
                     loop: SnapshotLoop | None, mem: MemorySampler) -> None:
     col.perf = {"sched": len(recorders) > 1, "off_cpu_bpf_supported": perf.supports_off_cpu()}
     for r in recorders:
@@ -486,12 +406,12 @@ def _record_results(col: Collection, recorders: list[perf.PerfRecorder],
                             "lost_chunks": lost, "lost_lines": lines[:20]}
     if loop is not None:
         st = loop.stats
-        col.pmp = {"backend": loop.backend.name, "consistent": loop.backend.consistent,
-                   "snapshots": st.snapshots, "failed": st.failed, "errors": st.errors,
-                   "over_budget": st.over_budget, "resumed": st.resumed,
-                   "rate_hz": loop.rate_hz, "final_rate_hz": round(st.rate_hz, 3),
-                   "attach_ms": round(loop.backend.attach_ms, 3),
-                   "pause": st.pause_summary(), "pause_measure": loop.backend.pause_measure}
+        col.pmp = SnapshotStats(
+            backend=loop.backend.name, consistent=loop.backend.consistent,
+            snapshots=st.snapshots, failed=st.failed, errors=st.errors,
+            over_budget=st.over_budget, resumed=st.resumed, rate_hz=loop.rate_hz,
+            final_rate_hz=round(st.rate_hz, 3), attach_ms=round(loop.backend.attach_ms, 3),
+            pause=st.pause_summary(), pause_measure=loop.backend.pause_measure)
         if st.over_budget:
             col.warn(f"{st.over_budget} snapshots paused the target longer than "
                      f"--max-pause-ms; the snapshot rate went as low as {st.rate_hz:.2f}/s")
@@ -503,7 +423,7 @@ def _record_results(col: Collection, recorders: list[perf.PerfRecorder],
     col.memory = mem.result()
 
 
-def _final_check(target: Target, col: Collection) -> None:
+def _final_check(target: Target, col: Capture) -> None:
     """G1: after everything stopped, no thread is left stopped or traced by us."""
     left = ensure_running(target.pid, target.start_ticks, target.stopped_at_start)
     if left and not target.stopped_at_start:
@@ -516,4 +436,4 @@ def _final_check(target: Target, col: Collection) -> None:
                  "collection")
 
 
-__all__ = ["CollectOptions", "Collection", "collect", "spawn"]
+__all__ = ["OFF_CPU_MODES", "CollectOptions", "Progress", "collect", "spawn"]

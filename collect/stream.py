@@ -39,6 +39,7 @@ from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.sampled_switches import BIN_NS, SCHED_BINS, UNSAMPLED, SampledSched
 from wallflame.profile import OFF, Profile, StackKey
+from wallflame.rundir import Capture
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
 _IOPRIO_WHO_PROCESS = 1
@@ -277,21 +278,19 @@ def process_all(raw: Path, stems: list[str], pid: int | None = None,
 
 
 
-def process_capture(raw: Path, cap: dict[str, Any]) -> Folded:
+def process_capture(raw: Path, cap: Capture) -> Folded:
     """Every chunk the collect described by ``cap`` recorded, processed now."""
-    opts = cap.get("options") or {}
-    sched = str(opts.get("off_cpu", "pmp")) in ("sched", "both")
-    pid = (cap.get("target") or {}).get("pid")
-    return process_all(raw, ["perf", "sched"] if sched else ["perf"],
+    pid = cap.target.get("pid")
+    return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"],
                        pid if isinstance(pid, int) else None)
 
 
-def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded | None
+def evidence(raw: Path, cap: Capture, warnings: list[str], folded: Folded | None
              ) -> tuple[Profile | None, Profile | None, int]:
     """The on-CPU profile, the scheduler's off-CPU profile (``None`` when not recorded) and
     the number of unreadable chunks, from ``folded`` or from every chunk in ``raw/`` now."""
-    opts = cap.get("options") or {}
-    sched = str(opts.get("off_cpu", "pmp")) in ("sched", "both")
+    opts = cap.options
+    sched = opts.sched
     if folded is None:
         folded = process_capture(raw, cap)
     for name, code in folded.bad:
@@ -301,10 +300,9 @@ def evidence(raw: Path, cap: dict[str, Any], warnings: list[str], folded: Folded
     off = None
     if sched and folded.done["sched"]:
         off = Profile()
-        hz = opts.get("sched_stack_hz")
-        folded.sched.finish(off, {"stack_hz": float(hz) if hz else 0.0,
-                                  "call_graph": str(opts.get("sched_call_graph", ""))},
-                            mono_window(cap))
+        folded.sched.finish(off, {"stack_hz": opts.sched_stack_hz or 0.0,
+                                  "call_graph": opts.sched_call_graph},
+                            cap.window.on_perf_clock())
         write_sched_bins(raw, folded.sched)
     return on, off, len(folded.bad)
 
@@ -323,20 +321,9 @@ def write_sched_bins(raw: Path, sched: SampledSched) -> None:
         path.unlink(missing_ok=True)  # the check then takes sampling error for the waits
 
 
-def mono_window(cap: dict[str, Any]) -> tuple[int, int] | None:
-    """The window's bounds in perf's timestamps, when perf recorded with ``-k mono`` (the
-    collect's ``CLOCK_MONOTONIC`` bounds); ``None`` for an older run."""
-    w = cap.get("window") or {}
-    start, end = w.get("mono_start_ns"), w.get("mono_end_ns")
-    if w.get("perf_clock") == "mono" and isinstance(start, int) and isinstance(end, int) \
-            and end > start:
-        return start, end
-    return None
-
-
-def budget_warnings(cap: dict[str, Any]) -> list[str]:
+def budget_warnings(cap: Capture) -> list[str]:
     """What a run over its data-rate budget says (planned over it, or wrote more)."""
-    pp = cap.get("postprocess") or {}
+    pp = cap.postprocess
     plan, cost = pp.get("budget") or {}, pp.get("cost") or {}
     out = []
     limit = float(plan.get("budget_mb_per_s") or 0)
@@ -345,7 +332,7 @@ def budget_warnings(cap: dict[str, Any]) -> list[str]:
                    f"second before the window: recording every switch alone needs about "
                    f"{plan.get('expected_mb_per_s', 0):.1f} MB/s, over --max-data-mb-per-s "
                    f"{limit:g}; stacks were taken at the lowest rate (1 per second per thread)")
-    window_s = float((cap.get("window") or {}).get("window_ns") or 0) / 1e9
+    window_s = cap.window.window_ns / 1e9
     wrote = float(cost.get("perf_data_mb") or 0)
     if limit and window_s > 0 and wrote / window_s > 1.1 * limit:
         out.append(f"perf wrote {wrote / window_s:.1f} MB/s, over --max-data-mb-per-s "
@@ -411,12 +398,12 @@ def _cpu() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def postprocess_meta(cap: dict[str, Any], clock: Clock, folded: Folded | None
+def postprocess_meta(cap: Capture, clock: Clock, folded: Folded | None
                      ) -> dict[str, Any]:
     """``meta.json``'s ``postprocess``: the budget plan, what the streaming cost while and
     after recording, what ``finish`` cost, and the data the run wrote."""
     wall, cpu = clock.elapsed()
-    out: dict[str, Any] = dict(cap.get("postprocess") or {})
+    out: dict[str, Any] = dict(cap.postprocess)
     out["finish"] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                      "streamed": folded is not None}
     return out
@@ -430,9 +417,8 @@ __all__ = [
     "evidence",
     "from_snapshots",
     "lower_priority",
-    "mono_window",
     "postprocess_meta",
     "process_all",
-    "write_sched_bins",
     "process_capture",
+    "write_sched_bins",
 ]

@@ -13,6 +13,8 @@ orphan frames to the next one), and the profile says which lines detection looke
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Protocol
 
@@ -20,9 +22,6 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import Profile
 
-#: The first line of a stack snapshot log (``collect`` writes it; the gdb and eu-stack folders
-#: read it).  Here so that recognising a log does not import the log's reader.
-LOG_MAGIC = "# wallflame-snapshots 1"
 #: Lines of leading noise detection looks past.
 MAX_SKIPPED = 100
 
@@ -112,5 +111,28 @@ def fold_file(path: str, options: FoldOptions, fmt: str | None = None) -> Profil
     return profile
 
 
-__all__ = ["LOG_MAGIC", "MAX_SKIPPED", "FoldOptions", "Folder", "detect_format", "fold_file",
-           "folder", "formats", "recognise"]
+def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
+                fmt: str | None = None) -> Profile:
+    """Run directories, captures and folded files, merged into one profile."""
+    from wallflame.profile import merge_all
+    from wallflame.rundir import META, is_run_dir, load_run_dir
+
+    opts = options or FoldOptions()
+    profiles = []
+    for path in paths:
+        if os.path.isdir(path):
+            if not is_run_dir(path):
+                raise InputError(f"{path}: not a run directory (no {META})",
+                                 "give a directory written by wallflame collect, or a file")
+            profiles.append(load_run_dir(path))
+        else:
+            profiles.append(fold_file(path, opts, fmt))
+    if not profiles:
+        raise InputError("no input given", "name a run directory or a capture file")
+    if len(profiles) == 1:
+        return profiles[0]  # what merging it into an empty profile would give, without a copy
+    return merge_all(profiles)
+
+
+__all__ = ["MAX_SKIPPED", "FoldOptions", "Folder", "detect_format", "fold_file",
+           "folder", "formats", "load_inputs", "recognise"]

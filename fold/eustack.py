@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
+from wallflame.rundir import SNAPSHOTS_MAGIC
 
 NAME = "eu-stack"
 
@@ -63,7 +63,7 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 
 
 def detect(head: str) -> bool:
-    if head.startswith(LOG_MAGIC):
+    if head.startswith(SNAPSHOTS_MAGIC):
         first = head.split("\n", 1)[0]
         # libdw (elfutils' unwinder in-process) writes eu-stack's text
         return any(f'"backend": "{b}"' in first or f'"backend":"{b}"' in first

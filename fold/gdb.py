@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
+from wallflame.rundir import SNAPSHOTS_MAGIC
 
 NAME = "gdb"
 
@@ -167,7 +167,7 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 
 
 def detect(head: str) -> bool:
-    if head.startswith(LOG_MAGIC):
+    if head.startswith(SNAPSHOTS_MAGIC):
         first = head.split("\n", 1)[0]
         return '"backend": "gdb' in first or '"backend":"gdb' in first
     return _DETECT.search(head) is not None

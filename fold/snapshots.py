@@ -30,9 +30,9 @@ from typing import Any
 
 from wallflame.classify import classify, find_wait
 from wallflame.errors import InputError
-from wallflame.fold import LOG_MAGIC
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
+from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 from wallflame.textio import iter_lines
 from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
 
@@ -41,8 +41,6 @@ def _median(values: list[float] | list[int]) -> float:
     import statistics  # only when there are snapshots: a report of a perf profile skips it
 
     return statistics.median(values)
-PROC = "# wallflame-proc "
-SNAPSHOT = "# wallflame-snapshot "
 
 _TS = re.compile(r"^TS (\d+)\.(\d+)(?: |$)")
 _PID_LINE = re.compile(r"^PID (\d+) - process$")
@@ -360,21 +358,21 @@ class _LogReader:
             self.thread.frames.append(name)
             if lock and not self.thread.lock:
                 self.thread.lock = lock
-        elif line.startswith(PROC):
-            rec = _json(line[len(PROC):])
+        elif line.startswith(PROC_LINE):
+            rec = _json(line[len(PROC_LINE):])
             tid = _int_or_none(rec.get("tid")) if rec else None
             if rec is None or tid is None:
                 self.meta.lose("bad wallflame-proc line", no)
             else:
                 self.dump.procs[tid] = rec
-        elif line.startswith(SNAPSHOT):
-            rec = _json(line[len(SNAPSHOT):])
+        elif line.startswith(SNAPSHOT_LINE):
+            rec = _json(line[len(SNAPSHOT_LINE):])
             if rec is None:
                 self.meta.lose("bad wallflame-snapshot line", no)
             else:
                 self.dump.pause = rec
-        elif line.startswith(LOG_MAGIC) and no == 1:
-            self.acc.header(line[len(LOG_MAGIC):], no)
+        elif line.startswith(SNAPSHOTS_MAGIC) and no == 1:
+            self.acc.header(line[len(SNAPSHOTS_MAGIC):], no)
 
     def header(self, no: int, line: str) -> bool:
         """A thread header starts a thread (and a new dump if that thread was already seen)."""

@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 from wallflame.output import open_output
 from wallflame.profile import Profile
 from wallflame.report.writers import write
-from wallflame.rundir import META, is_run_dir, read_json
-
-#: Run-level facts of ``meta.json`` the report shows (target, exact commands, tool versions).
-RUN_FACTS = ("target", "commands", "tools", "options", "launched", "ended_by")
+from wallflame.rundir import is_run_dir, read_meta
 
 
 def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
@@ -20,11 +16,8 @@ def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
     ``load_run_dir`` keeps only the profile's metadata."""
     for path in paths:
         if is_run_dir(path):
-            top = read_json(os.path.join(path, META))
-            if isinstance(top, dict):
-                for key in RUN_FACTS:
-                    if key in top:
-                        profile.meta.extra.setdefault(key, top[key])
+            for key, value in read_meta(path).facts().items():
+                profile.meta.extra.setdefault(key, value)
 
 
 def write_report(profile: Profile, fmt: str, output: str, title: str | None = None) -> None:

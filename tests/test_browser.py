@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
 
+from wallflame.fold import load_inputs
 from wallflame.profile import StackKey
 from wallflame.report.diff.compare import compare
 from wallflame.report.diff.page import write_html as write_diff_html
 from wallflame.report.exports import write_report
 from wallflame.report.tree import visible
-from wallflame.rundir import load_inputs
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

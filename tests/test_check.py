@@ -384,6 +384,6 @@ def test_plain_folded_counts_are_judged_as_shares(tmp_path: Path) -> None:
 
 
 def _load(path: Path) -> Profile:
-    from wallflame.rundir import load_inputs
+    from wallflame.fold import load_inputs
 
     return load_inputs([str(path)])

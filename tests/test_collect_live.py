@@ -15,7 +15,7 @@ import pytest
 from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
 from wallflame.collect.owners import ProcReader
-from wallflame.fold import LOG_MAGIC
+from wallflame.rundir import SNAPSHOTS_MAGIC as LOG_MAGIC
 
 pytestmark = pytest.mark.live
 
@@ -37,7 +37,7 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
                                                         "record"]
         assert meta["tools"]["perf"].startswith("perf version")
         assert meta["pmp"]["backend"] == "libdw" and meta["pmp"]["consistent"] is False
-        from wallflame.rundir import load_inputs
+        from wallflame.fold import load_inputs
 
         sources = load_inputs([str(run)]).meta.sources  # libdw writes eu-stack's text
         assert {"eu-stack"} == {s["format"] for s in sources

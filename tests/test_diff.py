@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wallflame.cli import cli
+from wallflame.fold import load_inputs
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.report.diff.compare import RATE, SHARE, compare, lock_name
 from wallflame.report.diff.page import csp_hash, render, stacks_payload, write_html
 from wallflame.report.diff.text import to_json, write_text
-from wallflame.rundir import load_inputs
 
 FIX = Path(__file__).parent / "fixtures" / "diff"
 BEFORE, AFTER = str(FIX / "before.folded"), str(FIX / "after.folded")

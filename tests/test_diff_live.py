@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from wallflame.fold import load_inputs
 from wallflame.profile import OFF, ON, Profile
 from wallflame.report.check import (
     FAIL,
@@ -29,7 +30,6 @@ from wallflame.report.check import (
 from wallflame.report.diff.compare import SHARE, Diff, compare
 from wallflame.report.diff.page import page_data
 from wallflame.report.series import load_side
-from wallflame.rundir import load_inputs
 
 pytestmark = pytest.mark.live
 

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from livehelp import WALLFLAME, load, start_mix, stop_mix, wait_clean
 
 from wallflame.cli import cli
-from wallflame.collect.run import CAPTURE, RUNNING
 from wallflame.collect.target import read_stat
 from wallflame.commands.finish import RECONSTRUCTED, writers
 from wallflame.errors import EXIT_INPUT
+from wallflame.rundir import CAPTURE, RUNNING
 
 FIX = Path(__file__).parent / "fixtures"
 

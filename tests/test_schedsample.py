@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,16 +244,17 @@ def test_system_wide_on_cpu_is_filtered_to_the_target(tmp_path: Path) -> None:
 
 def test_a_run_over_its_budget_says_so() -> None:
     from wallflame.collect.stream import budget_warnings
+    from wallflame.rundir import Capture
 
-    cap = {"window": {"window_ns": 10_000_000_000},
+    data: dict[str, Any] = {"window": {"window_ns": 10_000_000_000},
            "postprocess": {"budget": {"budget_mb_per_s": 4.0, "over_budget": True,
                                       "switches_per_s": 90_000, "expected_mb_per_s": 6.2},
                            "cost": {"perf_data_mb": 60.0}}}
-    said = budget_warnings(cap)
+    said = budget_warnings(Capture.from_json(data))
     assert len(said) == 2 and "90,000" in said[0] and "6.0 MB/s" in said[1]
-    cap["postprocess"]["budget"]["over_budget"] = False
-    cap["postprocess"]["cost"]["perf_data_mb"] = 41.0
-    assert budget_warnings(cap) == []
+    data["postprocess"]["budget"]["over_budget"] = False
+    data["postprocess"]["cost"]["perf_data_mb"] = 41.0
+    assert budget_warnings(Capture.from_json(data)) == []
 
 
 def test_unsampled_and_unswitched_threads_take_their_snapshot_stacks() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wallflame.collect.stream import write_sched_bins
+from wallflame.fold import load_inputs
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.sampled_switches import SCHED_BINS, SampledSched
 from wallflame.profile import Profile
@@ -22,7 +23,6 @@ from wallflame.report.slices import (
     work_progress,
     write_slices,
 )
-from wallflame.rundir import load_inputs
 
 MS = 1_000_000
 

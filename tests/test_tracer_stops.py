@@ -6,10 +6,10 @@ import io
 
 from wallflame import stops
 from wallflame.classify import find_rule
-from wallflame.finish import _stopped_the_target
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.report.summary import build_summary
 from wallflame.report.text import write_text
+from wallflame.rundir import Capture
 
 MS = 1_000_000
 WAIT = ("clone3", "start_thread", "worker", "pthread_cond_wait", "__futex_abstimed_wait_common")
@@ -58,7 +58,10 @@ def test_nothing_to_separate() -> None:
 
 
 def test_only_a_collect_that_stopped_the_target_owns_the_stops() -> None:
-    assert _stopped_the_target({"pmp": {"snapshots": 3}})
-    assert _stopped_the_target({"owners": {"pause": {"stops": 2}}})
-    assert not _stopped_the_target({"pmp": {"snapshots": 0}, "owners": {"pause": {"stops": 0}}})
-    assert not _stopped_the_target({})  # --off-cpu sched: another tracer's stops stay
+    def stopped(d: dict[str, object]) -> bool:
+        return Capture.from_json(d).stopped_the_target()
+
+    assert stopped({"pmp": {"snapshots": 3}})
+    assert stopped({"owners": {"pause": {"stops": 2}}})
+    assert not stopped({"pmp": {"snapshots": 0}, "owners": {"pause": {"stops": 0}}})
+    assert not stopped({})  # --off-cpu sched: another tracer's stops stay

@@ -1,7 +1,8 @@
 """A finished raw capture -> the run directory's folded files, meta.json and summary.json.
 
-Reads only ``RUN/raw/`` (with ``raw/capture.json`` written by ``collect``), so a run can be
-finished again later (``finish(run_dir)``) with newer folders.
+Reads only ``RUN/raw/`` (with ``raw/capture.json``, a ``wallflame.rundir.Capture`` written
+by ``collect``), so a run can be finished again later (``finish(run_dir)``) with newer
+folders.
 
 Which evidence gives off-CPU time:
 
@@ -24,16 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from wallflame import locks, releases, rundir, stops
-from wallflame.errors import InputError, WallflameError
+from wallflame.errors import WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
 from wallflame.output import open_output
 from wallflame.profile import Profile
+from wallflame.rundir import (
+    OWNERS_LOG,
+    PROC_LINE,
+    SNAPSHOT_LOG,
+    TARGET_STDOUT,
+    Capture,
+    RunMeta,
+    read_capture,
+)
 from wallflame.textio import iter_lines
-
-CAPTURE = "capture.json"
-SNAPSHOT_LOG = "snapshots.log"
-OWNERS_LOG = "owners.log"
 
 
 def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
@@ -67,9 +73,9 @@ def proc_records(log: Path) -> list[dict[str, Any]]:
     """The ``# wallflame-proc`` records of a snapshot log that name a lock."""
     out = []
     for _, line in iter_lines(str(log)):
-        if line.startswith("# wallflame-proc ") and '"lock"' in line:
+        if line.startswith(PROC_LINE) and '"lock"' in line:
             try:
-                rec = json.loads(line[len("# wallflame-proc "):])
+                rec = json.loads(line[len(PROC_LINE):])
             except ValueError:
                 continue
             if isinstance(rec, dict):
@@ -86,7 +92,7 @@ def work_done(raw: Path) -> dict[str, Any] | None:
     """The launched command's work counter: the last JSON line of ``raw/target.stdout`` with
     a numeric ``work`` (the samples print ``{"work": N, "unit": "messages", ...}``), as
     ``{"count", "unit", ...}`` for ``wallflame check``'s CPU-per-work rule."""
-    path = raw / "target.stdout"
+    path = raw / TARGET_STDOUT
     if not path.exists():
         return None
     found = None
@@ -113,18 +119,17 @@ def _snapshot_format(backend: str) -> str:
     return "eu-stack" if backend in ("eu-stack", "libdw") else "gdb"  # libdw: eu-stack's text
 
 
-def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile:
+def build_profile(raw: Path, cap: Capture, folded: Any = None) -> Profile:
     """``folded``: the chunks folded while recording (``wallflame.collect.stream``); without
     it every chunk is folded now."""
     from wallflame.collect import stream
 
     warnings: list[str] = []
-    opts = cap.get("options", {})
-    mode = str(opts.get("off_cpu", "pmp"))
+    mode = cap.options.off_cpu
     perf_profile, sched_profile, bad_chunks = stream.evidence(raw, cap, warnings, folded)
     pmp_profile = None
     if (raw / SNAPSHOT_LOG).exists():
-        backend = str(cap.get("pmp", {}).get("backend", opts.get("pmp_backend", "eu-stack")))
+        backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
         pmp_profile = _fold(raw / SNAPSHOT_LOG, _snapshot_format(backend), warnings)
     profile = Profile()
     if perf_profile is not None:
@@ -145,7 +150,7 @@ def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile
             stream.from_snapshots(profile, pmp_profile, sched_profile)
     releases.attach_raw(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
-    if _stopped_the_target(cap):  # its ptrace stops are wallflame's, not the target's waits
+    if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")
     work = work_done(raw)
     if work is not None:
@@ -153,63 +158,54 @@ def build_profile(raw: Path, cap: dict[str, Any], folded: Any = None) -> Profile
     return profile
 
 
-def _stopped_the_target(cap: dict[str, Any]) -> bool:
-    """Whether the collect stopped the target's threads itself (snapshots, owner probes)."""
-    pmp = cap.get("pmp") or {}
-    owners = cap.get("owners") or {}
-    pause = owners.get("pause") if isinstance(owners, dict) else None
-    return bool(pmp.get("snapshots")) or bool(isinstance(pause, dict) and pause.get("stops"))
-
-
-def _annotate_meta(profile: Profile, cap: dict[str, Any], warnings: list[str],
+def _annotate_meta(profile: Profile, cap: Capture, warnings: list[str],
                    bad_chunks: int) -> None:
     meta = profile.meta
-    window = cap.get("window", {}).get("window_ns", 0)
-    if window:
-        meta.window_ns = int(window)
-    opts = cap.get("options", {})
-    meta.rates["perf_hz"] = float(opts.get("freq_hz", 0))
-    pmp = cap.get("pmp") or {}
+    if cap.window.window_ns:
+        meta.window_ns = cap.window.window_ns
+    opts = cap.options
+    meta.rates["perf_hz"] = 0.0 if cap.reconstructed else float(opts.freq_hz)
+    pmp = cap.pmp
     if pmp:
-        meta.rates["pmp_hz"] = float(pmp.get("final_rate_hz") or pmp.get("rate_hz") or 0)
-        pause = pmp.get("pause")
+        meta.rates["pmp_hz"] = float(pmp.final_rate_hz or pmp.rate_hz)
+        pause = pmp.pause
         if isinstance(pause, dict):  # which backend, and what its pause figure measures
-            pause = {**pause, "backend": pmp.get("backend", ""),
-                     **({"measure": pmp["pause_measure"]} if pmp.get("pause_measure") else {})}
+            pause = {**pause, "backend": pmp.backend,
+                     **({"measure": pmp.pause_measure} if pmp.pause_measure else {})}
         meta.extra["pause"] = pause
-        meta.extra["pmp_consistent"] = bool(pmp.get("consistent"))
-        meta.extra["attach_ms"] = pmp.get("attach_ms", 0.0)
-        if pmp.get("failed"):
-            meta.lose("failed snapshots", 0, int(pmp["failed"]),
-                      "; ".join(pmp.get("errors", [])[:2]))
-    perf_info = cap.get("perf") or {}
+        meta.extra["pmp_consistent"] = pmp.consistent
+        meta.extra["attach_ms"] = pmp.attach_ms
+        if pmp.failed:
+            meta.lose("failed snapshots", 0, pmp.failed, "; ".join(pmp.errors[:2]))
+    perf_info = cap.perf
     for stem in ("perf", "sched"):
-        rec = perf_info.get(stem) or {}
+        rec = cap.perf_recording(stem)
         if rec.get("lost_chunks"):
             meta.lose(f"{stem} record lost chunks", 0, int(rec["lost_chunks"]),
                       "; ".join(rec.get("lost_lines", [])[:2]))
     if bad_chunks:
         meta.lose("unreadable perf chunks", 0, bad_chunks)
     missing: dict[str, str] = {}
-    if opts.get("call_graph") == "fp":
+    known = not cap.reconstructed  # a made-up description knows no unwinding
+    if known and opts.call_graph == "fp":
         missing["oncpu"] = ("frame-pointer unwinding: a sample inside code built without "
                             "frame pointers (glibc, most distribution libraries) loses its "
                             "caller; --call-graph dwarf keeps it")
-    if perf_info.get("sched") and opts.get("sched_call_graph") == "fp":
+    if known and perf_info.get("sched") and opts.sched_call_graph == "fp":
         missing["offcpu"] = ("scheduler stacks unwound with frame pointers lose the caller of "
                              "a blocking glibc function (glibc has no frame pointers); "
                              "--sched-call-graph dwarf keeps it")
-    if perf_info.get("sched") and opts.get("sched_call_graph") == "dwarf":
+    if known and perf_info.get("sched") and opts.sched_call_graph == "dwarf":
         missing.setdefault("offcpu", "DWARF unwinding copies 8 KiB of stack per switch: "
                            "deeper stacks are cut at that depth")
     meta.extra["missing_frames"] = missing
-    ended = cap.get("ended_by", "")
+    ended = cap.ended_by
     if ended == "target exited":
         meta.lose("target exited during collection", 0)
-    for w in [*cap.get("warnings", []), *warnings]:
+    for w in [*cap.warnings, *cap.problems, *warnings]:
         meta.warn(w)
-    meta.extra["collect"] = {"target": cap.get("target"), "ended_by": ended,
-                             "off_cpu": opts.get("off_cpu")}
+    meta.extra["collect"] = {"target": cap.target, "ended_by": ended,
+                             "off_cpu": opts.off_cpu}
 
 
 def finish(run_dir: str | Path, folded: Any = None) -> Profile:
@@ -219,11 +215,7 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
 
     out = Path(run_dir)
     raw = out / rundir.RAW
-    try:
-        cap = json.loads((raw / CAPTURE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise InputError(f"{raw / CAPTURE}: unreadable ({e})",
-                         "is this a run directory written by wallflame collect?") from None
+    cap = read_capture(raw)
     from wallflame.collect import stream
 
     t_finish = stream.Clock()
@@ -237,27 +229,10 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     with open_output(str(out / rundir.OFFCPU)) as f:
         write_folded(profile.off_cpu(), f, annotate=True)
     with open_output(str(out / rundir.MEMORY)) as f:
-        f.write(json.dumps(cap.get("memory", {}), indent=1, sort_keys=True) + "\n")
-    meta = {
-        "profile": profile.meta.to_json(),
-        "target": cap.get("target"),
-        "launched": cap.get("launched"),
-        "commands": cap.get("commands"),
-        "tools": cap.get("tools"),
-        "window": cap.get("window"),
-        "options": cap.get("options"),
-        "rates": profile.meta.rates,
-        "losses": {k: v.count for k, v in sorted(profile.meta.losses.items())},
-        "pause": (cap.get("pmp") or {}).get("pause"),
-        "pmp": cap.get("pmp"),
-        "perf": cap.get("perf"),
-        "warnings": profile.meta.warnings,
-        "ended_by": cap.get("ended_by"),
-        "owners": cap.get("owners"),
-        "postprocess": stream.postprocess_meta(cap, t_finish, streamed),
-    }
+        f.write(json.dumps(cap.memory, indent=1, sort_keys=True) + "\n")
+    meta = RunMeta.of(cap, profile.meta, stream.postprocess_meta(cap, t_finish, streamed))
     with open_output(str(out / rundir.META)) as f:
-        f.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        f.write(rundir.meta_json(meta))
     with open_output(str(out / rundir.SUMMARY)) as f:
         f.write(json.dumps(build_summary(profile), indent=1, sort_keys=True) + "\n")
     _write_slices(out)
@@ -277,25 +252,24 @@ def _write_slices(out: Path) -> None:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
 
 
-def _timeline(out: Path, cap: dict[str, Any], profile: Profile, folded: Any) -> Any:
+def _timeline(out: Path, cap: Capture, profile: Profile, folded: Any) -> Any:
     """The run's evidence in time order (``wallflame.timeline``); the on-CPU samples perf
     took outside the window are taken out of ``profile`` (the scheduler's intervals were
     clipped by its folder).  ``None`` when it cannot be built: the run is still complete,
     its reports have no time axis."""
     from wallflame import timebuild
-    from wallflame.collect.stream import mono_window
 
     raw = out / rundir.RAW
     try:
         sched = getattr(folded, "sched", None)
         tl = timebuild.build(raw, cap, profile, getattr(sched, "log", None),
                              sched.rules if sched is not None else FoldOptions().get_rules(),
-                             _evidence(raw), _stopped_the_target(cap))
+                             _evidence(raw), cap.stopped_the_target())
     except (OSError, WallflameError) as e:
         print(f"wallflame: warning: {out / 'timeline.json.gz'} not built: {e}",
               file=sys.stderr)
         return None
-    window = mono_window(cap)
+    window = cap.window.on_perf_clock()
     if window is not None:
         timebuild.drop_outside(profile, tl, *window)
     return tl

@@ -1,6 +1,12 @@
-"""The run directory: what ``collect`` writes and ``report``, ``diff`` and ``check`` read.
+"""The run directory: its file names, its magic lines and its two records, in one place.
 
-Layout (names are the contract; see docs/design.md, "The run directory"):
+``collect`` writes ``raw/`` and ``raw/capture.json`` (a ``Capture``); ``wallflame finish``
+reads them and writes the rest, with ``meta.json`` (a ``RunMeta``); ``report``, ``diff`` and
+``check`` read the result.  Each record is written and read by the code below, with one set of
+defaults (the dataclasses'), so a reader never guesses differently from the writer.  Both
+carry ``version`` (``FORMAT``); a file without one was written before the field existed and
+reads as version 0, with the same defaults.  The layout (docs/design.md, "The run
+directory"):
 
     RUN/meta.json       target, commands, tool versions, window, rates, losses, pauses, warnings
     RUN/summary.json    the machine-readable result (``wallflame.report.summary``)
@@ -10,6 +16,9 @@ Layout (names are the contract; see docs/design.md, "The run directory"):
     RUN/slices.json     per-slice totals for ``check``'s noise (``wallflame.report.slices``)
     RUN/raw/            the raw captures, never deleted (perf.data chunks, snapshot log, ...)
     RUN/report.html     written by ``wallflame report`` / ``collect --report``
+
+This module imports nothing from the stages: ``collect`` writes through it and must not
+depend on the folders.
 """
 
 from __future__ import annotations
@@ -17,20 +26,388 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable
-from typing import Any
+import types
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
 from wallflame.errors import InputError
-from wallflame.fold import FoldOptions, fold_file
-from wallflame.folded import meta_from_json
+from wallflame.folded import meta_from_json, read_annotated
 from wallflame.profile import Loss, Meta, Profile, merge_all
+from wallflame.textio import iter_lines
 
+#: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
+FORMAT = 1
+
+# The finished run directory.
 META = "meta.json"
 SUMMARY = "summary.json"
 ONCPU = "oncpu.folded"
 OFFCPU = "offcpu.folded"
 MEMORY = "memory.json"
+SLICES = "slices.json"
+REPORT = "report.html"
 RAW = "raw"
+
+# Inside raw/.
+CAPTURE = "capture.json"
+SNAPSHOT_LOG = "snapshots.log"
+OWNERS_LOG = "owners.log"
+TARGET_STDOUT = "target.stdout"
+TARGET_STDERR = "target.stderr"
+RELEASES_DATA = "releases.data"
+RELEASES_SCRIPT = "releases.script"
+#: The perf recordings, by stem: ``STEM.data`` (chunks ``STEM.data.<time>``), their text
+#: ``STEM.script``.
+PERF_STEMS = ("perf", "sched")
+
+# The magic lines of the snapshot log (``collect.pmp`` writes them, ``fold`` reads them).
+#: The first line of a snapshot log, followed by a JSON header.
+SNAPSHOTS_MAGIC = "# wallflame-snapshots 1"
+#: A thread's /proc record in a snapshot log (kernel state, wchan, lock and owner), as JSON.
+PROC_LINE = "# wallflame-proc "
+#: A snapshot's own record in the log (its time and pause), as JSON.
+SNAPSHOT_LINE = "# wallflame-snapshot "
+
+#: In a ``capture.json`` written while the run goes on: who writes it (``pid``,
+#: ``start_ticks``) and when it last did (``updated_ns``).  The final one has no such key.
+RUNNING = "running"
+#: In a ``capture.json`` that ``wallflame finish`` made up from the files in ``raw/``.
+RECONSTRUCTED = "reconstructed"
+
+OFF_CPU_MODES = ("pmp", "sched", "both", "none")
+
+
+def script_name(stem: str) -> str:
+    """The ``perf script`` text of a recording (``perf.script``, ``sched.script``)."""
+    return f"{stem}.script"
+
+
+@dataclass
+class CollectOptions:
+    """How to collect (the defaults, and the measurements behind them: docs/collecting.md).
+
+    duration_s:   collection window; ``None`` in launch mode means "until the command exits".
+    off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.
+    pmp_backend:  ``libdw`` (default: elfutils' unwinder kept loaded, lowest pause and cost),
+                  ``eu-stack``, ``gdb`` (persistent), ``gdb-batch``.
+    pmp_rate_hz:  snapshots per second (``None``: 10 with ``--off-cpu pmp``, where snapshots
+                  are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
+                  times and snapshots give coverage, lock identification and the stacks of
+                  threads the scheduler has none for, at a fifth of the cost).
+    owner_rate_hz: samples of lock waiters and their owners per second, read from /proc
+                  (``both`` and ``pmp``); each lock owner found is stopped to confirm its
+                  stack (the holders' stacks come only from these).
+    release_sites: record the futex wakes of the target (``collect.releases``): where each
+                  observed lock was released.
+    freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
+                  in the target; its measured cost, at 499 and 997 Hz, is in
+                  benchmarks/README.md, from benchmarks/overhead.py).
+    call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
+    sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
+                  lose the callers of a blocking glibc function (glibc has none), which turns
+                  a condition-variable wait into an unclassified futex wait.
+    max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
+    max_data_mb_per_s: an opt-in data-rate budget for busy servers: scheduler stacks are
+                  sampled at the rate that keeps the run within it
+                  (``wallflame.collect.budget``).  ``None`` (the default): a stack at every
+                  switch, so the split of blocked time over wait classes and stacks is exact;
+                  with a budget it is estimated from the sampled stacks (blocked and run-queue
+                  totals stay exact), and sampling every N-th switch can alias with a periodic
+                  workload (benchmarks/README.md has the measured error).
+    sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget
+                  (every switch without one); ``0``: every switch (8 KiB copied per switch
+                  with DWARF).
+    """
+
+    duration_s: float | None = 10.0
+    off_cpu: str = "both"
+    pmp_backend: str = "libdw"
+    pmp_rate_hz: float | None = None
+    owner_rate_hz: float = 20.0
+    release_sites: bool = False
+    freq_hz: int = 499
+    call_graph: str = "fp"
+    sched_call_graph: str = "dwarf"
+    max_pause_ms: float = 50.0
+    max_data_mb_per_s: float | None = None
+    sched_stack_hz: float | None = None
+
+    @property
+    def snapshots(self) -> bool:
+        return self.off_cpu in ("pmp", "both")
+
+    @property
+    def sched(self) -> bool:
+        return self.off_cpu in ("sched", "both")
+
+
+@dataclass
+class Window:
+    """The collection window, wall-clock nanoseconds (0: not known), and its bounds on
+    perf's clock when perf recorded with ``-k mono`` (``perf_clock``)."""
+
+    start_ns: int = 0
+    end_ns: int = 0
+    window_ns: int = 0
+    mono_start_ns: int = 0
+    mono_end_ns: int = 0
+    perf_clock: str = ""
+
+    def on_perf_clock(self) -> tuple[int, int] | None:
+        """The window's bounds in perf's timestamps (the collect's ``CLOCK_MONOTONIC``
+        bounds); ``None`` for a run recorded before perf used that clock."""
+        if self.perf_clock == "mono" and self.mono_end_ns > self.mono_start_ns:
+            return self.mono_start_ns, self.mono_end_ns
+        return None
+
+
+@dataclass
+class Running:
+    """Who is writing a run still being collected (``capture.json``'s ``running``)."""
+
+    pid: int = 0
+    start_ticks: int = 0
+    updated_ns: int = 0
+
+
+@dataclass
+class SnapshotStats:
+    """What the snapshot loop did (``capture.json``'s ``pmp``)."""
+
+    backend: str = ""
+    consistent: bool = False
+    snapshots: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    over_budget: int = 0
+    resumed: int = 0
+    rate_hz: float = 0.0
+    final_rate_hz: float = 0.0
+    attach_ms: float = 0.0
+    pause: dict[str, Any] | None = None
+    pause_measure: str = ""
+
+
+@dataclass
+class Capture:
+    """``raw/capture.json``: what ``collect`` did, everything ``finish`` needs besides the
+    captures themselves.  ``target``, ``commands``, ``tools``, ``perf``, ``memory``,
+    ``launched``, ``owners`` and ``postprocess`` are the collectors' own reports, kept as
+    they wrote them and copied to ``meta.json``."""
+
+    options: CollectOptions = field(default_factory=CollectOptions)
+    target: dict[str, Any] = field(default_factory=dict)
+    commands: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+    window: Window = field(default_factory=Window)
+    pmp: SnapshotStats | None = None
+    perf: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    ended_by: str = ""
+    launched: dict[str, Any] = field(default_factory=dict)
+    owners: dict[str, Any] = field(default_factory=dict)
+    postprocess: dict[str, Any] = field(default_factory=dict)
+    #: Set in a capture written while the run goes on.
+    running: Running | None = None
+    #: Set in a capture ``finish`` made up from the files in ``raw/``: only ``off_cpu`` and
+    #: ``pmp_backend`` of its options are known.
+    reconstructed: bool = False
+    version: int = FORMAT
+    #: What reading the file had to replace with a default (not written).
+    problems: list[str] = field(default_factory=list, compare=False)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def perf_recording(self, stem: str) -> dict[str, Any]:
+        """perf's report on one recording (``perf``, ``sched``): chunks, lost chunks."""
+        rec = self.perf.get(stem)
+        return rec if isinstance(rec, dict) else {}
+
+    def stopped_the_target(self) -> bool:
+        """Whether the collect stopped the target's threads itself (snapshots, owner
+        probes): their ptrace stops are wallflame's, not the target's waits."""
+        pause = self.owners.get("pause")
+        return bool(self.pmp and self.pmp.snapshots) or bool(
+            isinstance(pause, dict) and pause.get("stops"))
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        del d["problems"]
+        d["pmp"] = d["pmp"] or {}  # no snapshots: an empty report, as collect always wrote
+        if self.running is None:
+            del d[RUNNING]
+        if not self.reconstructed:
+            del d[RECONSTRUCTED]
+        return d
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], name: str = CAPTURE) -> Capture:
+        problems: list[str] = []
+        cap = _record(cls, data, name, problems)
+        cap.problems = problems
+        return cap
+
+
+@dataclass
+class RunMeta:
+    """``RUN/meta.json``: the run's facts (from its capture) and the profile's metadata
+    (rates, losses, warnings) as ``finish`` wrote them."""
+
+    profile: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] = field(default_factory=dict)
+    launched: dict[str, Any] = field(default_factory=dict)
+    commands: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+    window: Window = field(default_factory=Window)
+    options: CollectOptions = field(default_factory=CollectOptions)
+    rates: dict[str, float] = field(default_factory=dict)
+    losses: dict[str, int] = field(default_factory=dict)
+    pause: dict[str, Any] | None = None
+    pmp: SnapshotStats | None = None
+    perf: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    ended_by: str = ""
+    owners: dict[str, Any] = field(default_factory=dict)
+    postprocess: dict[str, Any] = field(default_factory=dict)
+    version: int = FORMAT
+
+    @classmethod
+    def of(cls, cap: Capture, meta: Meta, postprocess: dict[str, Any]) -> RunMeta:
+        return cls(profile=meta.to_json(), target=cap.target, launched=cap.launched,
+                   commands=cap.commands, tools=cap.tools, window=cap.window,
+                   options=cap.options, rates=meta.rates,
+                   losses={k: v.count for k, v in sorted(meta.losses.items())},
+                   pause=cap.pmp.pause if cap.pmp else None, pmp=cap.pmp, perf=cap.perf,
+                   warnings=meta.warnings, ended_by=cap.ended_by, owners=cap.owners,
+                   postprocess=postprocess)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pmp"] = d["pmp"] or {}
+        return d
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], name: str = META) -> RunMeta:
+        return _record(cls, data, name, [])
+
+    def facts(self) -> dict[str, Any]:
+        """The run-level facts a report shows (target, exact commands, tool versions):
+        ``load_run_dir`` keeps only the profile's metadata."""
+        return {"target": self.target, "commands": self.commands, "tools": self.tools,
+                "options": asdict(self.options), "launched": self.launched,
+                "ended_by": self.ended_by}
+
+
+R = TypeVar("R")
+
+
+def _record(cls: type[R], data: dict[str, Any], where: str, problems: list[str]) -> R:
+    """A record from its JSON: each field of the right type taken, anything else the
+    field's default (named in ``problems``); keys the record does not know are ignored
+    (a newer minor writer), a missing ``version`` is 0."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if not f.init or f.name == "problems":
+            continue
+        if f.name not in data:
+            if f.name == "version":
+                values["version"] = 0
+            continue
+        ok, value = _typed(hints[f.name], data[f.name], f"{where}: {f.name}", problems)
+        if ok:
+            values[f.name] = value
+        else:
+            problems.append(f"{where}: {f.name} is not {_describe(hints[f.name])}: the "
+                            "default was used")
+    return cls(**values)
+
+
+def _typed(hint: Any, value: Any, where: str, problems: list[str]) -> tuple[bool, Any]:
+    """``value`` as ``hint`` (a record, a union with None, a scalar, a list or a dict)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        if value == {} and type(None) in typing.get_args(hint):
+            return True, None  # an empty report: none (``pmp`` without snapshots)
+        for option in typing.get_args(hint):
+            ok, v = _typed(option, value, where, problems)
+            if ok:
+                return True, v
+        return False, None
+    if hint is type(None):
+        return value is None, None
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            return False, None
+        return True, _record(typing.cast("type[Any]", hint), value, where, problems)
+    origin = typing.get_origin(hint) or hint
+    if origin is bool:
+        return isinstance(value, bool), value
+    if origin is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return ok, float(value) if ok else None
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if origin is str:
+        return isinstance(value, str), value
+    if origin is list:
+        return isinstance(value, list), value
+    if origin is dict:
+        return isinstance(value, dict), value
+    return False, None
+
+
+def _describe(hint: Any) -> str:
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("wallflame.rundir.", "")
+
+
+def read_capture(raw: Path) -> Capture:
+    """``raw/capture.json`` (one-line error when it is unreadable or from a newer
+    wallflame)."""
+    data = _read_dict(raw / CAPTURE, f"move it aside and run wallflame finish {raw.parent} "
+                                     "again")
+    cap = Capture.from_json(data, f"raw/{CAPTURE}")
+    _check_version(raw / CAPTURE, cap.version)
+    return cap
+
+
+def write_capture(raw: Path, cap: Capture) -> None:
+    """``raw/capture.json``, replaced atomically: a reader (or a finish after a SIGKILL)
+    never sees half a file."""
+    tmp = raw / f".{CAPTURE}.tmp"
+    tmp.write_text(json.dumps(cap.to_json(), indent=1, sort_keys=True) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, raw / CAPTURE)
+
+
+def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
+    path = Path(run_dir) / META
+    meta = RunMeta.from_json(_read_dict(path, "re-run wallflame finish on the run directory"))
+    _check_version(path, meta.version)
+    return meta
+
+
+def meta_json(meta: RunMeta) -> str:
+    return json.dumps(meta.to_json(), indent=1, sort_keys=True) + "\n"
+
+
+def _read_dict(path: Path, fix: str) -> dict[str, Any]:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a JSON object", fix)
+    return data
+
+
+def _check_version(path: Path, version: int) -> None:
+    if version > FORMAT:
+        raise InputError(f"{path}: format version {version}, this wallflame reads up to "
+                         f"{FORMAT}", "use a newer wallflame")
 
 
 def is_run_dir(path: str | os.PathLike[str]) -> bool:
@@ -47,16 +424,23 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{path}: unreadable JSON: {e}", "re-run wallflame collect") from None
 
 
+def _read_folded(path: str) -> Profile:
+    """One of the run's annotated folded files (the codec of ``wallflame.folded``)."""
+    profile = Profile()
+    read_annotated(iter_lines(path), profile)
+    profile.meta.sources.append({"path": path, "format": "wallflame"})
+    return profile
+
+
 def load_run_dir(path: str | os.PathLike[str]) -> Profile:
     p = os.fspath(path)
-    options = FoldOptions()
-    parts = [fold_file(os.path.join(p, name), options, "wallflame")
+    parts = [_read_folded(os.path.join(p, name))
              for name in (ONCPU, OFFCPU) if os.path.exists(os.path.join(p, name))]
     profile = merge_all(parts) if parts else Profile()
-    meta = read_json(os.path.join(p, META))
+    meta = read_meta(p)
     metas = [part.meta for part in parts]
-    if isinstance(meta, dict) and isinstance(meta.get("profile"), dict):
-        saved = meta_from_json(meta["profile"])
+    if meta.profile:
+        saved = meta_from_json(meta.profile)
         profile.meta.window_ns = saved.window_ns or profile.meta.window_ns
         profile.meta.merge(saved)
         metas.append(saved)
@@ -79,21 +463,10 @@ def _count_once(meta: Meta, copies: list[Meta]) -> None:
             merged[k] = dataclasses.replace(best) if isinstance(best, Loss) else best
 
 
-def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
-                fmt: str | None = None) -> Profile:
-    """Run directories, captures and folded files, merged into one profile."""
-    opts = options or FoldOptions()
-    profiles = []
-    for path in paths:
-        if os.path.isdir(path):
-            if not is_run_dir(path):
-                raise InputError(f"{path}: not a run directory (no {META})",
-                                 "give a directory written by wallflame collect, or a file")
-            profiles.append(load_run_dir(path))
-        else:
-            profiles.append(fold_file(path, opts, fmt))
-    if not profiles:
-        raise InputError("no input given", "name a run directory or a capture file")
-    if len(profiles) == 1:
-        return profiles[0]  # what merging it into an empty profile would give, without a copy
-    return merge_all(profiles)
+__all__ = [
+    "CAPTURE", "FORMAT", "MEMORY", "META", "OFFCPU", "OFF_CPU_MODES", "ONCPU", "OWNERS_LOG",
+    "PROC_LINE", "RAW", "RECONSTRUCTED", "RUNNING", "SNAPSHOTS_MAGIC", "SNAPSHOT_LINE",
+    "SNAPSHOT_LOG", "SUMMARY", "TARGET_STDOUT", "Capture", "CollectOptions", "RunMeta",
+    "Running", "SnapshotStats", "Window", "is_run_dir", "load_run_dir", "read_capture",
+    "read_json", "read_meta", "write_capture",
+]

@@ -12,12 +12,12 @@ tracer stopped it (``wallflame.stops``), as ``finish`` does for the folded stack
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from wallflame import locks, stops
 from wallflame.classify import Rules, classify
 from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
 from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
+from wallflame.rundir import Capture, Window
 from wallflame.timeline import (
     LOG_RUNNABLE,
     RUNNABLE,
@@ -31,11 +31,11 @@ from wallflame.timeline import (
 _CHUNK = 1 << 22
 
 
-def build(raw: Path, cap: dict[str, Any], profile: Profile, log: IntervalLog | None,
+def build(raw: Path, cap: Capture, profile: Profile, log: IntervalLog | None,
           rules: Rules, evidence: locks.LockEvidence | None, tracer_stops: bool) -> Timeline:
     """The timeline of the run whose ``raw/`` and finished ``profile`` are given."""
-    window = cap.get("window") or {}
-    clock = "CLOCK_MONOTONIC" if window.get("perf_clock") == "mono" else "perf"
+    window = cap.window
+    clock = "CLOCK_MONOTONIC" if window.perf_clock == "mono" else "perf"
     tl = Timeline(clock=clock, off_source=str(profile.meta.extra.get("offcpu_source", "")))
     pids = {k.tid: k.pid for k in profile.stacks}
     on_tids = {k.tid for k in profile.stacks if k.state == ON}
@@ -53,12 +53,12 @@ def build(raw: Path, cap: dict[str, Any], profile: Profile, log: IntervalLog | N
     return tl
 
 
-def _bounds(tl: Timeline, window: dict[str, Any], clock: str) -> None:
+def _bounds(tl: Timeline, window: Window, clock: str) -> None:
     """The window in the timeline's clock: the collect's monotonic bounds when perf recorded
     with that clock, else the first and last event."""
-    start, end = window.get("mono_start_ns"), window.get("mono_end_ns")
-    if clock == "CLOCK_MONOTONIC" and isinstance(start, int) and isinstance(end, int):
-        tl.t0, tl.t1 = start, end
+    bounds = window.on_perf_clock()
+    if clock == "CLOCK_MONOTONIC" and bounds is not None:
+        tl.t0, tl.t1 = bounds
         return
     first = [v for th in tl.threads.values() for v in (th.s_time[:1] + th.p_start[:1])]
     last = [max([*th.s_time[-1:], *(s + d for s, d in zip(th.p_start, th.p_dur, strict=True))])

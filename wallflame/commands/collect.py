@@ -132,9 +132,9 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
             live.__exit__(None, None, None)  # type: ignore[attr-defined]
     profile = finish(out, getattr(col, "folded", None))
     print_losses(profile.meta)
-    pause = (col.pmp or {}).get("pause") or {}
-    click.echo(f"wallflame: wrote {out} ({col.window.get('window_ns', 0) / 1e9:.1f} s, "
+    pause = (col.pmp.pause if col.pmp else None) or {}
+    click.echo(f"wallflame: wrote {out} ({col.window.window_ns / 1e9:.1f} s, "
                f"ended by {col.ended_by}, "
-               f"{len((col.perf.get('perf') or {}).get('chunks', []))} perf chunks, "
+               f"{len(col.perf_recording('perf').get('chunks', []))} perf chunks, "
                f"{pause.get('snapshots', 0)} snapshots, pause median "
                f"{pause.get('median_ms', 0)} ms)", err=True)

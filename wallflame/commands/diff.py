@@ -8,10 +8,10 @@ import sys
 
 import click
 
+from wallflame.fold import load_inputs
 from wallflame.output import open_output, print_losses
 from wallflame.report.diff.compare import NORMALISATIONS, compare
 from wallflame.report.diff.text import to_json, write_text
-from wallflame.rundir import load_inputs
 
 
 def output_format(path: str, fmt: str | None) -> str:

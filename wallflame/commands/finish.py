@@ -12,19 +12,28 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import click
 
 from wallflame.collect.perf import data_chunks
-from wallflame.collect.run import CAPTURE, OWNERS_LOG, RUNNING, SNAPSHOT_LOG
 from wallflame.collect.target import read_stat
 from wallflame.errors import InputError
 from wallflame.output import print_losses
-from wallflame.rundir import RAW
+from wallflame.rundir import (
+    CAPTURE,
+    OWNERS_LOG,
+    RAW,
+    RECONSTRUCTED,
+    SNAPSHOT_LOG,
+    SNAPSHOTS_MAGIC,
+    Capture,
+    CollectOptions,
+    read_capture,
+    write_capture,
+)
 
-#: What marks a capture description that ``finish`` made up from the files in ``raw/``.
-RECONSTRUCTED = "reconstructed"
+__all__ = ["RECONSTRUCTED", "command", "raw_captures", "reconstruct", "still_collecting",
+           "writers"]
 
 
 def raw_captures(raw: Path) -> list[Path]:
@@ -56,14 +65,11 @@ def writers(raw: Path) -> list[tuple[int, str]]:
     return sorted(out)
 
 
-def still_collecting(cap: dict[str, Any]) -> int | None:
+def still_collecting(cap: Capture) -> int | None:
     """The PID of the collect still writing this run, if it is alive."""
-    running = cap.get(RUNNING)
-    if not isinstance(running, dict):
+    if cap.running is None or not cap.running.pid:
         return None
-    pid, ticks = running.get("pid"), running.get("start_ticks")
-    if not isinstance(pid, int) or not isinstance(ticks, int):
-        return None
+    pid, ticks = cap.running.pid, cap.running.start_ticks
     st = read_stat(pid)
     return pid if st is not None and st.start_ticks == ticks and st.state not in "ZX" else None
 
@@ -75,7 +81,7 @@ def _snapshot_backend(log: Path) -> str:
             first = f.readline()
     except OSError:
         return ""
-    _, _, rest = first.partition("# wallflame-snapshots 1 ")
+    _, _, rest = first.partition(SNAPSHOTS_MAGIC + " ")
     try:
         head = json.loads(rest) if rest else {}
     except ValueError:
@@ -83,19 +89,19 @@ def _snapshot_backend(log: Path) -> str:
     return str(head.get("backend", "")) if isinstance(head, dict) else ""
 
 
-def reconstruct(raw: Path) -> dict[str, Any]:
+def reconstruct(raw: Path) -> Capture:
     """A capture description for a ``raw/`` without one, from the files it holds."""
     sched = bool(data_chunks(raw, "sched"))
     snaps = (raw / SNAPSHOT_LOG).is_file()
     off_cpu = "both" if sched and snaps else "sched" if sched else "pmp" if snaps else "none"
-    options: dict[str, Any] = {"off_cpu": off_cpu}
+    options = CollectOptions(off_cpu=off_cpu)
     backend = _snapshot_backend(raw / SNAPSHOT_LOG) if snaps else ""
     if backend:
-        options["pmp_backend"] = backend
-    return {RECONSTRUCTED: True, "options": options, "ended_by": "collect did not finish",
-            "warnings": [f"raw/{CAPTURE} was missing (the collect was killed before writing "
-                         "it): finished from the files in raw/; the window, the options and "
-                         "the collectors' statistics are unknown"]}
+        options.pmp_backend = backend
+    return Capture(options=options, reconstructed=True, ended_by="collect did not finish",
+                   warnings=[f"raw/{CAPTURE} was missing (the collect was killed before "
+                             "writing it): finished from the files in raw/; the window, the "
+                             "options and the collectors' statistics are unknown"])
 
 
 @click.command("finish")
@@ -117,14 +123,9 @@ def command(run_dir: str) -> None:
     if not raw.is_dir():
         raise InputError(f"{run_dir}: no {RAW}/ folder, so nothing to finish",
                          "name a run directory written by wallflame collect")
-    cap: dict[str, Any] | None = None
+    cap: Capture | None = None
     if (raw / CAPTURE).exists():
-        try:
-            loaded = json.loads((raw / CAPTURE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise InputError(f"{raw / CAPTURE}: unreadable ({e})",
-                             f"move it aside and run wallflame finish {run_dir} again") from None
-        cap = loaded if isinstance(loaded, dict) else {}
+        cap = read_capture(raw)
         pid = still_collecting(cap)
         if pid is not None:
             raise InputError(f"{run_dir}: still being collected by PID {pid}",
@@ -138,8 +139,7 @@ def command(run_dir: str) -> None:
         raise InputError(f"{run_dir}: no raw captures in {RAW}/ (no perf data, no snapshot "
                          "log)", "nothing was collected; collect again")
     if cap is None:
-        (raw / CAPTURE).write_text(json.dumps(reconstruct(raw), indent=1, sort_keys=True)
-                                   + "\n", encoding="utf-8")
+        write_capture(raw, reconstruct(raw))
     from wallflame.finish import finish
 
     profile = finish(out)

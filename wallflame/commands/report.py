@@ -8,11 +8,11 @@ import os
 import click
 
 from wallflame.cli import quick_exit
-from wallflame.fold import FoldOptions
+from wallflame.fold import FoldOptions, load_inputs
 from wallflame.output import print_losses
 from wallflame.profile import Profile
 from wallflame.report.writers import NAMES, extension, format_for
-from wallflame.rundir import is_run_dir, load_inputs
+from wallflame.rundir import is_run_dir
 
 
 def _default_output(inputs: tuple[str, ...], fmt: str | None) -> str:
