@@ -51,6 +51,64 @@ var WF = (function () {
     return i;
   }
 
+  /* ---- kernel frames folded into one ------------------------------------------------ */
+
+  var KERNEL_ENTRY = /^(entry_SYSCALL|asm_exc_|asm_sysvec_|asm_common_interrupt|ret_from_fork)/;
+  var PSEUDO = /^\[.*\]$/;
+  var SYSCALL = /^__(?:x64|ia32|arm64)_sys_(\w+)|^asm_exc_(\w+)|^asm_sysvec_(\w+)/;
+  var MACHINERY = /^(__?schedule|schedule(_\w+)?|preempt_schedule\w*|io_schedule\w*|do_syscall_64|entry_SYSCALL\w*|syscall_exit\w*|__x64_sys_\w+|__ia32_sys_\w+|__arm64_sys_\w+|__do_sys_\w+|__se_sys_\w+|x64_sys_call|asm_\w+|exc_\w+|irqentry_\w+|finish_task_switch\w*|context_switch)(_\[k\])?$/;
+
+  /* `base` with each run of kernel frames (from the kernel's entry point, or frames marked
+   * `_[k]`, to the last kernel frame) folded into one frame naming the system call or
+   * exception and the kernel function that waited: `[kernel] futex_do_wait (futex)`.
+   * Returns the folded tree (names interned into `base`) and `map`: the folded node that
+   * takes each node's self time (see foldSelf). */
+  function foldKernel(base) {
+    var n = base.n, nc = base.nc, names = base.names, bn = base.nameId, bp = base.parent;
+    var isK = new Uint8Array(n), entry = new Array(n), wait = new Array(n);
+    var anchor = new Int32Array(n), map = new Int32Array(n);
+    var parent = [-1], nameId = [0], keyOf = new Map();
+    function child(p, id) {
+      var key = p * 4194304 + id, m = keyOf.get(key);
+      if (m === undefined) { m = parent.length; keyOf.set(key, m); parent.push(p); nameId.push(id); }
+      return m;
+    }
+    function label(e, w) {
+      return "[kernel] " + (w ? w + (e ? " (" + e + ")" : "") : e || "frames");
+    }
+    for (var i = 1; i < n; i++) {
+      var p = bp[i], name = names[bn[i]];
+      /* a bracketed name ([mutex ...], the wait's pseudo-frame) ends the kernel's run */
+      if (p > 0 && isK[p] && !PSEUDO.test(name) || KERNEL_ENTRY.test(name) || /_\[k\]$/.test(name)) {
+        isK[i] = 1;
+        var inK = p > 0 && isK[p];
+        entry[i] = inK ? entry[p] : "";
+        wait[i] = inK ? wait[p] : "";
+        anchor[i] = inK ? anchor[p] : map[p];
+        var m = SYSCALL.exec(name);
+        if (m) entry[i] = m[1] || m[2] || m[3];
+        else if (!MACHINERY.test(name)) wait[i] = name.replace(/_\[k\]$/, "");
+        map[i] = child(anchor[i], intern(base, label(entry[i], wait[i])));
+      } else {
+        map[i] = child(map[p], bn[i]);  /* below a kernel run: under its folded frame */
+      }
+    }
+    var vn = parent.length, self = new Float64Array(vn * nc);
+    foldSelf(map, base.self, self, nc);
+    return { tree: { n: vn, nc: nc, names: base.names, nameIndex: base.nameIndex,
+      nameId: Int32Array.from(nameId), parent: Int32Array.from(parent), self: self }, map: map };
+  }
+
+  /* Add each node's self time (`from`, per class) to its folded node's (`into`). */
+  function foldSelf(map, from, into, nc) {
+    into.fill(0);
+    for (var i = 0; i < map.length; i++) {
+      var o = map[i] * nc, b = i * nc;
+      for (var c = 0; c < nc; c++) into[o + c] += from[b + c];
+    }
+    return into;
+  }
+
   /* A view of `base` in which the nodes just below the root are re-keyed by
    * `rootKey(node)`: a name id (nodes with the same id merge, their subtrees too) or -1
    * (the level disappears: its children merge under the root).  Returns a tree with
@@ -374,6 +432,7 @@ var WF = (function () {
 
   return {
     el: el, cap: cap, fromFlat: fromFlat, intern: intern, regroup: regroup,
+    foldKernel: foldKernel, foldSelf: foldSelf,
     children: children, values: values, pathOf: pathOf, findPath: findPath,
     matchNodes: matchNodes, Flame: Flame
   };

@@ -6,9 +6,15 @@
 (function () {
   var data = JSON.parse(document.getElementById("wf-data").textContent);
   var flat = data.flame, classes = flat.classes, nc = classes.length, unit = flat.unit;
-  var base = WF.fromFlat(flat);
-  var threadOf = new Map();
-  flat.threads.forEach(function (t) { threadOf.set(t[0], { tid: t[1], name: t[2] }); });
+  /* the tree as embedded (every frame), and with each run of kernel frames folded into one
+   * (the default view; `k` expands them); `base` is the one shown */
+  var full = WF.fromFlat(flat), folded = WF.foldKernel(full), base = folded.tree;
+  var threadsFull = new Map(), threadsFolded = new Map();
+  flat.threads.forEach(function (t) {
+    threadsFull.set(t[0], { tid: t[1], name: t[2] });
+    threadsFolded.set(folded.map[t[0]], { tid: t[1], name: t[2] });
+  });
+  var threadOf = threadsFolded;
   /* each class's label and colour: the one table (wallflame/waitclasses.py), no copy here */
   var TABLE = data.classes, FALLBACK = TABLE[data.class_fallback];
   var MASKS = {
@@ -18,7 +24,7 @@
   };
   var $ = function (id) { return document.getElementById(id); };
   var tip = $("wf-tip");
-  var state = { view: "both", threads: "per", q: "", z: [], sel: [], range: null };
+  var state = { view: "both", threads: "per", q: "", z: [], sel: [], range: null, kernel: false };
   var vt = null, kids = null;
 
   document.documentElement.classList.add("js");
@@ -114,11 +120,11 @@
   /* ---- the timeline: a range selected in it restricts every graph ---- */
   var STATE_COLOURS = { runnable: "rgb(236,184,40)", stopped: "rgb(150,150,150)",
     unsampled: "rgb(184,196,214)" };
-  var wholeSelf = base.self, timeline = null, tlData = data.timeline;
+  var wholeSelf = full.self, timeline = null, tlData = data.timeline;
   function seconds(ns) { return (ns / 1e9).toFixed(3) + " s"; }
   function stackOf(node) {
     var out = [];
-    while (node > 0 && base.parent[node] > 0) { out.push(base.names[base.nameId[node]]); node = base.parent[node]; }
+    while (node > 0 && full.parent[node] > 0) { out.push(full.names[full.nameId[node]]); node = full.parent[node]; }
     return out;
   }
   if (tlData && tlData.threads.length) {
@@ -132,7 +138,10 @@
   }
   function applyRange() {
     var r = timeline && state.range;
-    base.self = r ? timeline.selfs(r[0], r[1], base.n, nc, classes.indexOf(data.class_fallback)) : wholeSelf;
+    full.self = r ? timeline.selfs(r[0], r[1], full.n, nc, classes.indexOf(data.class_fallback)) : wholeSelf;
+    WF.foldSelf(folded.map, full.self, folded.tree.self, nc);
+    base = state.kernel ? full : folded.tree;
+    threadOf = state.kernel ? threadsFull : threadsFolded;
     if (timeline) {
       timeline.select(r ? r[0] : null, r ? r[1] : null, true);
       $("tl-range").textContent = r ? "Range " + seconds(r[0] + tlData.offset) + " – " +
@@ -224,6 +233,7 @@
     if (state.q) parts.push("q=" + encodeURIComponent(state.q));
     if (state.z.length) parts.push("z=" + state.z.join("."));
     if (state.sel.length) parts.push("sel=" + state.sel.join("."));
+    if (state.kernel) parts.push("kernel=1");
     if (state.range) parts.push("range=" + (state.range[0] / 1e9).toFixed(6) + "-" + (state.range[1] / 1e9).toFixed(6));
     history.replaceState(null, "", "#" + parts.join("&"));
   }
@@ -235,6 +245,7 @@
       if (k === "view" && MASKS[v]) state.view = v;
       else if (k === "threads" && /^(per|merged|group)$/.test(v)) state.threads = v;
       else if (k === "q") { try { state.q = decodeURIComponent(v); } catch (e) { state.q = ""; } }
+      else if (k === "kernel") state.kernel = v === "1";
       else if (k === "range") {
         var m = /^(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)$/.exec(v);
         state.range = m && +m[2] > +m[1] ? [Math.round(m[1] * 1e9), Math.round(m[2] * 1e9)] : null;
@@ -251,6 +262,7 @@
   function syncControls() {
     document.querySelectorAll("input[name=view]").forEach(function (r) { r.checked = r.value === state.view; });
     document.querySelectorAll("input[name=threads]").forEach(function (r) { r.checked = r.value === state.threads; });
+    $("kernel").checked = state.kernel;
   }
 
   /* ---- controls ---- */
@@ -264,6 +276,9 @@
     r.addEventListener("change", function () { setThreads(r.value); });
   });
   $("reset").addEventListener("click", reset);
+  $("kernel").addEventListener("change", function () {
+    state.kernel = $("kernel").checked; state.z = []; state.sel = []; applyRange(); saveHash();
+  });
   var timer = 0;
   $("search").addEventListener("input", function () {
     clearTimeout(timer);
@@ -284,6 +299,7 @@
     else if (e.key === "1") setView("both");
     else if (e.key === "2") setView("on");
     else if (e.key === "3") setView("off");
+    else if (e.key === "k") { $("kernel").checked = !state.kernel; $("kernel").dispatchEvent(new Event("change")); }
     else if (e.key === "t") setThreads(modes[(modes.indexOf(state.threads) + 1) % 3]);
   });
   var resizeTimer = 0;
@@ -291,7 +307,7 @@
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () { for (var k in graphs) graphs[k].render(); }, 100);
   });
-  window.addEventListener("hashchange", function () { state.range = null; loadHash(); syncControls(); applyRange(); });
+  window.addEventListener("hashchange", function () { state.range = null; state.kernel = false; loadHash(); syncControls(); applyRange(); });
 
   loadHash();
   syncControls();

@@ -138,3 +138,46 @@ def test_a_range_restricts_the_graphs_and_stays_in_the_url(browser: Any,  # noqa
     assert "range=" not in again.page.url
     got.clean()
     again.clean()
+
+
+KERNEL = ("entry_SYSCALL_64_after_hwframe", "do_syscall_64", "__x64_sys_futex", "do_futex",
+          "futex_wait", "schedule", "__schedule")
+
+
+def _names(page: Any) -> set[str]:
+    names: list[str] = page.evaluate(
+        "(() => { const g = window.wallflame.graphs.main, t = g.tree; const out = [];"
+        " for (let i = 0; i < t.n; i++) if (g.value[i] > 0) out.push(t.names[t.nameId[i]]);"
+        " return out; })()")
+    return set(names)
+
+
+def test_kernel_frames_fold_into_one_and_expand(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    from wallflame.profile import ON, Profile, StackKey
+
+    p = Profile()
+    p.add(StackKey(("main", "take", "__lll_lock_wait", *KERNEL), 1, "w", 9, OFF, "mutex"), 300)
+    p.add(StackKey(("main", "nap", "clock_nanosleep", "entry_SYSCALL_64_after_hwframe",
+                    "do_syscall_64", "__x64_sys_clock_nanosleep", "hrtimer_nanosleep",
+                    "do_nanosleep", "schedule"), 1, "w", 9, OFF, "sleep"), 200)
+    p.add(StackKey(("main", "work"), 1, "w", 9, ON), 100)
+    out = tmp_path / "k.html"
+    write_report(p, "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    total = page.evaluate("window.wallflame.graphs.main.total()")
+    names = _names(page)
+    assert "[kernel] futex_wait (futex)" in names, names
+    assert "[kernel] do_nanosleep (clock_nanosleep)" in names, names
+    assert not names & set(KERNEL), names
+    assert "[mutex]" in names and "__lll_lock_wait" in names  # the wait and the user's frames
+    page.keyboard.press("k")
+    names = _names(page)
+    assert set(KERNEL) <= names and not any(n.startswith("[kernel]") for n in names)
+    assert "kernel=1" in page.url
+    assert page.evaluate("window.wallflame.graphs.main.total()") == total
+    got.clean()
+    # The folded export keeps every frame.
+    folded = tmp_path / "k.folded"
+    write_report(p, "folded", str(folded))
+    assert ";".join(KERNEL) in folded.read_text()
