@@ -41,6 +41,7 @@ from wallflame.report.gate import (
     make_run,
     side_estimates,
     wait_estimates,
+    work_rate,
 )
 from wallflame.report.gate_stats import Comparison, Estimate, compare, holm
 
@@ -364,15 +365,17 @@ def judge_profiles(before: Profile | list[Profile], after: Profile | list[Profil
 
 
 def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
-               lock_names: list[str], t: Thresholds) -> list[dict[str, Estimate]]:
-    """Every quantity of every run of a side (``wallflame.report.gate``)."""
+               lock_names: list[str], t: Thresholds, rate_ref: float | None = None
+               ) -> list[dict[str, Estimate]]:
+    """Every quantity of every run of a side (``wallflame.report.gate``); ``rate_ref``:
+    waits per unit of work, at that rate of work (``wait_estimates``)."""
     per_run = []
     for r in runs:
         q = {f"frame:{k}": v for k, v in frame_estimates(r, names, measure).items()}
         cpw = cpu_per_work(r) if work else None
         if cpw is not None:
             q["cpu_per_work"] = cpw
-        q.update(wait_estimates(r, t.wait_classes, lock_names))
+        q.update(wait_estimates(r, t.wait_classes, lock_names, rate_ref))
         per_run.append(q)
     return per_run
 
@@ -380,8 +383,16 @@ def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
 def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, work: bool,
            lock_names: list[str], t: Thresholds
            ) -> tuple[list[dict[str, Estimate]], float, float, dict[str, tuple[float, float]]]:
-    per_side = [_estimates(runs, names, measure, work, lock_names, t)
+    # per unit of work, waits too: at the baseline's rate of work, in seconds per second
+    rate_ref = work_rate(before) if measure == PER_WORK else None
+    per_side = [_estimates(runs, names, measure, work, lock_names, t, rate_ref)
                 for runs in (before, after)]
+    if any("cpu_per_work" not in d for side in per_side for d in side):
+        # a run without per-slice work (progress lines not spanning its window) would count
+        # as zero CPU per unit of work in its series' mean: not judged at all instead
+        for side in per_side:
+            for d in side:
+                d.pop("cpu_per_work", None)
     excess, dof = between_excess(per_side)
     cv, per_side = add_run_noise(
         per_side, lambda k: t.run_cv if k == "cpu_per_work" else t.wait_run_cv,
@@ -421,7 +432,9 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
             sides, excess, dof, cv = _sides(before, after, names, measure, work, lock_names, t)
             judged_as = ("on-CPU time per unit of work (CPU per unit of work fell "
                          f"significantly, p={fell.p:.2g}: shares grow when anything else "
-                         "shrinks)")
+                         "shrinks), and waits per unit of work too (as seconds per second "
+                         "at the baseline's rate of work: a server that does more work "
+                         "waits more per second without waiting more per request)")
     keys = sorted(sides[0].keys() & sides[1].keys())
     unit = before[0].work_unit or "unit"
     judged = []

@@ -214,6 +214,13 @@ def frame_estimates(run: Run, names: Sequence[str], measure: str) -> dict[str, E
     return out
 
 
+def work_rate(runs: Sequence[Run]) -> float | None:
+    """Work per second of window over the runs (``None`` unless every one reports work)."""
+    if not runs or not all(r.work and r.window_s > 0 for r in runs):
+        return None
+    return sum(float(r.work or 0) for r in runs) / sum(r.window_s for r in runs)
+
+
 def cpu_per_work(run: Run) -> Estimate | None:
     """On-CPU time per unit of work, with its spread over the slices; ``None`` without work
     per slice (a program that prints only a total: how much CPU per unit of work moves within
@@ -230,13 +237,20 @@ def cpu_per_work(run: Run) -> Estimate | None:
     return widen_for_loss(e, run.lost_on * value)
 
 
-def wait_estimates(run: Run, classes: Sequence[str], locks: Sequence[str]
-                   ) -> dict[str, Estimate]:
-    """Wait classes and locks in seconds per second of window (``wait:C``, ``lock:N``)."""
+def wait_estimates(run: Run, classes: Sequence[str], locks: Sequence[str],
+                   rate_ref: float | None = None) -> dict[str, Estimate]:
+    """Wait classes and locks in seconds per second of window (``wait:C``, ``lock:N``).
+
+    ``rate_ref`` (work per second): per unit of work instead, expressed as seconds per
+    second at that rate of work (``wait / work x rate_ref``), so that a run that did twice
+    the work in its window is not judged on waits that only grew with the work (the unit,
+    the floor ``WAIT_EPS`` and the minimum effect stay those of seconds per second)."""
     out: dict[str, Estimate] = {}
     if run.window_s <= 0 or run.unit != "ns":
         return out
     window_ns = run.window_s * 1e9
+    if rate_ref and run.work:
+        window_ns = run.work / rate_ref * 1e9
     total_off = sum(run.classes.values())
     relvar: dict[str, float] = {}
     s = run.slices
@@ -362,4 +376,5 @@ __all__ = [
     "read_work_file",
     "side_estimates",
     "wait_estimates",
+    "work_rate",
 ]

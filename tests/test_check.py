@@ -213,6 +213,40 @@ def test_cpu_per_work() -> None:
     assert result(check(a, b), "cpu_per_work").status == SKIPPED
 
 
+def test_more_work_waits_are_judged_per_unit_of_work() -> None:
+    """A faster server (MariaDB without a log flush per commit: the same CPU, four times the
+    transactions) waits more per second on its latches only because it does more; per unit
+    of work (seconds per second at the baseline's rate) its waits did not grow."""
+    v = check_work(run(hold_wait_ms=100), run(hold_wait_ms=400), 10000, 40000)
+    mutex = result(v, "wait_mutex")
+    assert "waits per unit of work" in v.method and v.status == PASS, mutex.message
+    assert "0.300 s/s -> 0.300 s/s" in mutex.message
+    # per second alone the same runs would fail on the mutex
+    v = check_work(run(hold_wait_ms=100), run(hold_wait_ms=400), 10000, 10000)
+    assert "waits per unit of work" not in v.method and result(v, "wait_mutex").status == FAIL
+    # waits that grew per unit of work (8x: single runs carry wait_run_cv, 30%) fail
+    v = check_work(run(hold_wait_ms=100), run(hold_wait_ms=3200), 10000, 40000)
+    assert result(v, "wait_mutex").status == FAIL and "waits per unit of work" in v.method
+
+
+def test_a_series_with_a_run_without_work_per_slice_skips_cpu_per_work() -> None:
+    """One run of a series whose progress lines did not span its window has no CPU per unit
+    of work: the series' mean must not count it as zero (a false 'regression' of +1760%
+    was seen that way), so CPU per unit of work is not judged."""
+    from wallflame.report.check import judge
+    from wallflame.report.diff.compare import _meta_digest, compare
+    from wallflame.report.gate import make_run
+
+    def mk(label: str, p: Profile, slices: bool) -> object:
+        return make_run(label, p, _meta_digest(p), even_slices(p, 10000) if slices else None,
+                        {"work": 10000, "unit": "requests"})
+
+    a = [mk("a1", run(), True), mk("a2", run(), False)]
+    b = [mk("b1", run(), True), mk("b2", run(), True)]
+    v = judge(a, b, compare(run(), run()), Thresholds())  # type: ignore[arg-type]
+    assert result(v, "cpu_per_work").status == SKIPPED and v.status != FAIL
+
+
 def test_series_use_the_spread_between_their_runs() -> None:
     v = check([run(), run(), run()], [run(), run(), run()])
     assert v.status == PASS and v.runs == (3, 3)
