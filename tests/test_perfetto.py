@@ -232,3 +232,38 @@ def test_the_encoder_matches_protobuf() -> None:
 def test_whole_range_equals_default() -> None:
     tl, _ = _with_samples()
     assert trace_bytes(tl) == trace_bytes(tl, Range(tl.t0, tl.t1))
+
+
+def test_speedscope_has_an_evented_profile_per_thread(tmp_path: Path) -> None:
+    """speedscope's export of a run directory adds each thread's time-ordered profile: it
+    matches speedscope's schema, its events nest, and a wait is open as long as it lasted."""
+    jsonschema = pytest.importorskip("jsonschema")
+    tl, p = _with_samples()
+    run = _run_dir(tmp_path, tl, p)
+    out = tmp_path / "r.speedscope.json"
+    r = subprocess.run([sys.executable, "-m", "wallflame", "report", str(run), "-o", str(out)],
+                       capture_output=True, text=True, check=False, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    schema = Path(__file__).parent / "fixtures" / "report" / "speedscope-schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    evented = {pr["name"]: pr for pr in doc["profiles"] if pr["type"] == "evented"}
+    assert len(evented) == 2  # both threads
+    one = next(pr for n, pr in evented.items() if n.endswith("(1) over time"))
+    opened: list[int] = []
+    since: dict[int, int] = {}
+    mutex = 0
+    last = 0
+    for e in one["events"]:
+        assert e["at"] >= last
+        last = e["at"]
+        if e["type"] == "O":
+            opened.append(e["frame"])
+            since[e["frame"]] = e["at"]
+        else:
+            assert opened.pop() == e["frame"]
+            if names[e["frame"]].startswith("[mutex"):
+                mutex += e["at"] - since[e["frame"]]
+    assert not opened
+    assert mutex == 3 * S // 10  # thread 1 waited on the mutex 1.0-1.3 s
