@@ -92,10 +92,12 @@ class Thresholds:
                         (default 0.8).
     run_cv:             how much CPU per unit of work moves between runs of the unchanged
                         program, relative, when no side is a series (one run cannot show it;
-                        a series measures it instead).  Default 0.04: runs of
-                        samples/handlers on a shared 2-core machine spread by 3.8-4.6%.
-    wait_run_cv:        the same for wait classes (default 0.3: identical 4 s runs of
-                        samples/bin/mix waited 0.17 to 0.39 s per s on its mutex).
+                        a series measures it instead).  Default 0.04: 60 runs of
+                        samples/handlers over an hour on a shared 2-core machine spread by
+                        4.3% (MariaDB under sysbench: 12%; docs/check.md).
+    wait_run_cv:        the same for wait classes, beyond what a run's slices show (default
+                        0.3: measured 2-13% for mix's waits, 41-43% for MariaDB's latch and
+                        commit waits).
     wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
                         and I/O; ``condvar``, ``poll`` and ``sleep`` grow whenever a program
                         is less busy); when ``mutex`` or ``rwlock`` fails, the lock that grew
