@@ -148,10 +148,32 @@ def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | N
     who = ["-a"] if opts.system_wide and not opts.sched else ["-p", str(pid)]
     # Timestamps in CLOCK_MONOTONIC, the clock of the window's bounds and of a program's own
     # clock_gettime (perf's default clock drifts from it: 2.3 ms after 3 hours of uptime).
-    cmd += ["-k", "mono"]
-    cmd += ["--call-graph", call_graph, *who, "-o", str(out),
+    cmd += [*CLOCK, "--call-graph", call_graph, *who, "-o", str(out),
             f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
     return cmd
+
+
+#: Every recorder timestamps with ``CLOCK_MONOTONIC``, the clock the window is taken with, so
+#: that evidence is clipped to the window exactly.
+CLOCK = ["-k", "mono"]
+
+
+def wake_command(out: Path, wakee_filter: str, duration_s: float | None) -> list[str]:
+    """The wake-ups of the target's threads: ``sched:sched_wakeup`` on every CPU (a wake-up
+    runs in the waker's context, often an interrupt or another process, so a per-thread
+    event misses most of them), filtered in the kernel on the wakee, no call chain: about
+    (measured) 100 bytes a wake-up.  The time from a blocked thread's wake-up to its
+    switch-in is time waiting for a CPU, which the scheduler capture alone counts as
+    blocked."""
+    sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999)) + \
+        SLEEP_MARGIN_S
+    cmd = [perf_path(), "record", "-e", "sched:sched_wakeup"]
+    if wakee_filter:
+        cmd += ["--filter", wakee_filter]
+    cmd += ["-c", "1", "-a", *CLOCK]
+    if os.geteuid() == 0:
+        cmd += ["-m", "1M"]
+    return [*cmd, "-o", str(out), f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
 
 
 @dataclass
@@ -255,6 +277,8 @@ def script_command(chunk: Path, sched: bool, pid: int | None = None) -> list[str
     """``perf script`` of one chunk; ``pid``: only that process's samples (a system-wide
     on-CPU capture holds every process's)."""
     cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
+    if chunk.name.startswith(f"{WAKE}."):
+        return [*cmd, "--ns", "-F", "tid,time,event,trace"]
     if pid is not None and not sched:
         cmd.append(f"--pid={pid}")
     if sched:
@@ -263,6 +287,8 @@ def script_command(chunk: Path, sched: bool, pid: int | None = None) -> list[str
     return cmd
 
 
+#: The wake-up recorder's file stem.
+WAKE = "wake"
 #: ``perf script -F`` of the scheduler capture.
 SCHED_FIELDS = "comm,pid,tid,time,period,event,trace,ip,sym,dso"
 

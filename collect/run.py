@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from wallflame import rundir
-from wallflame.collect import budget, perf, releases, stream
+from wallflame.collect import budget, perf, releases, stream, threads
 from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
@@ -243,6 +243,10 @@ def _recorders(target: Target, opts: CollectOptions, raw: Path,
         target.pid, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph,
                                                         system_wide=wide),
         opts.duration_s), raw, "perf")]
+    if opts.off_cpu in ("sched", "both") and perf.system_wide_allowed():
+        out.append(perf.PerfRecorder(perf.wake_command(
+            raw / f"{perf.WAKE}.data", threads.wake_filter(target.threads()), opts.duration_s),
+            raw, perf.WAKE))
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
             target.pid, raw / "sched.data", perf.PerfOptions(opts.freq_hz,
@@ -269,6 +273,8 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
         col.postprocess["budget"] = p.to_json()
     recorders = _recorders(target, opts, raw, attached=child is None)
     streamer = stream.Streamer(stream.Folded(raw, target.pid), recorders, stop)
+    if any(r.stem == perf.WAKE for r in recorders):
+        streamer.folded.sched.expect_wakes()
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(
@@ -319,9 +325,12 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
                     r.early_failure()
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
+        col.threads["start"] = threads.listing(target.pid)
         t_start = time.time_ns()
         mono_start = time.monotonic_ns()
         m_start = time.monotonic()
+        streamer.folded.sched.set_window(
+            mono_start, None, [r["tid"] for r in col.threads["start"]["threads"]])
         streamer.start()
         col.window = Window(start_ns=t_start, mono_start_ns=mono_start, perf_clock="mono")
         write_capture(raw, col, opts)
@@ -335,6 +344,9 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
         t_end = time.time_ns()
         mono_end = time.monotonic_ns()
         stop.set()
+        if col.window.mono_start_ns:  # nothing after the window's end is counted
+            streamer.folded.sched.window = (col.window.mono_start_ns, mono_end)
+            col.threads["end"] = threads.listing(target.pid)
         if loop is not None:
             loop.join(30)
         for r in recorders:
@@ -398,7 +410,8 @@ def _wait(target: Target, opts: CollectOptions, col: Capture, stop: threading.Ev
 
 def _record_results(col: Capture, recorders: list[perf.PerfRecorder],
                     loop: SnapshotLoop | None, mem: MemorySampler) -> None:
-    col.perf = {"sched": len(recorders) > 1, "off_cpu_bpf_supported": perf.supports_off_cpu()}
+    col.perf = {"sched": any(r.stem == "sched" for r in recorders),
+                "off_cpu_bpf_supported": perf.supports_off_cpu()}
     for r in recorders:
         lost, lines = perf.lost_from_stderr(r.stderr_text())
         col.perf[r.stem] = {"returncode": r.returncode,

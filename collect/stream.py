@@ -107,7 +107,7 @@ class Folded:
         self.options = options or FoldOptions()
         self.oncpu = Profile()
         self.sched = SampledSched(self.options.get_rules(), self.options.kernel)
-        self.done: dict[str, list[str]] = {"perf": [], "sched": []}
+        self.done: dict[str, list[str]] = {"perf": [], "sched": [], perf.WAKE: []}
         self.bad: list[tuple[str, int]] = []
         self.cost = Cost()
         self._script: IO[bytes] | None = None
@@ -132,6 +132,8 @@ class Folded:
         try:
             if stem == "sched":
                 self.sched.feed(proc.stdout)  # type: ignore[arg-type]
+            elif stem == perf.WAKE:
+                self.sched.feed_wakes(proc.stdout)  # type: ignore[arg-type]
             else:
                 self._fold_oncpu(proc.stdout)
         finally:
@@ -264,10 +266,17 @@ class Streamer(threading.Thread):
 
 
 def process_all(raw: Path, stems: list[str], pid: int | None = None,
-                progress: Callable[[str], None] | None = None) -> Folded:
+                progress: Callable[[str], None] | None = None,
+                cap: Capture | None = None) -> Folded:
     """Everything in ``raw/`` at once (``wallflame.finish`` of a run that was not streamed,
-    or finished again)."""
+    or finished again); ``cap``: the run's description, whose window clips the scheduler's
+    intervals."""
     folded = Folded(raw, pid)
+    if cap is not None:
+        set_window(folded.sched, cap)
+    if "sched" in stems and perf.data_chunks(raw, perf.WAKE):
+        folded.sched.expect_wakes()
+        stems = [perf.WAKE, *stems]  # the wake-ups first: each interval is resolved at once
     for stem in stems:
         for c in perf.data_chunks(raw, stem):
             if progress is not None:
@@ -282,7 +291,7 @@ def process_capture(raw: Path, cap: Capture) -> Folded:
     """Every chunk the collect described by ``cap`` recorded, processed now."""
     pid = cap.target.get("pid")
     return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"],
-                       pid if isinstance(pid, int) else None)
+                       pid if isinstance(pid, int) else None, cap=cap)
 
 
 def evidence(raw: Path, cap: Capture, warnings: list[str], folded: Folded | None
@@ -319,6 +328,18 @@ def write_sched_bins(raw: Path, sched: SampledSched) -> None:
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
     except OSError:
         path.unlink(missing_ok=True)  # the check then takes sampling error for the waits
+
+
+def set_window(sched: SampledSched, cap: Capture) -> None:
+    """The run's window on perf's clock (when perf recorded with ``-k mono``) and which
+    threads existed when it opened, for the scheduler's folder."""
+    window = cap.window.on_perf_clock()
+    if window is None:
+        return
+    listing = cap.threads.get("start")
+    rows = listing.get("threads") if isinstance(listing, dict) else None
+    tids = [int(r["tid"]) for r in rows or [] if isinstance(r, dict) and "tid" in r]
+    sched.set_window(*window, tids if rows is not None else None)
 
 
 def budget_warnings(cap: Capture) -> list[str]:

@@ -27,7 +27,7 @@ import wallflame
 from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.output import write_bytes
-from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Profile, StackKey
+from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.page_assets import page_assets, templates_dir
 from wallflame.report.palette import swatch_css
 from wallflame.report.summary import build_summary
@@ -228,7 +228,8 @@ def _bars(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
     """Per-thread segments as percentages of the window (or of the thread's total)."""
     out = []
     for r in rows:
-        parts = [("on", r["on_cpu_s"])] + [(c, r["wait"][c]) for c in WAIT_CLASSES]
+        parts = [("on", r["on_cpu_s"]), (RUNNABLE, r["wait"][RUNNABLE])] + \
+            [(c, r["wait"][c]) for c in WAIT_CLASSES if c != RUNNABLE]
         whole = window or sum(v for _, v in parts)
         x, segs = 0.0, []
         for cls, v in parts:
@@ -257,7 +258,8 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
     groups = sorted(acc.values(), key=lambda g: (-g["n"], g["name"]))
     for g in groups:
-        g["off_cpu_s"] = sum(g["wait"].values())
+        g["runnable_s"] = g["wait"][RUNNABLE]
+        g["off_cpu_s"] = sum(g["wait"].values()) - g["runnable_s"]
     return groups
 
 

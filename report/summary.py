@@ -62,20 +62,24 @@ def call_site(frames: tuple[str, ...]) -> str:
 
 def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
                stopped: int = 0) -> dict[str, Any]:
-    """One thread's split of the window.  ``runqueue_s`` is time the thread was runnable but
-    waiting for a CPU (preempted): neither on-CPU nor blocked, but part of its wall time, so
-    coverage counts it."""
+    """One thread's split of the window: on-CPU, runnable (waiting for a CPU: preempted, or
+    woken and not yet running), blocked (``off_cpu_s``, by class in ``wait``) and stopped by
+    the collect; ``coverage`` is their sum over the window.  ``runqueue``: the run-queue time
+    the metadata records, used only for a profile without runnable stacks (folded before
+    runnable time had stacks of its own)."""
+    runnable = t.runnable or runqueue
     row: dict[str, Any] = {
         "tid": t.tid,
         "name": t.name,
         "on_cpu_s": seconds(t.on, unit),
+        "runnable_s": seconds(runnable, unit),
         "off_cpu_s": seconds(t.off, unit),
         "wait": {c: seconds(t.wait[c], unit) for c in WAIT_CLASSES},
-        "runqueue_s": seconds(runqueue, unit),
+        "runqueue_s": seconds(runnable, unit),  # the same figure, under its former name
         "stopped_s": seconds(stopped, unit),  # stopped by the collect's own tracer
     }
     if window and unit == UNIT_NS:
-        row["coverage"] = round((t.total + runqueue + stopped) / window, 4)
+        row["coverage"] = round((t.on + runnable + t.off + stopped) / window, 4)
     return row
 
 

@@ -66,6 +66,7 @@ def restrict(full: Profile, tl: Timeline, rng: Range) -> Profile:
         samples += _on_cpu(out, tl, th, name, rng)
         spans += _blocked(out, tl, th, name, rng)
         rq, st = _clipped(th, rng, RUNNABLE), _clipped(th, rng, STOPPED)
+        _runnable(out, tl, th, name, rng, rq)
         if rq:
             runnable[str(th.tid)] = rq
         if st:
@@ -107,6 +108,36 @@ def _on_cpu(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) -
 def _clipped(th: ThreadLine, rng: Range, kind: int) -> int:
     return sum(rng.clip(s, d) for s, d, k in zip(th.p_start, th.p_dur, th.p_kind, strict=True)
                if k == kind)
+
+
+def _runnable(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
+              total: int) -> None:
+    """Add the thread's runnable time in the range (``total``) over the stacks it was
+    preempted or had blocked at, as the scheduler's folder splits it: its runnable spans'
+    stacks, else its sampled blocked spans', else ``[unsampled]``."""
+    if not total:
+        return
+    own: dict[int, int] = {}
+    blocked: dict[int, int] = {}
+    for s, d, k, sid, p in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack, th.p_period,
+                               strict=True):
+        c = rng.clip(s, d)
+        if not c or not sid:
+            continue
+        if k == RUNNABLE:
+            own[sid] = own.get(sid, 0) + max(1, p) * c
+        elif k < UNSAMPLED:
+            blocked[sid] = blocked.get(sid, 0) + max(1, p) * c
+    items = sorted((own or blocked).items())
+    denom = sum(w for _, w in items)
+    if not denom:
+        out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, "runnable"), total)
+        return
+    given = 0
+    for i, (sid, w) in enumerate(items):
+        part = total - given if i == len(items) - 1 else total * w // denom
+        given += part
+        out.add(StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, OFF, "runnable"), part)
 
 
 def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) -> int:

@@ -118,8 +118,8 @@
   };
 
   /* ---- the timeline: a range selected in it restricts every graph ---- */
-  var STATE_COLOURS = { runnable: "rgb(236,184,40)", stopped: "rgb(150,150,150)",
-    unsampled: "rgb(184,196,214)" };
+  /* runnable is a class of the table: drawn in its colour, like the wait classes */
+  var STATE_COLOURS = { stopped: "rgb(150,150,150)", unsampled: "rgb(184,196,214)" };
   var wholeSelf = full.self, timeline = null, tlData = data.timeline;
   function seconds(ns) { return (ns / 1e9).toFixed(3) + " s"; }
   function stackOf(node) {

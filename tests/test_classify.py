@@ -21,7 +21,7 @@ from wallflame.classify import (
 from wallflame.errors import InputError
 from wallflame.fold import gdb
 from wallflame.fold.options import FoldOptions
-from wallflame.profile import OFF, WAIT_CLASSES, Profile
+from wallflame.profile import BLOCKED_CLASSES, OFF, WAIT_CLASSES, Profile
 
 FIX = Path(__file__).parent / "fixtures"
 THREAD = ("clone3", "start_thread", "worker_main", "worker_loop")
@@ -148,8 +148,8 @@ def test_missing_rules_file(tmp_path: Path) -> None:
 def test_builtin_table_is_consistent() -> None:
     r = default_rules()
     rules = [x for xs in r.names.values() for x in xs] + [x for _, x in r.patterns]
-    assert {x.cls for x in rules} <= set(WAIT_CLASSES)
-    assert {x.cls for x in rules} == set(WAIT_CLASSES)
+    assert {x.cls for x in rules} <= set(BLOCKED_CLASSES)
+    assert {x.cls for x in rules} == set(BLOCKED_CLASSES)
     # a frame named by a weak rule is never also named by a stronger one without context
     for name, xs in r.names.items():
         plain = [x for x in xs if x.under is None]

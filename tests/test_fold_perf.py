@@ -291,8 +291,10 @@ def test_sched_switch_gives_exact_off_cpu_time() -> None:
     assert all(k.state == OFF for k in p.stacks)
     assert p.meta.unit == "ns"
     rq = p.meta.extra["runqueue_ns"]
+    assert p.per_class()["runnable"] == sum(rq.values()) > 0
     for t in p.per_thread():
-        assert t.off + rq.get(str(t.tid), 0) <= p.meta.window_ns
+        assert t.off + t.runnable <= p.meta.window_ns
+        assert t.runnable == rq.get(str(t.tid), 0)
     sleep = {k for k in p.stacks if k.wait == "sleep"}
     assert any("nap" in k.frames or "clock_nanosleep" in k.frames for k in sleep)
     workers = [t for t in p.per_thread() if t.name.startswith("mix-") and t.name != "mix-ticker"]
@@ -325,7 +327,7 @@ def test_switch_ins_inferred_without_switch_records() -> None:
     assert fold(FIX / "mix-sched-noswitch.txt").meta.extra["sched"]["inferred_switch_in"] > 0
 
 
-def test_preempted_switch_outs_are_runqueue_time_not_stacks() -> None:
+def test_preempted_switch_outs_are_runnable_time_not_blocked() -> None:
     text = (b"app 7 [000] 1.000000: sched:sched_switch: prev_comm=app prev_pid=7 prev_prio=120 "
             b"prev_state=R+ ==> next_comm=x next_pid=9 next_prio=120\n\t1 schedule (k)\n\n"
             b"x 9 [000] 1.000300: sched:sched_switch: prev_comm=x prev_pid=9 prev_prio=120 "
@@ -339,7 +341,9 @@ def test_preempted_switch_outs_are_runqueue_time_not_stacks() -> None:
     p = fold(text)
     assert p.meta.extra["runqueue_ns"] == {"7": 300_000}
     got = {(k.tid, k.wait): w for k, w in p.stacks.items()}
-    assert got == {(7, "io"): 2_000_000, (9, "sleep"): 2_200_000}  # 9 closed at capture end
+    # 9 closed at capture end; 7's preemption is runnable, kept with the stack it was preempted at
+    assert got == {(7, "io"): 2_000_000, (9, "sleep"): 2_200_000, (7, "runnable"): 300_000}
+    assert p.per_thread()[0].off + p.per_thread()[0].runnable == p.per_thread()[0].total
     assert p.meta.extra["sched"]["closed_at_end"] == 1
 
 

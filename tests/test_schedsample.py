@@ -13,7 +13,7 @@ from wallflame.collect import budget
 from wallflame.collect.perf import data_chunks
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched
-from wallflame.profile import OFF, Profile
+from wallflame.profile import OFF, RUNNABLE, Profile
 
 PID = 100
 
@@ -51,7 +51,7 @@ def fold(*chunks: str) -> Profile:
 def by_stack(p: Profile, tid: int) -> dict[tuple[str, ...], int]:
     out_: dict[tuple[str, ...], int] = {}
     for k, w in p.stacks.items():
-        if k.tid == tid and k.state == OFF:
+        if k.tid == tid and k.state == OFF and k.wait != RUNNABLE:
             out_[k.frames] = out_.get(k.frames, 0) + w
     return out_
 
@@ -70,7 +70,9 @@ def test_every_switch_sampled_gives_exact_stack_times() -> None:
                       ("main", "idle", "pthread_cond_wait"): 10_000}
     assert p.meta.extra["runqueue_ns"] == {"1": 500}
     waits = {k.wait for k in p.stacks}
-    assert waits == {"mutex", "condvar"}
+    assert waits == {"mutex", "condvar", RUNNABLE}
+    # the preemption had no sample: its runnable time is where the thread blocked
+    assert sum(w for k, w in p.stacks.items() if k.wait == RUNNABLE) == 500
     sched = p.meta.extra["sched"]
     assert sched["switch_outs"] == 3 and sched["stack_samples"] == 2
     assert sched["exact_switch_in"] == 3 and sched["inferred_switch_in"] == 0
@@ -273,3 +275,73 @@ def test_unsampled_and_unswitched_threads_take_their_snapshot_stacks() -> None:
                                    ("main", "take", "__lll_lock_wait"): 2_250}
     assert by_stack(merged, 2) == {("main", "poll"): 500}
     assert by_stack(merged, 3) == {(UNSAMPLED,): 9_500}  # no snapshot of it: kept as it was
+
+
+def wake(tid: int, ns: int, waker: int = 999, comm: str = "w") -> str:
+    """A ``sched:sched_wakeup`` of ``tid`` as the wake-up capture prints it (``-F
+    tid,time,event,trace``): the header names the waker, the fields the wakee."""
+    return (f"{waker:>7} {_t(ns)}: sched:sched_wakeup: comm={comm} pid={tid} prio=120 "
+            "target_cpu=001\n")
+
+
+def test_wakeup_latency_is_runnable_time_with_the_stack_it_blocked_at() -> None:
+    """Blocked from the switch-out to the wake-up, runnable from the wake-up to the
+    switch-in; on-CPU from each switch-in to the next switch-out; all three add up to the
+    window."""
+    s = SampledSched(FoldOptions().get_rules())
+    s.set_window(500, None, at_start=[1])
+    # a forged comm cannot name another wakee
+    s.feed_wakes(io.BytesIO((wake(1, 4_000, comm="x pid=2 prio=1 target_cpu=0")
+                             + wake(1, 14_000) + wake(2, 15_000)).encode()))
+    s.feed(io.BytesIO((sample(1, 1_000, LEAF_MUTEX) + out(1, 1_010) + inn(1, 5_010)
+                       + sample(1, 6_000, LEAF_COND) + out(1, 6_005) + inn(1, 16_005)
+                       + out(1, 17_000, preempt=True) + inn(1, 17_500)).encode()))
+    s.window = (500, 20_000)
+    p = Profile()
+    s.finish(p)
+    assert by_stack(p, 1) == {("main", "take", "__lll_lock_wait"): 2_990,
+                              ("main", "idle", "pthread_cond_wait"): 7_995}
+    runnable = {k.frames: w for k, w in p.stacks.items() if k.wait == RUNNABLE}
+    # 1010 ns woken in take, 2005 in idle, 500 preempted (no sample: split like the rest)
+    assert sum(runnable.values()) == 1_010 + 2_005 + 500
+    exact = p.meta.extra["sched_threads"]["1"]
+    assert exact["on_ns"] == (1_010 - 500) + (6_005 - 5_010) + (17_000 - 16_005) + (20_000 - 17_500)
+    assert exact["on_ns"] + exact["runnable_ns"] + exact["blocked_ns"] == 20_000 - 500
+    assert p.meta.extra["sched"]["woken_intervals"] == 2
+    assert not any("no wake-up capture" in w for w in p.meta.warnings)
+
+
+def test_blocked_intervals_wait_for_wakeups_read_later() -> None:
+    """The wake-up capture's chunk may be read after the switches': the same result."""
+    switches = (sample(1, 1_000, LEAF_MUTEX) + out(1, 1_010) + inn(1, 5_010)).encode()
+    wakes = wake(1, 4_000).encode()
+    results = []
+    for order in ((wakes, switches), (switches, wakes)):
+        s = SampledSched(FoldOptions().get_rules())
+        s.expect_wakes()
+        for i, chunk in enumerate(order):
+            (s.feed_wakes if chunk is wakes else s.feed)(io.BytesIO(chunk))
+            del i
+        p = Profile()
+        s.finish(p)
+        results.append(sorted(p.stacks.items()))
+    assert results[0] == results[1]
+    assert dict((k.wait, w) for k, w in results[0]) == {"mutex": 2_990, RUNNABLE: 1_010}
+
+
+def test_window_clips_every_interval_and_new_threads_have_no_leading_span() -> None:
+    """Records before the window open intervals at its start; past its end they are cut
+    there; a thread created during the window is not blocked before it existed."""
+    s = SampledSched(FoldOptions().get_rules())
+    s.set_window(10_000, 20_000, at_start=[1])
+    text = (sample(1, 5_000, LEAF_MUTEX) + out(1, 5_010) + inn(1, 12_000)
+            + inn(2, 13_000) + sample(2, 14_000, LEAF_COND) + out(2, 14_000)
+            + inn(2, 25_000) + out(1, 26_000))
+    s.feed(io.BytesIO(text.encode()))
+    p = Profile()
+    s.finish(p)
+    exact = p.meta.extra["sched_threads"]
+    assert exact["1"] == {"on_ns": 8_000, "runnable_ns": 0, "blocked_ns": 2_000}
+    assert exact["2"] == {"on_ns": 1_000, "runnable_ns": 0, "blocked_ns": 6_000}
+    assert p.meta.extra["outside_window"]["sched_ns"] > 0
+    assert any("no wake-up capture" in w for w in p.meta.warnings)

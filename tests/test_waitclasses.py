@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from wallflame.cli import cli
-from wallflame.profile import OFF, ON, Profile, StackKey
+from wallflame.profile import BLOCKED_CLASSES, OFF, ON, Profile, StackKey
 from wallflame.report import html, svg, text
 from wallflame.report.check import Thresholds
 from wallflame.report.palette import rgb, swatch
@@ -77,8 +77,10 @@ def test_page_legend_heads_and_swatches_are_the_table() -> None:
     legend = doc[doc.index('<nav class="legend"'):doc.index("</nav>")]
     shown = re.findall(r'class="c-(\w+)"/></svg>([^<]*)</span>', legend)
     assert shown[: len(CLASSES)] == [(c, BY_NAME[c].label) for c in CLASSES]
-    head = doc[doc.index("<th>off-CPU</th>"):doc.index("<th>coverage</th>")]
-    assert re.findall(r"<th>([^<]*)</th>", head)[1:] == [BY_NAME[c].label for c in WAIT_CLASSES]
+    # on-CPU, runnable, blocked, then the blocked time by class
+    head = doc[doc.index("<th>on-CPU</th>"):doc.index("<th>coverage</th>")]
+    assert re.findall(r"<th>([^<]*)</th>", head) == ["on-CPU", "runnable", "blocked", *(
+        BY_NAME[c].label for c in BLOCKED_CLASSES)]
     styles = "".join(re.findall(r"<style>(.*?)</style>", doc, re.S))
     fills = dict(re.findall(r"\.c-(\w+) \{ fill: (#[0-9a-f]{6}); \}", styles))
     assert {c: fills.get(c) for c in CLASSES} == {c: swatch(c) for c in CLASSES}

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from wallflame.errors import InputError
 from wallflame.names import normalize
-from wallflame.profile import WAIT_CLASSES
+from wallflame.profile import BLOCKED_CLASSES
 
 #: How many frames from the leaf are looked at: the blocking call is always near the leaf.
 SCAN_DEPTH = 48
@@ -68,9 +68,9 @@ class Rules:
         cls, strength, match, pattern = parts[:4]
         label = parts[4].strip() if len(parts) > 4 else ""
         under = parts[5] if len(parts) > 5 else ""
-        if cls not in WAIT_CLASSES:
+        if cls not in BLOCKED_CLASSES:
             raise InputError(f"{where}: unknown wait class {cls!r}",
-                             f"use one of {', '.join(WAIT_CLASSES)}")
+                             f"use one of {', '.join(BLOCKED_CLASSES)}")
         if strength not in _STRENGTHS:
             raise InputError(f"{where}: strength must be outer, strong or weak, not {strength!r}")
         if label == "-":

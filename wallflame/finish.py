@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wallflame import locks, releases, rundir, stops
+from wallflame import locks, releases, rundir, stops, window
 from wallflame.errors import WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.folded import write_folded
@@ -148,6 +148,7 @@ def build_profile(raw: Path, cap: Capture, folded: Any = None) -> Profile:
             profile.meta.merge(pmp_profile.meta)
             # Threads that never switched, or whose switches had no stack: the snapshots.
             stream.from_snapshots(profile, pmp_profile, sched_profile)
+    _whole_window(profile, cap, sched_profile, pmp_profile)
     releases.attach_raw(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
@@ -156,6 +157,21 @@ def build_profile(raw: Path, cap: Capture, folded: Any = None) -> Profile:
     if work is not None:
         profile.meta.extra["work"] = work
     return profile
+
+
+def _whole_window(profile: Profile, cap: Capture, sched: Profile | None,
+                  pmp: Profile | None) -> None:
+    """On-CPU totals from the switches where the scheduler was recorded, and the whole window
+    for threads that never switched (``wallflame.window``)."""
+    if sched is None:
+        return
+    exact = sched.meta.extra.get("sched_threads")
+    if isinstance(exact, dict):
+        window.exact_oncpu(profile, exact)
+    bounds = cap.window.on_perf_clock()
+    if bounds is not None:
+        seen = set(sched.meta.threads) | {k.tid for k in profile.stacks if k.state == "on"}
+        window.whole_window(profile, cap.threads, seen, pmp, bounds[1] - bounds[0])
 
 
 def _annotate_meta(profile: Profile, cap: Capture, warnings: list[str],
@@ -178,7 +194,7 @@ def _annotate_meta(profile: Profile, cap: Capture, warnings: list[str],
         if pmp.failed:
             meta.lose("failed snapshots", 0, pmp.failed, "; ".join(pmp.errors[:2]))
     perf_info = cap.perf
-    for stem in ("perf", "sched"):
+    for stem in ("perf", "sched", "wake"):
         rec = cap.perf_recording(stem)
         if rec.get("lost_chunks"):
             meta.lose(f"{stem} record lost chunks", 0, int(rec["lost_chunks"]),
@@ -224,6 +240,9 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
         folded = stream.process_capture(raw, cap)
     profile = build_profile(raw, cap, folded)
     tl = _timeline(out, cap, profile, folded)
+    exact = profile.meta.extra.get("sched_threads")
+    if profile.meta.extra.get("oncpu_source") == "switches" and isinstance(exact, dict):
+        window.exact_oncpu(profile, exact)  # the samples left in the window: the same totals
     with open_output(str(out / rundir.ONCPU)) as f:
         write_folded(profile.on_cpu(), f, annotate=True)
     with open_output(str(out / rundir.OFFCPU)) as f:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from wallflame.speedups import native
+from wallflame.waitclasses import BLOCKED_CLASSES as BLOCKED_CLASSES
+from wallflame.waitclasses import RUNNABLE as RUNNABLE  # waiting for a CPU: not blocked
 from wallflame.waitclasses import WAIT_CLASSES as WAIT_CLASSES  # the table's, in display order
 
 ON = "on"
@@ -148,11 +150,16 @@ class ThreadTotals:
 
     @property
     def off(self) -> int:
-        return sum(self.wait.values())
+        """Blocked time: every class but ``runnable``."""
+        return sum(w for c, w in self.wait.items() if c != RUNNABLE)
+
+    @property
+    def runnable(self) -> int:
+        return self.wait.get(RUNNABLE, 0)
 
     @property
     def total(self) -> int:
-        return self.on + self.off
+        return self.on + self.runnable + self.off
 
     def add(self, key: StackKey | Group, weight: int) -> None:
         if key.state == ON:

@@ -210,6 +210,8 @@ class Capture:
     launched: dict[str, Any] = field(default_factory=dict)
     owners: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
+    # the target's threads when the window opened and closed (``collect.threads.listing``)
+    threads: dict[str, Any] = field(default_factory=dict)
     #: Set in a capture written while the run goes on.
     running: Running | None = None
     #: Set in a capture ``finish`` made up from the files in ``raw/``: only ``off_cpu`` and

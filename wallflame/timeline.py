@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from wallflame.errors import InputError
-from wallflame.profile import WAIT_CLASSES
+from wallflame.profile import BLOCKED_CLASSES as WAIT_CLASSES  # runnable has its kind below
 
 TIMELINE = "timeline.json.gz"
 FORMAT = "wallflame-timeline"

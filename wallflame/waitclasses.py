@@ -56,10 +56,17 @@ WAIT_TABLE = (
     WaitClass("poll", "idle poll", "poll", ((196, 24, 0), (196, 24, 0), (196, 24, 0))),
     WaitClass("sleep", "sleep", "sleep", ((135, 40, 0), (195, 30, 0), (235, 0, 0))),
     WaitClass("other", "other", "other", ((120, 30, 0), (130, 30, 0), (185, 30, 0))),
+    # Waiting for a CPU (preempted, or woken and not yet running): not blocked, a state of its
+    # own; its stacks are where the thread was preempted or had blocked.  Teal.
+    WaitClass("runnable", "runnable", "runnable", ((20, 30, 0), (150, 30, 0), (150, 30, 0))),
 )
 
 #: Names of the wait classes, in display order.
 WAIT_CLASSES = tuple(c.name for c in WAIT_TABLE)
+#: Waiting for a CPU: the one class of off-CPU time that is not blocked.
+RUNNABLE = "runnable"
+#: The classes of blocked time (what a classification rule may assign).
+BLOCKED_CLASSES = tuple(c for c in WAIT_CLASSES if c != RUNNABLE)
 #: Wait classes whose waits are on a lock (attributed to a lock and its holders).
 LOCK_CLASSES = tuple(c.name for c in WAIT_TABLE if c.lock)
 #: The class that time of an unknown class is counted and drawn under.

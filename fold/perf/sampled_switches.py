@@ -21,6 +21,17 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   span counts as blocked (from the capture's first record) and is split like the rest.  A
   blocked thread with no sampled stack at all gets the pseudo-frame ``[unsampled]``.
 * Intervals still open at the end are closed at the capture's last record.
+* **Waiting for a CPU is a state** (class ``runnable``): a preemption (``OUT preempt``) is
+  runnable until the thread's next ``IN``, and so is the time from the wake-up of a blocked
+  thread (``sched:sched_wakeup``, recorded on every CPU by a perf of its own and read with
+  ``feed_wakes``) to its ``IN``: the blocked interval ends at its last wake-up.  The kernel
+  counts both as run-queue delay (``/proc/PID/task/TID/schedstat``, second field), which the
+  live tests check against.  Runnable time keeps the stack at which the thread was preempted
+  or had blocked.  A thread the window's first ``/proc`` listing did not have was created
+  during the window and has no leading span.
+* **On-CPU time is exact too**: each ``IN`` to the next ``OUT``, clipped to the window
+  (``meta.extra["sched_threads"]``: per thread on-CPU, runnable and blocked ns), which the run
+  uses as each thread's on-CPU total (``wallflame.window``).
 * Blocked time is also kept per wait class in bins of ``BIN_NS`` of the perf clock
   (``class_bins``): ``wallflame check`` measures how much each class moves within a run from
   it (``wallflame.report.slices``), since the scheduler's text is not kept.  A thread's
@@ -32,6 +43,8 @@ Memory holds per-thread totals and the distinct (stack, state) pairs, never the 
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -40,7 +53,7 @@ from wallflame.classify import Rules, classify
 from wallflame.fold.perf.lines import frame_name
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches was sampled
-from wallflame.profile import OFF, Profile, StackKey
+from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
 
@@ -53,6 +66,10 @@ MAX_SAMPLE_LEAD_NS = 10_000_000
 _HEAD = re.compile(r"^(.{0,16}?) *(\d+)/(\d+) +(\d+)\.(\d{9}): +(.*)$")
 _PERIOD_EVENT = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
 _LOST = re.compile(r"\blost (\d+)\b")
+# The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
+# chosen by the target and may hold anything, ``pid=`` included).
+_WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+\s*$")
+_WAKE_HEAD = re.compile(r"^\s*(\d+) +(\d+)\.(\d{9}): +sched:sched_wakeup: (.*)$")
 #: Width of the bins of ``class_bins``: a twentieth of a second, so that a window's ten
 #: slices (``wallflame check``) are cut from them to within half a bin.
 BIN_NS = 50_000_000
@@ -73,6 +90,12 @@ class _Thread:
     # (frames, kernel state) -> sum of period x duration of sampled blocked intervals
     stacks: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
     sampled_weight: int = 0
+    # (frames, kernel state) -> period x duration of the runnable time behind that stack
+    rstacks: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
+    # on-CPU intervals (each IN to the next OUT) as start, end pairs; running since on_since
+    on_cpu: array[int] = field(default_factory=lambda: array("q"))
+    on_since: int | None = None
+    seen: bool = False
     # (wait class, bin index) -> sum of period x the part of the interval in that bin
     bins: dict[tuple[str, int], int] = field(default_factory=dict)
     lead_start: int = 0  # where ``leading`` began (the capture's first record)
@@ -98,6 +121,13 @@ class SampledSched:
         self.samples = 0
         self.periods = 0
         self.lines = 0
+        self.window: tuple[int, int | None] | None = None
+        self.at_start: set[int] | None = None
+        # wake-up times per thread; None: no wake-up capture (wake-up latency then stays in
+        # the blocked time, as the run's warning says)
+        self.wakes: dict[int, list[int]] | None = None
+        self.wake_records = 0
+        self.woken = 0
         self._cur: tuple[int, int, str, int, str, int] | None = None  # pid, tid, comm, t, ...
         self._frames: list[str] = []
         self._frame_cache: dict[str, str | None] = {}
@@ -106,6 +136,39 @@ class SampledSched:
         self.class_bins: dict[str, dict[int, int]] = {}
         #: Every interval in time order, for the run's timeline (``wallflame.timeline``).
         self.log = IntervalLog()
+
+    def set_window(self, start: int, end: int | None = None,
+                   at_start: Iterable[int] | None = None) -> None:
+        """The window (``CLOCK_MONOTONIC`` ns, perf's clock with ``-k mono``; ``end`` once it
+        has closed) and the target's threads when it opened (others were created during it
+        and have no leading span)."""
+        self.window = (start, end)
+        if at_start is not None:
+            self.at_start = set(at_start)
+
+    def expect_wakes(self) -> None:
+        """A wake-up capture is (or will be) read: no warning that it is missing."""
+        if self.wakes is None:
+            self.wakes = {}
+
+    def feed_wakes(self, f: BinaryIO) -> None:
+        """Read one chunk of the wake-up capture's ``perf script`` text (``-F
+        tid,time,event,trace --ns``): when each thread was made runnable.  The wake-ups are
+        applied to the intervals at ``finish``, so chunks may come in any order."""
+        self.expect_wakes()
+        assert self.wakes is not None
+        for block in line_blocks(f):
+            for line in block.decode("utf-8", "replace").split("\n"):
+                m = _WAKE_HEAD.match(line)
+                if m is None:
+                    continue
+                w = _WAKEE.search(m.group(4))
+                if w is None:
+                    self.unparsed += 1
+                    continue
+                self.wake_records += 1
+                t = int(m.group(2)) * 1_000_000_000 + int(m.group(3))
+                self.wakes.setdefault(int(w.group(1)), []).append(t)
 
     # -- input ----------------------------------------------------------------------------
 
@@ -199,6 +262,14 @@ class SampledSched:
     def _switch_out(self, tid: int, pid: int, comm: str, t: int, preempt: bool) -> None:
         th = self._thread(tid, pid, comm)
         th.switches += 1
+        since = th.on_since
+        if since is None and not th.seen and self._existed(tid):
+            # running since before the capture (clipped to the window at the end)
+            since = self.window[0] if self.window is not None else (self.first_time or t)
+        if since is not None and t > since:
+            th.on_cpu.extend((since, t))
+        th.on_since = None
+        th.seen = True
         if th.open is not None:  # its IN is missing: it ran again by now
             self._close(th, t, exact=False)
         sample = None
@@ -212,15 +283,49 @@ class SampledSched:
 
     def _switch_in(self, tid: int, pid: int, comm: str, t: int) -> None:
         th = self.threads.get(tid)
-        if th is None:
+        if th is None or not th.seen:
             th = self._thread(tid, pid, comm)
-            if self.first_time is not None and t > self.first_time:
+            th.seen = True
+            th.on_since = t
+            if self.first_time is not None and t > self.first_time and self._existed(tid):
                 th.leading += t - self.first_time
                 th.lead_start = self.first_time
                 self.log.add(tid, self.first_time, t - self.first_time, LOG_LEADING, None)
             return
+        th.on_since = t
         if th.open is not None:
             self._close(th, t, exact=True)
+
+    def _existed(self, tid: int) -> bool:
+        """Whether ``tid`` existed when the window opened (unknown: assume it did)."""
+        return self.at_start is None or tid in self.at_start
+
+    def _apply_wakes(self) -> None:
+        """End each blocked interval at the thread's last wake-up inside it: the rest, to its
+        switch-in, is runnable (logged with the same stack, the log kept in time order)."""
+        wakes = self.wakes
+        if not wakes:
+            return
+        for tid in wakes:
+            wakes[tid].sort()
+        log = self.log
+        extra: list[tuple[int, int, int, int, int, int]] = []
+        for i in range(len(log)):
+            if log.kind[i] not in (LOG_BLOCKED, LOG_LEADING):
+                continue
+            found = wakes.get(log.tid[i])
+            if not found:
+                continue
+            s, e = log.start[i], log.start[i] + log.dur[i]
+            j = bisect_right(found, e)
+            if not j or found[j - 1] <= s or found[j - 1] >= e:
+                continue
+            w = found[j - 1]
+            log.dur[i] = w - s
+            extra.append((w, log.tid[i], e - w, LOG_RUNNABLE, log.sample[i], log.period[i]))
+            self.woken += 1
+        if extra:
+            _merge_log(log, extra)
 
     def _close(self, th: _Thread, t: int, exact: bool) -> None:
         assert th.open is not None
@@ -259,7 +364,7 @@ class SampledSched:
         log = self.log
         for th in self.threads.values():
             th.blocked = th.runnable = th.leading = th.sampled_weight = 0
-            th.stacks, th.bins = {}, {}
+            th.stacks, th.bins, th.rstacks = {}, {}, {}
             th.lead_start = max(th.lead_start, start)
         outside = 0
         for i in range(len(log)):
@@ -272,6 +377,10 @@ class SampledSched:
             kind = log.kind[i]
             if kind == LOG_RUNNABLE:
                 th.runnable += c
+                si = log.sample[i]
+                if si >= 0:
+                    key = log.samples[si]
+                    th.rstacks[key] = th.rstacks.get(key, 0) + max(1, log.period[i]) * c
             elif kind == LOG_LEADING:
                 th.leading += c
             else:
@@ -293,15 +402,23 @@ class SampledSched:
         """Close open intervals at the last record and add the off-CPU stacks, the run-queue
         time and the scheduler's figures to ``profile``; with ``window`` (the collect's
         bounds in the capture's clock) only the part of each interval inside it."""
+        if window is None and self.window is not None and self.window[1] is not None:
+            window = (self.window[0], self.window[1])
+        end = window[1] if window is not None else self.last_time
         closed_at_end = 0
         for th in self.threads.values():
             if th.open is not None:
                 closed_at_end += 1
-                self._close(th, self.last_time, exact=True)
-        if window is not None:
-            self._clip(profile, *window)
+                self._close(th, max(end, th.open[0]), exact=True)
+            if th.on_since is not None and end > th.on_since:
+                th.on_cpu.extend((th.on_since, end))
+            th.on_since = None
+        self._apply_wakes()
+        # the totals again from the log: clipped to the window, with the runnable stacks
+        self._clip(profile, *(window or (-(1 << 62), 1 << 62)))
         meta = profile.meta
         rq = meta.extra.setdefault("runqueue_ns", {})
+        exact = meta.extra.setdefault("sched_threads", {})
         unsampled_ns = 0
         leading_ns = 0
         switch_outs = 0
@@ -311,6 +428,10 @@ class SampledSched:
             meta.threads[tid] = th.comm
             if th.runnable:
                 rq[str(tid)] = rq.get(str(tid), 0) + th.runnable
+            exact[str(tid)] = {"on_ns": _clipped_sum(th.on_cpu, window),
+                               "runnable_ns": th.runnable,
+                               "blocked_ns": th.blocked + th.leading}
+            self._split_runnable(profile, th)
             total = th.blocked + th.leading
             leading_ns += th.leading
             if not total:
@@ -336,7 +457,11 @@ class SampledSched:
                       "inferred_switch_in": self.inferred, "closed_at_end": closed_at_end,
                       "stack_samples": self.samples, "sampled_switches": self.periods,
                       "leading_ns": leading_ns, "unsampled_ns": unsampled_ns,
-                      **(sampling or {})})
+                      "wakeups": self.wake_records if self.wakes is not None else None,
+                      "woken_intervals": self.woken, **(sampling or {})})
+        if self.wakes is None and self.threads:
+            meta.warn("no wake-up capture: the time from a blocked thread's wake-up to its "
+                      "switch-in (waiting for a CPU) is counted as blocked, not runnable")
         if self.lost:
             meta.lose("lost perf events (PERF_RECORD_LOST)", 0, self.lost)
         if self.unparsed:
@@ -348,6 +473,22 @@ class SampledSched:
             meta.warn(f"{unsampled_ns / 1e9:.3f} s of blocked time belongs to threads none of "
                       f"whose switches was sampled with a stack ({UNSAMPLED}, unless "
                       "snapshots caught those threads blocked)")
+
+    def _split_runnable(self, profile: Profile, th: _Thread) -> None:
+        """A thread's runnable time over the stacks it was preempted or blocked at (those of
+        its blocked time when none of its runnable intervals was sampled)."""
+        total = th.runnable
+        if not total:
+            return
+        parts = sorted((th.rstacks or th.stacks).items())
+        denom = sum(w for _, w in parts)
+        if not denom:
+            parts, denom = [(((UNSAMPLED,), ""), 1)], 1
+        given = 0
+        for i, (key, w) in enumerate(parts):
+            part = total - given if i == len(parts) - 1 else total * w // denom
+            given += part
+            profile.add(StackKey(key[0], th.tid, th.comm, th.pid, OFF, RUNNABLE), part)
 
     def _bin_thread(self, th: _Thread, per_class: dict[str, int]) -> None:
         """Add a thread's blocked time per class to ``class_bins``.  Its time in each class
@@ -372,6 +513,25 @@ class SampledSched:
                 out = self.class_bins.setdefault(cls, {})
                 out[b] = out.get(b, 0) + per_class[cls] * th.blocked * w // (
                     total * sampled[cls])
+
+
+def _clipped_sum(pairs: array[int], window: tuple[int, int] | None) -> int:
+    """The total length of the ``(start, end)`` pairs inside ``window``."""
+    lo, hi = window if window is not None else (-(1 << 62), 1 << 62)
+    return sum(max(0, min(hi, pairs[i + 1]) - max(lo, pairs[i]))
+               for i in range(0, len(pairs), 2))
+
+
+def _merge_log(log: IntervalLog, extra: list[tuple[int, int, int, int, int, int]]) -> None:
+    """Add ``(start, tid, dur, kind, sample, period)`` rows to ``log``, all in start order."""
+    rows = [(log.start[i], log.tid[i], log.dur[i], log.kind[i], log.sample[i], log.period[i])
+            for i in range(len(log))]
+    rows.extend(extra)
+    rows.sort(key=lambda r: r[0])
+    for name, col in (("start", 0), ("tid", 1), ("dur", 2), ("kind", 3), ("sample", 4),
+                      ("period", 5)):
+        old = getattr(log, name)
+        setattr(log, name, array(old.typecode, (r[col] for r in rows)))
 
 
 def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: int,

@@ -10,10 +10,10 @@ evidence that the thread ran (an on-CPU sample, or its next switch-out) closes t
 that bound is counted as *inferred* and reported.
 
 A switch-out with ``prev_state`` ``R``/``R+`` is a preemption: the thread was runnable, not
-blocked, so that time is runqueue latency.  It is summed per thread in
-``meta.extra["runqueue_ns"]`` and not added as a stack (a flame graph of blocked time must not
-show CPU contention as waiting).  Intervals still open when the capture ends are closed at the
-last timestamp of the capture.
+blocked, so that time is run-queue latency: it is added in the ``runnable`` class with the stack
+at which the thread was preempted (never as a blocked class: waiting for a CPU is not waiting
+on anything the program did) and summed per thread in ``meta.extra["runqueue_ns"]``.  Intervals
+still open when the capture ends are closed at the last timestamp of the capture.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from wallflame.classify import Rules, classify
-from wallflame.profile import OFF, Profile, StackKey
+from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
 
 
 @dataclass
@@ -98,6 +98,7 @@ class SchedTracker:
             self.inferred += 1
         if o.state.startswith("R"):
             self.runqueue[tid] = self.runqueue.get(tid, 0) + dt
+            self.profile.add(StackKey(o.frames, tid, o.comm, o.pid, OFF, RUNNABLE), dt)
             return
         kstate = o.state[:1]
         ck = (o.frames, kstate)

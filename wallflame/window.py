@@ -1,0 +1,108 @@
+"""Every thread, the whole window: on-CPU + runnable + blocked = the window, per thread.
+
+Two corrections a run's evidence needs before it adds up (``finish.build_profile``):
+
+* **On-CPU totals from the switches.**  ``cpu-clock`` samples estimate a thread's on-CPU time
+  as samples x period; the scheduler capture measures it exactly (each switch-in to the next
+  switch-out, clipped to the window: ``SampledSched``).  Where the scheduler was recorded,
+  each thread's on-CPU stacks are scaled to its exact time, so the samples give only the
+  split over stacks.  What the samples alone said is kept (``meta.extra["oncpu_samples_ns"]``)
+  so the difference can be seen; a thread that ran with no sample gets ``[no on-CPU sample]``.
+* **Threads that never switched.**  A thread blocked from before the window to after it makes
+  no switch, so the scheduler has no interval for it.  The ``/proc`` listings taken when the
+  window opened and closed (``raw/capture.json`` ``threads``) name it; it gets the whole window,
+  blocked, under its snapshot stacks when the snapshots caught it (in their proportions), else
+  under the kernel function it slept in (``wchan``, read without stopping it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wallflame.classify import classify
+from wallflame.profile import OFF, ON, Profile, StackKey
+
+#: The frame of on-CPU time measured by the switches with no sample to give it a stack.
+NO_SAMPLE = "[no on-CPU sample]"
+#: The frame above the ``wchan`` of a thread blocked for the whole window.
+WHOLE_WINDOW = "[blocked for the whole window]"
+
+
+def exact_oncpu(profile: Profile, exact: dict[str, Any]) -> None:
+    """Scale each thread's on-CPU stacks to ``exact[tid]["on_ns"]`` (``SampledSched``'s
+    switch-derived figures)."""
+    by_tid: dict[int, list[tuple[StackKey, int]]] = {}
+    for k, w in profile.stacks.items():
+        if k.state == ON:
+            by_tid.setdefault(k.tid, []).append((k, w))
+    sampled: dict[str, int] = {}
+    for tid_s, row in sorted(exact.items()):
+        tid, on = int(tid_s), int(row.get("on_ns") or 0)
+        parts = sorted(by_tid.get(tid, []))
+        total = sum(w for _, w in parts)
+        sampled[tid_s] = total
+        for k, _ in parts:
+            del profile.stacks[k]
+        if not total:
+            if on:
+                profile.add(StackKey((NO_SAMPLE,), tid, profile.meta.threads.get(tid, ""), 0,
+                                     ON), on)
+            continue
+        given = 0
+        for i, (k, w) in enumerate(parts):
+            part = on - given if i == len(parts) - 1 else on * w // total
+            given += part
+            profile.add(k, part)
+    profile.meta.extra["oncpu_samples_ns"] = sampled
+    profile.meta.extra["oncpu_source"] = "switches"
+
+
+def listed_throughout(listings: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The threads the ``/proc`` listings (``raw/capture.json`` ``threads``) found both when
+    the window opened and when it closed (their start row)."""
+    rows = [{int(r["tid"]): r for r in (listings.get(when) or {}).get("threads") or []
+             if isinstance(r, dict) and "tid" in r} for when in ("start", "end")]
+    return {tid: r for tid, r in rows[0].items() if tid in rows[1]}
+
+
+def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
+                 snapshots: Profile | None, window_ns: int) -> list[int]:
+    """Give each thread present throughout the window and absent from ``seen`` (the threads
+    the scheduler or the samples saw) the whole window, blocked; returns their tids."""
+    if window_ns <= 0:
+        return []
+    snap: dict[int, list[tuple[StackKey, int]]] = {}
+    if snapshots is not None:
+        for k, w in snapshots.stacks.items():
+            if k.state == OFF and k.tid:
+                snap.setdefault(k.tid, []).append((k, w))
+    done = []
+    for tid, row in sorted(listed_throughout(listings).items()):
+        if tid in seen:
+            continue
+        comm = str(row.get("comm") or "")
+        profile.meta.threads.setdefault(tid, comm)
+        for k in [k for k in profile.stacks if k.tid == tid]:
+            del profile.stacks[k]  # the snapshots' own weights, replaced by the window
+        parts = sorted(snap.get(tid, []))
+        denom = sum(w for _, w in parts)
+        if not denom:
+            frames = (WHOLE_WINDOW, str(row.get("wchan") or "[unknown]"))
+            kstate = str(row.get("state") or "")[:1]
+            parts, denom = [(StackKey(frames, tid, comm, 0, OFF, classify(frames, kstate)),
+                             1)], 1
+        given = 0
+        for i, (k, w) in enumerate(parts):
+            part = window_ns - given if i == len(parts) - 1 else window_ns * w // denom
+            given += part
+            profile.add(k, part)
+        done.append(tid)
+    if done:
+        profile.meta.warn(f"{len(done)} threads did not run or switch during the window: each "
+                          "is counted blocked for the whole window, under its snapshot stacks "
+                          "or the kernel function it slept in")
+    profile.meta.extra["whole_window_threads"] = done
+    return done
+
+
+__all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "listed_throughout", "whole_window"]
