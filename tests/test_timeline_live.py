@@ -51,10 +51,11 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
                  and KINDS[k] in ("mutex", "stopped", "runnable")]
         mutex = [sp for sp in spans if sp[2] == "mutex"]
         assert mutex, (w, spans)
-        # Measured over 10 runs (4 s windows, this 2-core machine shared with other jobs):
-        # the first mutex span starts 7-36 us after the program's clock_gettime before the
-        # lock call, the last ends 3-27 us before the program's clock_gettime after it.  The
-        # bound is the time axis's promise (50 ms).
+        # Measured over 9 runs (4 s windows, this 2-core machine shared with other jobs):
+        # the first mutex span starts 6-17 us after the program's clock_gettime before the
+        # lock call, the last ends 2-6 us before the program's clock_gettime after it, and
+        # the spans cover all but 10-65 us of the wait.  The bound is the time axis's
+        # promise (50 ms).
         assert abs(mutex[0][0] - w["start_ns"]) < 50_000_000, (mutex[0], w)
         assert abs(mutex[-1][1] - w["end_ns"]) < 50_000_000, (mutex[-1], w)
         covered = sum(min(b, w["end_ns"]) - max(a, w["start_ns"]) for a, b, _ in spans)
@@ -78,7 +79,7 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
             row["runqueue_s"], rel=0.01, abs=1e-6), row
         assert clipped(range(STOPPED, STOPPED + 1)) == pytest.approx(
             row["stopped_s"], rel=0.01, abs=0.002), row
-        # Measured over 10 runs: coverage 99.9-100.1% for every thread.
+        # Measured over 9 runs: coverage 99.95-100.22% for every thread.
         assert 0.98 <= row["coverage"] <= 1.02, row
 
     # A range around the stall: the holder's spin on top of the on-CPU stacks, the lock wait
