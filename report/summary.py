@@ -10,9 +10,9 @@ import json
 from collections.abc import Iterable
 from typing import IO, Any
 
-from wallflame.classify import default_rules
+from wallflame.classify import classify, default_rules
 from wallflame.names import is_unknown
-from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
+from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
 from wallflame.stops import stopped_ns, tid_ns
@@ -83,6 +83,20 @@ def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
     return row
 
 
+def runnable_after(profile: Profile) -> dict[int, dict[str, int]]:
+    """Each thread's runnable time by the class of the stack it waited for a CPU at: woken
+    from a mutex wait, it is still inside the lock call as the program sees it (the queue
+    sample's own lock-wait clock counts it), preempted, the class of a running stack
+    (``other``)."""
+    out: dict[int, dict[str, int]] = {}
+    for k, w in profile.stacks.items():
+        if k.state == OFF and k.wait == RUNNABLE:
+            per = out.setdefault(k.tid, {})
+            cls = classify(k.frames)
+            per[cls] = per.get(cls, 0) + w
+    return out
+
+
 def runqueue_ns(profile: Profile) -> dict[int, int]:
     return tid_ns(profile.meta.extra.get("runqueue_ns"))
 
@@ -149,6 +163,11 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
     stopped = stopped_ns(profile)
     rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0,
                        stopped.get(t.tid, 0) if t.tid else 0) for t in threads]
+    after = runnable_after(profile)
+    for r in rows:
+        if r["tid"] in after:
+            r["runnable_after"] = {c: seconds(ns, unit) for c, ns in sorted(
+                after[r["tid"]].items())}
     totals = ThreadTotals(0, "all")  # what ``profile.totals()`` gives, without another pass
     for t in threads:
         totals.on += t.on

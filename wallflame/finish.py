@@ -164,6 +164,7 @@ def _whole_window(profile: Profile, cap: Capture, sched: Profile | None,
     """On-CPU totals from the switches where the scheduler was recorded, and the whole window
     for threads that never switched (``wallflame.window``)."""
     if sched is None:
+        window.kernel_runqueue(profile, cap.threads)
         return
     exact = sched.meta.extra.get("sched_threads")
     if isinstance(exact, dict):

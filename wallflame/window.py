@@ -105,4 +105,31 @@ def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
     return done
 
 
-__all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "listed_throughout", "whole_window"]
+def kernel_runqueue(profile: Profile, listings: dict[str, Any]) -> int:
+    """Without a scheduler capture (``--off-cpu pmp`` or ``none``) nothing sees a thread wait
+    for a CPU: take each thread's run-queue delay over the window from the kernel's own
+    counters (``schedstat`` at both listings) as its runnable time, with no stack, and say
+    so.  Returns the total (ns)."""
+    start = {int(r["tid"]): r for r in (listings.get("start") or {}).get("threads") or []
+             if isinstance(r, dict) and "tid" in r}
+    rq: dict[str, int] = {}
+    for r in (listings.get("end") or {}).get("threads") or []:
+        s = start.get(int(r.get("tid", 0)))
+        if s is None or not s.get("schedstat") or not r.get("schedstat"):
+            continue
+        d = int(r["schedstat"][1]) - int(s["schedstat"][1])
+        if d > 0:
+            rq[str(r["tid"])] = d
+    if rq:
+        profile.meta.extra["runqueue_ns"] = rq
+        profile.meta.extra["runqueue_source"] = "schedstat"
+        profile.meta.warn("no scheduler capture: each thread's runnable time (waiting for a "
+                          "CPU) is the kernel's run-queue delay over the window "
+                          "(/proc/PID/task/TID/schedstat), without stacks; threads that "
+                          "started or ended during the window have none (record the scheduler "
+                          "with --off-cpu both or sched for its stacks)")
+    return sum(rq.values())
+
+
+__all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "kernel_runqueue", "listed_throughout",
+           "whole_window"]

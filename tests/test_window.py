@@ -1,0 +1,79 @@
+"""Every thread, the whole window: on-CPU totals from the switches, threads that never
+switched, the kernel's run-queue delay without a scheduler capture, runnable time by the
+class it waited at (``wallflame.window``, ``report.summary``, the demo's headline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wallflame.commands.demo import consumer_mutex_share
+from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
+from wallflame.report.summary import build_summary
+from wallflame.window import NO_SAMPLE, WHOLE_WINDOW, exact_oncpu, kernel_runqueue, whole_window
+
+
+def _listing(*rows: tuple[int, str, str, list[int]]) -> dict[str, Any]:
+    return {"mono_ns": 0, "threads": [{"tid": t, "comm": c, "state": s, "schedstat": ss,
+                                       "wchan": "hrtimer_nanosleep"} for t, c, s, ss in rows]}
+
+
+def test_on_cpu_stacks_are_scaled_to_the_switches_total() -> None:
+    p = Profile()
+    p.add(StackKey(("main", "work"), 1, "w", 9, ON), 300)
+    p.add(StackKey(("main", "idle"), 1, "w", 9, ON), 100)
+    p.add(StackKey(("main", "wait"), 1, "w", 9, OFF, "mutex"), 50)
+    exact_oncpu(p, {"1": {"on_ns": 1000}, "2": {"on_ns": 70}})
+    on = {k.frames: w for k, w in p.stacks.items() if k.state == ON}
+    assert on == {("main", "work"): 750, ("main", "idle"): 250, (NO_SAMPLE,): 70}
+    assert p.stacks[StackKey(("main", "wait"), 1, "w", 9, OFF, "mutex")] == 50  # untouched
+    assert p.meta.extra["oncpu_samples_ns"] == {"1": 400, "2": 0}
+
+
+def test_a_thread_that_never_switched_gets_the_whole_window() -> None:
+    listings = {"start": _listing((1, "w", "R", [0, 0, 1]), (2, "napper", "S", [5, 0, 1]),
+                                  (3, "gone", "S", [0, 0, 1])),
+                "end": _listing((1, "w", "R", [9, 0, 2]), (2, "napper", "S", [5, 0, 1]))}
+    snaps = Profile()
+    p = Profile()
+    done = whole_window(p, listings, {1}, snaps, 4_000)
+    assert done == [2]  # 1 was seen; 3 ended during the window
+    (key, w), = p.stacks.items()
+    assert (key.tid, key.frames, key.wait, w) == (2, (WHOLE_WINDOW, "hrtimer_nanosleep"),
+                                                 "sleep", 4_000)
+    # with snapshot stacks, the window is split over them in their proportions
+    snaps.add(StackKey(("main", "pthread_cond_wait"), 2, "napper", 0, OFF, "condvar"), 3)
+    snaps.add(StackKey(("main", "nanosleep"), 2, "napper", 0, OFF, "sleep"), 1)
+    p = Profile()
+    whole_window(p, listings, {1}, snaps, 4_000)
+    assert {k.wait: w for k, w in p.stacks.items()} == {"condvar": 3_000, "sleep": 1_000}
+
+
+def test_without_a_scheduler_capture_runnable_time_is_the_kernels() -> None:
+    ms = 1_000_000
+    listings = {"start": _listing((1, "w", "R", [0, 100 * ms, 1]), (2, "x", "S", [0, 50, 1])),
+                "end": _listing((1, "w", "R", [9, 700 * ms, 2]))}
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    p.add(StackKey(("main",), 1, "w", 0, ON), 300 * ms)
+    assert kernel_runqueue(p, listings) == 600 * ms
+    row = build_summary(p)["threads"][0]
+    assert row["runnable_s"] == 0.6 and row["coverage"] == 0.9
+    assert any("schedstat" in w for w in p.meta.warnings)
+
+
+def test_runnable_time_by_the_class_it_waited_at_and_the_demo_share() -> None:
+    """Woken from the queue mutex and not yet running is still inside the lock call for the
+    program's own clock: the headline counts it, over on + runnable + blocked."""
+    ms = 1_000_000
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    lock = ("pop", "pthread_mutex_lock", "__lll_lock_wait")
+    p.add(StackKey(("pop", "process"), 1, "consumer-1", 0, ON), 400 * ms)
+    p.add(StackKey(lock, 1, "consumer-1", 0, OFF, "mutex"), 300 * ms)
+    p.add(StackKey(lock, 1, "consumer-1", 0, OFF, RUNNABLE), 100 * ms)
+    p.add(StackKey(("pop", "process"), 1, "consumer-1", 0, OFF, RUNNABLE), 200 * ms)
+    s = build_summary(p)
+    row = s["threads"][0]
+    assert row["runnable_after"] == {"mutex": 0.1, "other": 0.2}
+    assert row["coverage"] == 1.0
+    assert abs(consumer_mutex_share(s) - 0.4) < 1e-9
