@@ -308,6 +308,8 @@ def test_wakeup_latency_is_runnable_time_with_the_stack_it_blocked_at() -> None:
     assert exact["on_ns"] == (1_010 - 500) + (6_005 - 5_010) + (17_000 - 16_005) + (20_000 - 17_500)
     assert exact["on_ns"] + exact["runnable_ns"] + exact["blocked_ns"] == 20_000 - 500
     assert p.meta.extra["sched"]["woken_intervals"] == 2
+    # binned for wallflame check's slices like the wait classes (exact: no scaling)
+    assert sum(s.class_bins["runnable"].values()) == exact["runnable_ns"]
     assert not any("no wake-up capture" in w for w in p.meta.warnings)
 
 

@@ -367,6 +367,7 @@ class SampledSched:
             th.stacks, th.bins, th.rstacks = {}, {}, {}
             th.lead_start = max(th.lead_start, start)
         outside = 0
+        runnable_bins: dict[tuple[str, int], int] = {}
         for i in range(len(log)):
             s, d = log.start[i], log.dur[i]
             c = max(0, min(end, s + d) - max(start, s))
@@ -377,6 +378,8 @@ class SampledSched:
             kind = log.kind[i]
             if kind == LOG_RUNNABLE:
                 th.runnable += c
+                # runnable time is exact per interval: its bins need no scaling
+                _add_to_bins(runnable_bins, RUNNABLE, max(s, start), min(s + d, end), 1)
                 si = log.sample[i]
                 if si >= 0:
                     key = log.samples[si]
@@ -394,6 +397,9 @@ class SampledSched:
                                  min(s + d, end), p)
         out = profile.meta.extra.setdefault("outside_window", {})
         out["sched_ns"] = out.get("sched_ns", 0) + outside
+        for (cls, b), ns in runnable_bins.items():
+            bins = self.class_bins.setdefault(cls, {})
+            bins[b] = bins.get(b, 0) + ns
 
     # -- output ---------------------------------------------------------------------------
 
