@@ -38,7 +38,7 @@ class OwnerSampler(threading.Thread):
     waiter on a recognised lock goes to ``log``: ``{"t_ns", "mono_ns", "tid", "comm", "lock",
     "kind", "owner", "refused", "sites", "holder"}`` (``holder``: the probe, shared by the
     waiters of one lock in one round).  With scheduler off-CPU time these records name the
-    lock of each exact mutex wait and who held it (``wallflame.locks``)."""
+    lock of each exact mutex wait and who held it (``wallflame.fold.locks``)."""
 
     def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event,
                  alive: Callable[[], bool] = lambda: True, start_ticks: int = 0,

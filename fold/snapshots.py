@@ -31,7 +31,7 @@ from typing import Any
 from wallflame.classify import classify, find_wait
 from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
-from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Profile, StackKey
+from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Meta, Profile, StackKey
 from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 from wallflame.textio import iter_lines
 from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
@@ -228,7 +228,7 @@ class Accumulator:
             owner_name = str(dump.procs[owner].get("comm", ""))
         # The owner was read from /proc before its stack was dumped (eu-stack and libdw reach
         # it milliseconds later): not known to be the stack of the lock's holder.  Only the
-        # owner sampler's stopped-and-confirmed stacks are holder stacks (wallflame.locks).
+        # owner sampler's stopped-and-confirmed stacks are holder stacks (wallflame.fold.locks).
         return key, HolderKey(lock, owner, owner_name, ())
 
     def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int) -> None:
@@ -308,6 +308,21 @@ def _json(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return d if isinstance(d, dict) else None
+
+
+def lock_records(path: str, meta: Meta) -> list[dict[str, Any]]:
+    """The ``# wallflame-proc`` records of a snapshot log that name a lock (the lock
+    evidence, ``wallflame.fold.locks``); a line that is not a record is counted in ``meta``
+    as the folder counts it."""
+    out = []
+    for no, line in iter_lines(path):
+        if line.startswith(PROC_LINE) and '"lock"' in line:
+            rec = _json(line[len(PROC_LINE):])
+            if rec is None or _int_or_none(rec.get("tid")) is None:
+                meta.lose("bad wallflame-proc line", no)
+            else:
+                out.append(rec)
+    return out
 
 
 #: Reads one thread header line; returns (tid, name, kind) or None.

@@ -3,7 +3,7 @@ stacks only, with the observations behind each share), where it was released; an
 waits whose lock was not identified, by call site.
 
 A lock is one entry, named by its address (and symbol).  Waits that no observation tied to a
-lock (``wallflame.locks``) are never folded into a lock entry: they are listed apart as
+lock (``wallflame.fold.locks``) are never folded into a lock entry: they are listed apart as
 ``unidentified`` with their call site.
 """
 
@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from wallflame.folded import escape, unescape
-from wallflame.locks import MIN_OBSERVATIONS, share_interval
+from wallflame.lockshare import MIN_OBSERVATIONS, share_interval
 from wallflame.profile import OFF, Profile
 from wallflame.waitclasses import LOCK_CLASSES
 

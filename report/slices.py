@@ -30,8 +30,8 @@ from typing import Any
 
 from wallflame.errors import WallflameError
 from wallflame.fold import FoldOptions, fold_file
-from wallflame.fold.perf.sampled_switches import SCHED_BINS
 from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile
+from wallflame.rundir import SCHED_BINS
 from wallflame.textio import iter_lines
 
 SLICES = "slices.json"

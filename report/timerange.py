@@ -25,9 +25,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from wallflame import locks
+from wallflame import lockshare
 from wallflame.errors import InputError
-from wallflame.fold.perf.sampled_switches import UNSAMPLED as UNSAMPLED_FRAME
+from wallflame.names import UNSAMPLED as UNSAMPLED_FRAME
 from wallflame.profile import OFF, ON, WAIT_CLASSES, HolderKey, Profile, StackKey
 from wallflame.timeline import RUNNABLE, STOPPED, UNSAMPLED, ThreadLine, Timeline
 
@@ -175,7 +175,7 @@ def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) 
 
 def _add_locked(out: Profile, tl: Timeline, key: StackKey, ref: int, weight: int) -> None:
     """``weight`` of a wait, split over the locks of its lock set by their observations (as
-    ``wallflame.locks.attribute`` splits the whole run's)."""
+    ``wallflame.fold.locks.attribute`` splits the whole run's)."""
     observed = tl.lock_sets[ref - 1] if ref else []
     total = sum(n for _, n in observed)
     if not total:
@@ -190,8 +190,8 @@ def _add_locked(out: Profile, tl: Timeline, key: StackKey, ref: int, weight: int
 
 def _holders(out: Profile, full: Profile) -> None:
     """Each lock's confirmed holders, their shares of the whole run applied to the range."""
-    full_wait = locks.wait_by_lock(full)
-    range_wait = locks.wait_by_lock(out)
+    full_wait = lockshare.wait_by_lock(full)
+    range_wait = lockshare.wait_by_lock(out)
     out.holders = {}
     for h, w in full.holders.items():
         waited = full_wait.get(h.lock, 0)

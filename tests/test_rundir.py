@@ -154,3 +154,31 @@ def _before_runnable(row: dict[str, Any]) -> dict[str, Any]:
     assert row["runnable_s"] == row["runqueue_s"]
     out["wait"] = {c: s for c, s in row["wait"].items() if c != "runnable"}
     return out
+
+
+def test_the_snapshot_logs_lock_records_are_read_once_and_bad_lines_counted(
+        tmp_path: Path) -> None:
+    """The lock evidence of a snapshot log is read by the snapshot folder's own rules: a
+    record naming a lock that is not JSON is a loss, counted once in the run's metadata
+    (the folder meets the same line), never skipped in silence."""
+    from wallflame.fold.snapshots import lock_records
+    from wallflame.profile import Meta
+
+    log = tmp_path / "snapshots.log"
+    good = '# wallflame-proc {"tid": 5, "lock": "0x10", "state": "S"}'
+    log.write_text("\n".join([good, '# wallflame-proc {"tid": 6, "lock": "0x1',
+                              '# wallflame-proc {"lock": "0x10"}']) + "\n")
+    meta = Meta()
+    recs = lock_records(str(log), meta)
+    assert [r["tid"] for r in recs] == [5]
+    loss = meta.losses["bad wallflame-proc line"]
+    assert (loss.count, loss.first_line) == (2, 2)
+
+    run = tmp_path / "run"
+    shutil.copytree(OLD / "raw", run / "raw")
+    with open(run / "raw" / "snapshots.log", "a", encoding="utf-8") as f:
+        f.write('# wallflame-proc {"tid": 6, "lock": "0x1\n')
+    r = CliRunner().invoke(cli, ["finish", str(run)])
+    assert r.exit_code == 0, r.output
+    losses = json.loads((run / META).read_text())["losses"]
+    assert losses["bad wallflame-proc line"] == 1

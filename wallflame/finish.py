@@ -11,7 +11,7 @@ Which evidence gives off-CPU time:
 * ``sched`` and ``both``: the scheduler's switch-out/switch-in intervals (exact).  With
   ``both`` the owner sampler's records (and the snapshots' /proc records) name the locks: a
   wait goes to a lock only when that thread was observed on it at that call site
-  (``wallflame.locks``).  The merged view never counts a blocked interval twice.
+  (``wallflame.fold.locks``).  The merged view never counts a blocked interval twice.
 
 In both cases lock holders are only the stacks the owner sampler confirmed (the owner stopped
 while it still held the lock), with the counts behind them.
@@ -24,22 +24,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wallflame import locks, releases, rundir, stops, window
+from wallflame import lockshare, releases, rundir, stops, window
 from wallflame.errors import WallflameError
-from wallflame.fold import FoldOptions, fold_file
+from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
 from wallflame.folded import write_folded
 from wallflame.output import open_output
-from wallflame.profile import Profile
+from wallflame.profile import Meta, Profile
 from wallflame.rundir import (
     OWNERS_LOG,
-    PROC_LINE,
     SNAPSHOT_LOG,
-    TARGET_STDOUT,
     Capture,
     RunMeta,
     read_capture,
 )
-from wallflame.textio import iter_lines
 
 
 def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
@@ -50,78 +47,29 @@ def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
         return None
 
 
-def perf_script(raw: Path, stem: str, warnings: list[str]) -> tuple[Path | None, int]:
-    """``perf script`` of every chunk of ``raw/STEM.data*``, in order, into
-    ``raw/STEM.script``; unreadable chunks (a perf killed mid-write) are counted."""
-    from wallflame.collect import perf
-
-    chunks = perf.data_chunks(raw, stem)
-    if not chunks:
-        return None, 0
-    sched = stem == "sched"
-    out = raw / f"{stem}.script"
-    bad = 0
-    with open(out, "wb") as f, open(raw / f"{stem}-script.stderr", "wb") as err:
-        for chunk, code in perf.write_script(chunks, f, sched, err):
-            if code != 0:
-                bad += 1
-                warnings.append(f"perf script could not read {chunk.name} (exit {code})")
-    return out, bad
-
-
-def proc_records(log: Path) -> list[dict[str, Any]]:
-    """The ``# wallflame-proc`` records of a snapshot log that name a lock."""
-    out = []
-    for _, line in iter_lines(str(log)):
-        if line.startswith(PROC_LINE) and '"lock"' in line:
-            try:
-                rec = json.loads(line[len(PROC_LINE):])
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-    return out
-
-
-def _evidence(raw: Path) -> locks.LockEvidence:
-    snaps = proc_records(raw / SNAPSHOT_LOG) if (raw / SNAPSHOT_LOG).exists() else []
+def _evidence(raw: Path, meta: Meta) -> locks.LockEvidence:
+    """The lock evidence of the run: the owner log and the snapshot log's records naming a
+    lock (their bad lines counted in ``meta``)."""
+    log = raw / SNAPSHOT_LOG
+    snaps = snapshots.lock_records(str(log), meta) if log.exists() else []
     return locks.read_evidence(raw / OWNERS_LOG, snaps)
 
 
-def work_done(raw: Path) -> dict[str, Any] | None:
-    """The launched command's work counter: the last JSON line of ``raw/target.stdout`` with
-    a numeric ``work`` (the samples print ``{"work": N, "unit": "messages", ...}``), as
-    ``{"count", "unit", ...}`` for ``wallflame check``'s CPU-per-work rule."""
-    path = raw / TARGET_STDOUT
-    if not path.exists():
-        return None
-    found = None
-    for _, line in iter_lines(str(path)):
-        line = line.strip()
-        if not (line.startswith("{") and '"work"' in line):
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(d, dict) and isinstance(d.get("work"), int | float) \
-                and not isinstance(d.get("work"), bool):
-            found = d
-    if found is None:
-        return None
-    out = {k: v for k, v in found.items() if isinstance(v, str | int | float)}
-    out["count"] = float(found["work"])
-    out["unit"] = str(found.get("unit") or "units")
-    return out
+def _count_once(meta: Meta, read: Meta) -> None:
+    """Losses met again while reading the evidence: the snapshot folder counted the same
+    lines when its profile is part of the run, so a kind already counted is not added."""
+    for kind, loss in read.losses.items():
+        meta.losses.setdefault(kind, loss)
 
 
 def _snapshot_format(backend: str) -> str:
     return "eu-stack" if backend in ("eu-stack", "libdw") else "gdb"  # libdw: eu-stack's text
 
 
-def build_profile(raw: Path, cap: Capture, folded: Any = None) -> Profile:
+def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
+                  folded: Any = None) -> Profile:
     """``folded``: the chunks folded while recording (``wallflame.collect.stream``); without
-    it every chunk is folded now."""
+    it every chunk is folded now.  ``evidence``: which locks were observed (``_evidence``)."""
     from wallflame.collect import stream
 
     warnings: list[str] = []
@@ -135,14 +83,14 @@ def build_profile(raw: Path, cap: Capture, folded: Any = None) -> Profile:
     if perf_profile is not None:
         profile.merge(perf_profile.on_cpu())
     if sched_profile is not None:
-        off = locks.attribute(sched_profile.off_cpu(), _evidence(raw))
+        off = locks.attribute(sched_profile.off_cpu(), evidence)
         profile.merge(off)
         profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:
         if mode == "pmp" or (mode == "both" and sched_profile is None):
             profile.merge(pmp_profile.off_cpu())
             profile.meta.extra["offcpu_source"] = "pmp"
-            locks.holders(profile, _evidence(raw), locks.wait_by_lock(profile))
+            locks.holders(profile, evidence, lockshare.wait_by_lock(profile))
         else:
             # Keep the snapshot evidence's metadata (pause, running time, counts).
             profile.meta.merge(pmp_profile.meta)
@@ -153,7 +101,7 @@ def build_profile(raw: Path, cap: Capture, folded: Any = None) -> Profile:
     _annotate_meta(profile, cap, warnings, bad_chunks)
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")
-    work = work_done(raw)
+    work = target_output.work_done(raw)
     if work is not None:
         profile.meta.extra["work"] = work
     return profile
@@ -239,8 +187,11 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     streamed = folded
     if folded is None:
         folded = stream.process_capture(raw, cap)
-    profile = build_profile(raw, cap, folded)
-    tl = _timeline(out, cap, profile, folded)
+    read = Meta()
+    evidence = _evidence(raw, read)
+    profile = build_profile(raw, cap, evidence, folded)
+    _count_once(profile.meta, read)
+    tl = _timeline(out, cap, profile, folded, evidence)
     exact = profile.meta.extra.get("sched_threads")
     if profile.meta.extra.get("oncpu_source") == "switches" and isinstance(exact, dict):
         window.exact_oncpu(profile, exact)  # the samples left in the window: the same totals
@@ -272,7 +223,8 @@ def _write_slices(out: Path) -> None:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
 
 
-def _timeline(out: Path, cap: Capture, profile: Profile, folded: Any) -> Any:
+def _timeline(out: Path, cap: Capture, profile: Profile, folded: Any,
+              evidence: locks.LockEvidence) -> Any:
     """The run's evidence in time order (``wallflame.timeline``); the on-CPU samples perf
     took outside the window are taken out of ``profile`` (the scheduler's intervals were
     clipped by its folder).  ``None`` when it cannot be built: the run is still complete,
@@ -284,7 +236,7 @@ def _timeline(out: Path, cap: Capture, profile: Profile, folded: Any) -> Any:
         sched = getattr(folded, "sched", None)
         tl = timebuild.build(raw, cap, profile, getattr(sched, "log", None),
                              sched.rules if sched is not None else FoldOptions().get_rules(),
-                             _evidence(raw), cap.stopped_the_target())
+                             evidence, cap.stopped_the_target())
     except (OSError, WallflameError) as e:
         print(f"wallflame: warning: {out / 'timeline.json.gz'} not built: {e}",
               file=sys.stderr)
@@ -305,4 +257,4 @@ def _write_timeline(out: Path, tl: Any) -> None:
               file=sys.stderr)
 
 
-__all__ = ["build_profile", "finish", "proc_records"]
+__all__ = ["build_profile", "finish"]

@@ -58,6 +58,8 @@ TARGET_STDOUT = "target.stdout"
 TARGET_STDERR = "target.stderr"
 RELEASES_DATA = "releases.data"
 RELEASES_SCRIPT = "releases.script"
+#: Blocked time per wait class in bins of the perf clock (the scheduler's text is not kept).
+SCHED_BINS = "sched.bins.json"
 #: The perf recordings, by stem: ``STEM.data`` (chunks ``STEM.data.<time>``), their text
 #: ``STEM.script``.
 PERF_STEMS = ("perf", "sched")

@@ -5,7 +5,7 @@ reads, times dropped), each record's frames named by the folder's own function s
 timeline's stacks are those of ``oncpu.folded``.  The scheduler's intervals come from the
 ``IntervalLog`` the scheduler folder filled while it paired the switches; each blocked one is
 classified by the same rules as the folded stacks, given the locks its thread was observed
-waiting on at that call site (``wallflame.locks``), and marked stopped when the collect's own
+waiting on at that call site (``wallflame.fold.locks``), and marked stopped when the collect's own
 tracer stopped it (``wallflame.stops``), as ``finish`` does for the folded stacks.
 """
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wallflame import locks, stops
+from wallflame import lockshare, stops
 from wallflame.classify import Rules, classify
+from wallflame.fold import locks
 from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
 from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
 from wallflame.rundir import Capture, Window
@@ -176,7 +177,7 @@ def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
                 got = classes[si] = (k, tl.stacks.intern(frames))
             kind, sid = got
         ref = 0
-        if kind < UNSAMPLED and WAIT_CLASSES[kind] in locks.LOCK_WAITS and evidence is not None:
+        if kind < UNSAMPLED and WAIT_CLASSES[kind] in lockshare.LOCK_WAITS and evidence is not None:
             ref = sets.get((tid, si), -1)
             if ref < 0:
                 ref = sets[(tid, si)] = tl.lock_set(

@@ -54,6 +54,7 @@ from wallflame.fold.perf.lines import frame_name
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches was sampled
 from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
+from wallflame.rundir import SCHED_BINS
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
 
@@ -73,8 +74,6 @@ _WAKE_HEAD = re.compile(r"^\s*(\d+) +(\d+)\.(\d{9}): +sched:sched_wakeup: (.*)$"
 #: Width of the bins of ``class_bins``: a twentieth of a second, so that a window's ten
 #: slices (``wallflame check``) are cut from them to within half a bin.
 BIN_NS = 50_000_000
-#: The file of ``raw/`` that keeps them (``wallflame.collect.stream.write_sched_bins``).
-SCHED_BINS = "sched.bins.json"
 
 
 @dataclass

@@ -23,22 +23,17 @@ Attribution (``attribute``):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from wallflame.folded import escape
+from wallflame.lockshare import LOCK_WAITS, MIN_OBSERVATIONS
 from wallflame.names import normalize
 from wallflame.profile import OFF, HolderKey, Profile
 from wallflame.textio import iter_lines
-from wallflame.waitclasses import LOCK_CLASSES
 
-#: Below this many observations a share is shown as a count ("3 of 7"), not a percentage.
-MIN_OBSERVATIONS = 20
-#: Wait classes whose waits are attributed to locks (the table's).
-LOCK_WAITS = LOCK_CLASSES
 #: The status of a holder probe whose stack is kept.
 CONFIRMED = "confirmed"
 
@@ -95,7 +90,7 @@ class LockEvidence:
 
 def _holder(rec: dict[str, Any]) -> tuple[str, tuple[int, str, tuple[str, ...]] | None]:
     """A record's holder probe: (status, (tid, name, frames root first) when confirmed)."""
-    from wallflame.fold.eustack import parse_frame
+    from wallflame.fold.eustack import parse_frame  # the owner sampler writes its frames
 
     h = rec.get("holder")
     if not isinstance(h, dict):
@@ -198,33 +193,11 @@ def holders(profile: Profile, ev: LockEvidence, wait_by_lock: dict[str, int]) ->
     profile.meta.extra["lock_min_observations"] = MIN_OBSERVATIONS
 
 
-def wait_by_lock(profile: Profile) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for k, w in profile.stacks.items():
-        if k.state == OFF and k.lock:
-            out[k.lock] = out.get(k.lock, 0) + w
-    return out
-
-
-def share_interval(count: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a share ``count / n`` (a binomial proportion)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = count / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 __all__ = [
-    "MIN_OBSERVATIONS",
     "LockEvidence",
     "LockStats",
     "attribute",
     "holders",
     "observed_locks",
     "read_evidence",
-    "share_interval",
-    "wait_by_lock",
 ]
