@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import IO
 
 from wallflame.collect.safety import spawn, stop_tool
+from wallflame.rundir import RELEASES_DATA, RELEASES_SCRIPT
 
 EVENT = "syscalls:sys_enter_futex"
 #: FUTEX_WAKE, private (129) or shared (1).
 FILTER = "op == 129 || op == 1"
 #: User stack bytes copied per wake: the unlock path and a few callers.
 STACK_BYTES = 4096
-DATA = "releases.data"
-SCRIPT = "releases.script"
+DATA = RELEASES_DATA
+SCRIPT = RELEASES_SCRIPT
 FIELDS = "comm,tid,time,event,trace,ip,sym"
 
 

@@ -52,4 +52,5 @@ make -s -C samples
 export WALLFLAME_REQUIRE_LIVE=1
 "$PY" -m ruff check .
 "$PY" -m mypy
+"$PWD/.venv/bin/lint-imports" --no-cache  # the layering contracts in pyproject.toml
 "$PY" -m pytest -q -p no:cacheprovider "$@"

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from wallflame import lockshare, releases, rundir, stops, window
-from wallflame.errors import WallflameError
+from wallflame.errors import ToolError, WallflameError
 from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
 from wallflame.folded import write_folded
 from wallflame.output import open_output
 from wallflame.profile import Meta, Profile
 from wallflame.rundir import (
     OWNERS_LOG,
+    RELEASES_DATA,
     SNAPSHOT_LOG,
     Capture,
     RunMeta,
@@ -60,6 +61,25 @@ def _count_once(meta: Meta, read: Meta) -> None:
     lines when its profile is part of the run, so a kind already counted is not added."""
     for kind, loss in read.losses.items():
         meta.losses.setdefault(kind, loss)
+
+
+def _attach_releases(profile: Profile, raw: Path, warnings: list[str]) -> None:
+    """From a run's ``raw/releases.data`` (``collect.releases`` records it and runs its
+    ``perf script``), when it has one."""
+    from wallflame.collect import perf
+    from wallflame.collect import releases as recorded
+
+    if not (raw / RELEASES_DATA).exists():
+        return
+    try:
+        script = recorded.write_script(perf.perf_path(), raw)
+    except ToolError as e:
+        warnings.append(f"release sites not read: {e}")
+        return
+    if script is None:
+        warnings.append("release sites not read: perf script failed on raw/releases.data")
+        return
+    releases.attach(profile, script)
 
 
 def _snapshot_format(backend: str) -> str:
@@ -97,7 +117,7 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
             # Threads that never switched, or whose switches had no stack: the snapshots.
             stream.from_snapshots(profile, pmp_profile, sched_profile)
     _whole_window(profile, cap, sched_profile, pmp_profile)
-    releases.attach_raw(profile, raw, warnings)  # where the observed locks were released
+    _attach_releases(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")

@@ -118,24 +118,4 @@ def attach(profile: Profile, script: Path) -> None:
     profile.meta.extra["lock_releases"] = out
 
 
-
-
-
-def attach_raw(profile: Profile, raw: Path, warnings: list[str]) -> None:
-    """From a run's ``raw/releases.data`` (``collect.releases``), when it has one."""
-    from wallflame.collect import releases
-    from wallflame.collect.perf import perf_path
-    from wallflame.errors import ToolError
-
-    if not (raw / releases.DATA).exists():
-        return
-    try:
-        script = releases.write_script(perf_path(), raw)
-    except ToolError as e:
-        warnings.append(f"release sites not read: {e}")
-        return
-    if script is None:
-        warnings.append("release sites not read: perf script failed on raw/releases.data")
-        return
-    attach(profile, script)
-__all__ = ["attach", "attach_raw", "read_wakes", "release_site"]
+__all__ = ["attach", "read_wakes", "release_site"]
