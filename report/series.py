@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from wallflame.errors import InputError
-from wallflame.fold import load_inputs
 from wallflame.profile import Profile, merge_all
 from wallflame.report.diff.compare import _meta_digest
 from wallflame.report.gate import Run, make_run, read_work_file
@@ -43,9 +43,12 @@ def run_paths(path: str) -> list[str]:
     return runs
 
 
-def load_side(path: str, label: str, cut: re.Pattern[str] | None = None
+def load_side(path: str, label: str, cut: re.Pattern[str] | None = None,
+              load_file: Callable[[str], Profile] | None = None
               ) -> tuple[list[Run], Profile]:
-    """A side's runs and their merged profile (``cut``: see ``make_run``)."""
+    """A side's runs and their merged profile (``cut``: see ``make_run``).  A side given as
+    a capture file is folded by ``load_file`` (the check command passes the folders': the
+    report stage does not fold)."""
     runs: list[Run] = []
     profiles: list[Profile] = []
     paths = run_paths(path)
@@ -54,8 +57,10 @@ def load_side(path: str, label: str, cut: re.Pattern[str] | None = None
         if os.path.isdir(p):
             profile = load_run_dir(p)
             slices, work = load_slices(p), read_work_file(p)
+        elif load_file is not None:
+            profile, slices, work = load_file(p), None, None
         else:
-            profile, slices, work = load_inputs([p]), None, None
+            raise InputError(f"{p}: not a run directory", "give what wallflame collect wrote")
         runs.append(make_run(name, profile, _meta_digest(profile), slices, work, cut))
         profiles.append(profile)
     if len(profiles) == 1:

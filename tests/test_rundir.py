@@ -182,3 +182,16 @@ def test_the_snapshot_logs_lock_records_are_read_once_and_bad_lines_counted(
     assert r.exit_code == 0, r.output
     losses = json.loads((run / META).read_text())["losses"]
     assert losses["bad wallflame-proc line"] == 1
+
+
+def test_a_check_side_given_as_a_capture_is_folded_by_the_loader_passed_in() -> None:
+    """The report stage does not fold: a capture file on one side of ``check`` is folded by
+    the loader the command passes (the folders'), and refused in one line without one."""
+    from wallflame.fold import load_inputs
+    from wallflame.report.series import load_side
+
+    capture = str(Path(__file__).parent / "fixtures" / "perf" / "mix-fp.txt")
+    with pytest.raises(InputError, match="not a run directory"):
+        load_side(capture, "baseline")
+    runs, profile = load_side(capture, "baseline", None, lambda p: load_inputs([p]))
+    assert len(runs) == 1 and profile.total() == load_inputs([capture]).total() > 0

@@ -9,6 +9,7 @@ import os
 import click
 
 from wallflame.output import open_output
+from wallflame.profile import Profile
 from wallflame.report.check import CONFIG_NAME, Thresholds, ignored, judge, load_thresholds
 from wallflame.report.check_output import junit, markdown, to_json
 from wallflame.report.diff.compare import compare
@@ -47,6 +48,13 @@ Settings, with defaults, settable in .wallflame-check.toml under [thresholds]:
 """.format(judged=",".join(Thresholds().wait_classes), classes=",".join(WAIT_CLASSES))
 
 
+def _fold_capture(path: str) -> Profile:
+    """A side of the check given as a capture file, folded."""
+    from wallflame.fold import load_inputs
+
+    return load_inputs([path])
+
+
 @click.command("check", help=HELP)
 @click.argument("baseline", type=click.Path(exists=True))
 @click.argument("current", type=click.Path(exists=True))
@@ -72,8 +80,8 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     thresholds = load_thresholds(config, list(overrides))
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
     cut = ignored(thresholds)
-    before_runs, before = load_side(baseline, "baseline", cut)
-    after_runs, after = load_side(current, "current", cut)
+    before_runs, before = load_side(baseline, "baseline", cut, _fold_capture)
+    after_runs, after = load_side(current, "current", cut, _fold_capture)
     diff = compare(before, after, (baseline, current), None)
     verdict = judge(before_runs, after_runs, diff, thresholds)
     if html_out:
