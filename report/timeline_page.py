@@ -5,9 +5,9 @@ range is selected, rebuilds every flame graph from the events in it.  So each ev
 the flame-tree node its time belongs to: an on-CPU sample its stack's leaf, a blocked span
 the pseudo-frame that ends its stack (``[mutex 0x... <lock>]``), as the folded stacks put
 them.  A stack the tree pruned goes to the ``(elided)`` node that holds its time; a blocked
-span with no sampled stack goes to its thread's node (class ``other``).  Runnable and
-stopped spans are drawn, not counted in the graphs (the flame graphs hold on-CPU and blocked
-time only).
+span with no sampled stack goes to its thread's node (class ``other``).  A runnable span
+counts as the runnable class under its own stack when it has one, else under its thread's
+node; stopped spans are drawn, not counted in the graphs.
 
 Times are nanoseconds from the start of what is shown (the window, or the range the report
 was made for), as differences from the previous event of the same thread and kind.
@@ -22,7 +22,9 @@ from wallflame.errors import InputError
 from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.timerange import Range, timeline_of
 from wallflame.report.tree import ELIDED, FlameTree, thread_label, visible, wait_label
-from wallflame.timeline import KINDS, UNSAMPLED, Timeline
+from wallflame.timeline import KINDS, RUNNABLE, UNSAMPLED, Timeline
+
+RUNNABLE_CLASS = "runnable"
 
 _SHORTENED = re.compile(r"^(.*)…\(\+(\d+) chars\)$", re.S)
 
@@ -128,7 +130,7 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
         if h.tid not in holders[h.lock]:
             holders[h.lock].append(h.tid)
     return {"length": rng.end - rng.start, "offset": rng.start - tl.t0,
-            "window": tl.t1 - tl.t0, "kinds": list(KINDS), "first_class": 1,
+            "window": tl.t1 - tl.t0, "kinds": list(KINDS), "kind_class": kind_classes(),
             "sched": tl.off_source == "sched",
             "locks": [visible(tl.lock_of(i + 1)) for i in range(len(tl.lock_sets))],
             "holders": [sorted(holders.get(tl.lock_of(i + 1), []))
@@ -138,12 +140,30 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
 
 def _span_node(finder: NodeFinder, tl: Timeline, tid: int, name: str, sid: int, kind: int,
                ref: int, root: int) -> int:
-    """The node a blocked span's time sits under: the pseudo-frame ending its stack."""
-    if kind >= UNSAMPLED:
+    """The node a span's time sits under: the pseudo-frame ending its stack (a runnable
+    span's, when it has one: the stack it was preempted or blocked at)."""
+    if kind == RUNNABLE and sid:
+        wait, lock = RUNNABLE_CLASS, ""
+    elif kind >= UNSAMPLED:
         return root
+    else:
+        wait, lock = WAIT_CLASSES[kind], tl.lock_of(ref)
     frames = tl.stacks.frames_of(sid)
-    key = StackKey(frames, tid, name, 0, OFF, WAIT_CLASSES[kind], tl.lock_of(ref))
+    key = StackKey(frames, tid, name, 0, OFF, wait, lock)
     return finder.node(tid, (*frames, wait_label(key)))
+
+
+def kind_classes() -> list[int]:
+    """For each span kind, the flame graph's class its time counts under (-1: none)."""
+    from wallflame.report.tree import CLASSES
+
+    out = []
+    for k in KINDS:
+        if k == "unsampled":
+            out.append(CLASSES.index("other"))
+        else:
+            out.append(CLASSES.index(k) if k in CLASSES else -1)
+    return out
 
 
 __all__ = ["NodeFinder", "page_timeline", "thread_label"]

@@ -138,7 +138,7 @@
   }
   function applyRange() {
     var r = timeline && state.range;
-    full.self = r ? timeline.selfs(r[0], r[1], full.n, nc, classes.indexOf(data.class_fallback)) : wholeSelf;
+    full.self = r ? timeline.selfs(r[0], r[1], full.n, nc) : wholeSelf;
     WF.foldSelf(folded.map, full.self, folded.tree.self, nc);
     base = state.kernel ? full : folded.tree;
     threadOf = state.kernel ? threadsFull : threadsFolded;

@@ -298,8 +298,8 @@ WF.Timeline = (function () {
   };
 
   /* self time per flame-tree node and class of the events in [a, b) (ns from the start) */
-  Timeline.prototype.selfs = function (a, b, n, nc, other) {
-    var self = new Float64Array(n * nc), unsampled = this.kinds.indexOf("unsampled");
+  Timeline.prototype.selfs = function (a, b, n, nc) {
+    var self = new Float64Array(n * nc), cls = this.tl.kind_class;
     this.rows.forEach(function (r) {
       var i;
       for (i = upper(r.sT, a - 1e-9); i < r.sT.length && r.sT[i] < b; i++) {
@@ -308,8 +308,7 @@ WF.Timeline = (function () {
       for (i = Math.max(0, upper(r.pS, a) - 1); i < r.pS.length && r.pS[i] < b; i++) {
         var c = Math.min(b, r.pS[i] + r.pD[i]) - Math.max(a, r.pS[i]), k = r.pK[i];
         if (c <= 0 || r.pN[i] < 0) continue;
-        if (k < unsampled) self[r.pN[i] * nc + k + 1] += c;
-        else if (k === unsampled) self[r.pN[i] * nc + other] += c;
+        if (cls[k] >= 0) self[r.pN[i] * nc + cls[k]] += c;
       }
     });
     return self;

@@ -176,20 +176,21 @@ def check_totals(d: Decoded, summary: dict[str, Any]) -> None:
         for s in slices:
             by[state_of(s["name"])] += s["end"] - s["start"]
         row = rows[tid]
-        blocked = sum(by.get(c, 0) for c in (*WAIT_CLASSES, "blocked")) / 1e9
+        blocking = [c for c in WAIT_CLASSES if c != "runnable"]
+        blocked = sum(by.get(c, 0) for c in (*blocking, "blocked")) / 1e9
         assert blocked == pytest.approx(row["off_cpu_s"], rel=0.01, abs=1e-5), row
         # Blocked time with no stack sampled (before a thread's first switch) is split over
         # its sampled stacks in the summary: per class only for threads without it, or when
         # it went to [unsampled] (class other) because nothing was sampled.
-        if not by.get("blocked") or sum(by.get(c, 0) for c in WAIT_CLASSES) == 0:
-            for cls in WAIT_CLASSES:
+        if not by.get("blocked") or sum(by.get(c, 0) for c in blocking) == 0:
+            for cls in blocking:
                 got = (by.get(cls, 0) + (by.get("blocked", 0) if cls == "other" else 0)) / 1e9
                 assert got == pytest.approx(row["wait"][cls], rel=0.01, abs=1e-5), (cls, row)
         assert by.get("runnable", 0) / 1e9 == pytest.approx(row["runqueue_s"], rel=0.01,
                                                             abs=1e-5), row
         assert by.get("stopped", 0) / 1e9 == pytest.approx(row["stopped_s"], rel=0.01,
                                                            abs=1e-5), row
-    for tid, samples in d.samples.items():
+    for tid, samples in d.samples.items():  # (a thread with no sample has none here)
         on = sum(w for _, w, _ in samples) / 1e9
         assert on == pytest.approx(rows[tid]["on_cpu_s"], rel=0.01, abs=1e-6)
 

@@ -215,6 +215,11 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     exact = profile.meta.extra.get("sched_threads")
     if profile.meta.extra.get("oncpu_source") == "switches" and isinstance(exact, dict):
         window.exact_oncpu(profile, exact)  # the samples left in the window: the same totals
+        bounds = cap.window.on_perf_clock()
+        if tl is not None and bounds is not None:
+            from wallflame import timebuild
+
+            timebuild.scale_samples(profile, tl, *bounds)
     with open_output(str(out / rundir.ONCPU)) as f:
         write_folded(profile.on_cpu(), f, annotate=True)
     with open_output(str(out / rundir.OFFCPU)) as f:

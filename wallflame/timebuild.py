@@ -99,6 +99,28 @@ def drop_outside(profile: Profile, tl: Timeline, start: int, end: int) -> None:
     out["oncpu_ns"] = ns
 
 
+def scale_samples(profile: Profile, tl: Timeline, start: int, end: int) -> None:
+    """Give each thread's samples in ``[start, end)`` the weights that add up to its on-CPU
+    stacks in ``profile`` (measured from the switches, ``wallflame.window``), in proportion
+    to their periods: a range then holds its share of the measured time, as the folded
+    files do.  A thread whose on-CPU time had no sample keeps none in the timeline."""
+    on: dict[int, int] = {}
+    for k, w in profile.stacks.items():
+        if k.state == ON:
+            on[k.tid] = on.get(k.tid, 0) + w
+    for th in tl.threads.values():
+        inside = [i for i, t in enumerate(th.s_time) if start <= t < end]
+        sampled = sum(th.s_weight[i] for i in inside)
+        target = on.get(th.tid, 0)
+        if not inside or not sampled or not target:
+            continue
+        given = 0
+        for n, i in enumerate(inside):
+            w = target - given if n == len(inside) - 1 else th.s_weight[i] * target // sampled
+            th.s_weight[i] = w
+            given += w
+
+
 def read_samples(path: Path, tl: Timeline, tids: set[int], kernel: bool = False) -> int:
     """Add the on-CPU samples of ``raw/perf.script`` (threads in ``tids``); returns how many
     records were not samples of those threads."""
@@ -164,7 +186,11 @@ def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
         th.p_dur.append(log.dur[i])
         th.p_period.append(log.period[i])
         if log.kind[i] == LOG_RUNNABLE:
-            kind, sid = RUNNABLE, (classes[si][1] if si in classes else _intern(tl, log, si))
+            sid = classes[si][1] if si in classes else _intern(tl, log, si)
+            # woken from a stop of the collect's tracer: that time is the tracer's, as
+            # wallflame.stops counts it
+            stopped = tracer_stops and si >= 0 and stops.is_tracer_stop(log.samples[si][0])
+            kind = STOPPED if stopped else RUNNABLE
         elif si < 0:
             kind, sid = UNSAMPLED, 0
         else:
@@ -195,4 +221,4 @@ def _known(cls: str) -> str:
     return cls if cls in WAIT_CLASSES else "other"
 
 
-__all__ = ["add_spans", "build", "drop_outside", "read_samples"]
+__all__ = ["add_spans", "build", "drop_outside", "read_samples", "scale_samples"]
