@@ -5,9 +5,11 @@ read by the collect itself when the window opened and closed (``raw/capture.json
 
 ``samples/bin/mix`` runs three workers and a ticker (four threads that want a CPU on a
 2-core machine shared with other work), so its threads are preempted and wait after their
-wake-ups.  Measured spread over 10 runs (2 vCPUs, load 3-8), the largest per-thread gap
-against the kernel: on-CPU 0.6 points, runnable 1.3 points, on + runnable + blocked 0.7 points
-off the window.  The margins (5 points each) are outside that spread.
+wake-ups.  Measured over 10 runs (50 threads; 2 vCPUs shared with other jobs, the workers
+runnable 8-54% of the window), the largest per-thread gap against the kernel: on-CPU 0.2
+points, runnable 2.9 points (the kernel's figure was the larger as often as the smaller), and
+on + runnable + blocked was 1.000 of the window for every thread.  The margins (5 points each)
+are outside that spread.
 
 A thread that sleeps through the window never switches: it must still be there, with the
 whole window in ``sleep`` (from the kernel function it sleeps in), with the scheduler alone
