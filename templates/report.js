@@ -121,6 +121,7 @@
   /* runnable is a class of the table: drawn in its colour, like the wait classes */
   var STATE_COLOURS = { stopped: "rgb(150,150,150)", unsampled: "rgb(184,196,214)" };
   var wholeSelf = full.self, timeline = null, tlData = data.timeline;
+  var TABLE_BLOCKED = classes.filter(function (c) { return c !== "on" && c !== "runnable"; });
   function seconds(ns) { return (ns / 1e9).toFixed(3) + " s"; }
   function stackOf(node) {
     var out = [];
@@ -147,8 +148,32 @@
       $("tl-range").textContent = r ? "Range " + seconds(r[0] + tlData.offset) + " – " +
         seconds(r[1] + tlData.offset) + " (" + fmt(r[1] - r[0]) + "): the graphs show only it." : "";
       $("tl-clear").hidden = !r;
+      rangeTable(r);
     }
     rebuild();
+  }
+  /* the per-thread table of the range (each cell's whole-window text kept to go back to) */
+  function rangeTable(r) {
+    var t = r ? timeline.totals(r[0], r[1]) : null, all = { on: 0 };
+    if (t) for (var tid in t) for (var k in t[tid]) all[k] = (all[k] || 0) + t[tid][k];
+    document.querySelectorAll("#threads tr[data-tid]").forEach(function (tr) {
+      var row = t && (tr.dataset.tid === "all" ? all : t[tr.dataset.tid]);
+      var bar = tr.querySelector("svg.bar");
+      if (bar) bar.style.visibility = t ? "hidden" : "";
+      tr.querySelectorAll("[data-k]").forEach(function (td) {
+        if (td.dataset.whole === undefined) td.dataset.whole = td.textContent;
+        if (!t) { td.textContent = td.dataset.whole; return; }
+        if (!row) { td.textContent = "-"; return; }
+        var k = td.dataset.k, blocked = 0;
+        TABLE_BLOCKED.forEach(function (c) { blocked += row[c] || 0; });
+        var v = k === "blocked" ? blocked + (row.unsampled || 0) : k === "other" ?
+          (row.other || 0) + (row.unsampled || 0) : row[k] || 0;
+        if (k === "cov") {
+          v = (row.on + (row.runnable || 0) + blocked + (row.unsampled || 0) + (row.stopped || 0)) / (r[1] - r[0]);
+          td.textContent = Math.round(100 * v) + "%";
+        } else td.textContent = v ? fmt(v) : "\u00b7";
+      });
+    });
   }
 
   function groupName(name) { return name.replace(/[0-9]+/g, "*"); }

@@ -314,6 +314,22 @@ WF.Timeline = (function () {
     return self;
   };
 
+  /* each thread's time per state in [a, b): {tid: {on: ns, <kind>: ns, ...}} */
+  Timeline.prototype.totals = function (a, b) {
+    var kinds = this.kinds, out = {};
+    this.rows.forEach(function (r) {
+      var t = { on: 0 }, i;
+      kinds.forEach(function (k) { t[k] = 0; });
+      for (i = upper(r.sT, a - 1e-9); i < r.sT.length && r.sT[i] < b; i++) t.on += r.sW[i];
+      for (i = Math.max(0, upper(r.pS, a) - 1); i < r.pS.length && r.pS[i] < b; i++) {
+        var c = Math.min(b, r.pS[i] + r.pD[i]) - Math.max(a, r.pS[i]);
+        if (c > 0) t[kinds[r.pK[i]]] += c;
+      }
+      out[r.tid] = t;
+    });
+    return out;
+  };
+
   Timeline.prototype.bind = function () {
     var self = this, top = this.top;
     function pos(ev) { var b = top.getBoundingClientRect(); return [ev.clientX - b.left, ev.clientY - b.top]; }

@@ -127,6 +127,12 @@ def test_a_range_restricts_the_graphs_and_stays_in_the_url(browser: Any,  # noqa
         "(() => { const g = window.wallflame.graphs.off, t = g.tree; const out = [];"
         " for (let i = 0; i < t.n; i++) if (g.value[i] > 0) out.push(t.names[t.nameId[i]]);"
         " return out.join('|'); })()")
+    # The per-thread table shows the range too, and its whole-window figures come back.
+    cell = '#threads tr[data-tid="1"] [data-k="%s"]'
+    range_mutex = page.inner_text(cell % "mutex")
+    assert page.inner_text(cell % "mutex") == f"{(3 * S // 10 - a) / 1e6:.2f} ms"
+    assert page.inner_text(cell % "condvar") == "\u00b7"
+    assert page.inner_text(cell % "runnable") == f"{(b - S // 2) / 1e6:.2f} ms"
     # Reloading the address restores the range; clearing it restores the whole window.
     url = page.url
     again = load(browser, out)
@@ -135,6 +141,8 @@ def test_a_range_restricts_the_graphs_and_stays_in_the_url(browser: Any,  # noqa
     assert _totals(again.page) == pytest.approx((got_on, got_off))
     again.page.click("#tl-clear")
     assert _totals(again.page) == pytest.approx(whole)
+    assert again.page.inner_text(cell % "mutex") != range_mutex
+    assert again.page.inner_text(cell % "mutex") == "300.00 ms"
     assert "range=" not in again.page.url
     got.clean()
     again.clean()
