@@ -58,7 +58,9 @@ class RunTime:
 
 
 def measure(seconds: float = 10.0, keep: Path | None = None) -> tuple[float, float]:
-    """(wallflame's on-CPU share, the kernel's) of redis-server's main thread, in percent."""
+    """(wallflame's on-CPU share, the kernel's) of redis-server's main thread, in percent;
+    ``LAST`` also gets the runnable shares, wallflame's and the kernel's run-queue delay from
+    the collect's own ``/proc`` listings at the window's ends."""
     with Redis() as r:
         pid = r.pid
         load = r.benchmark_start(clients=50, requests=100_000, seconds=seconds + 30)
@@ -77,6 +79,7 @@ def measure(seconds: float = 10.0, keep: Path | None = None) -> tuple[float, flo
                 assert res.returncode == 0, res.stderr
                 meta = json.loads((out / "meta.json").read_text())
                 summary = json.loads((out / "summary.json").read_text())
+                cap = json.loads((out / "raw" / "capture.json").read_text())
                 if keep is not None:
                     shutil.copytree(out, keep / f"run-{time.time_ns()}")
         finally:
@@ -87,10 +90,24 @@ def measure(seconds: float = 10.0, keep: Path | None = None) -> tuple[float, flo
     kernel = (rt.at(w["end_ns"]) - rt.at(w["start_ns"])) / window
     row = next(t for t in summary["threads"] if t["tid"] == pid)
     ours = float(row["on_cpu_s"]) * 1e9 / window
+    ends = [next((x for x in (cap.get("threads") or {}).get(when, {}).get("threads", [])
+                  if x["tid"] == pid), None) for when in ("start", "end")]
+    if all(e and e.get("schedstat") for e in ends):
+        mono = w["mono_end_ns"] - w["mono_start_ns"]
+        LAST.update(runnable=100 * float(row.get("runnable_s", 0)) * 1e9 / window,
+                    kernel_runnable=100 * (ends[1]["schedstat"][1] - ends[0]["schedstat"][1])
+                    / mono)
     return 100 * ours, 100 * kernel
+
+
+#: The runnable shares of the last ``measure`` (when the run has the ``/proc`` listings).
+LAST: dict[str, float] = {}
 
 
 if __name__ == "__main__":
     for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 10):
         o, k = measure(keep=Path(sys.argv[2]) if len(sys.argv) > 2 else None)
-        print(f"wallflame {o:.2f}%  kernel {k:.2f}%  difference {o - k:+.2f} points", flush=True)
+        rq = (f"  runnable {LAST['runnable']:.2f}% kernel {LAST['kernel_runnable']:.2f}%"
+              if LAST else "")
+        print(f"wallflame {o:.2f}%  kernel {k:.2f}%  difference {o - k:+.2f} points{rq}",
+              flush=True)

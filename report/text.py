@@ -32,7 +32,7 @@ def _cut(s: str, n: int) -> str:
 def _threads(s: dict[str, Any], out: IO[str]) -> None:
     unit = s["unit"]
     used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c]]
-    head = f"{'thread':<24} {'tid':>7} {'on-CPU':>9} {'off-CPU':>9}"
+    head = f"{'thread':<24} {'tid':>7} {'on-CPU':>9} {'blocked':>9}"
     head += "".join(f" {SHORT[c]:>8}" for c in used) + f" {'cover':>6}"
     out.write(head + "\n")
     for r in [*s["threads"], {**s["totals"], "name": "all", "tid": 0}]:
