@@ -6,10 +6,11 @@ against the kernel's own accounting (``/proc/PID/task/TID/schedstat`` run time, 
     python3 benchmarks/redis_oncpu.py [RUNS] [KEEP_DIR]
 
 Needs ``redis-server redis-tools`` (``benchmarks/servers.py`` says so).  Prints one line per
-run: wallflame's share, the kernel's, the difference in points.  Not a test yet: on the 2-vCPU
-development VM the difference ranged from -9 to +0.1 points over 10 s windows (figures in
-benchmarks/README.md): the collectors' evidence is not clipped to the window (both perfs start
-before it opens and stop after it closes), which a live test with a 3-point margin needs first.
+run: wallflame's share, the kernel's, the difference in points, then the runnable shares.
+Not a test yet: since on-CPU is taken from the switches and clipped to the window it is within
+3 points of the kernel's (-1.9 to +3.0 in four 10 s runs), but the runnable share is 3.4-8.1
+points over the kernel's run-queue delay on this server (benchmarks/README.md), outside the
+margin a live test would need.
 """
 
 from __future__ import annotations
