@@ -77,3 +77,20 @@ def test_runnable_time_by_the_class_it_waited_at_and_the_demo_share() -> None:
     assert row["runnable_after"] == {"mutex": 0.1, "other": 0.2}
     assert row["coverage"] == 1.0
     assert abs(consumer_mutex_share(s) - 0.4) < 1e-9
+
+
+def test_without_a_scheduler_capture_blocked_time_is_what_the_kernel_leaves() -> None:
+    """The snapshots' weights only estimate blocked time: it is the window less the kernel's
+    run time and run-queue delay, split over the snapshot stacks in their proportions."""
+    ms = 1_000_000
+    listings = {"start": _listing((1, "w", "S", [0, 0, 1])),
+                "end": _listing((1, "w", "S", [300 * ms, 100 * ms, 9]))}
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    p.add(StackKey(("main",), 1, "w", 0, ON), 300 * ms)
+    p.add(StackKey(("main", "lock"), 1, "w", 0, OFF, "mutex"), 600 * ms)  # overestimated
+    p.add(StackKey(("main", "nap"), 1, "w", 0, OFF, "sleep"), 200 * ms)
+    kernel_runqueue(p, listings, 1000 * ms)
+    row = build_summary(p)["threads"][0]
+    assert row["wait"]["mutex"] == 0.45 and row["wait"]["sleep"] == 0.15
+    assert row["coverage"] == 1.0

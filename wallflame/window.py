@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from wallflame.classify import classify
-from wallflame.profile import OFF, ON, Profile, StackKey
+from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
 
 #: The frame of on-CPU time measured by the switches with no sample to give it a stack.
 NO_SAMPLE = "[no on-CPU sample]"
@@ -105,11 +105,14 @@ def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
     return done
 
 
-def kernel_runqueue(profile: Profile, listings: dict[str, Any]) -> int:
+def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int = 0) -> int:
     """Without a scheduler capture (``--off-cpu pmp`` or ``none``) nothing sees a thread wait
     for a CPU: take each thread's run-queue delay over the window from the kernel's own
     counters (``schedstat`` at both listings) as its runnable time, with no stack, and say
-    so.  Returns the total (ns)."""
+    so.  With ``window_ns``, each such thread's blocked time is what the kernel leaves of
+    the window (the window - run time - run-queue delay), split over its snapshot stacks in
+    their proportions: a snapshot's weight (the time since the previous one) only estimates
+    it.  Returns the total runnable time (ns)."""
     start = {int(r["tid"]): r for r in (listings.get("start") or {}).get("threads") or []
              if isinstance(r, dict) and "tid" in r}
     rq: dict[str, int] = {}
@@ -120,6 +123,9 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any]) -> int:
         d = int(r["schedstat"][1]) - int(s["schedstat"][1])
         if d > 0:
             rq[str(r["tid"])] = d
+        if window_ns:
+            ran = int(r["schedstat"][0]) - int(s["schedstat"][0])
+            _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d)))
     if rq:
         profile.meta.extra["runqueue_ns"] = rq
         profile.meta.extra["runqueue_source"] = "schedstat"
@@ -129,6 +135,21 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any]) -> int:
                           "started or ended during the window have none (record the scheduler "
                           "with --off-cpu both or sched for its stacks)")
     return sum(rq.values())
+
+
+def _scale_blocked(profile: Profile, tid: int, total: int) -> None:
+    """Scale ``tid``'s blocked stacks to ``total`` (nothing when it has none)."""
+    parts = sorted((k, w) for k, w in profile.stacks.items()
+                   if k.tid == tid and k.state == OFF and k.wait != RUNNABLE)
+    denom = sum(w for _, w in parts)
+    if not denom:
+        return
+    given = 0
+    for i, (k, w) in enumerate(parts):
+        part = total - given if i == len(parts) - 1 else total * w // denom
+        given += part
+        profile.stacks[k] = part
+    profile.meta.extra.setdefault("blocked_from_schedstat", []).append(tid)
 
 
 __all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "kernel_runqueue", "listed_throughout",
