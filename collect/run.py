@@ -272,7 +272,10 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
         col.options.sched_stack_hz = p.stack_hz
         col.postprocess["budget"] = p.to_json()
     recorders = _recorders(target, opts, raw, attached=child is None)
-    streamer = stream.Streamer(stream.Folded(raw, target.pid), recorders, stop)
+    # A launched command's perf records only its own processes (with those it starts): no
+    # PID to pick out, or its children's samples would be dropped.
+    streamer = stream.Streamer(stream.Folded(raw, target.pid if child is None else None),
+                               recorders, stop)
     if any(r.stem == perf.WAKE for r in recorders):
         streamer.folded.sched.expect_wakes()
     for r in recorders:

@@ -291,7 +291,7 @@ def process_capture(raw: Path, cap: Capture) -> Folded:
     """Every chunk the collect described by ``cap`` recorded, processed now."""
     pid = cap.target.get("pid")
     return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"],
-                       pid if isinstance(pid, int) else None, cap=cap)
+                       pid if isinstance(pid, int) and not cap.launched else None, cap=cap)
 
 
 def evidence(raw: Path, cap: Capture, warnings: list[str], folded: Folded | None
