@@ -145,7 +145,7 @@
     threadOf = state.kernel ? threadsFull : threadsFolded;
     if (timeline) {
       timeline.select(r ? r[0] : null, r ? r[1] : null, true);
-      $("tl-range").textContent = r ? "Range " + seconds(r[0] + tlData.offset) + " – " +
+      $("tl-range").textContent = r ? "Range " + seconds(r[0] + tlData.offset) + " \u2013 " +
         seconds(r[1] + tlData.offset) + " (" + fmt(r[1] - r[0]) + "): the graphs show only it." : "";
       $("tl-clear").hidden = !r;
       rangeTable(r);
