@@ -163,12 +163,7 @@ def _interned(tl: Timeline, threads: list[ThreadLine], rng: Range) -> bytes:
 
 def _slices(tl: Timeline, th: ThreadLine, rng: Range) -> Iterator[bytes]:
     track = _uint(_TE_TRACK, _uuid(th.pid, th.tid))
-    for s, d, k, sid, ref in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack, th.p_locks,
-                                 strict=True):
-        c = rng.clip(s, d)
-        if not c:
-            continue
-        start = max(s, rng.start)
+    for start, c, k, sid, ref in rng.spans(th):
         args = _bytes(_TE_ANNOTATIONS, _uint(_DA_NAME_IID, 1) + _uint(_DA_STRING_IID, sid + 1))
         lock = tl.lock_of(ref)
         if lock:

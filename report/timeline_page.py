@@ -104,12 +104,7 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
             prev = t
         p_t, p_d, p_k, p_n, p_l = [], [], [], [], []
         prev = rng.start
-        for s, d, k, sid, ref in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack, th.p_locks,
-                                     strict=True):
-            c = rng.clip(s, d)
-            if not c:
-                continue
-            start = max(s, rng.start)
+        for start, c, k, sid, ref in rng.spans(th):
             key = (th.tid, sid, k, ref)
             n = nodes.get(key)
             if n is None:

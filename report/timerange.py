@@ -23,6 +23,7 @@ The range is given in seconds from the start of the window; the metadata says wh
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from wallflame import lockshare
@@ -41,6 +42,15 @@ class Range:
 
     def clip(self, start: int, dur: int) -> int:
         return max(0, min(self.end, start + dur) - max(self.start, start))
+
+    def spans(self, th: ThreadLine) -> Iterator[tuple[int, int, int, int, int]]:
+        """``th``'s spans off a CPU that overlap the range, clipped to it: ``(start, dur,
+        kind, stack, lock set)``."""
+        for s, d, k, sid, ref in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack, th.p_locks,
+                                     strict=True):
+            c = self.clip(s, d)
+            if c:
+                yield max(s, self.start), c, k, sid, ref
 
 
 def window_range(tl: Timeline, from_s: float | None, to_s: float | None) -> Range:
