@@ -123,7 +123,10 @@ class PerfOptions:
     system_wide: bool = False
 
 
-def record_command(pid: int, out: Path, opts: PerfOptions, duration_s: float | None) -> list[str]:
+def record_command(pid: int | str, out: Path, opts: PerfOptions,
+                   duration_s: float | None) -> list[str]:
+    """``perf record`` of ``pid`` (one PID, or several joined by commas, as ``-p`` takes them;
+    perf follows the processes they fork)."""
     # The window opens only once every recorder is ready (perf -a can take a second to start on
     # a busy machine) and perf is stopped with SIGINT when it closes: the sleep is a bound for a
     # wallflame that died, and must not end the recording before the window does (it did: the
@@ -273,9 +276,9 @@ def lost_from_stderr(text: str) -> tuple[int, list[str]]:
     return lost, lines
 
 
-def script_command(chunk: Path, sched: bool, pid: int | None = None) -> list[str]:
-    """``perf script`` of one chunk; ``pid``: only that process's samples (a system-wide
-    on-CPU capture holds every process's)."""
+def script_command(chunk: Path, sched: bool, pid: int | str | None = None) -> list[str]:
+    """``perf script`` of one chunk; ``pid``: only the samples of that process (or of those
+    processes, joined by commas): a system-wide on-CPU capture holds every process's."""
     cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
     if chunk.name.startswith(f"{WAKE}."):
         return [*cmd, "--ns", "-F", "tid,time,event,trace"]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 from wallflame import rundir
 from wallflame.collect import budget, perf, releases, stream, threads
@@ -29,17 +29,19 @@ from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.owners import OwnerSampler
-from wallflame.collect.pmp import BACKENDS, SnapshotLoop, make_backend
-from wallflame.collect.safety import Guard, ensure_running, spawn
+from wallflame.collect.pmp import BACKENDS, PmpStats, SnapshotLoop, make_backend
+from wallflame.collect.procs import Seen, Selection, Watch
+from wallflame.collect.safety import Guard, ensure_running, pause_summary, spawn
 from wallflame.collect.target import (
     Target,
     check_trace_access,
     open_target,
+    own_tree,
     proc_name,
     read_stat,
     tracer_of,
 )
-from wallflame.errors import InputError, PermissionDenied
+from wallflame.errors import InputError, PermissionDenied, TargetError, WallflameError
 from wallflame.rundir import (
     OFF_CPU_MODES,
     OWNERS_LOG,
@@ -168,9 +170,60 @@ class _Stop:
         os.close(self._w)
 
 
+def open_targets(select: Selection, exclude: set[int]) -> tuple[list[Target], list[str]]:
+    """Every member of ``select`` that can be profiled, and a note for each that cannot.  A
+    PID named with ``--pid`` must be profilable (its error ends the collect); a member of a
+    tree or cgroup that is not (a zombie, wallflame itself) is left out with a note."""
+    targets: list[Target] = []
+    notes: list[str] = []
+    for pid in select.members():
+        if pid in exclude:
+            continue
+        try:
+            t = open_target(pid)
+            check_trace_access(pid)
+        except (TargetError, PermissionDenied) as e:
+            if pid in select.pids or pid in select.trees:
+                raise
+            notes.append(f"PID {pid} left out: {e.message}")
+            continue
+        targets.append(t)
+    if not targets:
+        raise TargetError("no process to profile in what was named",
+                          "check the PIDs (ps -e) or the cgroup's cgroup.procs")
+    return targets, notes
+
+
+def _not_ours(launched: int | None) -> Callable[[int], bool]:
+    """A filter of members: never wallflame, its parents or the tools it starts (wallflame
+    may run inside the cgroup it profiles), but a launched command and its children."""
+    me = os.getpid()
+    own = own_tree()
+
+    def keep(pid: int) -> bool:
+        if pid in own:
+            return False
+        p, hops = pid, 0
+        while p > 1 and hops < 64:
+            if p == launched:
+                return True
+            st = read_stat(p)
+            if st is None:
+                return True
+            if st.ppid == me:
+                return False
+            p, hops = st.ppid, hops + 1
+        return True
+
+    return keep
+
+
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             command: Sequence[str] | None = None,
-            progress: Callable[[Progress], None] | None = None) -> Capture:
+            progress: Callable[[Progress], None] | None = None,
+            select: Selection | None = None) -> Capture:
+    """Profile the processes ``select`` names (or ``pid``), or launch ``command`` and profile
+    it and every process it starts."""
     # Tools run with the raw folder as their working directory: every path must be absolute.
     out = out.absolute()
     if opts.off_cpu not in OFF_CPU_MODES:
@@ -178,13 +231,15 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     if opts.pmp_backend not in BACKENDS:
         raise InputError(f"unknown --pmp-backend {opts.pmp_backend!r}",
                          f"use one of {', '.join(BACKENDS)}")
-    if pid is not None:
-        target = open_target(pid)  # before anything is written or started
-        check_trace_access(pid)
+    if select is None and pid is not None:
+        select = Selection(pids=(pid,))
+    notes: list[str] = []
+    targets: list[Target] = []
+    if select is not None:  # before anything is written or started
+        targets, notes = open_targets(select, own_tree())
     perf.perf_path()
     if opts.off_cpu in ("pmp", "both"):
         make_backend(opts.pmp_backend, 0)  # the tool is installed (nothing is started)
-    notes: list[str] = []
     if opts.off_cpu in ("sched", "both") and not perf.sched_allowed():
         fix = ("run as root, or sysctl -w kernel.perf_event_paranoid=-1 and make "
                "/sys/kernel/tracing readable, or grant CAP_PERFMON")
@@ -201,64 +256,197 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     if command:
         child = Launched(command, raw)
         col.launched = {"command": list(command), "pid": child.pid}
-        target = open_target(child.pid, allow_own_child=True)
+        targets = [open_target(child.pid, allow_own_child=True)]
+        select = Selection(trees=(child.pid,))  # the processes it starts are followed
+    assert select is not None
+    target = targets[0]
     col.target = target.identity()
+    col.selection = select.to_json()
     write_capture(raw, col, opts)
-    if target.stopped_at_start:
-        col.warn(f"PID {target.pid} was stopped (state T) when collection began; it stays "
-                 "stopped")
-        if opts.pmp_backend not in ("libdw", "eu-stack") and opts.off_cpu in ("pmp", "both"):
-            # gdb would resume a job-control-stopped process with its continue; libdw (and
-            # eu-stack) leave each thread as they found it.
-            col.warn(f"--pmp-backend {opts.pmp_backend} would resume the stopped target; "
-                     "used libdw instead")
-            opts = replace(opts, pmp_backend="libdw")
+    for t in targets:
+        if t.stopped_at_start:
+            col.warn(f"PID {t.pid} was stopped (state T) when collection began; it stays "
+                     "stopped")
+    if any(t.stopped_at_start for t in targets) and opts.off_cpu in ("pmp", "both") and \
+            opts.pmp_backend not in ("libdw", "eu-stack"):
+        # gdb would resume a job-control-stopped process with its continue; libdw (and
+        # eu-stack) leave each thread as they found it.
+        col.warn(f"--pmp-backend {opts.pmp_backend} would resume the stopped target; "
+                 "used libdw instead")
+        opts = replace(opts, pmp_backend="libdw")
     stop = threading.Event()
     guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
+    procs = _Processes(targets, select, opts, raw, col, stop, guard,
+                       _not_ours(child.pid if child is not None else None))
     try:
         with _Stop(stop) as stopper:
-            _run(target, opts, raw, col, stop, guard, child, progress)
+            _run(procs, opts, raw, col, stop, guard, child, progress)
             if stopper.signal:
                 col.ended_by = signal.Signals(stopper.signal).name
     finally:
-        _final_check(target, col)
+        for t in procs.all_targets():
+            _final_check(t, col)
         guard.close()
         if child is not None:
             returncode, note = end_child(child)
             col.launched["returncode"] = returncode
             if note:
                 col.warn(note)
+    col.processes = procs.watch.to_json()
     write_capture(raw, col)
     return col
 
 
-def _recorders(target: Target, opts: CollectOptions, raw: Path,
+def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
                attached: bool = False) -> list[perf.PerfRecorder]:
     """On-CPU perf, plus a scheduler perf for ``sched``/``both`` (perf --off-cpu, BPF, would
-    duplicate the sched_switch intervals; only its support is recorded).  Attached to a running
-    process, on-CPU samples are taken system-wide when allowed (``PerfOptions.system_wide``);
-    a launched command keeps per-thread sampling, which also follows the processes it starts."""
+    duplicate the sched_switch intervals; only its support is recorded).  Attached to running
+    processes, on-CPU samples are taken system-wide when allowed (``PerfOptions.system_wide``);
+    otherwise, and for the scheduler, perf follows the processes named (``-p``, with the
+    processes they fork during the window: perf's events are inherited)."""
     wide = attached and perf.system_wide_allowed()
+    pids = ",".join(str(t.pid) for t in procs.targets)
     out = [perf.PerfRecorder(perf.record_command(
-        target.pid, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph,
-                                                        system_wide=wide),
+        pids, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph,
+                                                  system_wide=wide),
         opts.duration_s), raw, "perf")]
     if opts.off_cpu in ("sched", "both") and perf.system_wide_allowed():
+        tids = sorted(tid for t in procs.targets for tid in t.threads())
         out.append(perf.PerfRecorder(perf.wake_command(
-            raw / f"{perf.WAKE}.data", threads.wake_filter(target.threads()), opts.duration_s),
+            raw / f"{perf.WAKE}.data", threads.wake_filter(tids), opts.duration_s),
             raw, perf.WAKE))
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
-            target.pid, raw / "sched.data", perf.PerfOptions(opts.freq_hz,
-                                                             opts.sched_call_graph, True,
-                                                             opts.sched_stack_hz or 0.0),
+            pids, raw / "sched.data", perf.PerfOptions(opts.freq_hz,
+                                                       opts.sched_call_graph, True,
+                                                       opts.sched_stack_hz or 0.0),
             opts.duration_s), raw, "sched"))
     return out
 
 
-def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
+def _log_name(base: str, target: Target, primary: bool) -> str:
+    """``snapshots.log`` for the first process, ``snapshots.PID.log`` for each other one."""
+    if primary:
+        return base
+    stem, _, ext = base.rpartition(".")
+    return f"{stem}.{target.pid}.{ext}"
+
+
+class _Processes:
+    """The processes of a collect and their per-process collectors (snapshot loop, owner
+    sampler), started for every process present when the window opens and for each one the
+    watch finds during it."""
+
+    def __init__(self, targets: list[Target], select: Selection, opts: CollectOptions,
+                 raw: Path, col: Capture, stop: threading.Event, guard: Guard,
+                 keep: Callable[[int], bool]) -> None:
+        self.targets = targets
+        self.opts, self.raw, self.col, self.stop, self.guard = opts, raw, col, stop, guard
+        self.loops: list[SnapshotLoop] = []
+        self.owners: list[OwnerSampler] = []
+        self.logs: list[IO[str]] = []
+        self.lock = threading.Lock()
+        self.window_open = False
+        self.watch = Watch(lambda: [p for p in select.members() if keep(p)], stop,
+                           self._joined)
+        self.watch.poll()
+        self.joined: list[Target] = []
+
+    @property
+    def primary(self) -> Target:
+        return self.targets[0]
+
+    def all_targets(self) -> list[Target]:
+        with self.lock:
+            return [*self.targets, *self.joined]
+
+    def alive(self) -> bool:
+        return any(t.alive() for t in self.all_targets())
+
+    def start(self, target: Target, primary: bool) -> None:
+        """The snapshot loop and the owner sampler of one process."""
+        opts, raw, col = self.opts, self.raw, self.col
+        if opts.off_cpu not in ("pmp", "both"):
+            return
+        backend = make_backend(opts.pmp_backend, target.pid)
+        if primary:
+            col.commands["pmp"] = backend.commands
+        log = open(raw / _log_name(SNAPSHOT_LOG, target, primary), "w",  # noqa: SIM115
+                   encoding="utf-8")
+        rate = opts.pmp_rate_hz or (10.0 if opts.off_cpu == "pmp" else 2.0)
+        loop = SnapshotLoop(target, backend, log, rate, opts.max_pause_ms, self.stop,
+                            self.guard.watch)
+        with self.lock:
+            self.logs.append(log)
+            self.loops.append(loop)
+        loop.start()
+        loop.started.wait(120)
+        if loop.start_error is not None:
+            if primary:
+                raise loop.start_error
+            col.warn(f"PID {target.pid}: snapshots could not start: {loop.start_error}")
+            return
+        if opts.owner_rate_hz <= 0:
+            return
+        olog = open(raw / _log_name(OWNERS_LOG, target, primary), "w",  # noqa: SIM115
+                    encoding="utf-8")
+        owners = OwnerSampler(target.pid, olog, opts.owner_rate_hz, self.stop,
+                              alive=target.alive, start_ticks=target.start_ticks,
+                              stopped_before=target.stopped_at_start)
+        with self.lock:
+            self.logs.append(olog)
+            self.owners.append(owners)
+        owners.start()
+        if primary:
+            col.commands["owners"] = [
+                f"read /proc/PID/task/*/syscall of each process at {opts.owner_rate_hz:g}/s; "
+                "for a futex waiter, the lock (40-56 bytes) and 1 KiB of its stack from "
+                "/proc/PID/mem; the lock's owner thread stopped, the lock read again and the "
+                "owner unwound (libdw dwfl_getthread_frames)",
+                "nm --defined-only -S -C [-D] <each mapped ELF>"]
+
+    def _joined(self, seen: Seen) -> None:
+        """A process the watch found after the first round (forked, or moved into the
+        cgroup): its collectors start now."""
+        if not self.window_open or self.stop.is_set():
+            return
+        try:
+            target = open_target(seen.pid, allow_own_child=True)
+        except WallflameError as e:
+            self.col.warn(f"PID {seen.pid} ({seen.name}) appeared during the window but "
+                          f"could not be profiled: {e.message}")
+            return
+        if target.start_ticks != seen.start_ticks:
+            return  # gone, and its PID already reused
+        with self.lock:
+            self.joined.append(target)
+        if seen.joined == "moved":
+            self.col.warn(f"PID {seen.pid} ({seen.name}) moved into the cgroup during the "
+                          "window: it has snapshots but no perf events (perf follows the "
+                          "processes named at the start and what they fork)")
+        self.guard.add_target(target.pid, target.start_ticks, target.stopped_at_start)
+        try:
+            self.start(target, primary=False)
+        except WallflameError as e:
+            self.col.warn(f"PID {seen.pid}: snapshots could not start: {e.message}")
+
+    def join(self) -> None:
+        for loop in list(self.loops):
+            loop.join(30)
+
+    def join_owners(self) -> None:
+        for o in list(self.owners):
+            o.join(5)
+
+    def close_logs(self) -> None:
+        for f in self.logs:
+            f.close()
+
+
+def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None) -> None:
+    target = procs.primary
     mem = MemorySampler(target.pid, stop, alive=target.alive)
     if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
             and opts.max_data_mb_per_s is None:
@@ -271,69 +459,52 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
         opts = replace(opts, sched_stack_hz=p.stack_hz)
         col.options.sched_stack_hz = p.stack_hz
         col.postprocess["budget"] = p.to_json()
-    recorders = _recorders(target, opts, raw, attached=child is None)
-    # A launched command's perf records only its own processes (with those it starts): no
-    # PID to pick out, or its children's samples would be dropped.
-    streamer = stream.Streamer(stream.Folded(raw, target.pid if child is None else None),
-                               recorders, stop)
+    for t in procs.targets[1:]:
+        guard.add_target(t.pid, t.start_ticks, t.stopped_at_start)
+    attached = child is None
+    recorders = _recorders(procs, opts, raw, attached=attached)
+    # Attached on every CPU, the target's samples are picked out by PID: every process the
+    # watch has seen by the time a chunk is read.  A launched command's perf only records
+    # its own processes (with those it starts): no PID to pick out.
+    who: Callable[[], list[int]] | None = procs.watch.pids if attached else None
+    streamer = stream.Streamer(stream.Folded(raw, who), recorders, stop)
     if any(r.stem == perf.WAKE for r in recorders):
         streamer.folded.sched.expect_wakes()
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(
             Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched")
-    loop: SnapshotLoop | None = None
-    log = None
-    owners: OwnerSampler | None = None
-    owners_log = None
     rel: releases.ReleaseRecorder | None = None
     t_start = time.time_ns()
     mono_start = time.monotonic_ns()
     m_start = time.monotonic()
     try:
         mem.start()
-        if opts.off_cpu in ("pmp", "both"):
-            # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.
-            backend = make_backend(opts.pmp_backend, target.pid)
-            col.commands["pmp"] = backend.commands
-            log = open(raw / SNAPSHOT_LOG, "w", encoding="utf-8")  # noqa: SIM115
-            rate = opts.pmp_rate_hz or (10.0 if opts.off_cpu == "pmp" else 2.0)
-            loop = SnapshotLoop(target, backend, log, rate, opts.max_pause_ms, stop,
-                                guard.watch)
-            loop.start()
-            loop.started.wait(120)
-            if loop.start_error is not None:
-                raise loop.start_error
-        if opts.off_cpu in ("pmp", "both") and opts.owner_rate_hz > 0:
-            owners_log = open(raw / OWNERS_LOG, "w", encoding="utf-8")  # noqa: SIM115
-            owners = OwnerSampler(target.pid, owners_log, opts.owner_rate_hz, stop,
-                                  alive=target.alive, start_ticks=target.start_ticks,
-                                  stopped_before=target.stopped_at_start)
-            owners.start()
-            col.commands["owners"] = [
-                f"read /proc/{target.pid}/task/*/syscall at {opts.owner_rate_hz:g}/s; for a "
-                "futex waiter, the lock (40-56 bytes) and 1 KiB of its stack from "
-                f"/proc/{target.pid}/mem; the lock's owner thread stopped, the lock read again "
-                "and the owner unwound (libdw dwfl_getthread_frames)",
-                "nm --defined-only -S -C [-D] <each mapped ELF>"]
+        # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.
+        for i, t in enumerate(procs.targets):
+            procs.start(t, primary=i == 0)
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
                 guard.watch(r.proc.pid)
         if opts.release_sites:  # where locks are released: its own perf (collect.releases)
             rel = releases.start(perf.perf_path(), target.pid, raw, col.commands, guard.watch)
+            if len(procs.targets) > 1:
+                col.warn(f"--release-sites records only the first process (PID {target.pid})")
         for r in recorders:
             if not r.wait_ready():
                 if target.alive():
                     r.early_failure()
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
-        col.threads["start"] = threads.listing(target.pid)
+        col.threads["start"] = _listing(procs.all_targets())
         t_start = time.time_ns()
         mono_start = time.monotonic_ns()
         m_start = time.monotonic()
         streamer.folded.sched.set_window(
             mono_start, None, [r["tid"] for r in col.threads["start"]["threads"]])
+        procs.window_open = True
+        procs.watch.start()
         streamer.start()
         col.window = Window(start_ns=t_start, mono_start_ns=mono_start, perf_clock="mono")
         write_capture(raw, col, opts)
@@ -341,45 +512,85 @@ def _run(target: Target, opts: CollectOptions, raw: Path, col: Capture,
         for r in recorders:
             if target.alive():  # perf fails with ESRCH when the target is already gone
                 r.early_failure()
-        _wait(target, opts, col, stop, child, recorders[0], loop, m_start, progress,
-              lambda: write_capture(raw, _memory_so_far(col, mem), opts))
+        _wait(procs, opts, col, stop, child, recorders[0], m_start, progress,
+              lambda: write_capture(raw, _so_far(col, mem, procs), opts))
     finally:
         t_end = time.time_ns()
         mono_end = time.monotonic_ns()
         stop.set()
         if col.window.mono_start_ns:  # nothing after the window's end is counted
             streamer.folded.sched.window = (col.window.mono_start_ns, mono_end)
-            col.threads["end"] = threads.listing(target.pid)
-        if loop is not None:
-            loop.join(30)
+            col.threads["end"] = _listing(procs.all_targets())
+        procs.join()
         for r in recorders:
             r.stop()
+        if procs.watch.is_alive():
+            procs.watch.join(5)
+        procs.watch.poll()  # the names at the end, and who exited
         if streamer.is_alive():  # what is left of the chunks, then the cost
             streamer.drain()
             col.folded = streamer.folded  # type: ignore[attr-defined]
             col.postprocess["cost"] = streamer.folded.cost.to_json()
         mem.join(5)
-        if owners is not None:
-            owners.join(5)
-            col.owners = owners.stats()
+        procs.join_owners()
+        if procs.owners:
+            col.owners = _owner_stats(procs.owners)
         if rel is not None:
             col.owners["releases"] = releases.finish(rel, col.warn)
-        for f in (log, owners_log):
-            if f is not None:
-                f.close()
+        procs.close_logs()
         col.window = Window(t_start, t_end, t_end - t_start, mono_start, mono_end, "mono")
-        _record_results(col, recorders, loop, mem)
-    if loop is not None and loop.start_error is not None:
-        raise loop.start_error
+        _record_results(col, recorders, procs.loops, mem)
+    first = procs.loops[0] if procs.loops else None
+    if first is not None and first.start_error is not None:
+        raise first.start_error
 
 
-def _wait(target: Target, opts: CollectOptions, col: Capture, stop: threading.Event,
-          child: Launched | None, recorder: perf.PerfRecorder,
-          loop: SnapshotLoop | None, m_start: float,
+def _listing(targets: list[Target]) -> dict[str, Any]:
+    """``threads.listing`` of every process of the target, as one listing."""
+    parts = [threads.listing(t.pid) for t in targets]
+    return {"mono_ns": parts[0]["mono_ns"] if parts else time.monotonic_ns(),
+            "threads": [r for p in parts for r in p["threads"]]}
+
+
+def _so_far(col: Capture, mem: MemorySampler, procs: _Processes) -> Capture:
+    """``col`` as a finish after a kill would need it: the memory samples and the processes
+    seen until now."""
+    col.processes = procs.watch.to_json()
+    return _memory_so_far(col, mem)
+
+
+def _owner_stats(samplers: list[OwnerSampler]) -> dict[str, Any]:
+    """The owner samplers' statistics, summed over the processes."""
+    out = samplers[0].stats()
+    if len(samplers) == 1:
+        return out
+    out["samples"] = sum(s.samples for s in samplers)
+    out["waiters"] = sum(s.waiters for s in samplers)
+    probers = [s.prober for s in samplers if s.prober is not None]
+    if probers:
+        counts: dict[str, int] = {}
+        for p in probers:
+            for k, n in p.counts.items():
+                counts[k] = counts.get(k, 0) + n
+        out["probes"] = dict(sorted(counts.items()))
+        out["pause"] = pause_summary([ms for p in probers for ms in p.pauses_ms], "stops")
+        resumed = sum(p.resumed for p in probers)
+        if resumed:
+            out["resumed"] = resumed
+        errors = sorted({p.error for p in probers if p.error})
+        if errors:
+            out["probe_error"] = "; ".join(errors)
+    out["processes"] = len(samplers)
+    return out
+
+
+def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading.Event,
+          child: Launched | None, recorder: perf.PerfRecorder, m_start: float,
           progress: Callable[[Progress], None] | None,
           checkpoint: Callable[[], None] | None = None) -> None:
     deadline = None if opts.duration_s is None else m_start + opts.duration_s
     saved = m_start
+    target = procs.primary
     while not stop.is_set():
         now = time.monotonic()
         if checkpoint is not None and now - saved >= CHECKPOINT_S:
@@ -391,28 +602,47 @@ def _wait(target: Target, opts: CollectOptions, col: Capture, stop: threading.Ev
         if child is not None and child.poll() is not None:
             col.ended_by = "command exited"
             return
-        if not target.alive():
+        if not procs.alive():
             col.ended_by = "target exited"
             if child is None:
                 col.warn(f"PID {target.pid} exited during collection; kept what was "
-                         "collected until then")
+                         "collected until then" if len(procs.targets) == 1 else
+                         "every process exited during collection; kept what was collected "
+                         "until then")
             if target.reused():
                 col.warn(f"PID {target.pid} now belongs to another process (PID reuse, "
                          "detected by its start time); it was not touched")
             return
-        if loop is not None and not loop.is_alive() and loop.start_error is not None:
+        first = procs.loops[0] if procs.loops else None
+        if first is not None and not first.is_alive() and first.start_error is not None:
             return
         if progress is not None:
-            st = loop.stats if loop is not None else None
-            progress(Progress(now - m_start, len(recorder.chunks()),
-                              st.snapshots if st else 0,
-                              sum(st.pauses_ms) if st else 0.0, st.failed if st else 0))
+            st = _merged_stats(procs.loops)
+            progress(Progress(now - m_start, len(recorder.chunks()), st.snapshots,
+                              sum(st.pauses_ms), st.failed))
         stop.wait(0.25 if deadline is None else min(0.25, max(deadline - now, 0.0)))
     col.ended_by = col.ended_by or "signal"
 
 
+def _merged_stats(loops: list[SnapshotLoop]) -> PmpStats:
+    """The snapshot loops' statistics as one (a multi-process target has a loop per
+    process)."""
+    if len(loops) == 1:
+        return loops[0].stats
+    out = PmpStats(rate_hz=min((lp.stats.rate_hz for lp in loops), default=0.0))
+    for lp in list(loops):
+        st = lp.stats
+        out.snapshots += st.snapshots
+        out.failed += st.failed
+        out.pauses_ms += st.pauses_ms
+        out.over_budget += st.over_budget
+        out.resumed += st.resumed
+        out.errors += [e for e in st.errors if e not in out.errors][:5 - len(out.errors)]
+    return out
+
+
 def _record_results(col: Capture, recorders: list[perf.PerfRecorder],
-                    loop: SnapshotLoop | None, mem: MemorySampler) -> None:
+                    loops: list[SnapshotLoop], mem: MemorySampler) -> None:
     col.perf = {"sched": any(r.stem == "sched" for r in recorders),
                 "off_cpu_bpf_supported": perf.supports_off_cpu()}
     for r in recorders:
@@ -420,8 +650,9 @@ def _record_results(col: Capture, recorders: list[perf.PerfRecorder],
         col.perf[r.stem] = {"returncode": r.returncode,
                             "chunks": [p.name for p in r.chunks()],
                             "lost_chunks": lost, "lost_lines": lines[:20]}
-    if loop is not None:
-        st = loop.stats
+    if loops:
+        loop = loops[0]
+        st = _merged_stats(loops)
         col.pmp = SnapshotStats(
             backend=loop.backend.name, consistent=loop.backend.consistent,
             snapshots=st.snapshots, failed=st.failed, errors=st.errors,
@@ -443,7 +674,8 @@ def _final_check(target: Target, col: Capture) -> None:
     """G1: after everything stopped, no thread is left stopped or traced by us."""
     left = ensure_running(target.pid, target.start_ticks, target.stopped_at_start)
     if left and not target.stopped_at_start:
-        col.warn(f"{len(left)} threads were left stopped after collection and were resumed")
+        col.warn(f"{len(left)} threads of PID {target.pid} were left stopped after "
+                 "collection and were resumed")
     tracer = tracer_of(target.pid)
     # A target that has just exited (launch mode: the command ended with the window) may show
     # as a zombie whose exit the snapshot thread saw while attaching: nothing left to harm.
@@ -452,4 +684,4 @@ def _final_check(target: Target, col: Capture) -> None:
                  "collection")
 
 
-__all__ = ["OFF_CPU_MODES", "CollectOptions", "Progress", "collect", "spawn"]
+__all__ = ["OFF_CPU_MODES", "CollectOptions", "Progress", "collect", "open_targets", "spawn"]

@@ -137,6 +137,11 @@ class Guard:
         if st is not None:
             self._send(f"tool {tool_pid} {st.start_ticks} {int(stop_signal)}")
 
+    def add_target(self, pid: int, start_ticks: int, stopped_before: bool) -> None:
+        """Another process of a multi-process target: the guard resumes it too if wallflame
+        dies while one of its threads is stopped."""
+        self._send(f"target {pid} {start_ticks} {int(stopped_before)}")
+
     def close(self) -> None:
         """Clean end: the guard checks the target once more and exits."""
         if self.proc is None:
@@ -155,7 +160,7 @@ def _alive(pid: int, start_ticks: int) -> bool:
 
 
 def _guard_main(argv: list[str], stdin: IO[bytes]) -> int:
-    pid, start_ticks, stopped_before = int(argv[0]), int(argv[1]), argv[2] == "1"
+    targets = [(int(argv[0]), int(argv[1]), argv[2] == "1")]
     tools: list[tuple[int, int]] = []
     first: dict[int, int] = {}
     clean = False
@@ -164,6 +169,8 @@ def _guard_main(argv: list[str], stdin: IO[bytes]) -> int:
         if parts[:1] == ["tool"] and len(parts) in (3, 4):
             tools.append((int(parts[1]), int(parts[2])))
             first[int(parts[1])] = int(parts[3]) if len(parts) == 4 else signal.SIGINT
+        elif parts[:1] == ["target"] and len(parts) == 4:
+            targets.append((int(parts[1]), int(parts[2]), parts[3] == "1"))
         elif parts[:1] == ["done"]:
             clean = True
     # wallflame ended (cleanly or killed).  Stop any tool it left: its first signal (SIGINT,
@@ -178,15 +185,18 @@ def _guard_main(argv: list[str], stdin: IO[bytes]) -> int:
         for p, s in live:
             if _alive(p, s):
                 _signal(p, signal.SIGKILL)
-    # Wait until no tracer of ours is attached, then resume the target if we left it stopped.
+    # Wait until no tracer of ours is attached, then resume the targets if we left them
+    # stopped.
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        tracer = tracer_of(pid)
-        if not tracer or not any(p == tracer for p, _ in tools):
-            break
-        time.sleep(0.05)
+    for pid, _, _ in targets:
+        while time.monotonic() < deadline:
+            tracer = tracer_of(pid)
+            if not tracer or not any(p == tracer for p, _ in tools):
+                break
+            time.sleep(0.05)
     for _ in range(3):
-        ensure_running(pid, start_ticks, stopped_before)
+        for pid, start_ticks, stopped_before in targets:
+            ensure_running(pid, start_ticks, stopped_before)
         time.sleep(0.05)
     return 0
 

@@ -100,8 +100,10 @@ class Cost:
 class Folded:
     """The folded evidence of every chunk processed so far, in chunk order per stem."""
 
-    def __init__(self, raw: Path, pid: int | None = None,
+    def __init__(self, raw: Path, pid: int | str | Callable[[], list[int]] | None = None,
                  options: FoldOptions | None = None) -> None:
+        """``pid``: keep only the on-CPU samples of that process, or of the processes the
+        callable lists when a chunk is read (a multi-process target's members so far)."""
         self.raw = raw
         self.pid = pid
         self.options = options or FoldOptions()
@@ -120,7 +122,9 @@ class Folded:
         c0 = time.thread_time()
         if self._err is None:
             self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
-        cmd = perf.script_command(chunk, stem == "sched", self.pid)
+        who = self.pid
+        pids = (",".join(str(p) for p in who()) or None) if callable(who) else who
+        cmd = perf.script_command(chunk, stem == "sched", pids)
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
                                     stdin=subprocess.DEVNULL, env=tool_env())
@@ -265,7 +269,7 @@ class Streamer(threading.Thread):
             raise self.error
 
 
-def process_all(raw: Path, stems: list[str], pid: int | None = None,
+def process_all(raw: Path, stems: list[str], pid: int | str | None = None,
                 progress: Callable[[str], None] | None = None,
                 cap: Capture | None = None) -> Folded:
     """Everything in ``raw/`` at once (``wallflame.finish`` of a run that was not streamed,
@@ -287,11 +291,22 @@ def process_all(raw: Path, stems: list[str], pid: int | None = None,
 
 
 
+def _pids(cap: Capture) -> str | None:
+    """The processes whose on-CPU samples a capture keeps: none to pick out for a launched
+    command (its perf recorded only its processes), else every process of the target."""
+    if cap.launched:
+        return None
+    pids = [p.get("pid") for p in cap.processes if isinstance(p, dict)]
+    if not pids:
+        pids = [cap.target.get("pid")]
+    ok = [str(p) for p in pids if isinstance(p, int) and not isinstance(p, bool)]
+    return ",".join(ok) or None
+
+
 def process_capture(raw: Path, cap: Capture) -> Folded:
     """Every chunk the collect described by ``cap`` recorded, processed now."""
-    pid = cap.target.get("pid")
-    return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"],
-                       pid if isinstance(pid, int) and not cap.launched else None, cap=cap)
+    return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"], _pids(cap),
+                       cap=cap)
 
 
 def evidence(raw: Path, cap: Capture, warnings: list[str], folded: Folded | None

@@ -141,7 +141,7 @@ class Target:
                 "stopped_at_start": self.stopped_at_start}
 
 
-def _own_tree() -> set[int]:
+def own_tree() -> set[int]:
     """Our own PID and our ancestors: never a target."""
     out = {os.getpid()}
     pid = os.getppid()
@@ -165,7 +165,7 @@ def open_target(pid: int, allow_own_child: bool = False) -> Target:
     if pid == 1:
         raise TargetError("refusing to profile PID 1 (init): stopping it even briefly can hang "
                           "the machine", "profile a service process instead")
-    if pid in _own_tree() and not allow_own_child:
+    if pid in own_tree() and not allow_own_child:
         raise TargetError(f"PID {pid} is wallflame itself or one of its parents",
                           "give the PID of another process")
     try:

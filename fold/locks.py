@@ -107,13 +107,17 @@ def _holder(rec: dict[str, Any]) -> tuple[str, tuple[int, str, tuple[str, ...]] 
     return status, (int(tid or 0), str(h.get("comm") or ""), names)
 
 
-def read_evidence(owners_log: Path | None, snapshot_records: Iterable[dict[str, Any]] = ()
-                  ) -> LockEvidence:
-    """The observations of ``raw/owners.log`` (with holder probes) and of the snapshots'
-    /proc records (identification only)."""
+def read_evidence(owners_log: Path | Iterable[Path] | None,
+                  snapshot_records: Iterable[dict[str, Any]] = ()) -> LockEvidence:
+    """The observations of ``raw/owners.log`` (with holder probes; a target of several
+    processes has one log per process) and of the snapshots' /proc records (identification
+    only)."""
     ev = LockEvidence()
-    if owners_log is not None and owners_log.exists():
-        for _, line in iter_lines(str(owners_log)):
+    paths = [owners_log] if isinstance(owners_log, Path) else list(owners_log or [])
+    for path in paths:
+        if not path.exists():
+            continue
+        for _, line in iter_lines(str(path)):
             try:
                 rec = json.loads(line)
             except ValueError:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import IO, Any
 
+from wallflame import procnames
 from wallflame.classify import classify, default_rules
 from wallflame.names import is_unknown
 from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
@@ -168,6 +169,9 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         if r["tid"] in after:
             r["runnable_after"] = {c: seconds(ns, unit) for c, ns in sorted(
                 after[r["tid"]].items())}
+        pid = procnames.row_pid(profile, r["tid"]) if r["tid"] else 0
+        if pid:  # a target of several processes: each thread's process
+            r["pid"] = pid
     totals = ThreadTotals(0, "all")  # what ``profile.totals()`` gives, without another pass
     for t in threads:
         totals.on += t.on
@@ -179,6 +183,7 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         "unit": "seconds" if unit == UNIT_NS else "samples",
         "window_s": seconds(window, UNIT_NS) if window else 0.0,
         "threads": rows,
+        "processes": procnames.summary(profile, rows),
         "totals": thread_row(totals, unit, 0, sum(rq.values()), sum(stopped.values())),
         **dict(zip(("locks", "unidentified_lock_waits"), lock_sections(profile, groups),
                    strict=True)),

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wallflame import lockshare, releases, rundir, stops, window
+from wallflame import lockshare, procnames, releases, rundir, stops, window
 from wallflame.errors import ToolError, WallflameError
 from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
 from wallflame.folded import write_folded
@@ -48,12 +48,22 @@ def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
         return None
 
 
+def logs(raw: Path, name: str) -> list[Path]:
+    """``raw/NAME`` and, for a target of several processes, each other process's
+    ``raw/STEM.PID.EXT`` (``collect.run``), in PID order after the first."""
+    stem, _, ext = name.rpartition(".")
+    more = [p for p in raw.glob(f"{stem}.*.{ext}") if p.name[len(stem) + 1:-len(ext) - 1]
+            .isdigit()]
+    first = [raw / name] if (raw / name).exists() else []
+    return first + sorted(more, key=lambda p: int(p.name[len(stem) + 1:-len(ext) - 1]))
+
+
 def _evidence(raw: Path, meta: Meta) -> locks.LockEvidence:
-    """The lock evidence of the run: the owner log and the snapshot log's records naming a
-    lock (their bad lines counted in ``meta``)."""
-    log = raw / SNAPSHOT_LOG
-    snaps = snapshots.lock_records(str(log), meta) if log.exists() else []
-    return locks.read_evidence(raw / OWNERS_LOG, snaps)
+    """The lock evidence of the run: the owner logs and the snapshot logs' records naming a
+    lock (their bad lines counted in ``meta``), one of each per process."""
+    snaps = [r for log in logs(raw, SNAPSHOT_LOG)
+             for r in snapshots.lock_records(str(log), meta)]
+    return locks.read_evidence(logs(raw, OWNERS_LOG), snaps)
 
 
 def _count_once(meta: Meta, read: Meta) -> None:
@@ -96,9 +106,11 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     mode = cap.options.off_cpu
     perf_profile, sched_profile, bad_chunks = stream.evidence(raw, cap, warnings, folded)
     pmp_profile = None
-    if (raw / SNAPSHOT_LOG).exists():
-        backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
-        pmp_profile = _fold(raw / SNAPSHOT_LOG, _snapshot_format(backend), warnings)
+    backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
+    for log in logs(raw, SNAPSHOT_LOG):  # one per process
+        one = _fold(log, _snapshot_format(backend), warnings)
+        if one is not None:
+            pmp_profile = one if pmp_profile is None else pmp_profile.merge(one)
     profile = Profile()
     if perf_profile is not None:
         profile.merge(perf_profile.on_cpu())
@@ -121,6 +133,7 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     _annotate_meta(profile, cap, warnings, bad_chunks)
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")
+    procnames.apply(profile, cap)  # several processes: threads named after them
     work = target_output.work_done(raw)
     if work is not None:
         profile.meta.extra["work"] = work

@@ -214,6 +214,11 @@ class Capture:
     postprocess: dict[str, Any] = field(default_factory=dict)
     # the target's threads when the window opened and closed (``collect.threads.listing``)
     threads: dict[str, Any] = field(default_factory=dict)
+    #: Multi-process targets: what was named (``collect.procs.Selection``: pids, trees,
+    #: cgroups) and every process covered (``collect.procs.Seen``: pid, start time, name as
+    #: ps shows it, how it joined, whether it exited).
+    selection: dict[str, Any] = field(default_factory=dict)
+    processes: list[dict[str, Any]] = field(default_factory=list)
     #: Set in a capture written while the run goes on.
     running: Running | None = None
     #: Set in a capture ``finish`` made up from the files in ``raw/``: only ``off_cpu`` and

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from wallflame.collect.pmp import BACKENDS
+from wallflame.collect.procs import selection
 from wallflame.collect.run import OFF_CPU_MODES, CollectOptions, Progress, collect
 from wallflame.errors import InputError
 from wallflame.finish import finish
@@ -34,8 +35,22 @@ def _progress_printer() -> tuple[object, object]:
     return live, show
 
 
+def _what(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...]) -> str:
+    return ", ".join([*(f"PID {p}" for p in pids), *(f"PID {p} and its descendants"
+                                                      for p in trees),
+                      *(f"cgroup {c}" for c in cgroups)])
+
+
 @click.command("collect", context_settings={"ignore_unknown_options": False})
-@click.option("-p", "--pid", type=int, default=None, help="Attach to this running process.")
+@click.option("-p", "--pid", "pids", type=int, multiple=True,
+              help="Attach to this running process (repeat for several processes).")
+@click.option("--pid-tree", "trees", type=int, multiple=True,
+              help="Attach to this process and all its descendants, including the processes "
+              "they fork during the window (a pre-fork server: give its first process).")
+@click.option("--cgroup", "cgroups", multiple=True,
+              help="Attach to every process of this cgroup v2 (and of the cgroups below it): "
+              "its path as /proc/PID/cgroup shows it (/system.slice/postgresql.service) or "
+              "its directory.")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
               help="Run directory to create (must not exist, or be empty).")
 @click.option("-d", "--duration", type=float, default=None,
@@ -89,20 +104,27 @@ def _progress_printer() -> tuple[object, object]:
               help="Also record where locks are released: the target's futex wakes with their "
               "call chains (a perf recording of its own; cost measured in the README).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp_backend: str,
+def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...], out: str,
+            duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
             max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
             release_sites: bool, command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
     \b
-      wallflame collect --pid PID --duration S -o RUN_DIR
+      wallflame collect --pid PID [--pid PID...] --duration S -o RUN_DIR
+      wallflame collect --pid-tree PID --duration S -o RUN_DIR
+      wallflame collect --cgroup /system.slice/x.service --duration S -o RUN_DIR
       wallflame collect -o RUN_DIR [--duration S] -- CMD ARGS...
 
-    Ctrl-C or SIGTERM ends collection early and keeps everything collected so far.
+    Several processes are one profile: each thread is named after its process as ps shows
+    it, and the report groups them by that name.  A launched command is followed with every
+    process it starts.  Ctrl-C or SIGTERM ends collection early and keeps everything collected
+    so far.
     """
-    if (pid is None) == (not command):
-        raise InputError("give either --pid PID or a command after --",
+    attach = bool(pids or trees or cgroups)
+    if attach == bool(command):
+        raise InputError("give either --pid/--pid-tree/--cgroup or a command after --",
                          "wallflame collect --pid 1234 -o run, or: "
                          "wallflame collect -o run -- ./app")
     if (pmp_rate is not None and pmp_rate <= 0) or freq <= 0 or \
@@ -112,27 +134,30 @@ def command(pid: int | None, out: str, duration: float | None, off_cpu: str, pmp
             (sched_stack_hz is not None and sched_stack_hz < 0):
         raise InputError("--max-data-mb-per-s must be positive and --sched-stack-hz not "
                          "negative")
+    select = selection(pids, trees, cgroups) if attach else None
     opts = CollectOptions(duration_s=duration if duration is not None else
-                          (10.0 if pid is not None else None),
+                          (10.0 if attach else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites)
     live, show = _progress_printer()
     if live is None:
-        what = f"PID {pid}" if pid is not None else " ".join(command)
+        what = _what(pids, trees, cgroups) if attach else " ".join(command)
         click.echo(f"wallflame: collecting from {what} into {out}", err=True)
     try:
         if live is not None:
             live.__enter__()  # type: ignore[attr-defined]
-        col = collect(Path(out), opts, pid=pid, command=list(command) or None,
-                      progress=show)  # type: ignore[arg-type]
+        col = collect(Path(out), opts, command=list(command) or None,
+                      progress=show, select=select)  # type: ignore[arg-type]
     finally:
         if live is not None:
             live.__exit__(None, None, None)  # type: ignore[attr-defined]
     profile = finish(out, getattr(col, "folded", None))
     print_losses(profile.meta)
     pause = (col.pmp.pause if col.pmp else None) or {}
+    if len(col.processes) > 1:
+        click.echo(f"wallflame: {len(col.processes)} processes", err=True)
     click.echo(f"wallflame: wrote {out} ({col.window.window_ns / 1e9:.1f} s, "
                f"ended by {col.ended_by}, "
                f"{len(col.perf_recording('perf').get('chunks', []))} perf chunks, "

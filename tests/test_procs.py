@@ -1,0 +1,158 @@
+"""Multi-process targets: process names as ps shows them, the members of a tree or cgroup,
+threads named after their process, and (live) a pre-fork sample under --pid-tree and --pid."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from livehelp import WALLFLAME
+
+from wallflame import procnames
+from wallflame.collect import procs
+from wallflame.finish import logs
+from wallflame.profile import OFF, ON, Profile, StackKey
+from wallflame.rundir import Capture
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_display_name_is_the_rewritten_command_line_with_control_characters_shown() -> None:
+    assert procs.display_name(b"postgres: bench bench [local] UPDATE\0\0\0\0") == \
+        "postgres: bench bench [local] UPDATE"
+    assert procs.display_name(b"nginx\0-g\0daemon off;\0") == "nginx -g daemon off;"
+    assert procs.display_name(b"x \x1b[2J\x07<b>\0") == "x ?[2J?<b>"
+    assert procs.display_name(b"", "kworker") == "[kworker]"
+    long = procs.display_name(b"a" * 1000)
+    assert len(long) == procs.NAME_MAX and long.endswith("\u2026")
+
+
+def test_descendants_follow_parent_pids() -> None:
+    ppids = {10: 1, 11: 10, 12: 10, 13: 11, 20: 1}
+    assert procs.descendants(10, ppids) == [10, 11, 13, 12]
+    assert procs.descendants(20, ppids) == [20]
+
+
+def test_cgroup_pids_include_the_cgroups_below(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "cgroup.procs").write_text("5\n7\n")
+    (tmp_path / "a" / "cgroup.procs").write_text("")
+    (tmp_path / "a" / "b" / "cgroup.procs").write_text("9\n5\n")
+    assert procs.cgroup_pids(tmp_path) == [5, 7, 9]
+    assert procs.cgroup_dir(str(tmp_path)) == tmp_path
+
+
+def test_a_missing_cgroup_is_an_input_error() -> None:
+    r = subprocess.run([*WALLFLAME, "collect", "--cgroup", "/no/such/cgroup", "-o", "/tmp/x"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 3, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_pid_tree_of_init_is_refused() -> None:
+    """PID 1 is never stopped, even as the root of a tree: a one-line target error."""
+    r = subprocess.run([*WALLFLAME, "collect", "--pid-tree", "1", "-d", "1", "-o",
+                        "/tmp/wallflame-procs-init-run"], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 4, r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("wallflame: error:")]
+    assert len(errors) == 1 and "refusing to profile PID 1" in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not os.path.exists("/tmp/wallflame-procs-init-run/raw/perf.data")
+
+
+def test_logs_are_the_first_process_then_the_others_by_pid(tmp_path: Path) -> None:
+    for name in ("snapshots.log", "snapshots.20.log", "snapshots.3.log", "snapshots.x.log"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in logs(tmp_path, "snapshots.log")] == [
+        "snapshots.log", "snapshots.3.log", "snapshots.20.log"]
+
+
+def test_threads_are_named_after_their_process_and_the_processes_summed() -> None:
+    p = Profile()
+    p.add(StackKey(("main", "spin"), 100, "srv", 100, ON), 3)
+    p.add(StackKey(("main", "poll"), 101, "io", 100, OFF, "poll"), 5)
+    p.add(StackKey(("main", "spin"), 200, "srv", 200, ON), 7)
+    p.add(StackKey(("main", "spin"), 300, "tiny", 300, ON), 1)
+    cap = Capture(processes=[{"pid": 100, "name": "srv: master"},
+                             {"pid": 200, "name": "srv: worker 1"},
+                             {"pid": 400, "name": "srv: idle"}])
+    procnames.apply(p, cap)
+    assert p.meta.threads[100] == "srv: master"
+    assert p.meta.threads[101] == "srv: master: io"
+    assert p.meta.threads[200] == "srv: worker 1"
+    assert 300 not in p.meta.threads  # only perf saw it: warned, its own name kept
+    assert any("seen only by perf" in w for w in p.meta.warnings)
+    from wallflame.report.summary import build_summary
+
+    s = build_summary(p)
+    by = {g["name"]: g for g in s["processes"]}
+    assert by["srv: master"]["threads"] == 2 and by["srv: idle"]["threads"] == 0
+    assert {r["tid"]: r.get("pid") for r in s["threads"]}[101] == 100
+
+
+@pytest.mark.usefixtures("live")
+def test_pid_tree_covers_every_process_named_with_a_late_fork(sample_bin: Path,
+                                                               tmp_path: Path) -> None:
+    """prefork (2 workers, an idle helper, a worker forked 3 s into the window, a hostile
+    title): every process is in the summary under its title, the late one marked as joined,
+    the idle helper with its whole blocked time, no unknown frame; the HTML shows the hostile
+    title only escaped."""
+    proc = subprocess.Popen([str(sample_bin / "prefork"), "--workers", "2", "--duration", "14",
+                             "--late", "4", "--hostile"], stdout=subprocess.PIPE)
+    try:
+        time.sleep(1)
+        run = tmp_path / "run"
+        r = subprocess.run([*WALLFLAME, "collect", "--pid-tree", str(proc.pid), "-d", "6",
+                            "-o", str(run)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=180, check=False)
+        assert r.returncode == 0, r.stderr
+    finally:
+        out, _ = proc.communicate(timeout=60)
+    truth = json.loads(out.decode().strip().splitlines()[-1])
+    s = json.loads((run / "summary.json").read_text())
+    names = {g["name"]: g for g in s["processes"]}
+    assert {"prefork: master", "prefork: worker 2", "prefork: idle helper",
+            "prefork: late worker"} <= set(names), names
+    assert sorted(p for g in s["processes"] for p in g["pids"]) == sorted(
+        [truth["master"], *(p["pid"] for p in truth["processes"])])
+    assert names["prefork: late worker"]["joined"] == 1
+    assert names["prefork: late worker"]["on_cpu_s"] > 0
+    assert names["prefork: idle helper"]["off_cpu_s"] > 0.5 * s["window_s"]
+    for w in ("prefork: worker 2",):
+        assert names[w]["on_cpu_s"] > 0.2, names[w]
+    assert s["quality"]["unknown_frame_share"] < 0.05
+    hostile = next(n for n in names if "<img" in n)
+    page = subprocess.run([*WALLFLAME, "report", str(run), "-o", str(tmp_path / "r.html")],
+                          capture_output=True, text=True, check=False)
+    assert page.returncode == 0, page.stderr
+    text = (tmp_path / "r.html").read_text()
+    assert "<img src=x" not in text and "\x1b" not in text
+    assert html.escape(hostile, quote=False)[:20] in text or "\\u003cimg" in text
+
+
+@pytest.mark.usefixtures("live")
+def test_pid_repeated_profiles_exactly_those_processes(sample_bin: Path,
+                                                       tmp_path: Path) -> None:
+    proc = subprocess.Popen([str(sample_bin / "prefork"), "--workers", "3", "--duration", "10"],
+                            stdout=subprocess.PIPE)
+    try:
+        time.sleep(1)
+        kids = sorted(int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+                      .read_text().split())
+        run = tmp_path / "run"
+        r = subprocess.run([*WALLFLAME, "collect", "--pid", str(kids[0]), "--pid",
+                            str(kids[1]), "-d", "3", "-o", str(run)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=180, check=False)
+        assert r.returncode == 0, r.stderr
+    finally:
+        proc.communicate(timeout=60)
+    s = json.loads((run / "summary.json").read_text())
+    assert sorted(p for g in s["processes"] for p in g["pids"]) == kids[:2]
+    assert {r["pid"] for r in s["threads"]} == set(kids[:2])
+    assert os.path.exists(run / f"raw/snapshots.{kids[1]}.log")
