@@ -121,7 +121,7 @@
   /* runnable is a class of the table: drawn in its colour, like the wait classes */
   var STATE_COLOURS = { stopped: "rgb(150,150,150)", unsampled: "rgb(184,196,214)" };
   var wholeSelf = full.self, timeline = null, tlData = data.timeline;
-  var TABLE_BLOCKED = classes.filter(function (c) { return c !== "on" && c !== "runnable"; });
+  var TABLE_BLOCKED = classes.filter(function (c) { return TABLE[c] && TABLE[c].blocked; });
   function seconds(ns) { return (ns / 1e9).toFixed(3) + " s"; }
   function stackOf(node) {
     var out = [];
@@ -166,8 +166,8 @@
         if (!row) { td.textContent = "-"; return; }
         var k = td.dataset.k, blocked = 0;
         TABLE_BLOCKED.forEach(function (c) { blocked += row[c] || 0; });
-        var v = k === "blocked" ? blocked + (row.unsampled || 0) : k === "other" ?
-          (row.other || 0) + (row.unsampled || 0) : row[k] || 0;
+        var v = k === "blocked" ? blocked + (row.unsampled || 0) : k === data.class_fallback ?
+          (row[k] || 0) + (row.unsampled || 0) : row[k] || 0;
         if (k === "cov") {
           v = (row.on + (row.runnable || 0) + blocked + (row.unsampled || 0) + (row.stopped || 0)) / (r[1] - r[0]);
           td.textContent = Math.round(100 * v) + "%";

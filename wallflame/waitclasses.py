@@ -81,6 +81,8 @@ def of(name: str) -> WaitClass:
 
 
 def page_table() -> dict[str, dict[str, Any]]:
-    """What the page's scripts read of each class (in its embedded data): label and colour."""
-    return {c.name: {"label": c.label, "colour": [list(ch) for ch in c.colour]}
+    """What the page's scripts read of each class (in its embedded data): label, colour and
+    whether its time is blocked time."""
+    return {c.name: {"label": c.label, "colour": [list(ch) for ch in c.colour],
+                     "blocked": c.name in BLOCKED_CLASSES}
             for c in BY_NAME.values()}
