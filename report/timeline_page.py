@@ -15,14 +15,16 @@ was made for), as differences from the previous event of the same thread and kin
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from typing import Any
 
 from wallflame.errors import InputError
 from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.timerange import Range, timeline_of
 from wallflame.report.tree import ELIDED, FlameTree, thread_label, visible, wait_label
-from wallflame.timeline import KINDS, RUNNABLE, UNSAMPLED, Timeline
+from wallflame.timeline import KINDS, RUNNABLE, TIMELINE, UNSAMPLED, Timeline
 
 RUNNABLE_CLASS = "runnable"
 
@@ -73,11 +75,17 @@ class NodeFinder:
 def page_timeline(profile: Profile, tree: FlameTree) -> dict[str, Any] | None:
     """The timeline the page embeds, or ``None`` when the profile is not a run directory's
     with a timeline."""
-    if not isinstance(profile.meta.extra.get("run_dir"), str):
+    run_dir = profile.meta.extra.get("run_dir")
+    if not isinstance(run_dir, str):
         return None
     try:
         tl, rng = timeline_of(profile)
-    except InputError:
+    except InputError as e:
+        if os.path.exists(os.path.join(run_dir, TIMELINE)):
+            # A damaged timeline: the page goes without it, and says so.
+            message = f"the page has no timeline: {e.format_message()}"
+            profile.meta.warn(message)
+            print(f"wallflame: warning: {message}", file=sys.stderr)
         return None
     return _embed(tl, rng, profile, NodeFinder(tree))
 

@@ -161,6 +161,11 @@ def test_unreadable_timelines_say_how_to_rebuild(tmp_path: Path) -> None:
     (tmp_path / timeline.TIMELINE).write_bytes(gzip.compress(json.dumps(d).encode()))
     with pytest.raises(InputError, match="outside the tables"):
         timeline.load(tmp_path)
+    d = tl.to_json()
+    d["threads"][0]["spans"]["d"][0] = "<script>"  # a column damaged or forged
+    (tmp_path / timeline.TIMELINE).write_bytes(gzip.compress(json.dumps(d).encode()))
+    with pytest.raises(InputError, match="not a list of integers"):
+        timeline.load(tmp_path)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -214,6 +219,11 @@ def test_every_format_is_restricted(tmp_path: Path) -> None:
     assert "pthread_cond_wait" not in folded and "__lll_lock_wait;[off mutex] 200000000" in folded
     assert "pthread_cond_wait" not in outs["svg"].read_text()
     assert "pthread_cond_wait" not in outs["speedscope"].read_text()
+    # A damaged timeline: the whole-window page is written without it, and says so.
+    (run / timeline.TIMELINE).write_bytes(b"damaged")
+    r = _cli("report", str(run), "-o", str(tmp_path / "whole.html"))
+    assert r.returncode == 0 and "the page has no timeline" in r.stderr, r.stderr
+    assert "the page has no timeline" in (tmp_path / "whole.html").read_text()
 
 
 def test_range_keys_are_the_folded_keys() -> None:

@@ -259,10 +259,10 @@ class Timeline:
             th = tl.thread(int(t["tid"]), int(t["pid"]), str(t["name"]))
             s, p = t["samples"], t["spans"]
             th.s_time = _undelta(s["t"], tl.t0)
-            th.s_weight, th.s_stack = list(s["w"]), list(s["s"])
+            th.s_weight, th.s_stack = _ints(s["w"]), _ints(s["s"])
             th.p_start = _undelta(p["t"], tl.t0)
-            th.p_dur, th.p_kind, th.p_stack = list(p["d"]), list(p["k"]), list(p["s"])
-            th.p_period, th.p_locks = list(p["p"]), list(p["l"])
+            th.p_dur, th.p_kind, th.p_stack = _ints(p["d"]), _ints(p["k"]), _ints(p["s"])
+            th.p_period, th.p_locks = _ints(p["p"]), _ints(p["l"])
             if len({len(th.s_time), len(th.s_weight), len(th.s_stack)}) != 1 or len(
                     {len(th.p_start), len(th.p_dur), len(th.p_kind), len(th.p_stack),
                      len(th.p_period), len(th.p_locks)}) != 1:
@@ -272,6 +272,13 @@ class Timeline:
                     not 0 <= x <= len(tl.lock_sets) for x in th.p_locks):
                 raise ValueError(f"thread {th.tid}: a reference outside the tables")
         return tl
+
+
+def _ints(column: Any) -> list[int]:
+    """A column of the file as integers (anything else is a damaged file: ``ValueError``)."""
+    if not isinstance(column, list) or not all(type(x) is int for x in column):
+        raise ValueError("a column that is not a list of integers")
+    return column
 
 
 def _deltas(times: list[int], base: int) -> list[int]:
