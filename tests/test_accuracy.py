@@ -41,8 +41,6 @@ def test_mix_time_split_matches_its_own_measurement(live: None, sample_bin: Path
     truth = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert len(truth) == 3
     summary = load(run, "summary.json")
-    meta = load(run, "meta.json")
-    del meta
     window = summary["window_s"]
     rows = {t["tid"]: t for t in summary["threads"]}
     offcpu = fold_file(str(run / "offcpu.folded"), FoldOptions(), "wallflame")
