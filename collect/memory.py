@@ -113,6 +113,13 @@ class MemorySampler(threading.Thread):
 
     def result(self) -> dict[str, Any]:
         end = read_arenas(self.pid) if self.alive() else None
+        if end is not None:
+            # The RSS that contains these arenas, read right after them: the last sample may be
+            # a quarter of a second older, and a process still allocating has grown since.
+            s = sample(self.pid)
+            if s is not None:
+                self.samples.append({"t_s": round(time.monotonic() - self.t0, 3),
+                                     "rss_kb": s[0], "threads": s[1]})
         empty: dict[str, Any] = {"count": 0, "mappings": [], "total_rss_kb": 0}
         start = self.arenas_start
         last = end or start
