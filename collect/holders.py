@@ -54,10 +54,15 @@ class Probe:
     status: str
     frames: list[str] = field(default_factory=list)  # eu-stack frame lines, innermost first
     stop_ms: float = 0.0
+    #: every thread this probe stopped (the owner, and the next owner when the lock had
+    #: passed on): [tid, registers read to release, attach request to release] (ms)
+    stops: list[list[float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tid": self.owner, "status": self.status,
                                "stop_ms": round(self.stop_ms, 3)}
+        if self.stops:
+            out["stops"] = [[int(t), round(lo, 3), round(hi, 3)] for t, lo, hi in self.stops]
         if self.frames:
             out["frames"] = self.frames
         return out
@@ -125,25 +130,30 @@ class HolderProbe:
             return self._count(Probe(lock.owner, "no unwinder"))
         owner = lock.owner
         boosted = unwinder.boost()
+        stops: list[list[float]] = []
         try:
             for attempt in range(2):
                 moved_to: list[int] = []
                 st = unwinder.stack(owner, _bind(self._check, lock, owner, moved_to))
                 pause = st.stop_ms if boosted else st.span_ms
                 self.pauses_ms.append(pause)
+                if not st.error:
+                    stops.append([owner, st.stop_ms, st.span_ms])
                 self._safe(owner)
                 status = st.checked if st.checked is not None else \
                     (st.error or "not stopped") if not st.pcs else "not checked"
                 if status == "" and st.pcs:
                     names = [unwinder.name(pc, act) for pc, act in st.pcs]
                     if releasing(names):
-                        return self._count(Probe(owner, "releasing", stop_ms=pause))
+                        return self._count(Probe(owner, "releasing", stop_ms=pause,
+                                                 stops=stops))
                     lines = [f"#{n:<2} 0x{pc:016x} {name}" if name else f"#{n:<2} 0x{pc:016x}"
                              for n, ((pc, _), name) in enumerate(zip(st.pcs, names, strict=True))]
-                    return self._count(Probe(owner, "confirmed", lines, pause))
+                    return self._count(Probe(owner, "confirmed", lines, pause, stops))
                 nxt = moved_to[0] if moved_to else 0
                 if attempt or status != "moved" or nxt in (0, waiter) or nxt not in tids:
-                    return self._count(Probe(owner, status or "no frames", stop_ms=pause))
+                    return self._count(Probe(owner, status or "no frames", stop_ms=pause,
+                                             stops=stops))
                 owner = nxt
         finally:
             if boosted:

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.libdw import Unwinder, libdw_library
@@ -49,6 +49,9 @@ class Dump:
     pause_ms: float
     span_ms: float
     error: str = ""
+    #: per thread stopped one at a time (libdw): tid -> (registers read to release, attach
+    #: request to release), in ms: a lower and an upper bound of the stop that thread saw
+    stops: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def _tool(name: str, package: str) -> str:
@@ -210,7 +213,8 @@ class LibdwBackend:
         live = [st for st in stacks if not st.error] or stacks
         realtime = self.realtime = bool(self.unwinder.realtime)
         pause = sum(st.stop_ms if realtime else st.span_ms for st in live) / len(live)
-        return Dump(text, pause, span)
+        return Dump(text, pause, span,
+                    stops={st.tid: (st.stop_ms, st.span_ms) for st in stacks if not st.error})
 
     def close(self) -> None:
         if self.unwinder is not None:
@@ -355,9 +359,13 @@ class SnapshotLoop(threading.Thread):
         w(dump.text if dump.text.endswith("\n") else dump.text + "\n")
         for rec in procs:
             w(PROC_LINE + json.dumps(rec, sort_keys=True) + "\n")
-        w(SNAPSHOT_LINE + json.dumps(
-            {"t_ns": t_ns, "pause_ms": round(dump.pause_ms, 3), "span_ms": round(dump.span_ms, 3),
-             "consistent": self.backend.consistent}, sort_keys=True) + "\n")
+        snap: dict[str, Any] = {"t_ns": t_ns, "pause_ms": round(dump.pause_ms, 3),
+                                "span_ms": round(dump.span_ms, 3),
+                                "consistent": self.backend.consistent}
+        if dump.stops:
+            snap["stops"] = {str(tid): [round(lo, 3), round(hi, 3)]
+                             for tid, (lo, hi) in sorted(dump.stops.items())}
+        w(SNAPSHOT_LINE + json.dumps(snap, sort_keys=True) + "\n")
         w(ts_line(t_ns) + "\n")
         self.log.flush()
         return True

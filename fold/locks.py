@@ -32,6 +32,7 @@ from wallflame.folded import escape
 from wallflame.lockshare import LOCK_WAITS, MIN_OBSERVATIONS
 from wallflame.names import normalize
 from wallflame.profile import OFF, HolderKey, Profile
+from wallflame.stops import add_stops
 from wallflame.textio import iter_lines
 
 #: The status of a holder probe whose stack is kept.
@@ -65,6 +66,8 @@ class LockEvidence:
 
     seen: dict[tuple[int, Site], dict[str, int]] = field(default_factory=dict)
     stats: dict[str, LockStats] = field(default_factory=dict)
+    #: every thread the holder probes stopped: tid -> [lower ms, upper ms, stops]
+    stops: dict[int, list[float]] = field(default_factory=dict)
 
     def observe(self, rec: dict[str, Any], probed: bool) -> None:
         tid, lock = rec.get("tid"), rec.get("lock")
@@ -77,6 +80,9 @@ class LockEvidence:
         per[lock] = per.get(lock, 0) + 1
         if not probed:
             return
+        h = rec.get("holder")
+        if isinstance(h, dict):
+            add_stops(self.stops, h.get("stops"))
         st = self.stats.setdefault(lock, LockStats())
         st.observations += 1
         st.waiters.add(tid)

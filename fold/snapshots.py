@@ -33,6 +33,7 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Meta, Profile, StackKey
 from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+from wallflame.stops import MEASURED_STOPS, add_stops, stops_json
 from wallflame.textio import iter_lines
 from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
 
@@ -121,6 +122,7 @@ class Accumulator:
         self.first_t: int | None = None
         self.intervals: list[int] = []
         self.pauses: list[float] = []
+        self.stops: dict[int, list[float]] = {}  # tid -> [lower ms, upper ms, stops]
         self.pending: dict[_PendingKey, int] = {}
         self.running: dict[int, int] = {}
         self.snapshots = 0
@@ -157,6 +159,7 @@ class Accumulator:
         pause = dump.pause.get("pause_ms")
         if isinstance(pause, int | float) and not isinstance(pause, bool):
             self.pauses.append(float(pause))
+        add_stops(self.stops, dump.pause.get("stops"))
         by_tid = {th.tid: th for th in dump.threads}
         for th in dump.threads:
             if th.frames:
@@ -279,7 +282,10 @@ class Accumulator:
                 "max_ms": round(max(self.pauses), 3),
                 "total_ms": round(sum(self.pauses), 3),
             }
+        if self.stops:
+            meta.extra[MEASURED_STOPS] = stops_json(self.stops)
         source.update(snapshots=self.snapshots, first_snapshot_ns=w)
+
 
 
 def _proc_class(proc: dict[str, Any], kstate: str) -> str:

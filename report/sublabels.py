@@ -10,7 +10,7 @@ from typing import Any
 
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, UNIT_NS, Profile
-from wallflame.stops import stopped_ns
+from wallflame.stops import measured_ns, stopped_ns, stopped_runnable_ns
 
 #: How many labels the summary lists.
 TOP_LABELS = 20
@@ -37,11 +37,30 @@ def tracer_stops(profile: Profile, pause: dict[str, Any]) -> dict[str, Any]:
     class), beside what the snapshot loop measured of its pauses."""
     raw = profile.meta.extra.get("tracer_stops") or {}
     per = stopped_ns(profile)
+    timed = measured_ns(profile)
+    after = stopped_runnable_ns(profile)
     names = profile.meta.threads
-    return {
-        "cause": str(raw.get("cause", "")) if per else "",
+
+    def row(t: int, ns: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"tid": t, "name": names.get(t, ""), "s": round(ns / 1e9, 6)}
+        if t in after:  # of which released, waiting for a CPU
+            out["runnable_s"] = round(after[t] / 1e9, 6)
+        if t in timed:  # the tracer's own timing of its stops of this thread
+            lo, hi, n = timed[t]
+            out.update(timed_s=[round(lo / 1e9, 6), round(hi / 1e9, 6)], stops=n)
+        return out
+
+    out: dict[str, Any] = {
+        "cause": str(raw.get("cause", "")) if per or timed else "",
         "total_s": round(sum(per.values()) / 1e9, 6),
-        "threads": [{"tid": t, "name": names.get(t, ""), "s": round(ns / 1e9, 6)}
-                    for t, ns in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "threads": [row(t, per.get(t, 0)) for t in sorted(
+            set(per) | set(timed), key=lambda t: (-per.get(t, 0), t))],
         "measured_pause_s": round(float(pause.get("total_ms") or 0) / 1e3, 6),
     }
+    if after:
+        out["runnable_s"] = round(sum(after.values()) / 1e9, 6)
+    if timed:
+        out["timed_s"] = [round(sum(v[0] for v in timed.values()) / 1e9, 6),
+                          round(sum(v[1] for v in timed.values()) / 1e9, 6)]
+        out["timed_stops"] = sum(v[2] for v in timed.values())
+    return out

@@ -164,9 +164,16 @@ def write_text(profile: Profile, out: IO[str]) -> None:
         _locks(s, out)
     ts = s["tracer_stops"]
     if ts["threads"]:
+        timed = ""
+        if ts.get("runnable_s"):
+            timed += f"; {ts['runnable_s']:.3f}s of it waiting for a CPU after the release"
+        if ts.get("timed_s"):
+            lo, hi = ts["timed_s"]
+            timed += (f"; the tracer timed its {ts['timed_stops']} stops of single threads at "
+                      f"{lo:.3f}-{hi:.3f}s, between which the rest lies")
         out.write(f"\nstopped by {_cut(ts['cause'], 20)} (ptrace): {ts['total_s']:.3f}s over "
                   f"{len(ts['threads'])} threads, in no wait class\n  (the snapshot loop "
-                  f"measured {ts['measured_pause_s']:.6f}s of pauses)\n")
+                  f"measured {ts['measured_pause_s']:.6f}s of pauses{timed})\n")
     if s["wait_labels"]:
         out.write("\noff-CPU time by rule:\n")
         _labels(s, out)

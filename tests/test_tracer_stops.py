@@ -65,3 +65,36 @@ def test_only_a_collect_that_stopped_the_target_owns_the_stops() -> None:
     assert stopped({"owners": {"pause": {"stops": 2}}})
     assert not stopped({"pmp": {"snapshots": 0}, "owners": {"pause": {"stops": 0}}})
     assert not stopped({})  # --off-cpu sched: another tracer's stops stay
+
+
+def test_released_but_waiting_for_a_cpu_is_told_apart() -> None:
+    p = profile()
+    p.add(StackKey(STOPPED, 7, "pool", 0, OFF, "runnable"), 20 * MS)
+    assert stops.separate(p, "wallflame") == 120 * MS
+    assert stops.stopped_ns(p) == {7: 120 * MS}
+    assert stops.stopped_runnable_ns(p) == {7: 20 * MS}
+    ts = build_summary(p)["tracer_stops"]
+    assert ts["runnable_s"] == 0.02 and ts["threads"][0]["runnable_s"] == 0.02
+
+
+def test_the_tracers_own_timing_is_summed_per_thread() -> None:
+    acc: dict[int, list[float]] = {}
+    stops.add_stops(acc, {"7": [0.05, 0.4], "8": [0.1, 0.2]})  # a snapshot record
+    stops.add_stops(acc, [[7, 0.05, 0.1]])                      # a holder probe
+    # malformed entries are left out, not guessed
+    stops.add_stops(acc, {"x": [1, 2], "9": [1], "10": [-1, 2], "11": [True, 1]})
+    stops.add_stops(acc, "nonsense")
+    assert acc == {7: [0.1, 0.5, 2], 8: [0.1, 0.2, 1]}
+    merged = stops.merge_measured([stops.stops_json(acc), {"7": [1, 2, 1]}, None])
+    assert merged == {7: [100_001, 500_002, 3], 8: [100_000, 200_000, 1]}
+    p = profile()
+    stops.separate(p, "wallflame")
+    stops.record_measured(p, merged, "wallflame")
+    assert stops.measured_ns(p) == {7: (100_001, 500_002, 3), 8: (100_000, 200_000, 1)}
+    ts = build_summary(p)["tracer_stops"]
+    assert ts["timed_stops"] == 4 and ts["timed_s"] == [0.0002, 0.0007]
+    row = {t["tid"]: t for t in ts["threads"]}
+    assert row[8] == {"tid": 8, "name": "", "s": 0.0, "timed_s": [0.0001, 0.0002], "stops": 1}
+    out = io.StringIO()
+    write_text(p, out)
+    assert "the tracer timed its 4 stops of single threads at 0.000-0.001s" in out.getvalue()

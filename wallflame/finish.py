@@ -107,9 +107,11 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     perf_profile, sched_profile, bad_chunks = stream.evidence(raw, cap, warnings, folded)
     pmp_profile = None
     backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
+    measured: list[Any] = [stops.stops_json(evidence.stops)]  # the tracer's own stop timings
     for log in logs(raw, SNAPSHOT_LOG):  # one per process
         one = _fold(log, _snapshot_format(backend), warnings)
         if one is not None:
+            measured.append(one.meta.extra.pop(stops.MEASURED_STOPS, None))
             pmp_profile = one if pmp_profile is None else pmp_profile.merge(one)
     profile = Profile()
     if perf_profile is not None:
@@ -133,6 +135,7 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     _annotate_meta(profile, cap, warnings, bad_chunks)
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")
+        stops.record_measured(profile, stops.merge_measured(measured), "wallflame")
     procnames.apply(profile, cap)  # several processes: threads named after them
     work = target_output.work_done(raw)
     if work is not None:

@@ -7,13 +7,19 @@ wait class and no flame graph counts them, and keeps each thread's stopped time 
 ``meta.extra["tracer_stops"]``, which the summary shows beside the pauses the snapshot loop
 measured.  Elsewhere (another tracer's stops in a capture) the stacks stay, classified ``other``
 by the rules (``other: tracer stop``).
+
+The tracer also times every stop it makes, per thread (the snapshot log's and the owner log's
+``stops``): from the thread's registers being read to its release, which lies inside the stop
+(a lower bound), and from the attach request to the release, which also holds the wait for the
+stop to take effect (an upper bound).  ``measured`` keeps their per-thread sums beside the
+stopped time the scheduler saw, so the two can be checked against each other.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from wallflame.profile import OFF, Profile
+from wallflame.profile import OFF, RUNNABLE, Profile
 
 #: The kernel function a ptrace-stopped thread sleeps in.
 TRACER_STOP = ("ptrace_stop", "ptrace_stop_[k]")
@@ -30,15 +36,93 @@ def separate(profile: Profile, cause: str) -> int:
     ``meta.extra["tracer_stops"]`` (per thread, ns; ``cause`` says whose stops they were) and
     return their total."""
     per_tid: dict[int, int] = {}
+    after: dict[int, int] = {}  # of which woken from the stop, waiting for a CPU
     for key in [k for k in profile.stacks if k.state == OFF and is_tracer_stop(k.frames)]:
         w = profile.stacks.pop(key)
         per_tid[key.tid] = per_tid.get(key.tid, 0) + w
+        if key.wait == RUNNABLE:
+            after[key.tid] = after.get(key.tid, 0) + w
     total = sum(per_tid.values())
     if total:
         profile.meta.extra["tracer_stops"] = {
             "cause": cause, "total_ns": total,
-            "ns": {str(t): ns for t, ns in sorted(per_tid.items())}}
+            "ns": {str(t): ns for t, ns in sorted(per_tid.items())},
+            "runnable_ns": {str(t): ns for t, ns in sorted(after.items())}}
     return total
+
+
+#: ``meta.extra`` key of a fold: each thread's stops as the tracer timed them (``add_stops``).
+MEASURED_STOPS = "measured_stops"
+
+
+def add_stops(acc: dict[int, list[float]], raw: Any) -> None:
+    """Add one record's per-thread stops to ``acc`` (tid -> [lower ms, upper ms, stops]):
+    a snapshot's ``{"tid": [lower ms, upper ms]}`` or a holder probe's
+    ``[[tid, lower ms, upper ms], ...]``; malformed entries are left out."""
+    items: list[Any] = []
+    if isinstance(raw, dict):
+        items = list(raw.items())
+    elif isinstance(raw, list):
+        items = [(x[0], x[1:]) for x in raw if isinstance(x, list) and x]
+    for tid, pair in items:
+        try:
+            t = int(tid)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(tid, bool) or not isinstance(pair, list) or len(pair) != 2 or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in pair):
+            continue
+        row = acc.setdefault(t, [0.0, 0.0, 0])
+        row[0] += float(pair[0])
+        row[1] += float(pair[1])
+        row[2] += 1
+
+
+def stops_json(acc: dict[int, list[float]]) -> dict[str, list[int]]:
+    """``{"tid": [lower ns, upper ns, stops]}``, as ``meta.extra`` keeps it."""
+    return {str(t): [round(lo * 1e6), round(hi * 1e6), int(n)]
+            for t, (lo, hi, n) in sorted(acc.items())}
+
+
+def merge_measured(parts: list[Any]) -> dict[int, list[int]]:
+    """Sum several ``stops_json`` mappings (several snapshot logs, the owner probes)."""
+    out: dict[int, list[int]] = {}
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        for tid, row in part.items():
+            try:
+                t = int(tid)
+                lo, hi, n = (int(v) for v in row)
+            except (TypeError, ValueError):
+                continue
+            acc = out.setdefault(t, [0, 0, 0])
+            acc[0] += lo
+            acc[1] += hi
+            acc[2] += n
+    return out
+
+
+def record_measured(profile: Profile, measured: dict[int, list[int]], cause: str) -> None:
+    """Keep the tracer's own timing of its stops (``merge_measured``) beside the stopped
+    time the scheduler saw, in ``meta.extra["tracer_stops"]["measured"]``."""
+    if not measured:
+        return
+    ts = profile.meta.extra.setdefault(
+        "tracer_stops", {"cause": cause, "total_ns": 0, "ns": {}})
+    ts["measured"] = {str(t): row for t, row in sorted(measured.items())}
+
+
+def measured_ns(profile: Profile) -> dict[int, tuple[int, int, int]]:
+    """Each thread's stops as the tracer timed them: (lower ns, upper ns, stops)."""
+    raw = (profile.meta.extra.get("tracer_stops") or {}).get("measured")
+    return {t: (row[0], row[1], row[2]) for t, row in merge_measured([raw]).items()}
+
+
+def stopped_runnable_ns(profile: Profile) -> dict[int, int]:
+    """Of each thread's stopped time, the part after the tracer let it go and before it ran
+    again (woken from the stop, waiting for a CPU)."""
+    return tid_ns((profile.meta.extra.get("tracer_stops") or {}).get("runnable_ns"))
 
 
 def stopped_ns(profile: Profile) -> dict[int, int]:
