@@ -118,7 +118,7 @@ def check(a: Path, b: Path, tmp: Path) -> tuple[int, dict[str, object]]:
 def describe(data: dict[str, object]) -> str:
     q = {x["quantity"]: x for x in data["quantities"]}  # type: ignore[attr-defined]
     parts = []
-    for key in ("wait:mutex", "wait:rwlock", "wait:io", "cpu_per_work"):
+    for key in ("wait:mutex", "wait:rwlock", "wait:lock", "wait:io", "cpu_per_work"):
         if key in q:
             x = q[key]
             parts.append(f"{x['name']} {x['delta_text']} [{x['low_text']}, {x['high_text']}]"

@@ -38,6 +38,7 @@ from wallflame.report.gate import (
     cpu_per_work,
     frame_estimates,
     frame_measure,
+    label_growth,
     make_run,
     side_estimates,
     wait_estimates,
@@ -98,10 +99,13 @@ class Thresholds:
     wait_run_cv:        the same for wait classes, beyond what a run's slices show (default
                         0.3: measured 2-13% for mix's waits, 41-43% for MariaDB's latch and
                         commit waits).
-    wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``io``: contention
-                        and I/O; ``condvar``, ``poll`` and ``sleep`` grow whenever a program
-                        is less busy); when ``mutex`` or ``rwlock`` fails, the lock that grew
-                        most is named (locks are shown, not judged: see ``judge``).
+    wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``lock``
+                        (database row and table locks), ``io``: contention and I/O;
+                        ``condvar``, ``poll`` and ``sleep`` grow whenever a program is less
+                        busy); when a class fails, the lock that grew most is named (locks are
+                        shown, not judged: see ``judge``), and the rule whose waits grew most
+                        (``rwlock: InnoDB latch``), which names the wait where no lock was
+                        identified.
     ignore_frames:      regular expressions (searched) for frames not judged, nor anything
                         they call (their time stays with the function they interrupted);
                         default: the kernel's interrupt, softirq and preemption entry points,
@@ -125,7 +129,7 @@ class Thresholds:
     power: float = 0.8
     run_cv: float = 0.04
     wait_run_cv: float = 0.3
-    wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "io"])
+    wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "lock", "io"])
     ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
     rate_tolerance: float = 0.10
     max_loss_share: float = 0.25
@@ -330,7 +334,7 @@ def judge(before: list[Run], after: list[Run], diff: Diff, t: Thresholds) -> Ver
     """The verdict on two sides, each a list of runs (see the module docstring)."""
     quality = [complete_data(before, after, t), same_collectors(before, after, t)]
     judged, method = _judge_quantities(before, after, t)
-    results = [*quality, *_results(judged, t), sensitivity(judged, t)]
+    results = [*quality, *_results(judged, t, before, after), sensitivity(judged, t)]
     if any(r.status == INCONCLUSIVE for r in quality):
         status = INCONCLUSIVE
     elif any(r.status == FAIL for r in results):
@@ -486,7 +490,8 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
     return judged, method
 
 
-def _results(judged: list[Judged], t: Thresholds) -> list[Result]:
+def _results(judged: list[Judged], t: Thresholds, before: list[Run] | None = None,
+             after: list[Run] | None = None) -> list[Result]:
     out = []
     frames = [j for j in judged if j.key.startswith("frame:")]
     grew = sorted((j for j in frames if j.regression), key=lambda j: (-j.delta, j.name))
@@ -518,6 +523,10 @@ def _results(judged: list[Judged], t: Thresholds) -> list[Result]:
         text = f"{cls} wait {j.fmt(j.a)} -> {j.fmt(j.b)}, {j.interval()}"
         if j.regression:
             tail = f"; most grown lock: {locks[0].name} ({locks[0].interval()})" if locks else ""
+            grown = label_growth(before or [], after or [], cls)
+            if grown:
+                label, x, y = grown[0]
+                tail += f"; most grown wait: {cls}: {label} ({x:.3f} -> {y:.3f} s/s)"
             out.append(Result(f"wait_{cls}", FAIL, text + tail, [j, *locks[:3]]))
         else:
             out.append(Result(f"wait_{cls}", PASS, text, [j]))

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.diff.compare import lock_name
 from wallflame.report.diff.normalise import evidence
@@ -71,6 +72,8 @@ class Run:
     lost_on: float   # share of the on-CPU evidence lost
     lost_off: float  # share of the off-CPU evidence lost
     meta: dict[str, Any] = field(default_factory=dict)
+    #: off-CPU weight per (wait class, the label of the rule that classified it)
+    labels: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def read_work_file(run_dir: str) -> dict[str, Any] | None:
@@ -105,12 +108,16 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
     classes = dict.fromkeys(WAIT_CLASSES, 0)
     locks: dict[str, int] = {}
     by_class: dict[str, dict[str, int]] = {}
+    labels: dict[tuple[str, str], int] = {}
     on = off = 0
     for key, w in profile.stacks.items():
         if key.state == OFF:
             off += w
             cls = key.wait if key.wait in classes else "other"
             classes[cls] += w
+            rule = wait_label(key.frames, key.wait)
+            if rule:
+                labels[(cls, rule)] = labels.get((cls, rule), 0) + w
             if key.lock:
                 name = lock_name(key.lock)
                 locks[name] = locks.get(name, 0) + w
@@ -146,7 +153,7 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
     return Run(label, profile.meta.unit, profile.meta.window_ns / 1e9, on, n_on, n_off,
                functions, classes, locks,
                {k: max(v, key=lambda c: v[c]) for k, v in by_class.items()},
-               count, unit, slices, share_on, share_off, meta)
+               count, unit, slices, share_on, share_off, meta, labels)
 
 
 def _cut(frames: tuple[str, ...], cut: re.Pattern[str]) -> tuple[str, ...]:
@@ -212,6 +219,27 @@ def frame_estimates(run: Run, names: Sequence[str], measure: str) -> dict[str, E
             bound = run.lost_on * (min(e.value, 1 - e.value) if measure == SHARE else e.value)
             out[n] = widen_for_loss(e, bound)
     return out
+
+
+def label_growth(before: Sequence[Run], after: Sequence[Run], cls: str
+                 ) -> list[tuple[str, float, float]]:
+    """The rules of wait class ``cls`` whose waits grew, the most grown first: (label, seconds
+    per second of window before, after).  Shown beside a failed class to name the wait (an
+    InnoDB latch, a row lock) when no lock was identified; not judged."""
+    def rate(runs: Sequence[Run]) -> dict[str, float]:
+        window = sum(r.window_s for r in runs)
+        acc: dict[str, float] = {}
+        for r in runs:
+            if r.unit != "ns":
+                return {}
+            for (c, label), w in r.labels.items():
+                if c == cls:
+                    acc[label] = acc.get(label, 0.0) + w / 1e9
+        return {k: v / window for k, v in acc.items()} if window > 0 else {}
+
+    a, b = rate(before), rate(after)
+    grown = [(k, a.get(k, 0.0), b[k]) for k in b if b[k] > a.get(k, 0.0)]
+    return sorted(grown, key=lambda x: (x[1] - x[2], x[0]))
 
 
 def work_rate(runs: Sequence[Run]) -> float | None:
@@ -372,6 +400,7 @@ __all__ = [
     "cpu_per_work",
     "frame_estimates",
     "frame_measure",
+    "label_growth",
     "make_run",
     "read_work_file",
     "side_estimates",

@@ -117,6 +117,22 @@ def test_mutex_contention_fails_and_names_the_lock() -> None:
     assert "+1.500 s/s" in markdown(v)
 
 
+def test_a_grown_wait_class_names_the_rule_when_no_lock_is_identified() -> None:
+    """A database's row-lock waits (class ``lock``, judged by default) name their rule: no
+    glibc lock is identified for them."""
+    row = ("start_thread", "mysql_execute_command", "handler::ha_update_row", "lock_wait",
+           "pthread_cond_timedwait", "__futex_abstimed_wait_common")
+    a, b = run(), run()
+    for tid in (1, 2, 3):
+        a.add(StackKey(row, tid, f"mix-{tid}", 0, OFF, "lock"), 50 * MS)
+        b.add(StackKey(row, tid, f"mix-{tid}", 0, OFF, "lock"), 1_500 * MS)
+    v = check(a, b)
+    r = result(v, "wait_lock")
+    assert v.status == FAIL and r.status == FAIL
+    assert "most grown wait: lock: InnoDB row lock (0.030 -> 0.900 s/s)" in r.message
+    assert statuses(check(a, a))["wait_lock"] == PASS
+
+
 def test_collected_differently_is_inconclusive_with_reason() -> None:
     v = check(run(), run(snapshots=0))
     assert v.status == INCONCLUSIVE and v.exit_code == EXIT_INCONCLUSIVE
