@@ -159,17 +159,26 @@ inline void block_stop_signals() {
 
 // Sleeps until `seconds` have passed or SIGINT/SIGTERM arrives (or g_stop is set by the
 // workload itself); then sets g_stop. Returns true when a signal ended the run.
-inline bool wait_until_stop(double seconds) {
+// With `tick_s` > 0, `on_tick()` is called every `tick_s` seconds meanwhile.
+template <typename Tick>
+inline bool wait_until_stop(double seconds, double tick_s, Tick on_tick) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     double deadline = now_seconds() + seconds;
+    double next_tick = tick_s > 0 ? now_seconds() + tick_s : deadline;
     bool signalled = false;
     while (!g_stop.load()) {
-        double left = deadline - now_seconds();
+        double now = now_seconds();
+        if (tick_s > 0 && now >= next_tick) {
+            on_tick();
+            next_tick += tick_s;
+        }
+        double left = deadline - now;
         if (left <= 0) break;
         double step = left < 0.05 ? left : 0.05;
+        if (tick_s > 0 && next_tick - now < step) step = next_tick > now ? next_tick - now : 0;
         timespec ts{static_cast<time_t>(step), static_cast<long>((step - std::floor(step)) * 1e9)};
         if (sigtimedwait(&set, nullptr, &ts) > 0) {
             signalled = true;
@@ -178,6 +187,10 @@ inline bool wait_until_stop(double seconds) {
     }
     g_stop = true;
     return signalled;
+}
+
+inline bool wait_until_stop(double seconds) {
+    return wait_until_stop(seconds, 0, [] {});
 }
 
 // The one JSON line a sample prints on stdout at exit.

@@ -18,11 +18,15 @@
 //
 // Usage: queue [--queue=mutex|lockfree] [--duration S] [--threads N] [--capacity N] [--work N]
 //              [--bookkeeping N] [--take N] [--deliver-batch N] [--deliver-us N]
+//              [--progress-ms MS]
 // At exit prints one JSON line, e.g.
 //   {"sample":"queue","variant":"mutex","seconds":10.0,"work":123456,"unit":"messages",
 //    "rate":12345.6,"consumers":8,"consumer_mutex_wait_pct":24.1,"consumer_idle_wait_pct":0.3,...}
 // consumer_mutex_wait_pct is the consumers' own measurement (CLOCK_MONOTONIC around a contended
 // queue-mutex lock) of the share of their wall time spent blocked on the queue mutex.
+// Every --progress-ms (250; 0: none) a progress line gives the running totals at that instant
+// (CLOCK_MONOTONIC, the clock of perf's timestamps), so any window of the run can be clocked:
+//   {"t_ns":123,"work":4567,"consumer_lock_wait_ns":890,"consumers":8}
 #include <concurrentqueue/blockingconcurrentqueue.h>
 #include <immintrin.h>
 #include <sys/prctl.h>
@@ -54,6 +58,7 @@ const char kUsage[] =
     "  --deliver-batch  records a consumer forwards downstream at once (default 16)\n"
     "  --deliver-us  microseconds a consumer waits for the downstream acknowledgement of each\n"
     "              batch (default 480; 0: no delivery wait)\n"
+    "  --progress-ms  milliseconds between progress lines on stdout (default 250; 0: none)\n"
     "Prints one JSON line with the message count and rate at exit.\n";
 
 int g_work_rounds = 120;
@@ -337,6 +342,9 @@ LockFreeQueue* g_lockfree_queue;
 struct ConsumerTotals {
     uint64_t messages = 0, checksum = 0;
     int64_t lock_wait_ns = 0, idle_wait_ns = 0;
+    // copies of messages and lock_wait_ns, published after each take for the progress lines
+    std::atomic<uint64_t> messages_seen{0};
+    std::atomic<int64_t> lock_wait_seen{0};
 };
 
 __attribute__((noinline)) void producer_loop(bool lockfree) {
@@ -389,6 +397,8 @@ __attribute__((noinline)) void consumer_loop(int index, bool lockfree, ConsumerT
         while (!sample::g_stop.load()) {
             size_t n = g_mutex_queue.pop(taken.data(), g_take, totals.lock_wait_ns,
                                          totals.idle_wait_ns);
+            totals.lock_wait_seen.store(totals.lock_wait_ns, std::memory_order_relaxed);
+            totals.messages_seen.store(totals.messages + n, std::memory_order_relaxed);
             for (size_t i = 0; i < n; i++) {
                 uint64_t fp = process_message(taken[i]);
                 totals.checksum += fp;
@@ -414,6 +424,7 @@ int main(int argc, char** argv) {
     g_take = static_cast<size_t>(opt.number("take", 8, 1, 1024));
     g_deliver_batch = static_cast<uint64_t>(opt.number("deliver-batch", 16, 1, 1 << 20));
     g_deliver_ns = static_cast<int64_t>(opt.number("deliver-us", 480, 0, 1000000) * 1000);
+    double progress_ms = opt.number("progress-ms", 250, 0, 60000);
     opt.done();
     bool lockfree = variant == "lockfree";
 
@@ -429,7 +440,19 @@ int main(int argc, char** argv) {
         threads.emplace_back(consumer_loop, i + 1, lockfree, std::ref(totals[static_cast<size_t>(i)]));
     std::thread producer(producer_loop, lockfree);
 
-    sample::wait_until_stop(duration);
+    sample::wait_until_stop(duration, progress_ms / 1000, [&] {
+        uint64_t messages = 0;
+        int64_t lock_wait = 0;
+        for (const auto& t : totals) {
+            messages += t.messages_seen.load(std::memory_order_relaxed);
+            lock_wait += t.lock_wait_seen.load(std::memory_order_relaxed);
+        }
+        std::printf("{\"t_ns\":%lld,\"work\":%llu,\"consumer_lock_wait_ns\":%lld,"
+                    "\"consumers\":%d}\n", static_cast<long long>(sample::now_ns()),
+                    static_cast<unsigned long long>(messages), static_cast<long long>(lock_wait),
+                    consumers);
+        std::fflush(stdout);
+    });
     g_mutex_queue.wake_all();
     producer.join();
     for (auto& t : threads) t.join();
