@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from wallflame.errors import TargetError
+from wallflame.rundir import TARGET_STDERR, TARGET_STDOUT
 
 
 class Launched:
@@ -22,7 +23,7 @@ class Launched:
     saved (under ``tee`` its next write would fail with SIGPIPE)."""
 
     def __init__(self, command: Sequence[str], raw: Path) -> None:
-        paths = (raw / "target.stdout", raw / "target.stderr")
+        paths = (raw / TARGET_STDOUT, raw / TARGET_STDERR)
         with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
             try:
                 self.proc: subprocess.Popen[bytes] = subprocess.Popen(

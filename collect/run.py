@@ -45,7 +45,9 @@ from wallflame.errors import InputError, PermissionDenied, TargetError, Wallflam
 from wallflame.rundir import (
     OFF_CPU_MODES,
     OWNERS_LOG,
+    PERF_DATA,
     RAW,
+    SCHED_DATA,
     SNAPSHOT_LOG,
     Capture,
     CollectOptions,
@@ -307,8 +309,8 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
     wide = attached and perf.system_wide_allowed()
     pids = ",".join(str(t.pid) for t in procs.targets)
     out = [perf.PerfRecorder(perf.record_command(
-        pids, raw / "perf.data", perf.PerfOptions(opts.freq_hz, opts.call_graph,
-                                                  system_wide=wide),
+        pids, raw / PERF_DATA, perf.PerfOptions(opts.freq_hz, opts.call_graph,
+                                                system_wide=wide),
         opts.duration_s), raw, "perf")]
     if opts.off_cpu in ("sched", "both") and perf.system_wide_allowed():
         tids = sorted(tid for t in procs.targets for tid in t.threads())
@@ -317,9 +319,9 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
             raw, perf.WAKE))
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
-            pids, raw / "sched.data", perf.PerfOptions(opts.freq_hz,
-                                                       opts.sched_call_graph, True,
-                                                       opts.sched_stack_hz or 0.0),
+            pids, raw / SCHED_DATA, perf.PerfOptions(opts.freq_hz,
+                                                     opts.sched_call_graph, True,
+                                                     opts.sched_stack_hz or 0.0),
             opts.duration_s), raw, "sched"))
     return out
 

@@ -39,7 +39,7 @@ from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.sampled_switches import BIN_NS, SCHED_BINS, UNSAMPLED, SampledSched
 from wallflame.profile import OFF, Profile, StackKey
-from wallflame.rundir import Capture
+from wallflame.rundir import PERF_SCRIPT, Capture
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
 _IOPRIO_WHO_PROCESS = 1
@@ -159,9 +159,9 @@ class Folded:
         from wallflame.fold.perf.reader import fold_stream
 
         if self._script is None:
-            self._script = open(self.raw / "perf.script", "wb")  # noqa: SIM115 - close()
+            self._script = open(self.raw / PERF_SCRIPT, "wb")  # noqa: SIM115 - close()
         part = Profile()
-        fold_stream(_Tee(stdout, self._script), self.options, part, "perf.script")  # type: ignore[arg-type]
+        fold_stream(_Tee(stdout, self._script), self.options, part, PERF_SCRIPT)  # type: ignore[arg-type]
         self.oncpu.merge(part)
 
     def close(self) -> None:

@@ -59,7 +59,7 @@ SYS_FUTEX = 202
 
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
 #: lock classes, and ``other`` (a futex wait no rule named may still be on a lock).
-_LOCK_CLASSES = (*LOCK_CLASSES, FALLBACK)
+_LOCK_OR_FALLBACK_CLASSES = (*LOCK_CLASSES, FALLBACK)
 _NOISE = ("[New ", "[Thread debugging", "Using host libthread_db", "[Inferior ",
           "warning: ", "Backtrace stopped", "(More stack frames follow")
 
@@ -210,7 +210,7 @@ class Accumulator:
         kstate = str(proc.get("state", "")) if proc else ""
         wait = classify(frames, kstate, self.rules)
         lock, owner = th.lock, None
-        if proc and wait in _LOCK_CLASSES:
+        if proc and wait in _LOCK_OR_FALLBACK_CLASSES:
             lock = str(proc.get("lock") or "") or lock
             owner = _int_or_none(proc.get("owner"))
         if kstate in _WAITING_STATES and find_wait(frames, self.rules) is None:
@@ -295,7 +295,7 @@ def _proc_class(proc: dict[str, Any], kstate: str) -> str:
     sc = _int_or_none(proc.get("syscall"))
     if sc == SYS_FUTEX:
         return "mutex" if proc.get("owner") and proc.get("lock") else "condvar"
-    return _SYSCALL_CLASS.get(sc, "other") if sc is not None else "other"
+    return _SYSCALL_CLASS.get(sc, FALLBACK) if sc is not None else FALLBACK
 
 
 def _int_or_none(v: Any) -> int | None:

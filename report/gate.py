@@ -44,6 +44,7 @@ from wallflame.report.gate_stats import (
     widen_for_loss,
     within_run,
 )
+from wallflame.waitclasses import FALLBACK
 
 SHARE = "share"
 PER_WORK = "per_work"
@@ -113,7 +114,7 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
     for key, w in profile.stacks.items():
         if key.state == OFF:
             off += w
-            cls = key.wait if key.wait in classes else "other"
+            cls = key.wait if key.wait in classes else FALLBACK
             classes[cls] += w
             rule = wait_label(key.frames, key.wait)
             if rule:

@@ -15,6 +15,7 @@ from typing import IO
 from wallflame.output import require_binary, write_bytes
 from wallflame.profile import OFF, UNIT_NS, Profile
 from wallflame.report.tree import visible, wait_label
+from wallflame.waitclasses import FALLBACK
 
 
 def _varint(n: int) -> bytes:
@@ -84,7 +85,7 @@ def encode(profile: Profile) -> bytes:
         if key.tid:
             labels.append(_int(1, strings("tid")) + _int(3, key.tid))
         if key.state == OFF:
-            labels.append(_int(1, strings("wait")) + _int(2, strings(key.wait or "other")))
+            labels.append(_int(1, strings("wait")) + _int(2, strings(key.wait or FALLBACK)))
             if key.lock:
                 labels.append(_int(1, strings("lock")) + _int(2, strings(visible(key.lock))))
         values = [0, w] if key.state == OFF else [w, 0]

@@ -31,10 +31,18 @@ from typing import Any
 from wallflame.errors import WallflameError
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile
-from wallflame.rundir import SCHED_BINS
-from wallflame.textio import iter_lines
+from wallflame.rundir import (
+    PERF_SCRIPT,
+    RAW,
+    SCHED_BINS,
+    SCHED_SCRIPT,
+    SLICES,
+    TARGET_STDOUT,
+    is_number,
+    target_json,
+)
+from wallflame.waitclasses import FALLBACK
 
-SLICES = "slices.json"
 VERSION = 1
 #: Slices per run: enough degrees of freedom for a spread, slices long enough (about 0.5 s
 #: of a 5 s run) that a function's weight in one slice is not mostly sampling noise.
@@ -93,19 +101,9 @@ def work_progress(stdout: Path) -> list[tuple[int, float]]:
     objects with a numeric ``t_ns`` (CLOCK_MONOTONIC nanoseconds, the clock of perf's
     timestamps) and a cumulative numeric ``work``."""
     out: list[tuple[int, float]] = []
-    if not stdout.exists():
-        return out
-    for _, line in iter_lines(str(stdout)):
-        line = line.strip()
-        if not (line.startswith("{") and '"t_ns"' in line):
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        t, w = (d.get("t_ns"), d.get("work")) if isinstance(d, dict) else (None, None)
-        if isinstance(t, int) and not isinstance(t, bool) and isinstance(w, int | float) \
-                and not isinstance(w, bool):
+    for d in target_json(stdout, "t_ns"):
+        t, w = d.get("t_ns"), d.get("work")
+        if isinstance(t, int) and not isinstance(t, bool) and is_number(w):
             out.append((t, float(w)))
     out.sort()
     return out
@@ -137,8 +135,8 @@ def _work_at(progress: list[tuple[int, float]], t: int) -> float | None:
 def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[str, Any] | None:
     """The per-slice figures of a run directory, from its ``raw/``; ``None`` without perf
     samples with timestamps."""
-    raw = Path(run_dir) / "raw"
-    perf_script = raw / "perf.script"
+    raw = Path(run_dir) / RAW
+    perf_script = raw / PERF_SCRIPT
     if not perf_script.exists():
         return None
     recs = _records(perf_script)
@@ -161,7 +159,7 @@ def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[
         "on": [t for t, _, _ in totals], "samples": [n for _, _, n in totals],
         "functions": {n: [fn.get(n, 0) for _, fn, _ in totals] for n in sorted(keep)},
     }
-    sched = raw / "sched.script"
+    sched = raw / SCHED_SCRIPT
     sched_lost = 0
     if sched.exists():
         off_parts = _fold_slices(_records(sched), edges)
@@ -173,7 +171,7 @@ def compute_slices(run_dir: str | os.PathLike[str], k: int = DEFAULT_K) -> dict[
             width, classes, sched_lost = binned
             out["wait"] = {c: _rebin(classes.get(c, []), width, edges) for c in WAIT_CLASSES}
     out["lost"] = {"perf": _lost(recs), "sched": sched_lost}
-    work = work_in_slices(work_progress(raw / "target.stdout"), t0, t1, k)
+    work = work_in_slices(work_progress(raw / TARGET_STDOUT), t0, t1, k)
     if work is not None:
         out["work"] = work
     return out
@@ -257,7 +255,7 @@ def _on_totals(p: Profile) -> tuple[int, dict[str, int], int]:
 
 def _off_class(p: Profile, cls: str) -> int:
     return sum(w for key, w in p.stacks.items()
-               if key.state == OFF and (key.wait or "other") == cls)
+               if key.state == OFF and (key.wait or FALLBACK) == cls)
 
 
 def write_slices(run_dir: str | os.PathLike[str]) -> None:

@@ -25,6 +25,7 @@ from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.timerange import Range, timeline_of
 from wallflame.report.tree import ELIDED, FlameTree, thread_label, visible, wait_label
 from wallflame.timeline import KINDS, RUNNABLE, TIMELINE, UNSAMPLED, Timeline
+from wallflame.waitclasses import FALLBACK
 
 RUNNABLE_CLASS = "runnable"
 
@@ -163,7 +164,7 @@ def kind_classes() -> list[int]:
     out = []
     for k in KINDS:
         if k == "unsampled":
-            out.append(CLASSES.index("other"))
+            out.append(CLASSES.index(FALLBACK))
         else:
             out.append(CLASSES.index(k) if k in CLASSES else -1)
     return out

@@ -31,6 +31,7 @@ from wallflame.errors import InputError
 from wallflame.names import UNSAMPLED as UNSAMPLED_FRAME
 from wallflame.profile import OFF, ON, WAIT_CLASSES, HolderKey, Profile, StackKey
 from wallflame.timeline import RUNNABLE, STOPPED, UNSAMPLED, ThreadLine, Timeline
+from wallflame.waitclasses import FALLBACK
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) 
     if not total:
         return n
     if not parts:
-        out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, "other"), total)
+        out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, FALLBACK), total)
         return n
     denom = sum(parts.values())
     given = 0

@@ -22,6 +22,7 @@ from wallflame.profile import ON, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.visible import visible as visible  # re-exported: the one rule
 from wallflame.report.visible import visible_char as _visible_char  # noqa: F401 (tests)
 from wallflame.speedups import native
+from wallflame.waitclasses import FALLBACK
 
 #: Class names by index: what the ``self`` triples and the page's legend refer to.
 CLASSES = (ON, *WAIT_CLASSES)
@@ -36,14 +37,14 @@ NAME_BUDGET = 3_000_000
 def class_index(key: StackKey) -> int:
     if key.state == ON:
         return 0
-    return _CLASS_INDEX.get(key.wait, _CLASS_INDEX["other"])
+    return _CLASS_INDEX.get(key.wait, _CLASS_INDEX[FALLBACK])
 
 
 def wait_label(key: StackKey) -> str:
     """The pseudo-frame that ends an off-CPU stack: its class, with the sub-label of the rule
     that gave it (``[lock: ProcSleep]``), then its lock and holder when known."""
     sub = sub_label(key.frames, key.wait)
-    parts = [f"{key.wait}: {sub}" if sub else key.wait or "other"]
+    parts = [f"{key.wait}: {sub}" if sub else key.wait or FALLBACK]
     if key.lock:
         parts.append(key.lock)
     if key.holder:
@@ -166,7 +167,7 @@ def tree_rows(profile: Profile) -> list[Row]:
     """``(ident, frames, class index, weight)`` of each stack of positive weight: the thread
     it ran on, its frames (an off-CPU stack's ending in its ``wait_label``) and its class."""
     thread_names = profile.meta.threads
-    other = _CLASS_INDEX["other"]
+    other = _CLASS_INDEX[FALLBACK]
     if native is not None:
         rows: list[Row] = native.tree_rows(profile.stacks, thread_names, ON, _CLASS_INDEX,
                                            other, wait_label)
@@ -190,7 +191,7 @@ def _grow_sorted(profile: Profile) -> FlameTree | None:
         return _grow(tree_rows(profile), profile.meta.unit, check=True)
     tree = FlameTree(unit=profile.meta.unit)
     ok = native.grow_stacks(profile.stacks, profile.meta.threads, ON, _CLASS_INDEX,
-                            _CLASS_INDEX["other"], wait_label, tree.names, tree.name,
+                            _CLASS_INDEX[FALLBACK], wait_label, tree.names, tree.name,
                             tree.parent, tree.selfs, tree.threads, {"all": 0}, len(CLASSES),
                             visible, thread_label)
     return tree if ok else None

@@ -25,6 +25,7 @@ from functools import lru_cache
 from wallflame.errors import InputError
 from wallflame.names import normalize
 from wallflame.profile import BLOCKED_CLASSES
+from wallflame.waitclasses import FALLBACK
 
 #: How many frames from the leaf are looked at: the blocking call is always near the leaf.
 SCAN_DEPTH = 48
@@ -250,9 +251,9 @@ def classify_label(frames: tuple[str, ...] | list[str], kstate: str = "",
                    rules: Rules | None = None) -> tuple[str, str]:
     """``(class, label)`` of an off-CPU stack (frames root first)."""
     cls, label = find_rule(frames, rules) or ("", "")
-    if kstate == "D" and cls in ("", "other"):
+    if kstate == "D" and cls in ("", FALLBACK):
         return "io", ""
-    return cls or "other", label
+    return cls or FALLBACK, label
 
 
 def classify(frames: tuple[str, ...] | list[str], kstate: str = "",

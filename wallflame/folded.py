@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from wallflame.profile import OFF, ON, HolderKey, Loss, Meta, Profile, StackKey
 from wallflame.speedups import frame_splitter
+from wallflame.waitclasses import FALLBACK
 
 MAGIC = "# wallflame-folded 1"
 #: The root frame's name for a thread whose name is not known.
@@ -81,7 +82,7 @@ def thread_frame(key: StackKey, root: ThreadRoot) -> str:
 def annotation(key: StackKey) -> str:
     if key.state != OFF:
         return ""
-    parts = [f"[off {key.wait or 'other'}"]
+    parts = [f"[off {key.wait or FALLBACK}"]
     if key.lock:
         parts.append(f" lock={key.lock}")
     if key.holder:

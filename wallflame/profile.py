@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from wallflame.speedups import native
 from wallflame.waitclasses import BLOCKED_CLASSES as BLOCKED_CLASSES
+from wallflame.waitclasses import FALLBACK
 from wallflame.waitclasses import RUNNABLE as RUNNABLE  # waiting for a CPU: not blocked
 from wallflame.waitclasses import WAIT_CLASSES as WAIT_CLASSES  # the table's, in display order
 
@@ -165,7 +166,7 @@ class ThreadTotals:
         if key.state == ON:
             self.on += weight
         else:
-            cls = key.wait if key.wait in self.wait else "other"
+            cls = key.wait if key.wait in self.wait else FALLBACK
             self.wait[cls] += weight
 
 

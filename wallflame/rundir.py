@@ -28,14 +28,15 @@ import json
 import os
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from wallflame.errors import InputError
 from wallflame.folded import meta_from_json, read_annotated
 from wallflame.profile import Loss, Meta, Profile, merge_all
-from wallflame.textio import iter_lines
+from wallflame.textio import iter_lines, json_objects
 
 #: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
 FORMAT = 1
@@ -63,6 +64,13 @@ SCHED_BINS = "sched.bins.json"
 #: The perf recordings, by stem: ``STEM.data`` (chunks ``STEM.data.<time>``), their text
 #: ``STEM.script``.
 PERF_STEMS = ("perf", "sched")
+#: The on-CPU recording and its text (kept: ``report.slices`` and ``timebuild`` read it again).
+PERF_DATA = "perf.data"
+PERF_SCRIPT = "perf.script"
+#: The scheduler's recording and its text (the text is not kept by a collect; an older run
+#: may have it).
+SCHED_DATA = "sched.data"
+SCHED_SCRIPT = "sched.script"
 
 # The magic lines of the snapshot log (``collect.pmp`` writes them, ``fold`` reads them).
 #: The first line of a snapshot log, followed by a JSON header.
@@ -433,6 +441,20 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{path}: unreadable JSON: {e}", "re-run wallflame collect") from None
 
 
+def target_json(path: Path, key: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects that a launched target printed one a line on its stdout
+    (``raw/target.stdout``, at ``path``) and that mention ``key`` (``textio.json_objects``), in
+    order: the samples' work counters (``fold.target_output``) and progress lines
+    (``report.slices``).  A missing file has none."""
+    if path.exists():
+        yield from json_objects((line for _, line in iter_lines(str(path))), key)
+
+
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number (``true`` and ``false`` are not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _read_folded(path: str) -> Profile:
     """One of the run's annotated folded files (the codec of ``wallflame.folded``)."""
     profile = Profile()
@@ -474,8 +496,9 @@ def _count_once(meta: Meta, copies: list[Meta]) -> None:
 
 __all__ = [
     "CAPTURE", "FORMAT", "MEMORY", "META", "OFFCPU", "OFF_CPU_MODES", "ONCPU", "OWNERS_LOG",
-    "PROC_LINE", "RAW", "RECONSTRUCTED", "RUNNING", "SNAPSHOTS_MAGIC", "SNAPSHOT_LINE",
-    "SNAPSHOT_LOG", "SUMMARY", "TARGET_STDOUT", "Capture", "CollectOptions", "RunMeta",
-    "Running", "SnapshotStats", "Window", "is_run_dir", "load_run_dir", "read_capture",
-    "read_json", "read_meta", "write_capture",
+    "PERF_DATA", "PERF_SCRIPT", "PROC_LINE", "RAW", "RECONSTRUCTED", "RUNNING", "SCHED_DATA",
+    "SCHED_SCRIPT", "SNAPSHOTS_MAGIC", "SNAPSHOT_LINE", "SNAPSHOT_LOG", "SUMMARY",
+    "TARGET_STDERR", "TARGET_STDOUT", "Capture", "CollectOptions", "RunMeta",
+    "Running", "SnapshotStats", "Window", "is_number", "is_run_dir", "load_run_dir",
+    "read_capture", "read_json", "read_meta", "target_json", "write_capture",
 ]

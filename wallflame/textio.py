@@ -7,10 +7,11 @@ be opened is a clean ``InputError``.  Lines are streamed: memory stays bounded.
 from __future__ import annotations
 
 import io
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from wallflame.errors import InputError
 
@@ -53,6 +54,22 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
             for line in block.decode("utf-8", "replace").split("\n"):
                 no += 1
                 yield no, line[:-1] if line.endswith("\r") else line
+
+
+def json_objects(lines: Iterable[str], key: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects written one a line among ``lines`` (a program's output mixed with its
+    other text) whose text holds ``"key"`` (the caller checks the key's value), in the order
+    of the lines; other lines are passed over."""
+    for line in lines:
+        line = line.strip()
+        if not (line.startswith("{") and f'"{key}"' in line):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict):
+            yield d
 
 
 def line_blocks(f: BinaryIO) -> Iterator[bytes]:

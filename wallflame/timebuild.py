@@ -18,7 +18,7 @@ from wallflame.classify import Rules, classify
 from wallflame.fold import locks
 from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
 from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
-from wallflame.rundir import Capture, Window
+from wallflame.rundir import PERF_SCRIPT, Capture, Window
 from wallflame.timeline import (
     LOG_RUNNABLE,
     RUNNABLE,
@@ -27,6 +27,7 @@ from wallflame.timeline import (
     IntervalLog,
     Timeline,
 )
+from wallflame.waitclasses import FALLBACK
 
 #: perf.script is read this many bytes at a time (records never straddle two reads).
 _CHUNK = 1 << 22
@@ -40,7 +41,7 @@ def build(raw: Path, cap: Capture, profile: Profile, log: IntervalLog | None,
     tl = Timeline(clock=clock, off_source=str(profile.meta.extra.get("offcpu_source", "")))
     pids = {k.tid: k.pid for k in profile.stacks}
     on_tids = {k.tid for k in profile.stacks if k.state == ON}
-    script = raw / "perf.script"
+    script = raw / PERF_SCRIPT
     if script.exists():
         read_samples(script, tl, on_tids)
     if log is not None and tl.off_source == "sched":
@@ -218,7 +219,7 @@ def _intern(tl: Timeline, log: IntervalLog, si: int) -> int:
 
 
 def _known(cls: str) -> str:
-    return cls if cls in WAIT_CLASSES else "other"
+    return cls if cls in WAIT_CLASSES else FALLBACK
 
 
 __all__ = ["add_spans", "build", "drop_outside", "read_samples", "scale_samples"]

@@ -1,6 +1,8 @@
 """Parsing one line of ``perf script`` text: headers, frames, event names.
 
-Pure functions, shared by the fast and the line-by-line paths of the perf folder.
+Pure functions, shared by the fast and the line-by-line paths of the perf folder, and the
+header grammar of the scheduler text that wallflame's collect has ``perf script`` print in fixed
+fields (``NS_HEADER_RE``, read by ``fold.perf.sampled_switches``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ NEXT_TID_RE = re.compile(r"next pid/tid:\s*-?\d+/(\d+)")
 TIME_RE = re.compile(rb"\d+\.\d+")
 PERIOD_EVENT_RE = re.compile(rb"\s*(\d+) +([A-Za-z_][\w.\-]*(?::[\w.\-]+)*):\s*")
 _WHO_END = re.compile(r"\s*(?:\[\d+\])?\s*$")
+#: A header of the scheduler text that wallflame's collect has ``perf script`` print (``--ns
+#: -F comm,pid,tid,time,...``, fixed fields): ``comm pid/tid time: rest``, the time in
+#: nanoseconds.  One match where ``parse_header`` (any header of any ``perf script`` text)
+#: takes about seven times as long, on a record per context switch.  The comm (at most 15
+#: bytes, chosen by the target) is matched greedily within its bound so that a name that looks
+#: like a header cannot shift the fields.
+NS_HEADER_RE = re.compile(r"^(.{0,16}?) *(\d+)/(\d+) +(\d+)\.(\d{9}): +(.*)$")
+#: The ``rest`` of such a sample's header: ``period event: fields``.
+NS_PERIOD_EVENT_RE = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
+#: A header of the wake-up capture's text (``-F tid,time,event,trace --ns``): ``tid time:
+#: sched:sched_wakeup: fields``.
+WAKE_HEADER_RE = re.compile(r"^\s*(\d+) +(\d+)\.(\d{9}): +sched:sched_wakeup: (.*)$")
 #: The thread id starts within this many characters (a comm is at most 15 bytes; perf pads
 #: it): later candidates are not tried, which keeps parsing linear on any line.
 TID_WINDOW = 64

@@ -459,18 +459,7 @@ def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, byte
     for rec in recs:
         a, _, rest = rec.partition(b": ")
         kv = combos.get(rest)
-        if kv is not None:
-            # the header's own shape (its digits aside: they decide nothing else)
-            nl = rec.find(b"\n")
-            hdr = rec if nl < 0 else rec[:nl]
-            ok = valid.get(hdr.translate(_ZEROS))
-            if ok is None:
-                ok = st.valid_header(hdr)
-            if not ok:
-                st.slow_lines(rec, ln, end=True, learn=False)
-                ln += rec.count(b"\n") + 2
-                continue
-        else:
+        if kv is None:
             tail, _, block = rest.partition(b"\n")
             b = blocks.get(block)
             t = tails.get(tail) if b is not None else None
@@ -485,19 +474,20 @@ def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, byte
                     st.slow_lines(rec, ln, end=True, learn=False)
                 ln += rec.count(b"\n") + 2
                 continue
-            nl = rec.find(b"\n")
-            hdr = rec if nl < 0 else rec[:nl]
-            ok = valid.get(hdr.translate(_ZEROS))
-            if ok is None:
-                ok = st.valid_header(hdr)
-            if not ok:
-                st.slow_lines(rec, ln, end=True, learn=False)
-                ln += rec.count(b"\n") + 2
-                continue
             kv = (t[0] | b, t[1])
             if len(combos) >= MAX_COMBOS:
                 combos.clear()
-            combos[rest] = kv
+            combos[rest] = kv  # (what follows the thread part: the header is checked below)
+        # the header's own shape (its digits aside: they decide nothing else)
+        nl = rec.find(b"\n")
+        hdr = rec if nl < 0 else rec[:nl]
+        ok = valid.get(hdr.translate(_ZEROS))
+        if ok is None:
+            ok = st.valid_header(hdr)
+        if not ok:
+            st.slow_lines(rec, ln, end=True, learn=False)
+            ln += rec.count(b"\n") + 2
+            continue
         k, add = kv
         head, _, time = a.rpartition(b" ")
         acc[head, k] += add

@@ -50,7 +50,13 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from wallflame.classify import Rules, classify
-from wallflame.fold.perf.lines import frame_name
+from wallflame.fold.perf.lines import (
+    LOST_RE,
+    NS_HEADER_RE,
+    NS_PERIOD_EVENT_RE,
+    WAKE_HEADER_RE,
+    frame_name,
+)
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches was sampled
 from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
@@ -62,15 +68,9 @@ from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalL
 #: the tracepoint fires a few microseconds before the switch record).
 MAX_SAMPLE_LEAD_NS = 10_000_000
 
-# "comm pid/tid time: rest": the comm (at most 15 bytes, chosen by the target) is matched
-# greedily within its bound so that a name that looks like a header cannot shift the fields.
-_HEAD = re.compile(r"^(.{0,16}?) *(\d+)/(\d+) +(\d+)\.(\d{9}): +(.*)$")
-_PERIOD_EVENT = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
-_LOST = re.compile(r"\blost (\d+)\b")
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
 # chosen by the target and may hold anything, ``pid=`` included).
 _WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+\s*$")
-_WAKE_HEAD = re.compile(r"^\s*(\d+) +(\d+)\.(\d{9}): +sched:sched_wakeup: (.*)$")
 #: Width of the bins of ``class_bins``: a twentieth of a second, so that a window's ten
 #: slices (``wallflame check``) are cut from them to within half a bin.
 BIN_NS = 50_000_000
@@ -158,7 +158,7 @@ class SampledSched:
         assert self.wakes is not None
         for block in line_blocks(f):
             for line in block.decode("utf-8", "replace").split("\n"):
-                m = _WAKE_HEAD.match(line)
+                m = WAKE_HEADER_RE.match(line)
                 if m is None:
                     continue
                 w = _WAKEE.search(m.group(4))
@@ -197,7 +197,7 @@ class SampledSched:
             self._header(line)
 
     def _header(self, line: str) -> None:
-        m = _HEAD.match(line)
+        m = NS_HEADER_RE.match(line)
         if m is None:
             if line.startswith("#") or not line.strip():
                 return
@@ -221,12 +221,12 @@ class SampledSched:
             self.unparsed += 1
             return
         if rest.startswith("PERF_RECORD_LOST"):
-            lm = _LOST.search(rest)
+            lm = LOST_RE.search(rest)
             self.lost += int(lm.group(1)) if lm else 1
             return
         if rest.startswith("PERF_RECORD_"):
             return
-        pm = _PERIOD_EVENT.match(rest)
+        pm = NS_PERIOD_EVENT_RE.match(rest)
         if pm is None or pm.group(2) != "sched:sched_switch":
             self.unparsed += 1
             return

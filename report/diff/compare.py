@@ -33,6 +33,7 @@ from wallflame.report.diff.normalise import (
     choose_norm,
     make_side,
 )
+from wallflame.waitclasses import FALLBACK
 
 VIEWS = ("all", ON, OFF)
 
@@ -48,7 +49,8 @@ def lock_name(lock: str) -> str:
 def off_frame(key: StackKey) -> str:
     """The pseudo-frame that ends an off-CPU path: its wait class and lock."""
     lock = lock_name(key.lock)
-    return f"[off {key.wait or 'other'} {lock}]" if lock else f"[off {key.wait or 'other'}]"
+    wait = key.wait or FALLBACK
+    return f"[off {wait} {lock}]" if lock else f"[off {wait}]"
 
 
 class Names(dict[str | tuple[str], int]):

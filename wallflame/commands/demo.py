@@ -7,7 +7,6 @@ between them, and prints what changed: the consumers' mutex wait and the through
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Any
 import click
 
 from wallflame.errors import ToolError
-from wallflame.rundir import RAW, SUMMARY, read_json
+from wallflame.rundir import RAW, SUMMARY, TARGET_STDOUT, read_json
+from wallflame.textio import json_objects
 
 VARIANTS = (("before", "mutex"), ("after", "lockfree"))
 
@@ -45,20 +45,13 @@ def wallflame(*args: str) -> list[str]:
 def work_line(run_dir: Path, stdout: str) -> dict[str, Any]:
     """The sample's one-line JSON work counter, from the run directory or collect's output."""
     texts = [stdout]
-    for name in ("target.stdout", "stdout.txt"):
+    for name in (TARGET_STDOUT, "stdout.txt"):
         p = run_dir / RAW / name
         if p.exists():
             texts.insert(0, p.read_text(encoding="utf-8", errors="replace"))
     for text in texts:
-        for line in reversed(text.splitlines()):
-            line = line.strip()
-            if line.startswith("{") and '"rate"' in line:
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(d, dict):
-                    return d
+        for d in json_objects(reversed(text.splitlines()), "rate"):
+            return d
     return {}
 
 
