@@ -61,6 +61,28 @@ def test_without_a_scheduler_capture_runnable_time_is_the_kernels() -> None:
     assert any("schedstat" in w for w in p.meta.warnings)
 
 
+def test_without_a_scheduler_capture_every_total_is_the_kernels() -> None:
+    """Snapshots only: on-CPU at the kernel's run time (the samples split it over stacks),
+    runnable the run-queue delay, blocked what they leave of the window: the sum is the
+    window, whatever the samples' sampling error."""
+    ms = 1_000_000
+    listings = {"start": _listing((1, "w", "R", [0, 0, 1])),
+                "end": _listing((1, "w", "R", [300 * ms, 200 * ms, 9]))}
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    p.add(StackKey(("main", "work"), 1, "w", 0, ON), 240 * ms)  # samples: 40 ms short
+    p.add(StackKey(("main", "idle"), 1, "w", 0, ON), 80 * ms)
+    p.add(StackKey(("main", "wait"), 1, "w", 0, OFF, "mutex"), 450 * ms)
+    assert kernel_runqueue(p, listings, 1000 * ms) == 200 * ms
+    on = {k.frames: w for k, w in p.stacks.items() if k.state == ON}
+    assert on == {("main", "work"): 225 * ms, ("main", "idle"): 75 * ms}
+    assert p.meta.extra["oncpu_source"] == "schedstat"
+    assert p.meta.extra["oncpu_samples_ns"] == {"1": 320 * ms}
+    row = build_summary(p)["threads"][0]
+    assert (row["on_cpu_s"], row["runnable_s"], row["off_cpu_s"]) == (0.3, 0.2, 0.5)
+    assert row["coverage"] == 1.0
+
+
 def test_runnable_time_by_the_class_it_waited_at_and_the_demo_share() -> None:
     """Woken from the queue mutex and not yet running is still inside the lock call for the
     program's own clock: the headline counts it, over on + runnable + blocked."""

@@ -230,9 +230,12 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     profile = build_profile(raw, cap, evidence, folded)
     _count_once(profile.meta, read)
     tl = _timeline(out, cap, profile, folded, evidence)
-    exact = profile.meta.extra.get("sched_threads")
-    if profile.meta.extra.get("oncpu_source") == "switches" and isinstance(exact, dict):
-        window.exact_oncpu(profile, exact)  # the samples left in the window: the same totals
+    source = profile.meta.extra.get("oncpu_source")
+    exact = profile.meta.extra.get("sched_threads" if source == "switches" else
+                                   "schedstat_threads")
+    if source in ("switches", "schedstat") and isinstance(exact, dict):
+        # the samples left in the window: the same totals
+        window.exact_oncpu(profile, exact, str(source))
         bounds = cap.window.on_perf_clock()
         if tl is not None and bounds is not None:
             from wallflame import timebuild

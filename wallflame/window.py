@@ -28,9 +28,9 @@ NO_SAMPLE = "[no on-CPU sample]"
 WHOLE_WINDOW = "[blocked for the whole window]"
 
 
-def exact_oncpu(profile: Profile, exact: dict[str, Any]) -> None:
+def exact_oncpu(profile: Profile, exact: dict[str, Any], source: str = "switches") -> None:
     """Scale each thread's on-CPU stacks to ``exact[tid]["on_ns"]`` (``SampledSched``'s
-    switch-derived figures)."""
+    switch-derived figures, or the kernel's run time from schedstat: ``source``)."""
     by_tid: dict[int, list[tuple[StackKey, int]]] = {}
     for k, w in profile.stacks.items():
         if k.state == ON:
@@ -53,8 +53,10 @@ def exact_oncpu(profile: Profile, exact: dict[str, Any]) -> None:
             part = on - given if i == len(parts) - 1 else on * w // total
             given += part
             profile.add(k, part)
-    profile.meta.extra["oncpu_samples_ns"] = sampled
-    profile.meta.extra["oncpu_source"] = "switches"
+    # what the samples alone said: the first scaling's (a second one, after the profile was
+    # cut to the window, sees the scaled totals)
+    profile.meta.extra.setdefault("oncpu_samples_ns", sampled)
+    profile.meta.extra["oncpu_source"] = source
 
 
 def listed_throughout(listings: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -116,6 +118,7 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
     start = {int(r["tid"]): r for r in (listings.get("start") or {}).get("threads") or []
              if isinstance(r, dict) and "tid" in r}
     rq: dict[str, int] = {}
+    ran_ns: dict[str, dict[str, int]] = {}
     for r in (listings.get("end") or {}).get("threads") or []:
         s = start.get(int(r.get("tid", 0)))
         if s is None or not s.get("schedstat") or not r.get("schedstat"):
@@ -124,8 +127,15 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
         if d > 0:
             rq[str(r["tid"])] = d
         if window_ns:
-            ran = int(r["schedstat"][0]) - int(s["schedstat"][0])
+            ran = max(0, int(r["schedstat"][0]) - int(s["schedstat"][0]))
             _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d)))
+            ran_ns[str(r["tid"])] = {"on_ns": ran}
+    if ran_ns and any(k.state == ON for k in profile.stacks):
+        # The samples' split of each thread's time over its stacks, at the kernel's exact run
+        # time: on + runnable + blocked is then the window (the samples alone would be off
+        # by their sampling error).
+        profile.meta.extra["schedstat_threads"] = ran_ns
+        exact_oncpu(profile, ran_ns, "schedstat")
     if rq:
         profile.meta.extra["runqueue_ns"] = rq
         profile.meta.extra["runqueue_source"] = "schedstat"
