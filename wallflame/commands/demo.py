@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from wallflame.errors import ToolError
-from wallflame.rundir import RAW, SUMMARY, TARGET_STDOUT, read_json
+from wallflame.rundir import RAW, SUMMARY, TARGET_STDOUT, read_capture, read_json
 from wallflame.textio import json_objects
 
 VARIANTS = (("before", "mutex"), ("after", "lockfree"))
@@ -53,6 +53,28 @@ def work_line(run_dir: Path, stdout: str) -> dict[str, Any]:
         for d in json_objects(reversed(text.splitlines()), "rate"):
             return d
     return {}
+
+
+def program_clock(run_dir: Path) -> tuple[float, int, int] | None:
+    """The queue sample's own figure over the window: the consumers' lock wait between its
+    first and last progress lines inside the window, over their wall time there, with those
+    lines' instants (CLOCK_MONOTONIC ns, the window's clock); ``None`` without two such lines
+    (a sample without progress lines, a run whose window has no such bounds)."""
+    bounds = read_capture(run_dir / RAW).window.on_perf_clock()
+    path = run_dir / RAW / TARGET_STDOUT
+    if bounds is None or not path.exists():
+        return None
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    inside = [d for d in json_objects(lines, "consumer_lock_wait_ns")
+              if isinstance(d.get("t_ns"), int) and bounds[0] <= d["t_ns"] <= bounds[1]]
+    if len(inside) < 2:
+        return None
+    first, last = inside[0], inside[-1]
+    span = (last["t_ns"] - first["t_ns"]) * max(1, int(first.get("consumers") or 1))
+    if span <= 0:
+        return None
+    wait = float(last["consumer_lock_wait_ns"]) - float(first["consumer_lock_wait_ns"])
+    return wait / span, first["t_ns"], last["t_ns"]
 
 
 def consumer_mutex_share(summary: dict[str, Any]) -> float:
@@ -115,15 +137,21 @@ def command(out: str, duration: float) -> None:
                 f"collecting the {variant} variant")
         run(wallflame("report", str(run_dir), "-o", str(run_dir / "report.html")),
             f"the {label} report")
-        results[label] = (read_json(run_dir / SUMMARY), work_line(run_dir, r.stdout))
+        own_clock = program_clock(run_dir)
+        results[label] = (read_json(run_dir / SUMMARY), work_line(run_dir, r.stdout),
+                          own_clock[0] if own_clock else None)
     run(wallflame("diff", str(root / "before"), str(root / "after"), "-o",
                   str(root / "diff.html")), "the diff")
-    (sb, wb), (sa, wa) = results["before"], results["after"]
+    (sb, wb, clock), (sa, wa, _) = results["before"], results["after"]
     unit = wb.get("unit", "messages")
     own = wb.get("consumer_mutex_wait_pct")
+    if clock is not None:  # over the same window
+        mine = f" (the program's own clock over the window: {clock:.1%})"
+    else:  # over the program's whole run, which the window may not cover
+        mine = f" (the program's own clock over its run: {float(own):.1f}%)" \
+            if own is not None else ""
     click.echo(f"consumers' mutex wait: {consumer_mutex_share(sb):.1%} of their wall time before"
-               + (f" (the program's own clock: {float(own):.1f}%)" if own is not None else "")
-               + f", {consumer_mutex_share(sa):.1%} after")
+               + mine + f", {consumer_mutex_share(sa):.1%} after")
     click.echo(lock_story(sb))
     rb, ra = float(wb.get("rate", 0)), float(wa.get("rate", 0))
     gain = f" ({ra / rb - 1:+.0%})" if rb else ""
