@@ -96,6 +96,25 @@ def test_threads_are_named_after_their_process_and_the_processes_summed() -> Non
     assert {r["tid"]: r.get("pid") for r in s["threads"]}[101] == 100
 
 
+def test_on_cpu_samples_get_the_pid_the_other_evidence_names() -> None:
+    """perf's samples name the thread only: their stacks take the pid the switches or the
+    snapshots give the same thread, or the only process's."""
+    p = Profile()
+    p.add(StackKey(("main", "spin"), 101, "io", 0, ON), 3)
+    p.add(StackKey(("main", "poll"), 101, "io", 100, OFF, "poll"), 5)
+    p.add(StackKey(("main", "spin"), 201, "w", 0, ON), 7)
+    p.add(StackKey(("main", "spin"), 300, "gone", 0, ON), 1)  # nothing names its process
+    procnames.apply(p, Capture(processes=[{"pid": 100, "name": "srv: master"},
+                                          {"pid": 200, "name": "srv: worker 1"}]))
+    assert {(k.tid, k.pid) for k in p.stacks if k.state == ON} == {(101, 100), (201, 0),
+                                                                    (300, 0)}
+    q = Profile()
+    q.add(StackKey(("main", "spin"), 7, "one", 0, ON), 3)
+    procnames.apply(q, Capture(processes=[{"pid": 5, "name": "one"}]))
+    assert [k.pid for k in q.stacks] == [5]
+    assert sum(q.stacks.values()) == 3
+
+
 @pytest.mark.usefixtures("live")
 def test_pid_tree_covers_every_process_named_with_a_late_fork(sample_bin: Path,
                                                                tmp_path: Path) -> None:

@@ -41,11 +41,24 @@ def thread_pids(profile: Profile) -> dict[int, int]:
     return out
 
 
+def fill_pids(profile: Profile, pids: dict[int, int]) -> None:
+    """Give the stacks recorded without a pid (perf's on-CPU samples name the thread only)
+    their thread's pid, as the other evidence of that thread names it."""
+    for k in [k for k in profile.stacks if not k.pid and pids.get(k.tid)]:
+        w = profile.stacks.pop(k)
+        profile.add(k._replace(pid=pids[k.tid]), w)
+
+
 def apply(profile: Profile, cap: Capture) -> None:
     """Name the threads of a multi-process capture after their processes and keep the
-    processes in ``meta.extra`` (a single process keeps its threads' own names)."""
+    processes in ``meta.extra`` (a single process keeps its threads' own names); every stack
+    gets its thread's pid where any evidence names it (a single process: the target's)."""
     procs = processes(cap)
     pids = thread_pids(profile)
+    if len(procs) == 1:
+        only = procs[0]["pid"]
+        pids.update({k.tid: only for k in profile.stacks if k.tid and k.tid not in pids})
+    fill_pids(profile, pids)
     if len(procs) <= 1 and len(set(pids.values())) <= 1:
         return
     by_pid = {p["pid"]: p for p in procs}
