@@ -86,6 +86,25 @@ def test_share_normalisation_and_default_without_windows() -> None:
     assert w.norm.mode == RATE and by_name(w.functions(ON), "f").delta == 0
 
 
+def test_less_cpu_is_told_apart_from_less_work() -> None:
+    """The same thread over the same second: given less CPU (its on-CPU time went to the run
+    queue, its waits unchanged) against doing less (its on-CPU time went to waiting on the
+    client): the class changes name which."""
+    ms = 10**6
+    base = prof({("main", "work"): 600 * ms, ("main", "wait", "[off runnable]"): 100 * ms,
+                 ("main", "poll", "[off poll]"): 300 * ms}, window_s=1)
+    starved = prof({("main", "work"): 300 * ms, ("main", "wait", "[off runnable]"): 400 * ms,
+                    ("main", "poll", "[off poll]"): 300 * ms}, window_s=1)
+    idle = prof({("main", "work"): 300 * ms, ("main", "wait", "[off runnable]"): 100 * ms,
+                 ("main", "poll", "[off poll]"): 600 * ms}, window_s=1)
+    for other, grew in ((starved, "runnable"), (idle, "poll")):
+        changes = compare(base, other).class_changes()
+        assert by_name(changes, ON).delta == pytest.approx(-0.3)
+        assert by_name(changes, grew).delta == pytest.approx(0.3)
+        rest = [c for c in changes if c.name not in (ON, grew)]
+        assert all(c.delta == pytest.approx(0.0) for c in rest), rest
+
+
 def test_noise_floor_from_sample_counts() -> None:
     # 52% vs 50% of 100 samples is noise; of 100,000 samples it is not
     def pair(n: int) -> tuple[Profile, Profile]:
