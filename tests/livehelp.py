@@ -102,3 +102,24 @@ def wait_clean(pid: int, run_dir: Path, within_s: float) -> tuple[list[str], lis
 
 def load(run_dir: Path, name: str) -> Any:
     return json.loads((run_dir / name).read_text(encoding="utf-8"))
+
+
+#: Microseconds per stop the scheduler's figure of a thread's stops may fall outside the
+#: tracer's own bounds (measured: tests/test_tracer_stops_live.py).
+SLACK_US = 150.0
+
+
+def stops_against_bounds(summary: dict[str, object]) -> list[tuple[str, float, float, int]]:
+    """Per thread stopped by the tracer: (name, us below the lower bound per stop, us above the
+    upper bound per stop, stops); positive means outside."""
+    ts = summary["tracer_stops"]
+    assert isinstance(ts, dict)
+    out = []
+    for t in ts["threads"]:
+        if "timed_s" not in t:
+            continue
+        lo, hi = t["timed_s"]
+        n = int(t["stops"])
+        blocked = t["s"] - t.get("runnable_s", 0.0)
+        out.append((str(t["name"]), (lo - blocked) * 1e6 / n, (blocked - hi) * 1e6 / n, n))
+    return out

@@ -20,11 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from livehelp import SLACK_US, stops_against_bounds
 
 pytestmark = pytest.mark.live
-
-#: Microseconds per stop the scheduler's figure may fall outside the tracer's bounds.
-SLACK_US = 150.0
 
 TARGETS = {
     # threads mostly asleep: stopped while blocked, released onto an idle CPU
@@ -33,22 +31,6 @@ TARGETS = {
     # four threads that want a CPU on two: released threads wait for one
     "busy": ["mix", "--duration", "4"],
 }
-
-
-def stops_against_bounds(summary: dict[str, object]) -> list[tuple[str, float, float, int]]:
-    """Per thread stopped by the tracer: (name, us below the lower bound per stop, us above the
-    upper bound per stop, stops); positive means outside."""
-    ts = summary["tracer_stops"]
-    assert isinstance(ts, dict)
-    out = []
-    for t in ts["threads"]:
-        if "timed_s" not in t:
-            continue
-        lo, hi = t["timed_s"]
-        n = int(t["stops"])
-        blocked = t["s"] - t.get("runnable_s", 0.0)
-        out.append((str(t["name"]), (lo - blocked) * 1e6 / n, (blocked - hi) * 1e6 / n, n))
-    return out
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
