@@ -83,7 +83,7 @@ def profile(db: MariaDB, run: Path, kind: str, seconds: float) -> None:
         "work": done, "unit": "transactions", "progress": progress,
         "sysbench_tps": tps, "clients": CLIENTS[kind], "window_ns": window.get("window_ns")}))
     # the window's own work, from the progress points, replaces "done" when check reads the
-    # slices (wallflame.report.slices.work_in_slices)
+    # slices (wallflame.progress.work_in_slices)
 
 
 def collect(out: Path, rounds: int, seconds: float) -> None:

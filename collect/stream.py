@@ -335,7 +335,7 @@ def write_sched_bins(raw: Path, sched: SampledSched) -> None:
     """``raw/sched.bins.json``: blocked time per wait class in bins of the perf clock, and
     the scheduler's lost records.  The scheduler's text is not kept (``Folded``), so this is
     what the per-slice wait figures of ``wallflame check`` are cut from
-    (``wallflame.report.slices``)."""
+    (``wallflame.fold.slices``)."""
     data = {"version": 1, "bin_ns": BIN_NS, "lost": sched.lost,
             "classes": {c: sorted(b.items()) for c, b in sorted(sched.class_bins.items())}}
     path = raw / SCHED_BINS

@@ -4,7 +4,8 @@ side's (a series of runs') estimates.
 A ``Run`` is one run directory (or capture) reduced to the totals the gate needs: on-CPU
 weight per function (inclusive), off-CPU weight per wait class and per lock, the window, the
 evidence counts, the work done and, when the run directory has them, the per-slice figures of
-``wallflame.report.slices``.  ``run_quantities`` turns a run into per-quantity ``Estimate``s:
+``wallflame.fold.slices`` (``RUN/slices.json``).  ``run_quantities`` turns a run into
+per-quantity ``Estimate``s:
 
 ``frame:NAME``   a function's inclusive on-CPU time, per unit of work when both sides report
                  work (``per_work``), else as a share of the side's on-CPU time (``share``);
@@ -165,7 +166,7 @@ def _cut(frames: tuple[str, ...], cut: re.Pattern[str]) -> tuple[str, ...]:
 
 
 def _with_progress(slices: dict[str, Any], progress: list[Any]) -> dict[str, Any]:
-    from wallflame.report.slices import work_in_slices
+    from wallflame.progress import work_in_slices
 
     pts = [(int(p[0]), float(p[1])) for p in progress
            if isinstance(p, list) and len(p) == 2

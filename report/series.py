@@ -17,7 +17,7 @@ from wallflame.errors import InputError
 from wallflame.profile import Profile, merge_all
 from wallflame.report.diff.compare import _meta_digest
 from wallflame.report.gate import Run, make_run, read_work_file
-from wallflame.report.slices import load_slices
+from wallflame.report.slices import Compute, load_slices
 from wallflame.rundir import is_run_dir, load_run_dir
 
 #: A series larger than this is refused (a typo such as the parent of every run ever kept).
@@ -44,11 +44,12 @@ def run_paths(path: str) -> list[str]:
 
 
 def load_side(path: str, label: str, cut: re.Pattern[str] | None = None,
-              load_file: Callable[[str], Profile] | None = None
-              ) -> tuple[list[Run], Profile]:
+              load_file: Callable[[str], Profile] | None = None,
+              compute_slices: Compute | None = None) -> tuple[list[Run], Profile]:
     """A side's runs and their merged profile (``cut``: see ``make_run``).  A side given as
-    a capture file is folded by ``load_file`` (the check command passes the folders': the
-    report stage does not fold)."""
+    a capture file is folded by ``load_file``, and a run directory finished before it had
+    ``slices.json`` gets its per-slice figures from ``compute_slices`` (the check command
+    passes the folders' functions: the report stage does not fold)."""
     runs: list[Run] = []
     profiles: list[Profile] = []
     paths = run_paths(path)
@@ -56,7 +57,7 @@ def load_side(path: str, label: str, cut: re.Pattern[str] | None = None,
         name = label if len(paths) == 1 else f"{label}/{os.path.basename(p)}"
         if os.path.isdir(p):
             profile = load_run_dir(p)
-            slices, work = load_slices(p), read_work_file(p)
+            slices, work = load_slices(p, compute_slices), read_work_file(p)
         elif load_file is not None:
             profile, slices, work = load_file(p), None, None
         else:

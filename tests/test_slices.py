@@ -13,16 +13,11 @@ from wallflame.collect.stream import write_sched_bins
 from wallflame.fold import load_inputs
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.sampled_switches import SCHED_BINS, SampledSched
+from wallflame.fold.slices import compute_slices, write_slices
 from wallflame.profile import Profile
+from wallflame.progress import work_in_slices, work_progress
 from wallflame.report.gate import make_run
-from wallflame.report.slices import (
-    SLICES,
-    compute_slices,
-    load_slices,
-    work_in_slices,
-    work_progress,
-    write_slices,
-)
+from wallflame.report.slices import SLICES, load_slices
 
 MS = 1_000_000
 
@@ -135,10 +130,11 @@ def test_written_file_is_read_back_and_a_bad_one_ignored(tmp_path: Path) -> None
         path.write_text(bad)
         assert load_slices(tmp_path) is None, bad
     path.unlink()
-    assert load_slices(tmp_path) is not None  # computed from raw/ again
+    assert load_slices(tmp_path) is None  # the report stage does not fold by itself ...
+    assert load_slices(tmp_path, compute_slices) is not None  # ... it is given the folder's
     (tmp_path / "raw" / "perf.script").unlink()
     write_slices(tmp_path)
-    assert not path.exists() and load_slices(tmp_path) is None
+    assert not path.exists() and load_slices(tmp_path, compute_slices) is None
 
 
 def test_a_run_takes_the_work_of_its_window_from_the_slices(tmp_path: Path) -> None:

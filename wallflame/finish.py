@@ -260,8 +260,8 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
 
 def _write_slices(out: Path) -> None:
     """``RUN/slices.json``: per-slice figures for ``wallflame check``'s noise estimates
-    (``wallflame.report.slices``).  A run without them is still a complete run."""
-    from wallflame.report.slices import write_slices
+    (``wallflame.fold.slices``).  A run without them is still a complete run."""
+    from wallflame.fold.slices import write_slices
 
     try:
         write_slices(out)

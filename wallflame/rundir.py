@@ -13,7 +13,7 @@ directory"):
     RUN/oncpu.folded    annotated folded (``# wallflame-folded 1``), on-CPU stacks
     RUN/offcpu.folded   annotated folded, off-CPU stacks (wait class, lock, holder)
     RUN/memory.json     RSS and thread count over the window, glibc arena mappings
-    RUN/slices.json     per-slice totals for ``check``'s noise (``wallflame.report.slices``)
+    RUN/slices.json     per-slice totals for ``check``'s noise (``wallflame.fold.slices``)
     RUN/raw/            the raw captures, never deleted (perf.data chunks, snapshot log, ...)
     RUN/report.html     written by ``wallflame report`` / ``collect --report``
 
@@ -48,6 +48,8 @@ ONCPU = "oncpu.folded"
 OFFCPU = "offcpu.folded"
 MEMORY = "memory.json"
 SLICES = "slices.json"
+#: The form of ``slices.json`` (``fold.slices`` writes it, ``report.slices`` reads it).
+SLICES_VERSION = 1
 REPORT = "report.html"
 RAW = "raw"
 
@@ -64,7 +66,7 @@ SCHED_BINS = "sched.bins.json"
 #: The perf recordings, by stem: ``STEM.data`` (chunks ``STEM.data.<time>``), their text
 #: ``STEM.script``.
 PERF_STEMS = ("perf", "sched")
-#: The on-CPU recording and its text (kept: ``report.slices`` and ``timebuild`` read it again).
+#: The on-CPU recording and its text (kept: ``fold.slices`` and ``timebuild`` read it again).
 PERF_DATA = "perf.data"
 PERF_SCRIPT = "perf.script"
 #: The scheduler's recording and its text (the text is not kept by a collect; an older run
@@ -445,7 +447,7 @@ def target_json(path: Path, key: str) -> Iterator[dict[str, Any]]:
     """The JSON objects that a launched target printed one a line on its stdout
     (``raw/target.stdout``, at ``path``) and that mention ``key`` (``textio.json_objects``), in
     order: the samples' work counters (``fold.target_output``) and progress lines
-    (``report.slices``).  A missing file has none."""
+    (``wallflame.progress``).  A missing file has none."""
     if path.exists():
         yield from json_objects((line for _, line in iter_lines(str(path))), key)
 
@@ -497,7 +499,8 @@ def _count_once(meta: Meta, copies: list[Meta]) -> None:
 __all__ = [
     "CAPTURE", "FORMAT", "MEMORY", "META", "OFFCPU", "OFF_CPU_MODES", "ONCPU", "OWNERS_LOG",
     "PERF_DATA", "PERF_SCRIPT", "PROC_LINE", "RAW", "RECONSTRUCTED", "RUNNING", "SCHED_DATA",
-    "SCHED_SCRIPT", "SNAPSHOTS_MAGIC", "SNAPSHOT_LINE", "SNAPSHOT_LOG", "SUMMARY",
+    "SCHED_SCRIPT", "SLICES", "SLICES_VERSION", "SNAPSHOTS_MAGIC", "SNAPSHOT_LINE",
+    "SNAPSHOT_LOG", "SUMMARY",
     "TARGET_STDERR", "TARGET_STDOUT", "Capture", "CollectOptions", "RunMeta",
     "Running", "SnapshotStats", "Window", "is_number", "is_run_dir", "load_run_dir",
     "read_capture", "read_json", "read_meta", "target_json", "write_capture",

@@ -34,7 +34,7 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   uses as each thread's on-CPU total (``wallflame.window``).
 * Blocked time is also kept per wait class in bins of ``BIN_NS`` of the perf clock
   (``class_bins``): ``wallflame check`` measures how much each class moves within a run from
-  it (``wallflame.report.slices``), since the scheduler's text is not kept.  A thread's
+  it (``wallflame.fold.slices``), since the scheduler's text is not kept.  A thread's
   sampled ``period x duration`` in each bin is scaled to its exact blocked time in that class.
 
 Memory holds per-thread totals and the distinct (stack, state) pairs, never the records.

@@ -80,8 +80,10 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     thresholds = load_thresholds(config, list(overrides))
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
     cut = ignored(thresholds)
-    before_runs, before = load_side(baseline, "baseline", cut, _fold_capture)
-    after_runs, after = load_side(current, "current", cut, _fold_capture)
+    from wallflame.fold.slices import compute_slices
+
+    before_runs, before = load_side(baseline, "baseline", cut, _fold_capture, compute_slices)
+    after_runs, after = load_side(current, "current", cut, _fold_capture, compute_slices)
     diff = compare(before, after, (baseline, current), None)
     verdict = judge(before_runs, after_runs, diff, thresholds)
     if html_out:
