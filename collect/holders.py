@@ -55,7 +55,7 @@ class Probe:
     frames: list[str] = field(default_factory=list)  # eu-stack frame lines, innermost first
     stop_ms: float = 0.0
     #: every thread this probe stopped (the owner, and the next owner when the lock had
-    #: passed on): [tid, registers read to release, attach request to release] (ms)
+    #: passed on): [tid, first frame read to last, attach request to release] (ms)
     stops: list[list[float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -138,7 +138,7 @@ class HolderProbe:
                 pause = st.stop_ms if boosted else st.span_ms
                 self.pauses_ms.append(pause)
                 if not st.error:
-                    stops.append([owner, st.stop_ms, st.span_ms])
+                    stops.append([owner, st.held_ms, st.span_ms])
                 self._safe(owner)
                 status = st.checked if st.checked is not None else \
                     (st.error or "not stopped") if not st.pcs else "not checked"

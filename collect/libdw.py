@@ -57,6 +57,9 @@ class ThreadStack:
     span_ms: float  # from the attach request to the release (includes waiting for a CPU)
     error: str = ""
     checked: str | None = None  # what ``stack(check=...)`` said while the thread was stopped
+    #: from its first frame read to its last: certainly stopped throughout (``stop_ms`` ends
+    #: when this process reads its clock after the release, which can wait for the GIL)
+    held_ms: float = 0.0
 
 
 class _Lib:
@@ -176,6 +179,7 @@ class Unwinder:
                                      ctypes.pointer(self._path))
         self._pcs: list[tuple[int, bool]] = []
         self._t_stopped = 0
+        self._t_held = 0
         self._check: Callable[[], str] | None = None
         self._checked: str | None = None
         self._pc = ctypes.c_uint64(0)
@@ -216,6 +220,7 @@ class Unwinder:
             if self._check is not None:  # the thread is stopped (attached) until released
                 self._checked = self._check()
         self._pcs.append((self._pc.value, self._act.value))
+        self._t_held = time.monotonic_ns()
         return _DWARF_CB_OK if len(self._pcs) < self.max_frames else _DWARF_CB_ABORT
 
     def stack(self, tid: int, check: Callable[[], str] | None = None) -> ThreadStack:
@@ -223,7 +228,7 @@ class Unwinder:
         stopped (before its first frame is taken); what it returns is ``checked``."""
         self._pcs = []
         self._check, self._checked = check, None
-        t0 = self._t_stopped = time.monotonic_ns()
+        t0 = self._t_stopped = self._t_held = time.monotonic_ns()
         try:
             rc = self.lib.dw.dwfl_getthread_frames(self.dwfl, tid, self._cb, None)
         finally:
@@ -232,7 +237,7 @@ class Unwinder:
         # An error after some frames is the end of what can be unwound (eu-stack: exit 1).
         error = self.lib.error() if rc != 0 and not self._pcs else ""
         return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error,
-                           self._checked)
+                           self._checked, (self._t_held - self._t_stopped) / 1e6)
 
     def name(self, pc: int, activation: bool) -> str:
         """``NAME``, ``- MODULE`` or nothing, for an eu-stack frame line."""

@@ -49,7 +49,7 @@ class Dump:
     pause_ms: float
     span_ms: float
     error: str = ""
-    #: per thread stopped one at a time (libdw): tid -> (registers read to release, attach
+    #: per thread stopped one at a time (libdw): tid -> (first frame read to last, attach
     #: request to release), in ms: a lower and an upper bound of the stop that thread saw
     stops: dict[int, tuple[float, float]] = field(default_factory=dict)
 
@@ -214,7 +214,7 @@ class LibdwBackend:
         realtime = self.realtime = bool(self.unwinder.realtime)
         pause = sum(st.stop_ms if realtime else st.span_ms for st in live) / len(live)
         return Dump(text, pause, span,
-                    stops={st.tid: (st.stop_ms, st.span_ms) for st in stacks if not st.error})
+                    stops={st.tid: (st.held_ms, st.span_ms) for st in stacks if not st.error})
 
     def close(self) -> None:
         if self.unwinder is not None:

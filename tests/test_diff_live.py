@@ -96,9 +96,16 @@ def test_mutex_region_vanishes_and_on_cpu_barely_moves(queue_runs: dict[str, Pat
     wall = next(c for c in d.functions("all") if c.name == "process_message")
     # Measured over 10 pairs: the on-CPU share moves by a factor 1.03-1.19 (the mutex
     # variant's lock calls dilute it a little); the wall-clock share doubled (x2.05 and x2.2
-    # in the two runs looked at).
+    # in the two runs looked at) on a quiet machine.  On a loaded one the lock-free variant's
+    # consumers wait for a CPU instead (x1.13 in one run beside a test suite), so the share
+    # is taken of the time the threads did not spend waiting for a CPU.
+    rq = next(c for c in d.class_changes() if c.name == "runnable")
+    own_a = wall.raw_a / (wall.raw_a / wall.a - rq.raw_a)
+    own_b = wall.raw_b / (wall.raw_b / wall.b - rq.raw_b)
+    print(f"process_message of the time not runnable: {own_a:.3f} -> {own_b:.3f}; "
+          f"of all of it: {wall.a:.3f} -> {wall.b:.3f}")
     assert on.a > 0.25 and 0.8 < on.b / on.a < 1.25, on
-    assert wall.b > 1.5 * wall.a, wall
+    assert own_b > 1.5 * own_a, (wall, rq)
     gone = d.new_and_removed(limit=500)["removed"]
     assert any(s["stack"][-1].startswith(leaf) for s in gone)
     # the page draws it from BEFORE's side: weight before, none after

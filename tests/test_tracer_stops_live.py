@@ -1,15 +1,18 @@
 """The collect's own stops, live: the time the scheduler saw each thread stopped in
 ``ptrace_stop`` (from the switch into the stop to the wake-up that ended it) agrees with the
 tracer's own timing of every stop it made of that thread, stop by stop summed: at least the
-time from its registers being read to its release, at most the time from the attach request
-to the release.  What follows the release, waiting for a CPU, is shown apart.
+time from the first of its frames read to the last (it stands stopped throughout), at most the
+time from the attach request to the release.  What follows the release, waiting for a CPU, is
+shown apart.
 
-The lower bound is not exact: the tracer reads its clock after the release returns, a few tens
-of microseconds after the kernel woke the thread.  Measured over 10 runs of each target below
-(2026-11-25, 2 vCPUs shared with other jobs and a database test; 5 threads each, 6-34 stops per
-thread; the test prints its figures as ``SPREAD``): the scheduler's figure fell short of the
-lower bound by at most 56 us per stop, and never exceeded the upper bound (it stayed at least
-78 us per stop under it).  The slack allowed, ``SLACK_US`` per stop, is outside that spread.
+Measured (2026-11-25, 2 vCPUs; 5 threads each, 6-34 stops per thread; the test prints its
+figures as ``SPREAD``), 5 runs of each target on a quiet machine and 3 beside two CPU-bound
+processes: the scheduler's figure at most 8 us per stop below the lower bound (the two clocks'
+granularity) and never above the upper bound (at least 69 us per stop under it).  The slack
+allowed, ``SLACK_US`` per stop, is outside that spread.  (With the time to the release as the
+lower bound, as first written, a loaded run fell 727 us per stop short of it: the tracer reads
+its clock once it holds Python's interpreter lock again, which another thread of the collect
+can keep for milliseconds.)
 """
 
 from __future__ import annotations

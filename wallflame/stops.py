@@ -9,7 +9,7 @@ measured.  Elsewhere (another tracer's stops in a capture) the stacks stay, clas
 by the rules (``other: tracer stop``).
 
 The tracer also times every stop it makes, per thread (the snapshot log's and the owner log's
-``stops``): from the thread's registers being read to its release, which lies inside the stop
+``stops``): from the first of its frames read to the last, while it certainly stood stopped
 (a lower bound), and from the attach request to the release, which also holds the wait for the
 stop to take effect (an upper bound).  ``measured`` keeps their per-thread sums beside the
 stopped time the scheduler saw, so the two can be checked against each other.
