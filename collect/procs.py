@@ -197,12 +197,16 @@ class Seen:
 
 class Watch(threading.Thread):
     """The members of a selection, listed every ``WATCH_S`` until ``stop``; each new member
-    is passed to ``on_new`` (from the watch's thread)."""
+    is passed to ``on_new`` (from the watch's thread).  ``named``: the PIDs named on the
+    command line (``--pid``, a tree's root): once such a process has ended, a process that
+    takes its PID is a stranger, never a member."""
 
     def __init__(self, members: Callable[[], list[int]], stop: threading.Event,
-                 on_new: Callable[[Seen], None] | None = None) -> None:
+                 on_new: Callable[[Seen], None] | None = None,
+                 named: Iterable[int] = ()) -> None:
         super().__init__(name="wallflame-procs", daemon=True)
         self.members = members
+        self.named = set(named)
         self.stop_event = stop
         self.on_new = on_new
         self.seen: dict[int, Seen] = {}
@@ -218,6 +222,10 @@ class Watch(threading.Thread):
             st = read_stat(pid)
             if st is None or st.state in "ZX":
                 continue
+            with self.lock:
+                old = self.seen.get(pid)
+            if old is not None and old.start_ticks != st.start_ticks and pid in self.named:
+                continue  # the named process ended and its PID was reused
             current.add(pid)
             name = read_name(pid)
             with self.lock:

@@ -350,7 +350,7 @@ class _Processes:
         self.lock = threading.Lock()
         self.window_open = False
         self.watch = Watch(lambda: [p for p in select.members() if keep(p)], stop,
-                           self._joined)
+                           self._joined, named=(*select.pids, *select.trees))
         self.watch.poll()
         self.joined: list[Target] = []
 

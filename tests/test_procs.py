@@ -7,6 +7,7 @@ import html
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -64,6 +65,25 @@ def test_pid_tree_of_init_is_refused() -> None:
     assert len(errors) == 1 and "refusing to profile PID 1" in errors[0], r.stderr
     assert "Traceback" not in r.stderr
     assert not os.path.exists("/tmp/wallflame-procs-init-run/raw/perf.data")
+
+
+def test_a_named_pid_taken_by_a_newcomer_is_not_a_member(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``--pid 100``: once that process has ended, a process that takes PID 100 is a stranger;
+    a cgroup's (or a tree's) new process at a reused PID is a member like any other."""
+    from wallflame.collect.target import Stat
+
+    ticks = {100: 5}
+    monkeypatch.setattr(procs, "read_stat",
+                        lambda pid: Stat("mix", "S", 1, 0, ticks[pid]) if pid in ticks else None)
+    monkeypatch.setattr(procs, "read_name", lambda pid: "mix")
+    stop = threading.Event()
+    named = procs.Watch(lambda: [100], stop, named=[100])
+    listed = procs.Watch(lambda: [100], stop)
+    assert [s.pid for s in named.poll()] == [100] == [s.pid for s in listed.poll()]
+    ticks[100] = 9  # ended; its PID reused
+    assert named.poll() == [] and named.seen[100].exited and named.seen[100].start_ticks == 5
+    assert [s.start_ticks for s in listed.poll()] == [9]
 
 
 def test_logs_are_the_first_process_then_the_others_by_pid(tmp_path: Path) -> None:
