@@ -117,6 +117,22 @@ def test_mutex_contention_fails_and_names_the_lock() -> None:
     assert "+1.500 s/s" in markdown(v)
 
 
+def test_frame_run_excess_widens_single_run_frames_only() -> None:
+    """One run per side cannot measure how much more its frames move between runs than
+    within one: ``frame_run_excess`` is the prior (a series measures it instead)."""
+    a, b = run(), run(extra_ms=2)
+    plain = next(j for j in check(a, b).judged if j.name == "extra_work")
+    wide_v = check(a, b, frame_run_excess=4.0)
+    wide = next(j for j in wide_v.judged if j.name == "extra_work")
+    assert wide.cmp.se == pytest.approx(2 * plain.cmp.se)  # variance x4
+    assert "4x what the slices of each run show: frame_run_excess" in wide_v.method
+    below = check(a, a, frame_run_excess=0.5)  # never below what the slices show
+    assert next(j for j in below.judged if j.name == "mix_hash").cmp.se == pytest.approx(
+        next(j for j in check(a, a).judged if j.name == "mix_hash").cmp.se)
+    series = check([run(), run()], [run(extra_ms=2), run(extra_ms=2)], frame_run_excess=4.0)
+    assert "frame_run_excess" not in series.method  # measured in the series instead
+
+
 def test_a_grown_wait_class_names_the_rule_when_no_lock_is_identified() -> None:
     """A database's row-lock waits (class ``lock``, judged by default) name their rule: no
     glibc lock is identified for them."""
