@@ -84,7 +84,10 @@ def test_the_tracers_own_timing_is_summed_per_thread() -> None:
     # malformed entries are left out, not guessed
     stops.add_stops(acc, {"x": [1, 2], "9": [1], "10": [-1, 2], "11": [True, 1]})
     stops.add_stops(acc, "nonsense")
+    stops.add_stops(acc, {"12": [float("inf"), 1], "13": [float("nan"), 1]})
     assert acc == {7: [0.1, 0.5, 2], 8: [0.1, 0.2, 1]}
+    assert stops.merge_measured([{"7": [float("inf"), 1, 1]}, {"8": "x"}, {"9": [1]},
+                                 {"10": [-5, 2, 1]}, {"<b>": [1, 2, 1]}]) == {}
     merged = stops.merge_measured([stops.stops_json(acc), {"7": [1, 2, 1]}, None])
     assert merged == {7: [100_001, 500_002, 3], 8: [100_000, 200_000, 1]}
     p = profile()

@@ -17,6 +17,7 @@ stopped time the scheduler saw, so the two can be checked against each other.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from wallflame.profile import OFF, RUNNABLE, Profile
@@ -70,7 +71,8 @@ def add_stops(acc: dict[int, list[float]], raw: Any) -> None:
         except (TypeError, ValueError):
             continue
         if isinstance(tid, bool) or not isinstance(pair, list) or len(pair) != 2 or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in pair):
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf
+                for v in pair):
             continue
         row = acc.setdefault(t, [0.0, 0.0, 0])
         row[0] += float(pair[0])
@@ -94,7 +96,9 @@ def merge_measured(parts: list[Any]) -> dict[int, list[int]]:
             try:
                 t = int(tid)
                 lo, hi, n = (int(v) for v in row)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
+                continue
+            if min(lo, hi, n) < 0:
                 continue
             acc = out.setdefault(t, [0, 0, 0])
             acc[0] += lo
@@ -138,6 +142,6 @@ def tid_ns(raw: Any) -> dict[int, int]:
         for tid, ns in raw.items():
             try:
                 out[int(tid)] = int(ns)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 continue
     return out

@@ -7,6 +7,7 @@ between them, and prints what changed: the consumers' mutex wait and the through
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import click
 
 from wallflame.errors import ToolError
-from wallflame.rundir import RAW, SUMMARY, TARGET_STDOUT, read_capture, read_json
+from wallflame.rundir import RAW, SUMMARY, TARGET_STDOUT, is_number, read_capture, read_json
 from wallflame.textio import json_objects
 
 VARIANTS = (("before", "mutex"), ("after", "lockfree"))
@@ -66,7 +67,10 @@ def program_clock(run_dir: Path) -> tuple[float, int, int] | None:
         return None
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     inside = [d for d in json_objects(lines, "consumer_lock_wait_ns")
-              if isinstance(d.get("t_ns"), int) and bounds[0] <= d["t_ns"] <= bounds[1]]
+              if isinstance(d.get("t_ns"), int) and bounds[0] <= d["t_ns"] <= bounds[1]
+              and is_number(d["consumer_lock_wait_ns"])
+              and math.isfinite(d["consumer_lock_wait_ns"])
+              and isinstance(d.get("consumers", 1), int)]
     if len(inside) < 2:
         return None
     first, last = inside[0], inside[-1]
