@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.diff.compare import lock_name
 from wallflame.report.diff.normalise import evidence
@@ -45,6 +44,7 @@ from wallflame.report.gate_stats import (
     widen_for_loss,
     within_run,
 )
+from wallflame.report.sublabels import rule_weights
 from wallflame.waitclasses import FALLBACK
 
 SHARE = "share"
@@ -110,16 +110,12 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
     classes = dict.fromkeys(WAIT_CLASSES, 0)
     locks: dict[str, int] = {}
     by_class: dict[str, dict[str, int]] = {}
-    labels: dict[tuple[str, str], int] = {}
     on = off = 0
     for key, w in profile.stacks.items():
         if key.state == OFF:
             off += w
             cls = key.wait if key.wait in classes else FALLBACK
             classes[cls] += w
-            rule = wait_label(key.frames, key.wait)
-            if rule:
-                labels[(cls, rule)] = labels.get((cls, rule), 0) + w
             if key.lock:
                 name = lock_name(key.lock)
                 locks[name] = locks.get(name, 0) + w
@@ -155,7 +151,7 @@ def make_run(label: str, profile: Profile, meta: dict[str, Any],
     return Run(label, profile.meta.unit, profile.meta.window_ns / 1e9, on, n_on, n_off,
                functions, classes, locks,
                {k: max(v, key=lambda c: v[c]) for k, v in by_class.items()},
-               count, unit, slices, share_on, share_off, meta, labels)
+               count, unit, slices, share_on, share_off, meta, rule_weights(profile))
 
 
 def _cut(frames: tuple[str, ...], cut: re.Pattern[str]) -> tuple[str, ...]:

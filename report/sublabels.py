@@ -16,9 +16,9 @@ from wallflame.stops import measured_ns, stopped_ns, stopped_runnable_ns
 TOP_LABELS = 20
 
 
-def label_totals(profile: Profile) -> list[dict[str, Any]]:
-    """``[{"class", "label", "s"}]``, the largest first: off-CPU time per labelled rule
-    (seconds, or samples for profiles of unknown unit)."""
+def rule_weights(profile: Profile) -> dict[tuple[str, str], int]:
+    """Off-CPU weight per (wait class, label of the rule that classified it), labelled rules
+    only."""
     acc: dict[tuple[str, str], int] = {}
     for k, w in profile.stacks.items():
         if k.state != OFF or w <= 0:
@@ -26,6 +26,13 @@ def label_totals(profile: Profile) -> list[dict[str, Any]]:
         label = wait_label(k.frames, k.wait)
         if label:
             acc[(k.wait, label)] = acc.get((k.wait, label), 0) + w
+    return acc
+
+
+def label_totals(profile: Profile) -> list[dict[str, Any]]:
+    """``[{"class", "label", "s"}]``, the largest first: off-CPU time per labelled rule
+    (seconds, or samples for profiles of unknown unit)."""
+    acc = rule_weights(profile)
     ns = profile.meta.unit == UNIT_NS
     rows = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LABELS]
     return [{"class": c, "label": label, "s": round(w / 1e9, 6) if ns else float(w)}
