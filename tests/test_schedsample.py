@@ -134,6 +134,26 @@ def test_leading_trailing_and_missing_switch_in() -> None:
     assert any("no switch-in record" in w for w in p.meta.warnings)
 
 
+LEAF_STOP = ["ptrace_stop", "get_signal", "__lll_lock_wait", "take", "main"]
+
+
+def test_time_before_the_first_record_is_never_the_tracers_stop() -> None:
+    # thread 2 is blocked from the capture's first record (900) to 2000 (leading, 1100 ns),
+    # then stopped by the tracer for 300 ns and blocked in the mutex for 600 ns.  The stop is
+    # exactly its 300 ns: the leading time is the mutex's, not the stop's.
+    text = (sample(3, 900, LEAF_COND) + out(3, 901) + inn(2, 2_000)
+            + sample(2, 2_100, LEAF_STOP, state="t") + out(2, 2_100) + inn(2, 2_400)
+            + sample(2, 2_500, LEAF_MUTEX) + out(2, 2_500) + inn(2, 3_100) + inn(3, 3_200))
+    stacks = by_stack(fold(text), 2)
+    assert stacks[tuple(reversed(LEAF_STOP))] == 300
+    assert stacks[tuple(reversed(LEAF_MUTEX))] == 600 + 1_100
+    # a thread whose only sampled stack is a stop: its leading time stays unsampled
+    text = (sample(3, 900, LEAF_COND) + out(3, 901) + inn(2, 2_000)
+            + sample(2, 2_100, LEAF_STOP, state="t") + out(2, 2_100) + inn(2, 2_400)
+            + inn(3, 3_200))
+    assert by_stack(fold(text), 2) == {tuple(reversed(LEAF_STOP)): 300, (UNSAMPLED,): 1_100}
+
+
 def test_blocked_time_per_class_over_time_sums_to_the_split() -> None:
     """``class_bins``: where in time each class's blocked time lay (the per-slice waits of
     ``wallflame check``), summing to the same per-class totals as the stacks."""

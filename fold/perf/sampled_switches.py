@@ -49,6 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from wallflame import stops
 from wallflame.classify import Rules, classify
 from wallflame.fold.perf.lines import (
     LOST_RE,
@@ -445,12 +446,8 @@ class SampledSched:
             if not th.sampled_weight:
                 parts = [(((UNSAMPLED,), ""), 1)]
                 unsampled_ns += total
-            denom = th.sampled_weight or 1
-            given = 0
             per_class: dict[str, int] = {}
-            for i, (key, w) in enumerate(parts):
-                part = total - given if i == len(parts) - 1 else total * w // denom
-                given += part
+            for key, part in _split_blocked(parts, th.blocked, th.leading):
                 wait = self._class_of(key)
                 per_class[wait] = per_class.get(wait, 0) + part
                 profile.add(StackKey(key[0], tid, th.comm, th.pid, OFF, wait), part)
@@ -486,13 +483,9 @@ class SampledSched:
         if not total:
             return
         parts = sorted((th.rstacks or th.stacks).items())
-        denom = sum(w for _, w in parts)
-        if not denom:
-            parts, denom = [(((UNSAMPLED,), ""), 1)], 1
-        given = 0
-        for i, (key, w) in enumerate(parts):
-            part = total - given if i == len(parts) - 1 else total * w // denom
-            given += part
+        if not sum(w for _, w in parts):
+            parts = [(((UNSAMPLED,), ""), 1)]
+        for key, part in _shares(parts, total):
             profile.add(StackKey(key[0], th.tid, th.comm, th.pid, OFF, RUNNABLE), part)
 
     def _bin_thread(self, th: _Thread, per_class: dict[str, int]) -> None:
@@ -518,6 +511,38 @@ class SampledSched:
                 out = self.class_bins.setdefault(cls, {})
                 out[b] = out.get(b, 0) + per_class[cls] * th.blocked * w // (
                     total * sampled[cls])
+
+
+def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked: int,
+                   leading: int) -> list[tuple[tuple[tuple[str, ...], str], int]]:
+    """A thread's blocked time (``blocked`` in its intervals, ``leading`` before its first
+    record) over its sampled stacks, in proportion to their weights.  A stop of the collect's
+    own tracer gets its share of the intervals only: the time before the thread's first record
+    was spent in a wait of its own (the tracer had not stopped it yet), so it goes to the
+    other stacks, or to ``[unsampled]`` when there are none."""
+    stop_w = sum(w for key, w in parts if stops.is_tracer_stop(key[0]))
+    if not leading or not stop_w:
+        return _shares(parts, blocked + leading)
+    denom = sum(w for _, w in parts)
+    stop_ns = blocked * stop_w // denom
+    rest = [(key, w) for key, w in parts if not stops.is_tracer_stop(key[0])]
+    if not rest:
+        rest = [(((UNSAMPLED,), ""), 1)]
+    return (_shares([(k, w) for k, w in parts if stops.is_tracer_stop(k[0])], stop_ns)
+            + _shares(rest, blocked + leading - stop_ns))
+
+
+def _shares(parts: list[tuple[tuple[tuple[str, ...], str], int]], total: int,
+            ) -> list[tuple[tuple[tuple[str, ...], str], int]]:
+    """``total`` over ``parts`` in proportion to their weights, the rounding to the last."""
+    denom = sum(w for _, w in parts) or 1
+    out = []
+    given = 0
+    for i, (key, w) in enumerate(parts):
+        part = total - given if i == len(parts) - 1 else total * w // denom
+        given += part
+        out.append((key, part))
+    return out
 
 
 def _clipped_sum(pairs: array[int], window: tuple[int, int] | None) -> int:
