@@ -32,6 +32,7 @@ from wallflame.report.diff.compare import Diff
 from wallflame.report.gate import (
     PER_WORK,
     SHARE,
+    WAITS_TOGETHER,
     Run,
     add_run_noise,
     between_excess,
@@ -328,11 +329,12 @@ class Verdict:
 
     def rows(self) -> list[Judged]:
         """What every output shows with its interval: the top frames, CPU per unit of work,
-        the wait classes, and the locks of a wait class judged a regression."""
+        the wait classes (and the judged ones together), and the locks of a wait class
+        judged a regression."""
         grew = {j.key[5:] for j in self.judged if j.regression and j.key.startswith("wait:")}
         rest = [j for j in self.judged if not j.key.startswith("frame:")
-                and (j.tested or (j.key.startswith("lock:") and j.group in grew
-                                  and j.delta > 0))]
+                and (j.tested or j.key == WAITS_TOGETHER
+                     or (j.key.startswith("lock:") and j.group in grew and j.delta > 0))]
         return [*self.top_frames(), *rest]
 
 
@@ -472,7 +474,7 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
     # the next; the wait class holds every lock's exact wait), quantities that are zero on
     # both sides (nothing to see) and frames that cannot grow by the minimum effect (the
     # trunk, at nearly 100%).
-    tested = [j for j in judged if not j.key.startswith("lock:")
+    tested = [j for j in judged if not j.key.startswith("lock:") and j.key != WAITS_TOGETHER
               and (j.a or j.b) and not (j.kind == SHARE and j.a + j.min_effect >= 1)]
     alpha_each = t.alpha / max(1, len(tested))  # Holm's first (strictest) step
     for j in tested:
@@ -531,7 +533,10 @@ def _results(judged: list[Judged], t: Thresholds, before: list[Run] | None = Non
         locks = sorted((x for x in judged if x.key.startswith("lock:") and x.group == cls
                         and x.delta > 0), key=lambda x: (-x.delta, x.name))
         text = f"{cls} wait {j.fmt(j.a)} -> {j.fmt(j.b)}, {j.interval()}"
-        if j.regression:
+        moved = _moved_from(j, judged, t) if j.regression else ""
+        if moved:
+            out.append(Result(f"wait_{cls}", PASS, text + moved, [j]))
+        elif j.regression:
             tail = f"; most grown lock: {locks[0].name} ({locks[0].interval()})" if locks else ""
             grown = label_growth(before or [], after or [], cls)
             if grown:
@@ -541,6 +546,25 @@ def _results(judged: list[Judged], t: Thresholds, before: list[Run] | None = Non
         else:
             out.append(Result(f"wait_{cls}", PASS, text, [j]))
     return out
+
+
+def _moved_from(j: Judged, judged: list[Judged], t: Thresholds) -> str:
+    """Why a wait class that grew is not a regression, or "": the judged classes together
+    fell significantly (a one-sided test at ``alpha``), so the class took its time from the
+    others (no more waiting for the disk, more for a latch) instead of adding to it."""
+    together = next((x for x in judged if x.key == WAITS_TOGETHER), None)
+    if together is None:
+        return ""
+    fell = compare(together.cmp.b, together.cmp.a, t.alpha)
+    if fell.p > t.alpha or together.delta >= 0:
+        return ""
+    shrank = sorted((x for x in judged if x.key.startswith("wait:") and x.delta < 0),
+                    key=lambda x: (x.delta, x.name))
+    source = f", most of it {shrank[0].name} ({shrank[0].fmt(shrank[0].delta, True)})" \
+        if shrank else ""
+    return (f"; grew while the judged waits together fell, {together.fmt(together.a)} -> "
+            f"{together.fmt(together.b)} (p={fell.p:.2g}{source}): time moved into this "
+            "class from the others, not added, so not a regression")
 
 
 def sensitivity(judged: list[Judged], t: Thresholds) -> Result:

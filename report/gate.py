@@ -263,9 +263,16 @@ def cpu_per_work(run: Run) -> Estimate | None:
     return widen_for_loss(e, run.lost_on * value)
 
 
+#: The judged wait classes summed (``wait_estimates``): a class that grew while they all
+#: together fell took time from the others (a server no longer waiting for its disk waits
+#: for its latches instead), which is not a regression of the waits.
+WAITS_TOGETHER = "waits:judged classes together"
+
+
 def wait_estimates(run: Run, classes: Sequence[str], locks: Sequence[str],
                    rate_ref: float | None = None) -> dict[str, Estimate]:
-    """Wait classes and locks in seconds per second of window (``wait:C``, ``lock:N``).
+    """Wait classes and locks in seconds per second of window (``wait:C``, ``lock:N``), and
+    the judged classes together (``WAITS_TOGETHER``, when more than one is judged).
 
     ``rate_ref`` (work per second): per unit of work instead, expressed as seconds per
     second at that rate of work (``wait / work x rate_ref``), so that a run that did twice
@@ -279,6 +286,7 @@ def wait_estimates(run: Run, classes: Sequence[str], locks: Sequence[str],
         window_ns = run.work / rate_ref * 1e9
     total_off = sum(run.classes.values())
     relvar: dict[str, float] = {}
+    together = [0.0, 0.0]  # the judged classes summed: value, variance
     s = run.slices
     for cls in WAIT_CLASSES:
         w = run.classes.get(cls, 0)
@@ -294,6 +302,11 @@ def wait_estimates(run: Run, classes: Sequence[str], locks: Sequence[str],
         if cls in classes:
             out[f"wait:{cls}"] = widen_for_loss(Estimate(x, x * x * rv, math.inf),
                                                 run.lost_off * x)
+            together[0] += x
+            together[1] += x * x * rv
+    if len(classes) > 1:
+        out[WAITS_TOGETHER] = widen_for_loss(Estimate(together[0], together[1], math.inf),
+                                             run.lost_off * together[0])
     for name in locks:
         w = run.locks.get(name, 0)
         x = w / window_ns
@@ -391,6 +404,7 @@ __all__ = [
     "PER_WORK",
     "RATE",
     "SHARE",
+    "WAITS_TOGETHER",
     "WORK_FILE",
     "Run",
     "add_run_noise",

@@ -149,6 +149,32 @@ def test_a_grown_wait_class_names_the_rule_when_no_lock_is_identified() -> None:
     assert statuses(check(a, a))["wait_lock"] == PASS
 
 
+def test_a_wait_that_took_time_from_the_others_is_not_a_regression() -> None:
+    """A server that no longer waits for its disk waits for its latches instead (MariaDB with
+    ``innodb_flush_log_at_trx_commit=0``): the latch wait grew, the judged waits together
+    fell, and the check says so instead of failing."""
+    disk = ("start_thread", "log_write_up_to", "fdatasync")
+    a, b = run(hold_wait_ms=100, snapshots=1000), run(hold_wait_ms=600, snapshots=1000)
+    for tid in range(10, 19):  # nine log writers, 4 s of the 5 s window each, then 10 ms
+        a.add(StackKey(disk, tid, "log-writer", 0, OFF, "io"), 4_000 * MS)
+        b.add(StackKey(disk, tid, "log-writer", 0, OFF, "io"), 10 * MS)
+    v = check(a, b)
+    r = result(v, "wait_mutex")
+    assert v.status == PASS and r.status == PASS, r.message
+    assert "0.300 s/s -> 1.800 s/s" in r.message
+    assert "grew while the judged waits together fell, 7.500 s/s -> 1.818 s/s" in r.message
+    assert "most of it io (-7.182 s/s)" in r.message
+    together = next(j for j in v.rows() if j.name == "judged classes together")
+    assert not together.tested and not together.regression
+    # the same growth with the disk wait unchanged is a regression
+    c = run(hold_wait_ms=600, snapshots=1000)
+    for tid in range(10, 19):
+        c.add(StackKey(disk, tid, "log-writer", 0, OFF, "io"), 4_000 * MS)
+    assert result(check(a, c), "wait_mutex").status == FAIL
+    # and with only one class judged there is nothing for it to have taken time from
+    assert result(check(a, b, wait_classes="mutex"), "wait_mutex").status == FAIL
+
+
 def test_collected_differently_is_inconclusive_with_reason() -> None:
     v = check(run(), run(snapshots=0))
     assert v.status == INCONCLUSIVE and v.exit_code == EXIT_INCONCLUSIVE
