@@ -1,7 +1,9 @@
 """The CI gate on a real server: MariaDB under sysbench (``benchmarks/servers.py``).
 
-One private MariaDB (4 tables of 10,000 rows) is profiled with ``wallflame collect --pid
---max-data-mb-per-s 4`` while sysbench ``oltp_update_index`` runs against it.  Each round
+One private MariaDB (by default 4 tables of 10,000 rows; ``--tables 1 --table-size 100``
+makes the rows hot, so that more clients wait on each other's row locks) is profiled with
+``wallflame collect --pid --max-data-mb-per-s 4`` while sysbench ``oltp_update_index`` runs
+against it.  Each round
 collects, in a rotating order: two unchanged runs (``base-a``, ``base-b``: 8 clients), one
 with 4x the clients (``clients4x``: 32) and one with ``innodb_flush_log_at_trx_commit=0``
 (``flush0``: no log flush per commit, a faster server; set with ``SET GLOBAL`` and reset
@@ -10,7 +12,8 @@ integrated over it, with progress points) is written to each run's ``work.json``
 with default settings:
 
 * unchanged pairs (``base-a`` vs ``base-b``, both directions) must pass;
-* ``base-a`` vs ``clients4x`` must fail, naming the mutex wait (and its lock);
+* ``base-a`` vs ``clients4x`` must fail, naming the wait that grew (with hot rows: the row
+  locks, class ``lock``);
 * ``base-a`` vs ``flush0`` must not be judged a regression.
 
 Usage (the collection holds ``/tmp/wallflame-measure.lock``, about 6 minutes for 4 rounds)::
@@ -86,13 +89,13 @@ def profile(db: MariaDB, run: Path, kind: str, seconds: float) -> None:
     # slices (wallflame.progress.work_in_slices)
 
 
-def collect(out: Path, rounds: int, seconds: float) -> None:
+def collect(out: Path, rounds: int, seconds: float, tables: int, table_size: int) -> None:
     """All rounds under one hold of the measurement lock (about 6 minutes for 4 rounds):
     starting and filling the server loads the machine too."""
     out.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with MariaDB(tables=4, table_size=10_000) as db:
+        with MariaDB(tables=tables, table_size=table_size) as db:
             db.prepare()
             db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
             for r in range(rounds):
@@ -148,6 +151,17 @@ def judge(out: Path) -> None:
             lock = next((c["name"] for res in data["results"]  # type: ignore[attr-defined]
                          if res["name"] == "wait_mutex" for c in res["changes"][1:2]), "")
             named = f" (lock named: {lock})" if code == 1 and lock else ""
+            failed = [res["name"] for res in data["results"]  # type: ignore[attr-defined]
+                      if res["status"] == "regression"]
+            if failed:
+                named += f" [failed: {', '.join(failed)}]"
+            grown = [res["message"].split("; most grown wait: ")[1]
+                     for res in data["results"]  # type: ignore[attr-defined]
+                     if res["status"] == "regression" and "; most grown wait: " in res["message"]]
+            moved = [res["name"] for res in data["results"]  # type: ignore[attr-defined]
+                     if "time moved into this class" in res["message"]]
+            named += "".join(f" [grown: {g}]" for g in grown)
+            named += f" [moved, not judged a regression: {', '.join(moved)}]" if moved else ""
             mutex = "mutex judged a regression" if q.get("wait:mutex", {}).get("regression") \
                 else ""
             print(f"  {name}: {x.name} vs {y.name}: exit {code} {mutex}{named}; "
@@ -176,12 +190,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/wallflame-gate-mariadb"))
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=10.0, help="collection window per run")
+    ap.add_argument("--tables", type=int, default=4)
+    ap.add_argument("--table-size", type=int, default=10_000)
     ap.add_argument("--judge-only", action="store_true")
     ap.add_argument("--noise", action="store_true",
                     help="also print how much the unchanged runs differ from one another")
     args = ap.parse_args()
     if not args.judge_only:
-        collect(args.out, args.rounds, args.seconds)
+        collect(args.out, args.rounds, args.seconds, args.tables, args.table_size)
     judge(args.out)
     if args.noise:
         from benchmarks.check_gate import between_runs
