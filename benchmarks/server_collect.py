@@ -263,7 +263,7 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
 
 def thin_check(run: Path, every: list[int]) -> None:
     from wallflame.collect import perf
-    from wallflame.collect.stream import Folded
+    from wallflame.fold import FoldOptions
     from wallflame.fold.perf.sampled_switches import SampledSched
     from wallflame.profile import OFF, Profile
     from wallflame.textio import line_blocks
@@ -272,7 +272,7 @@ def thin_check(run: Path, every: list[int]) -> None:
         """Keeps every n-th stack sample of each thread, each standing for n switches."""
 
         def __init__(self, n: int) -> None:
-            super().__init__(Folded(run / "raw").options.get_rules())
+            super().__init__(FoldOptions().get_rules())
             self.n, self.seen = n, {}
 
         def _end_sample(self) -> None:
@@ -300,8 +300,8 @@ def thin_check(run: Path, every: list[int]) -> None:
         for r in readers.values():
             r._end_sample()
         p.wait()
-    from wallflame.collect.stream import from_snapshots
-    from wallflame.fold import FoldOptions, fold_file
+    from wallflame.fold import fold_file
+    from wallflame.fold.perf.chunks import from_snapshots
 
     log = run / "raw" / "snapshots.log"
     pmp = fold_file(str(log), FoldOptions(), "eu-stack") if log.exists() else None

@@ -25,6 +25,7 @@ from typing import IO
 from wallflame.collect.safety import spawn, stop_tool, tool_env
 from wallflame.collect.target import read_text
 from wallflame.errors import PermissionDenied, ToolError
+from wallflame.rundir import WAKE_STEM
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 5
@@ -291,7 +292,7 @@ def script_command(chunk: Path, sched: bool, pid: int | str | None = None) -> li
 
 
 #: The wake-up recorder's file stem.
-WAKE = "wake"
+WAKE = WAKE_STEM
 #: ``perf script -F`` of the scheduler capture.
 SCHED_FIELDS = "comm,pid,tid,time,period,event,trace,ip,sym,dso"
 

@@ -223,9 +223,12 @@ def _not_ours(launched: int | None) -> Callable[[int], bool]:
 def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             command: Sequence[str] | None = None,
             progress: Callable[[Progress], None] | None = None,
-            select: Selection | None = None) -> Capture:
+            select: Selection | None = None,
+            folder: stream.ChunkSink | None = None) -> Capture:
     """Profile the processes ``select`` names (or ``pid``), or launch ``command`` and profile
-    it and every process it starts."""
+    it and every process it starts.  ``folder``: where perf's chunks are folded while they
+    are recorded (``wallflame.fold.perf.chunks.ChunkFolder``; the capture's ``folded`` then
+    holds them, for ``wallflame.finish``); without it they are all folded by ``finish``."""
     # Tools run with the raw folder as their working directory: every path must be absolute.
     out = out.absolute()
     if opts.off_cpu not in OFF_CPU_MODES:
@@ -282,7 +285,7 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                        _not_ours(child.pid if child is not None else None))
     try:
         with _Stop(stop) as stopper:
-            _run(procs, opts, raw, col, stop, guard, child, progress)
+            _run(procs, opts, raw, col, stop, guard, child, progress, folder)
             if stopper.signal:
                 col.ended_by = signal.Signals(stopper.signal).name
     finally:
@@ -447,7 +450,8 @@ class _Processes:
 
 def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
-         progress: Callable[[Progress], None] | None) -> None:
+         progress: Callable[[Progress], None] | None,
+         folder: stream.ChunkSink | None) -> None:
     target = procs.primary
     mem = MemorySampler(target.pid, stop, alive=target.alive)
     if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
@@ -469,9 +473,10 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     # watch has seen by the time a chunk is read.  A launched command's perf only records
     # its own processes (with those it starts): no PID to pick out.
     who: Callable[[], list[int]] | None = procs.watch.pids if attached else None
-    streamer = stream.Streamer(stream.Folded(raw, who), recorders, stop)
-    if any(r.stem == perf.WAKE for r in recorders):
-        streamer.folded.sched.expect_wakes()
+    streamer = None if folder is None else stream.Streamer(stream.Folded(raw, folder, who),
+                                                           recorders, stop)
+    if folder is not None and any(r.stem == perf.WAKE for r in recorders):
+        folder.expect_wakes()
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(
@@ -503,11 +508,13 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         t_start = time.time_ns()
         mono_start = time.monotonic_ns()
         m_start = time.monotonic()
-        streamer.folded.sched.set_window(
-            mono_start, None, [r["tid"] for r in col.threads["start"]["threads"]])
+        if folder is not None:
+            folder.set_window(mono_start, None,
+                              [r["tid"] for r in col.threads["start"]["threads"]])
         procs.window_open = True
         procs.watch.start()
-        streamer.start()
+        if streamer is not None:
+            streamer.start()
         col.window = Window(start_ns=t_start, mono_start_ns=mono_start, perf_clock="mono")
         write_capture(raw, col, opts)
         time.sleep(0.1)
@@ -521,7 +528,8 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         mono_end = time.monotonic_ns()
         stop.set()
         if col.window.mono_start_ns:  # nothing after the window's end is counted
-            streamer.folded.sched.window = (col.window.mono_start_ns, mono_end)
+            if folder is not None:
+                folder.set_window(col.window.mono_start_ns, mono_end)
             col.threads["end"] = _listing(procs.all_targets())
         procs.join()
         for r in recorders:
@@ -529,7 +537,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         if procs.watch.is_alive():
             procs.watch.join(5)
         procs.watch.poll()  # the names at the end, and who exited
-        if streamer.is_alive():  # what is left of the chunks, then the cost
+        if streamer is not None and streamer.is_alive():  # the chunks left, then the cost
             streamer.drain()
             col.folded = streamer.folded  # type: ignore[attr-defined]
             col.postprocess["cost"] = streamer.folded.cost.to_json()

@@ -2,11 +2,12 @@
 
 ``perf record --switch-output`` closes a chunk every few seconds.  While recording goes on, a
 ``Streamer`` thread turns every finished chunk into folded evidence at once: ``perf script``
-piped straight into the folder (on-CPU chunks into ``wallflame.fold.perf.fold_stream``, the
-scheduler's into one ``SampledSched`` that carries open intervals from chunk to chunk), one
-chunk at a time, so memory never holds more than the chunk being read (as a stream) and the
-folded totals.  The on-CPU text is also kept in ``raw/perf.script``; the scheduler's is not
-(tens of MB a second on a busy server; ``raw/sched.data.*`` are kept and can be read again).
+piped straight into the folder the collect's caller hands it (a ``ChunkSink``:
+``wallflame.fold.perf.chunks.ChunkFolder``, which keeps the scheduler's open intervals from
+chunk to chunk), one chunk at a time, so memory never holds more than the chunk being read
+(as a stream) and the folded totals.  The on-CPU text is also kept in ``raw/perf.script``;
+the scheduler's is not (tens of MB a second on a busy server; ``raw/sched.data.*`` are kept
+and can be read again).
 
 The thread lowers its own priority before it starts any child, and the children inherit it:
 ``SCHED_IDLE`` during the window (it runs only on a CPU nothing else wants), nice 19, and the
@@ -24,21 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from wallflame.collect import perf
 from wallflame.collect.safety import tool_env
-from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf.sampled_switches import BIN_NS, SCHED_BINS, UNSAMPLED, SampledSched
-from wallflame.profile import OFF, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, Capture
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
@@ -97,18 +94,28 @@ class Cost:
                 "perf_data_mb": round(self.bytes_in / 1e6, 3), "priority": self.priority}
 
 
-class Folded:
-    """The folded evidence of every chunk processed so far, in chunk order per stem."""
+class ChunkSink(Protocol):
+    """What the text of the chunks is fed to (``wallflame.fold.perf.chunks.ChunkFolder``)."""
 
-    def __init__(self, raw: Path, pid: int | str | Callable[[], list[int]] | None = None,
-                 options: FoldOptions | None = None) -> None:
+    def feed(self, stem: str, stream: IO[bytes]) -> None: ...
+
+    def expect_wakes(self) -> None: ...
+
+    def set_window(self, start: int, end: int | None = None,
+                   at_start: Iterable[int] | None = None) -> None: ...
+
+
+class Folded:
+    """The chunks processed so far (``done``, in chunk order per stem) and the folder they
+    were fed to."""
+
+    def __init__(self, raw: Path, folder: ChunkSink,
+                 pid: int | str | Callable[[], list[int]] | None = None) -> None:
         """``pid``: keep only the on-CPU samples of that process, or of the processes the
         callable lists when a chunk is read (a multi-process target's members so far)."""
         self.raw = raw
         self.pid = pid
-        self.options = options or FoldOptions()
-        self.oncpu = Profile()
-        self.sched = SampledSched(self.options.get_rules(), self.options.kernel)
+        self.folder = folder
         self.done: dict[str, list[str]] = {"perf": [], "sched": [], perf.WAKE: []}
         self.bad: list[tuple[str, int]] = []
         self.cost = Cost()
@@ -134,12 +141,12 @@ class Folded:
         assert proc.stdout is not None
         self.child = proc.pid
         try:
-            if stem == "sched":
-                self.sched.feed(proc.stdout)  # type: ignore[arg-type]
-            elif stem == perf.WAKE:
-                self.sched.feed_wakes(proc.stdout)  # type: ignore[arg-type]
-            else:
-                self._fold_oncpu(proc.stdout)
+            if stem in ("sched", perf.WAKE):
+                self.folder.feed(stem, proc.stdout)
+            else:  # the on-CPU text is kept in raw/perf.script as it is folded
+                if self._script is None:
+                    self._script = open(self.raw / PERF_SCRIPT, "wb")  # noqa: SIM115 - close()
+                self.folder.feed(stem, _Tee(proc.stdout, self._script))  # type: ignore[arg-type]
         finally:
             proc.stdout.close()
             code, usage = _wait4(proc)
@@ -153,16 +160,6 @@ class Folded:
         self.done[stem].append(chunk.name)
         if code != 0:
             self.bad.append((chunk.name, code))
-
-    def _fold_oncpu(self, stdout: IO[bytes]) -> None:
-        """Fold the text while writing it to ``raw/perf.script``."""
-        from wallflame.fold.perf.reader import fold_stream
-
-        if self._script is None:
-            self._script = open(self.raw / PERF_SCRIPT, "wb")  # noqa: SIM115 - close()
-        part = Profile()
-        fold_stream(_Tee(stdout, self._script), self.options, part, PERF_SCRIPT)  # type: ignore[arg-type]
-        self.oncpu.merge(part)
 
     def close(self) -> None:
         for f in (self._script, self._err):
@@ -269,17 +266,14 @@ class Streamer(threading.Thread):
             raise self.error
 
 
-def process_all(raw: Path, stems: list[str], pid: int | str | None = None,
-                progress: Callable[[str], None] | None = None,
-                cap: Capture | None = None) -> Folded:
-    """Everything in ``raw/`` at once (``wallflame.finish`` of a run that was not streamed,
-    or finished again); ``cap``: the run's description, whose window clips the scheduler's
-    intervals."""
-    folded = Folded(raw, pid)
-    if cap is not None:
-        set_window(folded.sched, cap)
+def process_all(raw: Path, stems: list[str], folder: ChunkSink,
+                pid: int | str | None = None,
+                progress: Callable[[str], None] | None = None) -> Folded:
+    """Everything in ``raw/`` at once, into ``folder`` (``wallflame.finish`` of a run that was
+    not streamed, or finished again)."""
+    folded = Folded(raw, folder, pid)
     if "sched" in stems and perf.data_chunks(raw, perf.WAKE):
-        folded.sched.expect_wakes()
+        folder.expect_wakes()
         stems = [perf.WAKE, *stems]  # the wake-ups first: each interval is resolved at once
     for stem in stems:
         for c in perf.data_chunks(raw, stem):
@@ -288,7 +282,6 @@ def process_all(raw: Path, stems: list[str], pid: int | str | None = None,
             folded.process(stem, c)
     folded.close()
     return folded
-
 
 
 def _pids(cap: Capture) -> str | None:
@@ -303,116 +296,11 @@ def _pids(cap: Capture) -> str | None:
     return ",".join(ok) or None
 
 
-def process_capture(raw: Path, cap: Capture) -> Folded:
-    """Every chunk the collect described by ``cap`` recorded, processed now."""
-    return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"], _pids(cap),
-                       cap=cap)
-
-
-def evidence(raw: Path, cap: Capture, warnings: list[str], folded: Folded | None
-             ) -> tuple[Profile | None, Profile | None, int]:
-    """The on-CPU profile, the scheduler's off-CPU profile (``None`` when not recorded) and
-    the number of unreadable chunks, from ``folded`` or from every chunk in ``raw/`` now."""
-    opts = cap.options
-    sched = opts.sched
-    if folded is None:
-        folded = process_capture(raw, cap)
-    for name, code in folded.bad:
-        warnings.append(f"perf script could not read {name} (exit {code})")
-    warnings.extend(budget_warnings(cap))
-    on = folded.oncpu if folded.done["perf"] else None
-    off = None
-    if sched and folded.done["sched"]:
-        off = Profile()
-        folded.sched.finish(off, {"stack_hz": opts.sched_stack_hz or 0.0,
-                                  "call_graph": opts.sched_call_graph},
-                            cap.window.on_perf_clock())
-        write_sched_bins(raw, folded.sched)
-    return on, off, len(folded.bad)
-
-
-def write_sched_bins(raw: Path, sched: SampledSched) -> None:
-    """``raw/sched.bins.json``: blocked time per wait class in bins of the perf clock, and
-    the scheduler's lost records.  The scheduler's text is not kept (``Folded``), so this is
-    what the per-slice wait figures of ``wallflame check`` are cut from
-    (``wallflame.fold.slices``)."""
-    data = {"version": 1, "bin_ns": BIN_NS, "lost": sched.lost,
-            "classes": {c: sorted(b.items()) for c, b in sorted(sched.class_bins.items())}}
-    path = raw / SCHED_BINS
-    try:
-        path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
-    except OSError:
-        path.unlink(missing_ok=True)  # the check then takes sampling error for the waits
-
-
-def set_window(sched: SampledSched, cap: Capture) -> None:
-    """The run's window on perf's clock (when perf recorded with ``-k mono``) and which
-    threads existed when it opened, for the scheduler's folder."""
-    window = cap.window.on_perf_clock()
-    if window is None:
-        return
-    listing = cap.threads.get("start")
-    rows = listing.get("threads") if isinstance(listing, dict) else None
-    tids = [int(r["tid"]) for r in rows or [] if isinstance(r, dict) and "tid" in r]
-    sched.set_window(*window, tids if rows is not None else None)
-
-
-def budget_warnings(cap: Capture) -> list[str]:
-    """What a run over its data-rate budget says (planned over it, or wrote more)."""
-    pp = cap.postprocess
-    plan, cost = pp.get("budget") or {}, pp.get("cost") or {}
-    out = []
-    limit = float(plan.get("budget_mb_per_s") or 0)
-    if plan.get("over_budget"):
-        out.append(f"the target switched context {plan.get('switches_per_s', 0):,} times a "
-                   f"second before the window: recording every switch alone needs about "
-                   f"{plan.get('expected_mb_per_s', 0):.1f} MB/s, over --max-data-mb-per-s "
-                   f"{limit:g}; stacks were taken at the lowest rate (1 per second per thread)")
-    window_s = cap.window.window_ns / 1e9
-    wrote = float(cost.get("perf_data_mb") or 0)
-    if limit and window_s > 0 and wrote / window_s > 1.1 * limit:
-        out.append(f"perf wrote {wrote / window_s:.1f} MB/s, over --max-data-mb-per-s "
-                   f"{limit:g}")
-    return out
-
-
-def from_snapshots(profile: Profile, pmp: Profile, sched: Profile | None) -> None:
-    """Give ``profile`` the snapshots' off-CPU stacks where the scheduler capture has none:
-    threads it never saw switch (blocked for the whole window: no switch, no interval), and
-    the blocked time of threads none of whose switches carried a stack (``[unsampled]``),
-    which is split over that thread's snapshot stacks in their proportions (DWARF stacks,
-    callers of glibc kept).  Unsampled time of a thread no snapshot caught blocked stays as
-    it is."""
-    if sched is None:
-        return
-    seen = set(sched.meta.threads)
-    by_tid: dict[int, list[tuple[StackKey, int]]] = {}
-    for k, w in pmp.stacks.items():
-        if k.state == OFF and k.tid:
-            by_tid.setdefault(k.tid, []).append((k, w))
-    whole = sorted(t for t in by_tid if t not in seen)
-    for tid in whole:
-        for k, w in by_tid[tid]:
-            profile.add(k, w)
-    filled = 0
-    for key in [k for k in profile.stacks if k.frames == (UNSAMPLED,) and k.state == OFF]:
-        parts = sorted(by_tid.get(key.tid, []))
-        denom = sum(w for _, w in parts)
-        if not denom:
-            continue
-        total = profile.stacks.pop(key)
-        given = 0
-        for i, (k, w) in enumerate(parts):
-            part = total - given if i == len(parts) - 1 else total * w // denom
-            given += part
-            profile.add(k, part)
-        filled += 1
-    if whole:
-        profile.meta.warn(f"{len(whole)} threads did not switch during the window: their "
-                          "off-CPU time comes from the snapshots")
-    if filled:
-        profile.meta.warn(f"{filled} threads had blocked time but no switch sampled with a "
-                          "stack: it is split over their snapshot stacks")
+def process_capture(raw: Path, cap: Capture, folder: ChunkSink) -> Folded:
+    """Every chunk the collect described by ``cap`` recorded, processed now into ``folder``
+    (whose window the caller has set)."""
+    return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"], folder,
+                       _pids(cap))
 
 
 class Clock:
@@ -446,15 +334,13 @@ def postprocess_meta(cap: Capture, clock: Clock, folded: Folded | None
 
 
 __all__ = [
+    "ChunkSink",
     "Clock",
     "Cost",
     "Folded",
     "Streamer",
-    "evidence",
-    "from_snapshots",
     "lower_priority",
     "postprocess_meta",
     "process_all",
     "process_capture",
-    "write_sched_bins",
 ]

@@ -144,7 +144,7 @@ _LOST = re.compile(rb"PERF_RECORD_LOST.*?lost (\d+)")
 
 
 def _read_bins(path: Path) -> tuple[int, dict[str, list[tuple[int, int]]], int] | None:
-    """``raw/sched.bins.json`` (``wallflame.collect.stream.write_sched_bins``): the bin
+    """``raw/sched.bins.json`` (``wallflame.fold.perf.chunks.write_sched_bins``): the bin
     width, ``class -> [(bin index, ns)]`` and the scheduler's lost records; ``None`` when
     missing or not in that form."""
     try:

@@ -265,7 +265,7 @@ def test_system_wide_on_cpu_is_filtered_to_the_target(tmp_path: Path) -> None:
 
 
 def test_a_run_over_its_budget_says_so() -> None:
-    from wallflame.collect.stream import budget_warnings
+    from wallflame.fold.perf.chunks import budget_warnings
     from wallflame.rundir import Capture
 
     data: dict[str, Any] = {"window": {"window_ns": 10_000_000_000},
@@ -280,7 +280,7 @@ def test_a_run_over_its_budget_says_so() -> None:
 
 
 def test_unsampled_and_unswitched_threads_take_their_snapshot_stacks() -> None:
-    from wallflame.collect.stream import from_snapshots
+    from wallflame.fold.perf.chunks import from_snapshots
     from wallflame.profile import StackKey
 
     sched = fold(out(1, 0) + inn(1, 9_000) + inn(3, 9_500))  # no stack sampled at all

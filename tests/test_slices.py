@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from wallflame.collect.stream import write_sched_bins
 from wallflame.fold import load_inputs
 from wallflame.fold.options import FoldOptions
+from wallflame.fold.perf.chunks import write_sched_bins
 from wallflame.fold.perf.sampled_switches import SCHED_BINS, SampledSched
 from wallflame.fold.slices import compute_slices, write_slices
 from wallflame.profile import Profile

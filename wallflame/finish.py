@@ -27,6 +27,7 @@ from typing import Any
 from wallflame import lockshare, procnames, releases, rundir, stops, window
 from wallflame.errors import ToolError, WallflameError
 from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
+from wallflame.fold.perf import chunks
 from wallflame.folded import write_folded
 from wallflame.output import open_output
 from wallflame.profile import Meta, Profile
@@ -98,13 +99,18 @@ def _snapshot_format(backend: str) -> str:
 
 def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
                   folded: Any = None) -> Profile:
-    """``folded``: the chunks folded while recording (``wallflame.collect.stream``); without
-    it every chunk is folded now.  ``evidence``: which locks were observed (``_evidence``)."""
-    from wallflame.collect import stream
-
+    """``folded``: the chunks folded while recording (``wallflame.collect.stream.Folded``);
+    without it every chunk is folded now.  ``evidence``: which locks were observed
+    (``_evidence``)."""
     warnings: list[str] = []
     mode = cap.options.off_cpu
-    perf_profile, sched_profile, bad_chunks = stream.evidence(raw, cap, warnings, folded)
+    if folded is None:
+        folded = _fold_chunks(raw, cap)
+    for name, code in folded.bad:
+        warnings.append(f"perf script could not read {name} (exit {code})")
+    warnings.extend(chunks.budget_warnings(cap))
+    perf_profile, sched_profile = folded.folder.profiles(raw, cap, folded.done)
+    bad_chunks = len(folded.bad)
     pmp_profile = None
     backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
     measured: list[Any] = [stops.stops_json(evidence.stops)]  # the tracer's own stop timings
@@ -129,7 +135,7 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
             # Keep the snapshot evidence's metadata (pause, running time, counts).
             profile.meta.merge(pmp_profile.meta)
             # Threads that never switched, or whose switches had no stack: the snapshots.
-            stream.from_snapshots(profile, pmp_profile, sched_profile)
+            chunks.from_snapshots(profile, pmp_profile, sched_profile)
     _whole_window(profile, cap, sched_profile, pmp_profile)
     _attach_releases(profile, raw, warnings)  # where the observed locks were released
     _annotate_meta(profile, cap, warnings, bad_chunks)
@@ -224,7 +230,7 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     t_finish = stream.Clock()
     streamed = folded
     if folded is None:
-        folded = stream.process_capture(raw, cap)
+        folded = _fold_chunks(raw, cap)
     read = Meta()
     evidence = _evidence(raw, read)
     profile = build_profile(raw, cap, evidence, folded)
@@ -269,6 +275,16 @@ def _write_slices(out: Path) -> None:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
 
 
+def _fold_chunks(raw: Path, cap: Capture) -> Any:
+    """Every chunk in ``raw/`` folded now (a run that was not streamed, or finished again),
+    with the window and the threads at its start the capture describes."""
+    from wallflame.collect import stream
+
+    folder = chunks.ChunkFolder()
+    folder.window_from(cap)
+    return stream.process_capture(raw, cap, folder)
+
+
 def _timeline(out: Path, cap: Capture, profile: Profile, folded: Any,
               evidence: locks.LockEvidence) -> Any:
     """The run's evidence in time order (``wallflame.timeline``); the on-CPU samples perf
@@ -279,7 +295,7 @@ def _timeline(out: Path, cap: Capture, profile: Profile, folded: Any,
 
     raw = out / rundir.RAW
     try:
-        sched = getattr(folded, "sched", None)
+        sched = getattr(getattr(folded, "folder", None), "sched", None)
         tl = timebuild.build(raw, cap, profile, getattr(sched, "log", None),
                              sched.rules if sched is not None else FoldOptions().get_rules(),
                              evidence, cap.stopped_the_target())

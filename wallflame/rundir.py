@@ -73,6 +73,8 @@ PERF_SCRIPT = "perf.script"
 #: may have it).
 SCHED_DATA = "sched.data"
 SCHED_SCRIPT = "sched.script"
+#: The wake-up recording's stem (``wake.data``; its text is not kept either).
+WAKE_STEM = "wake"
 
 # The magic lines of the snapshot log (``collect.pmp`` writes them, ``fold`` reads them).
 #: The first line of a snapshot log, followed by a JSON header.
@@ -497,11 +499,43 @@ def _count_once(meta: Meta, copies: list[Meta]) -> None:
 
 
 __all__ = [
-    "CAPTURE", "FORMAT", "MEMORY", "META", "OFFCPU", "OFF_CPU_MODES", "ONCPU", "OWNERS_LOG",
-    "PERF_DATA", "PERF_SCRIPT", "PROC_LINE", "RAW", "RECONSTRUCTED", "RUNNING", "SCHED_DATA",
-    "SCHED_SCRIPT", "SLICES", "SLICES_VERSION", "SNAPSHOTS_MAGIC", "SNAPSHOT_LINE",
-    "SNAPSHOT_LOG", "SUMMARY",
-    "TARGET_STDERR", "TARGET_STDOUT", "Capture", "CollectOptions", "RunMeta",
-    "Running", "SnapshotStats", "Window", "is_number", "is_run_dir", "load_run_dir",
-    "read_capture", "read_json", "read_meta", "target_json", "write_capture",
+    "CAPTURE",
+    "FORMAT",
+    "MEMORY",
+    "META",
+    "OFFCPU",
+    "OFF_CPU_MODES",
+    "ONCPU",
+    "OWNERS_LOG",
+    "PERF_DATA",
+    "PERF_SCRIPT",
+    "PROC_LINE",
+    "RAW",
+    "RECONSTRUCTED",
+    "RUNNING",
+    "SCHED_DATA",
+    "SCHED_SCRIPT",
+    "SLICES",
+    "SLICES_VERSION",
+    "SNAPSHOTS_MAGIC",
+    "SNAPSHOT_LINE",
+    "SNAPSHOT_LOG",
+    "SUMMARY",
+    "TARGET_STDERR",
+    "TARGET_STDOUT",
+    "WAKE_STEM",
+    "Capture",
+    "CollectOptions",
+    "RunMeta",
+    "Running",
+    "SnapshotStats",
+    "Window",
+    "is_number",
+    "is_run_dir",
+    "load_run_dir",
+    "read_capture",
+    "read_json",
+    "read_meta",
+    "target_json",
+    "write_capture",
 ]

@@ -45,9 +45,9 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from wallflame import stops
 from wallflame.classify import Rules, classify
@@ -64,6 +64,8 @@ from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
 from wallflame.rundir import SCHED_BINS
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
+
+K = TypeVar("K")
 
 #: A sample further than this before its ``OUT`` is not that switch's (it never is in practice:
 #: the tracepoint fires a few microseconds before the switch record).
@@ -485,7 +487,7 @@ class SampledSched:
         parts = sorted((th.rstacks or th.stacks).items())
         if not sum(w for _, w in parts):
             parts = [(((UNSAMPLED,), ""), 1)]
-        for key, part in _shares(parts, total):
+        for key, part in shares(parts, total):
             profile.add(StackKey(key[0], th.tid, th.comm, th.pid, OFF, RUNNABLE), part)
 
     def _bin_thread(self, th: _Thread, per_class: dict[str, int]) -> None:
@@ -522,21 +524,20 @@ def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked
     other stacks, or to ``[unsampled]`` when there are none."""
     stop_w = sum(w for key, w in parts if stops.is_tracer_stop(key[0]))
     if not leading or not stop_w:
-        return _shares(parts, blocked + leading)
+        return shares(parts, blocked + leading)
     denom = sum(w for _, w in parts)
     stop_ns = blocked * stop_w // denom
     rest = [(key, w) for key, w in parts if not stops.is_tracer_stop(key[0])]
     if not rest:
         rest = [(((UNSAMPLED,), ""), 1)]
-    return (_shares([(k, w) for k, w in parts if stops.is_tracer_stop(k[0])], stop_ns)
-            + _shares(rest, blocked + leading - stop_ns))
+    return (shares([(k, w) for k, w in parts if stops.is_tracer_stop(k[0])], stop_ns)
+            + shares(rest, blocked + leading - stop_ns))
 
 
-def _shares(parts: list[tuple[tuple[tuple[str, ...], str], int]], total: int,
-            ) -> list[tuple[tuple[tuple[str, ...], str], int]]:
+def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:
     """``total`` over ``parts`` in proportion to their weights, the rounding to the last."""
     denom = sum(w for _, w in parts) or 1
-    out = []
+    out: list[tuple[K, int]] = []
     given = 0
     for i, (key, w) in enumerate(parts):
         part = total - given if i == len(parts) - 1 else total * w // denom
@@ -576,4 +577,4 @@ def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: in
         b += 1
 
 
-__all__ = ["BIN_NS", "SCHED_BINS", "UNSAMPLED", "SampledSched"]
+__all__ = ["BIN_NS", "SCHED_BINS", "UNSAMPLED", "SampledSched", "shares"]

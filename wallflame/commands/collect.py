@@ -12,6 +12,7 @@ from wallflame.collect.procs import selection
 from wallflame.collect.run import OFF_CPU_MODES, CollectOptions, Progress, collect
 from wallflame.errors import InputError
 from wallflame.finish import finish
+from wallflame.fold.perf.chunks import ChunkFolder
 from wallflame.output import print_losses
 
 _DEFAULTS = CollectOptions()
@@ -149,7 +150,8 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
         if live is not None:
             live.__enter__()  # type: ignore[attr-defined]
         col = collect(Path(out), opts, command=list(command) or None,
-                      progress=show, select=select)  # type: ignore[arg-type]
+                      progress=show, select=select,  # type: ignore[arg-type]
+                      folder=ChunkFolder())
     finally:
         if live is not None:
             live.__exit__(None, None, None)  # type: ignore[attr-defined]

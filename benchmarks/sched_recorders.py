@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""What recording the scheduler costs a busy server, recorder by recorder.
+
+MariaDB (``benchmarks/servers.py``: 4 tables of 10,000 rows) under one long sysbench
+``oltp_update_index`` run with 32 clients.  Windows of ``--window`` seconds alternate, in a
+rotating order, between no recorder and each recorder below; each window's transactions/s is
+the mean of sysbench's per-second figures inside it (its first 1.5 s left out).  Prints, per
+recorder, the median over the rounds and the loss against the median with no recorder.
+
+Recorders (every one is a process of its own beside the server, as a collect's are):
+
+* ``p_sched``: what ``wallflame collect --off-cpu sched`` records today: ``-p PID``,
+  ``--switch-events`` and ``sched:sched_switch`` with a DWARF stack at 1 per second per thread;
+* ``p_switch`` / ``a_switch``: switch events alone, for the process / on every CPU;
+* ``p_tp`` / ``a_tp``: ``sched:sched_switch`` at every switch without a stack, for the
+  process / on every CPU;
+* ``bpf_acct``: ``bpftrace`` on ``sched:sched_switch`` and ``sched:sched_wakeup``, adding each
+  of the server's threads' blocked and runnable time up in kernel maps (no record per switch,
+  no stack), printed once at the end.
+
+    python3 benchmarks/sched_recorders.py --window 8 --rounds 6
+
+It holds ``/tmp/wallflame-measure.lock``; the server's own figures move by 10-30% from window
+to window on a shared 2-core machine, so quote medians of several rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.servers import MariaDB, require  # noqa: E402
+
+LOCK = "/tmp/wallflame-measure.lock"
+RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "bpf_acct")
+
+#: Per thread of the process given as $1: blocked time up to its wake-up, then runnable to its
+#: switch-in; preempted (state 0, running): runnable to its switch-in.
+ACCOUNTING = r"""
+tracepoint:sched:sched_switch
+{
+  if (pid == $1) {
+    @s[args->prev_pid] = nsecs;
+    @r[args->prev_pid] = args->prev_state == 0 ? 1 : 0;
+  }
+  $t = @s[args->next_pid];
+  if ($t) {
+    $w = @w[args->next_pid];
+    if (@r[args->next_pid]) {
+      @runq[args->next_pid] = sum(nsecs - $t);
+    } else {
+      if ($w > $t) {
+        @blk[args->next_pid] = sum($w - $t);
+        @runq[args->next_pid] = sum(nsecs - $w);
+      } else {
+        @blk[args->next_pid] = sum(nsecs - $t);
+      }
+    }
+    delete(@s[args->next_pid]);
+  }
+}
+tracepoint:sched:sched_wakeup
+{
+  if (@s[args->pid]) { @w[args->pid] = nsecs; }
+}
+"""
+
+
+def command(kind: str, pid: int, out: Path, window: float, program: Path) -> list[str]:
+    perf = ["perf", "record", "-q", "-k", "mono", "-m", "2M", "-o", str(out)]
+    sleep = ["--", "sleep", f"{window:g}"]
+    if kind == "p_sched":
+        return [*perf, "-e", "sched:sched_switch", "-F", "1", "--switch-events",
+                "--call-graph", "dwarf,8192", "-p", str(pid), *sleep]
+    if kind in ("p_switch", "a_switch"):
+        who = ["-p", str(pid)] if kind == "p_switch" else ["-a"]
+        return [*perf, "-e", "dummy", "--switch-events", *who, *sleep]
+    if kind in ("p_tp", "a_tp"):
+        who = ["-p", str(pid)] if kind == "p_tp" else ["-a"]
+        return [*perf, "-e", "sched:sched_switch", "-c", "1", *who, *sleep]
+    if kind == "bpf_acct":
+        return ["timeout", "-s", "INT", f"{window:g}", "bpftrace", str(program), str(pid)]
+    raise ValueError(kind)
+
+
+def measure(kinds: list[str], window: float, rounds: int, work: Path
+            ) -> dict[str, list[float]]:
+    program = work / "accounting.bt"
+    program.write_text(ACCOUNTING)
+    result: dict[str, list[float]] = {k: [] for k in kinds}
+    marks: list[tuple[str, float, float]] = []
+    with MariaDB(tables=4, table_size=10_000, base_dir=work) as db:
+        db.prepare()
+        db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
+        total = rounds * len(kinds) * (window + 3) + 15
+        load = db.sysbench_start("oltp_update_index", 32, total)
+        time.sleep(5)
+        for r in range(rounds):
+            for i in range(len(kinds)):
+                kind = kinds[(r + i) % len(kinds)]
+                start = time.monotonic() - load.started
+                if kind == "none":
+                    time.sleep(window)
+                else:
+                    out = work / f"{kind}.data"
+                    subprocess.run(command(kind, db.pid, out, window, program),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   check=False, timeout=window + 120)
+                    out.unlink(missing_ok=True)
+                marks.append((kind, start, time.monotonic() - load.started))
+                time.sleep(2)
+        load.result(total + 120)
+        per_second = load.intervals()
+    for kind, s, e in marks:
+        inside = [tps for t, tps in per_second if s + 1.5 <= t <= e]
+        if inside:
+            result[kind].append(statistics.mean(inside))
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--window", type=float, default=8.0)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--recorders", default=",".join(RECORDERS),
+                    help=f"comma-separated, of: {', '.join(RECORDERS)}")
+    args = ap.parse_args()
+    require("mariadb")
+    kinds = ["none", *[k for k in args.recorders.split(",") if k]]
+    if "bpf_acct" in kinds and shutil.which("bpftrace") is None:
+        print("sched_recorders: bpftrace not installed (apt-get install bpftrace): "
+              "bpf_acct left out", file=sys.stderr)
+        kinds.remove("bpf_acct")
+    work = Path(tempfile.mkdtemp(prefix="wallflame-recorders-"))
+    try:
+        with open(LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            result = measure(kinds, args.window, args.rounds, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    base = statistics.median(result["none"]) if result["none"] else None
+    print(f"MariaDB oltp_update_index, 32 clients, {args.rounds} rounds of {args.window:g} s")
+    for kind, values in result.items():
+        if not values:
+            print(f"{kind:9s} no figures")
+            continue
+        med = statistics.median(values)
+        loss = "" if kind == "none" or not base else f"  loss {100 * (1 - med / base):+.1f}%"
+        print(f"{kind:9s} median {med:8,.0f} tps{loss}   rounds: "
+              + ", ".join(f"{v:,.0f}" for v in values))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
