@@ -322,9 +322,8 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
             raw, perf.WAKE))
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
-            pids, raw / SCHED_DATA, perf.PerfOptions(opts.freq_hz,
-                                                     opts.sched_call_graph, True,
-                                                     opts.sched_stack_hz or 0.0),
+            pids, raw / SCHED_DATA,
+            perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz),
             opts.duration_s), raw, "sched"))
     return out
 
@@ -461,7 +460,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
             and opts.max_data_mb_per_s is not None:
         p = budget.plan(budget.switch_rates(target.pid), opts.max_data_mb_per_s, opts.freq_hz,
-                        perf.PerfOptions().stack_bytes)
+                        perf.SAMPLED_STACK_BYTES)
         opts = replace(opts, sched_stack_hz=p.stack_hz)
         col.options.sched_stack_hz = p.stack_hz
         col.postprocess["budget"] = p.to_json()

@@ -14,10 +14,12 @@ from wallflame.collect.memory import HEAP_MAX_SIZE, arenas, parse_smaps
 from wallflame.collect.mutex import parse_maps
 from wallflame.collect.perf import (
     CHUNK_S,
+    SAMPLED_STACK_BYTES,
     SLEEP_MARGIN_S,
     PerfOptions,
     lost_from_stderr,
     record_command,
+    sched_options,
 )
 from wallflame.collect.pmp import PmpStats, ts_line
 from wallflame.collect.target import parse_stat, parse_syscall
@@ -107,6 +109,13 @@ def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignor
                              PerfOptions(997, "dwarf", True, stack_hz=24.6), 2)
     assert sampled[sampled.index("-F") + 1] == "25" and "-c" not in sampled
     assert "--switch-events" in sampled  # every switch still recorded, without a stack
+    # the scheduler recorder: 8 KiB at every switch, 32 KiB per sampled stack (MariaDB's
+    # connection threads need 16-32 KiB to reach their root)
+    every = record_command(1, tmp_path / "s", sched_options(997, "dwarf", None), 2)
+    assert every[every.index("--call-graph") + 1] == "dwarf,8192"
+    few = record_command(1, tmp_path / "s", sched_options(997, "dwarf", 10.0), 2)
+    assert few[few.index("--call-graph") + 1] == f"dwarf,{SAMPLED_STACK_BYTES}"
+    assert SAMPLED_STACK_BYTES == 32768
 
 
 def test_ts_line_is_pt_pmp_format() -> None:
