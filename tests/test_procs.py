@@ -16,6 +16,7 @@ from livehelp import WALLFLAME
 
 from wallflame import procnames
 from wallflame.collect import procs
+from wallflame.errors import InputError
 from wallflame.finish import logs
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.rundir import Capture
@@ -195,3 +196,59 @@ def test_pid_repeated_profiles_exactly_those_processes(sample_bin: Path,
     assert sorted(p for g in s["processes"] for p in g["pids"]) == kids[:2]
     assert {r["pid"] for r in s["threads"]} == set(kids[:2])
     assert os.path.exists(run / f"raw/snapshots.{kids[1]}.log")
+
+
+def _cgroup2_dir(tmp_name: str) -> Path | None:
+    """A new cgroup v2 directory, or None where none can be made (not root, no v2 mount)."""
+    try:
+        root = procs.cgroup2_root()
+        d = root / tmp_name
+        d.mkdir()
+    except (OSError, InputError):
+        return None
+    return d
+
+
+@pytest.mark.usefixtures("live")
+def test_cgroup_profiles_exactly_its_processes(sample_bin: Path, tmp_path: Path) -> None:
+    """Two processes moved into a new cgroup v2 directory (one of them in a sub-directory)
+    and one left outside: ``--cgroup`` profiles exactly the two, each under its own pid, with
+    its threads' time; the one outside is in no file of the run."""
+    d = _cgroup2_dir(f"wallflame-test-{os.getpid()}")
+    if d is None:
+        pytest.skip("no cgroup v2 directory can be made here (root and a cgroup2 mount needed)")
+    sub = d / "inner"
+    started = [subprocess.Popen([str(sample_bin / "mix"), "--threads", "2", "--duration", "12"],
+                                stdout=subprocess.DEVNULL) for _ in range(3)]
+    inside, outside = started[:2], started[2]
+    try:
+        sub.mkdir()
+        (d / "cgroup.procs").write_text(str(inside[0].pid))
+        (sub / "cgroup.procs").write_text(str(inside[1].pid))
+        time.sleep(0.5)
+        run = tmp_path / "run"
+        r = subprocess.run([*WALLFLAME, "collect", "--cgroup", str(d), "-d", "3", "-o",
+                            str(run)], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                           check=False)
+        assert r.returncode == 0, r.stderr
+        s = json.loads((run / "summary.json").read_text())
+        pids = sorted(p for g in s["processes"] for p in g["pids"])
+        assert pids == sorted(p.pid for p in inside), s["processes"]
+        by_pid = {p: g for g in s["processes"] for p in g["pids"]}
+        for p in inside:
+            assert by_pid[p.pid]["on_cpu_s"] > 0.1, by_pid[p.pid]
+        for name in ("oncpu.folded", "offcpu.folded"):
+            assert f"-{outside.pid}/" not in (run / name).read_text(errors="replace"), name
+    finally:
+        for p in started:
+            p.kill()
+            p.wait(timeout=30)
+        for c in (sub, d):  # empty now: the processes have exited
+            for _ in range(50):
+                try:
+                    c.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
