@@ -82,55 +82,62 @@ def run_once(command: list[str], timeout_s: float,
     return out.decode("utf-8", "replace"), err.decode("utf-8", "replace").strip(), span
 
 
-class EuStackBackend:
+class _OneShot:
+    """A backend that runs one tool per snapshot (``commands[0]``) and reads its output."""
+
+    name = ""
+    consistent = False
+    pause_measure = ""
+
+    def __init__(self, pid: int, command: list[str]) -> None:
+        self.pid = pid
+        self.exe = command[0]
+        self.commands = [command]
+        self.attach_ms = 0.0
+
+    def start(self) -> None:
+        return None
+
+    def snapshot(self, timeout_s: float, tids: list[int],
+                 watch: Watch | None = None) -> Dump:
+        text, err, span = run_once(self.commands[0], timeout_s, watch)
+        return self._dump(text, err, span, tids)
+
+    def _dump(self, text: str, err: str, span: float, tids: list[int]) -> Dump:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+
+class EuStackBackend(_OneShot):
     name = "eu-stack"
     consistent = False
     pause_measure = "per thread: eu-stack's run time / threads (upper bound)"
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.exe = _tool("eu-stack", "elfutils")
-        self.commands = [[self.exe, "-p", str(pid)]]
-        self.attach_ms = 0.0
+        super().__init__(pid, [_tool("eu-stack", "elfutils"), "-p", str(pid)])
 
-    def start(self) -> None:
-        return None
-
-    def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Watch | None = None) -> Dump:
-        text, err, span = run_once(self.commands[0], timeout_s, watch)
+    def _dump(self, text: str, err: str, span: float, tids: list[int]) -> Dump:
         error = "" if "TID " in text else err
         # Each thread is stopped on its own; the mean per-thread stop is at most span/threads.
         return Dump(text, span / max(len(tids), 1), span, error)
 
-    def close(self) -> None:
-        return None
 
-
-class GdbBatchBackend:
+class GdbBatchBackend(_OneShot):
     name = "gdb-batch"
     consistent = True
     pause_measure = "whole process: gdb's run time (upper bound)"
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.exe = _tool("gdb", "gdb")
-        self.commands = [[self.exe, *GDB_HARDENING, "-batch", "-ex", "set pagination 0",
-                          "-ex", "set width 0", "-ex", "thread apply all bt", "-p", str(pid)]]
-        self.attach_ms = 0.0
+        super().__init__(pid, [_tool("gdb", "gdb"), *GDB_HARDENING, "-batch", "-ex",
+                               "set pagination 0", "-ex", "set width 0", "-ex",
+                               "thread apply all bt", "-p", str(pid)])
 
-    def start(self) -> None:
-        return None
-
-    def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Watch | None = None) -> Dump:
-        text, err, span = run_once(self.commands[0], timeout_s, watch)
+    def _dump(self, text: str, err: str, span: float, tids: list[int]) -> Dump:
         # gdb exits 0 when the attach fails: judge from the thread headers it printed.
         error = "" if "\nThread " in "\n" + text else err
         return Dump(text, span, span, error)
-
-    def close(self) -> None:
-        return None
 
 
 class GdbBackend:

@@ -41,23 +41,6 @@ struct Totals {
     int64_t spin_ns = 0, sleep_ns = 0, wait_ns = 0;
 };
 
-__attribute__((noinline)) uint64_t spin_for(int64_t ns) {
-    SAMPLE_FRAME();
-    int64_t end = sample::now_ns() + ns;
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    while (sample::now_ns() < end) {
-        for (int i = 0; i < 256; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
-    }
-    return x;
-}
-
-__attribute__((noinline)) void nap(int64_t ns) {
-    SAMPLE_FRAME();
-    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 // Under the lock: on-CPU half.
 __attribute__((noinline)) void spin_under_lock() {
     SAMPLE_FRAME();
