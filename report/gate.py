@@ -339,8 +339,9 @@ def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
     runs of the same program added (CPU frequency, caches, neighbours, contention: the slices
     of one run do not see it, and it is proportional to the quantity).
 
-    Each run's estimate becomes ``log(x + eps)`` with variance ``var / (x + eps)^2`` (the
-    delta method) plus the run-to-run variance: measured as the variance of the logs of the
+    Each run's estimate becomes ``log(x + eps)`` with variance ``log(1 + var / (x + eps)^2)``
+    (a log-normal quantity's; the delta method's ``var / (x + eps)^2`` for small spreads)
+    plus the run-to-run variance: measured as the variance of the logs of the
     runs of the sides' series (pooled over both sides, with its degrees of freedom) when a
     side has two or more runs, else ``prior_cv(name)^2``.  Returns, per quantity, the
     coefficient of variation used and its degrees of freedom (0: the prior), and the
@@ -371,7 +372,11 @@ def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
                 if x <= 0:
                     del d[name]
                     continue
-                within = e.var / x ** 2
+                # the variance of log(x) for a log-normal quantity with this relative
+                # variance: the delta method's var / x^2 for small spreads, and not
+                # above it for large ones (a wait whose slices move by 150% has a log
+                # variance of 1.18, not 2.25)
+                within = math.log1p(e.var / x ** 2)
                 var = within + cv2
                 # Welch-Satterthwaite for the sum of the two parts
                 parts = (within ** 2 / e.df if math.isfinite(e.df) and e.df > 0 else 0.0) \
