@@ -221,7 +221,8 @@ def test_budget_plan_fills_up_to_the_budget() -> None:
     rates = {1: 5.0, 2: 50.0, 3: 2_000.0, 4: 10_000.0}
     p = budget.plan(rates, 4.0, 499, 8192, cpus=2)
     per = 8192 + budget.STACK_OVERHEAD_BYTES
-    fixed = sum(rates.values()) * budget.SWITCH_BYTES + 499 * 2 * budget.ONCPU_SAMPLE_BYTES
+    fixed = (sum(rates.values()) * (budget.SWITCH_BYTES + budget.WAKE_BYTES)
+             + 499 * 2 * budget.ONCPU_SAMPLE_BYTES)
     stacks = sum(min(r, p.stack_hz) for r in rates.values())
     assert stacks * per + fixed == pytest.approx(4e6, rel=1e-6)
     assert 50 < p.stack_hz < 2_000 and not p.over_budget
