@@ -233,7 +233,9 @@ def test_mariadb_sampled_scheduler_stacks_reach_the_thread_root(tmp_path: Path) 
     connection threads to unwind to ``clone3``.  With 8 KiB, 69 of 259 such stacks stopped
     above ``dispatch_command`` at an ``[unknown]`` root, 9% of the off-CPU time of a 20 s
     collect.  Measured with 32 KiB over 10 runs of this test: 0.00% of the off-CPU time under
-    an ``[unknown]`` root every time; the margin is 1%."""
+    an ``[unknown]`` root every time; the margin is 1%.  The tracer's stops: without holding
+    the sampled estimate within the tracer's own timing, a thread was counted stopped 164 ms a
+    stop over its upper bound; with it, 10 runs of 10 within the bounds."""
     _need("mariadbd", "mariadb-install-db", "sysbench")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from servers import MariaDB  # type: ignore[import-not-found]
@@ -263,6 +265,14 @@ def test_mariadb_sampled_scheduler_stacks_reach_the_thread_root(tmp_path: Path) 
     print("UNKNOWN_ROOT", f"{100 * share:.2f}%", sorted(roots.items(), key=lambda x: -x[1])[:5])
     assert total > 0
     assert share < 0.01, roots
+    # With sampled stacks the stopped time of each thread is an estimate (one sampled stop
+    # stands for every switch of its period: 9.6 ms a stop over the tracer's upper bound was
+    # seen); it is kept within the tracer's own timing of its stops (wallflame.stops).
+    rows = stops_against_bounds(json.loads((run / "summary.json").read_text()))
+    print("STOPS", json.dumps(rows))
+    assert rows
+    for name, below, above, _n in rows:
+        assert below <= SLACK_US and above <= SLACK_US, (name, below, above)
 
 
 def _ps_tree(root: int) -> dict[int, str]:

@@ -101,3 +101,29 @@ def test_the_tracers_own_timing_is_summed_per_thread() -> None:
     out = io.StringIO()
     write_text(p, out)
     assert "the tracer timed its 4 stops of single threads at 0.000-0.001s" in out.getvalue()
+
+
+def test_sampled_stopped_time_is_kept_within_the_tracers_own_timing() -> None:
+    """Thread 7's one sampled stop stood for every switch of its period: 100 ms, where the
+    tracer timed its stops at 2-3 ms in all.  The estimate is brought to the upper bound and
+    the other 97 ms go back to its other blocked stack; thread 8, never sampled stopped but
+    stopped 1-1.5 ms by the tracer, gets the lower bound from its wait.  Each thread's total
+    stays the same."""
+    p = profile()
+    stops.separate(p, "wallflame")
+    stops.record_measured(p, {7: [2 * MS, 3 * MS, 4], 8: [1 * MS, 3 * MS // 2, 4]}, "wallflame")
+    before = {t: sum(w for k, w in p.stacks.items() if k.tid == t) + stops.stopped_ns(p).get(t, 0)
+              for t in (7, 8)}
+    assert stops.bound_by_measured(p) == 2
+    assert stops.stopped_ns(p) == {7: 3 * MS, 8: 1 * MS}
+    assert p.stacks[StackKey(WAIT, 7, "pool", 0, OFF, "condvar")] == 997 * MS
+    assert p.stacks[StackKey(WAIT, 8, "pool", 0, OFF, "condvar")] == 999 * MS
+    for t in (7, 8):
+        assert sum(w for k, w in p.stacks.items() if k.tid == t) + stops.stopped_ns(p)[t] \
+            == before[t]
+    assert p.meta.extra["tracer_stops"]["bounded"] == {"7": [100 * MS, 3 * MS],
+                                                       "8": [0, 1 * MS]}
+    assert p.meta.extra["tracer_stops"]["total_ns"] == 4 * MS
+    assert any("within the tracer's own timing" in w for w in p.meta.warnings)
+    # within the bounds already: nothing moves
+    assert stops.bound_by_measured(p) == 0

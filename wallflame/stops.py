@@ -117,6 +117,56 @@ def record_measured(profile: Profile, measured: dict[int, list[int]], cause: str
     ts["measured"] = {str(t): row for t, row in sorted(measured.items())}
 
 
+def bound_by_measured(profile: Profile) -> int:
+    """With sampled scheduler stacks, keep each thread's stopped time within the tracer's own
+    timing of its stops; returns how many threads were adjusted.
+
+    A sampled stack stands for every switch its period covers, so one sampled ``ptrace_stop``
+    counts a thread as stopped far longer than it was (9.6 ms a stop over the tracer's upper
+    bound on MariaDB), and one not sampled not at all.  The tracer timed every stop it made
+    (``measured_ns``): the blocked part of each thread's stopped time (what follows the
+    release, waiting for a CPU, aside) is brought within [lower, upper], and the difference
+    goes back to, or is taken from, the thread's other blocked stacks in proportion to them
+    (never more than they hold).  The estimates before and after are kept in
+    ``meta.extra["tracer_stops"]["bounded"]``."""
+    ts = profile.meta.extra.get("tracer_stops")
+    measured = measured_ns(profile)
+    if not measured:
+        return 0
+    if ts is None:
+        ts = profile.meta.extra.setdefault(
+            "tracer_stops", {"cause": "wallflame", "total_ns": 0, "ns": {}})
+    ns, after = stopped_ns(profile), stopped_runnable_ns(profile)
+    bounded: dict[str, list[int]] = {}
+    for tid, (lo, hi, _n) in sorted(measured.items()):
+        blocked = ns.get(tid, 0) - after.get(tid, 0)
+        want = min(max(blocked, lo), hi)
+        if want == blocked:
+            continue
+        others = [(k, w) for k, w in profile.stacks.items()
+                  if k.tid == tid and k.state == OFF and k.wait != RUNNABLE and w > 0]
+        have = sum(w for _, w in others)
+        if not others:  # nothing to give it back to or take it from: it stays as it is
+            continue
+        if want > blocked:  # taken from the others, as far as they hold it
+            want = blocked + min(want - blocked, have)
+        move = blocked - want  # > 0: back to the others; < 0: taken from them
+        given = 0
+        for i, (k, w) in enumerate(others):
+            part = move - given if i == len(others) - 1 else move * w // have
+            given += part
+            profile.stacks[k] = w + part
+        ts["ns"][str(tid)] = ns.get(tid, 0) - move
+        ts["total_ns"] = int(ts.get("total_ns", 0)) - move
+        bounded[str(tid)] = [blocked, want]
+    if bounded:
+        ts["bounded"] = bounded
+        profile.meta.warn(f"stopped time of {len(bounded)} thread(s) brought within the "
+                          "tracer's own timing of its stops (scheduler stacks were sampled: "
+                          "the split over stacks only estimates it)")
+    return len(bounded)
+
+
 def measured_ns(profile: Profile) -> dict[int, tuple[int, int, int]]:
     """Each thread's stops as the tracer timed them: (lower ns, upper ns, stops)."""
     raw = (profile.meta.extra.get("tracer_stops") or {}).get("measured")
