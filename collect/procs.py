@@ -104,13 +104,23 @@ def cgroup2_root() -> Path:
 
 def cgroup_dir(path: str) -> Path:
     """The directory of a cgroup given as a path in the hierarchy (``/system.slice/x.service``,
-    as /proc/PID/cgroup shows it) or as its directory under the mount point."""
+    as /proc/PID/cgroup shows it) or as its directory under the mount point.  A path in the
+    hierarchy stays in it (``..`` cannot leave it for a v1 hierarchy beside it); an empty path
+    is refused (``--cgroup "$UNSET"`` would otherwise be the root: every process of the
+    machine, which ``/`` still names on purpose)."""
+    if not path.strip():
+        raise InputError("--cgroup: empty path", "give the cgroup's path, or / for every "
+                         "process of the machine")
     p = Path(path)
     if p.is_absolute() and (p / "cgroup.procs").is_file():
         return p
     root = cgroup2_root()
     d = root / path.lstrip("/")
-    if not (d / "cgroup.procs").is_file():
+    try:
+        inside = d.resolve().is_relative_to(root.resolve())
+    except OSError:
+        inside = False
+    if not inside or not (d / "cgroup.procs").is_file():
         raise InputError(f"--cgroup {path}: no such cgroup v2 directory ({d})",
                          "give the path /proc/PID/cgroup shows after '0::', or a directory "
                          f"under {root}")

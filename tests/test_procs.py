@@ -56,6 +56,18 @@ def test_a_missing_cgroup_is_an_input_error() -> None:
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("path", ["", "  ", "../cpu", "a/../../cpu"])
+def test_an_empty_cgroup_or_one_outside_the_v2_hierarchy_is_refused(path: str) -> None:
+    """An empty --cgroup (an unset variable) would be the root: every process; ``..`` would
+    reach a v1 hierarchy (whose directories have a cgroup.procs too) on a hybrid mount."""
+    try:
+        procs.cgroup2_root()
+    except InputError:
+        pytest.skip("no cgroup v2 hierarchy mounted")
+    with pytest.raises(InputError):
+        procs.cgroup_dir(path)
+
+
 def test_pid_tree_of_init_is_refused() -> None:
     """PID 1 is never stopped, even as the root of a tree: a one-line target error."""
     r = subprocess.run([*WALLFLAME, "collect", "--pid-tree", "1", "-d", "1", "-o",
