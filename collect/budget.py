@@ -33,8 +33,9 @@ MEASURE_S = 0.5
 #: 0.17 MB/s were 19 stacks a second: 64 bytes a switch (two records).
 SWITCH_BYTES = 64
 #: The wake-up recorder's ``sched:sched_wakeup`` record per wake-up of a target thread (about
-#: one per voluntary switch).  Measured: MariaDB under sysbench, 42,203 switches/s, 12.5 MB of
-#: wake-ups in a 6 s window: 49 bytes a switch.
+#: one per voluntary switch).  Measured (``benchmarks/sched_stack_bytes.py``, MariaDB under
+#: sysbench): 49, 62 and 83 bytes per switch of the rate measured before the window (the rate
+#: during it differs).
 WAKE_BYTES = 50
 ONCPU_SAMPLE_BYTES = 200
 STACK_OVERHEAD_BYTES = 600
