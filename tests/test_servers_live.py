@@ -176,25 +176,33 @@ def test_postgres_row_lock_waits_are_locks(postgres: Postgres, tmp_path: Path) -
     assert summary["totals"]["wait"]["lock"] > 0
 
 
-def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
-    """sysbench oltp_update_index on a distribution's mariadbd: InnoDB's futex waits under a
-    row access are `rwlock`, the commit's wait for the redo log is named, and `other` (the
-    profiler's own stops taken out) stays under 5% of off-CPU time."""
+def _mariadb_under_sysbench(tmp_path: Path, clients: int, seconds: int, *options: str) -> Path:
+    """A private MariaDB (2 tables of 2,000 rows) under sysbench ``oltp_update_index`` with
+    ``clients`` clients, collected for ``seconds`` after 3 s of load; the run directory."""
     _need("mariadbd", "mariadb-install-db", "sysbench")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from servers import MariaDB  # type: ignore[import-not-found]
 
     with MariaDB(tables=2, table_size=2000) as db:
         db.prepare()
-        load = db.sysbench_start("oltp_update_index", threads=16, seconds=20)
+        load = db.sysbench_start("oltp_update_index", threads=clients, seconds=20)
         try:
             time.sleep(3)
             run = tmp_path / "run"
-            r = subprocess.run([*WALLFLAME, "collect", "--pid", str(db.pid), "-d", "8", "-o",
-                                str(run)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+            r = subprocess.run([*WALLFLAME, "collect", "--pid", str(db.pid), "-d", str(seconds),
+                                "-o", str(run), *options], cwd=ROOT, capture_output=True,
+                               text=True, timeout=180)
             assert r.returncode == 0, r.stderr
         finally:
             load.stop()
+    return run
+
+
+def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
+    """sysbench oltp_update_index on a distribution's mariadbd: InnoDB's futex waits under a
+    row access are `rwlock`, the commit's wait for the redo log is named, and `other` (the
+    profiler's own stops taken out) stays under 5% of off-CPU time."""
+    run = _mariadb_under_sysbench(tmp_path, 16, 8)
     by_rule = _off_by_rule(run)
     off = sum(by_rule.values())
     other = sum(s for (cls, _), s in by_rule.items() if cls == "other")
@@ -236,22 +244,7 @@ def test_mariadb_sampled_scheduler_stacks_reach_the_thread_root(tmp_path: Path) 
     an ``[unknown]`` root every time; the margin is 1%.  The tracer's stops: without holding
     the sampled estimate within the tracer's own timing, a thread was counted stopped 164 ms a
     stop over its upper bound; with it, 10 runs of 10 within the bounds."""
-    _need("mariadbd", "mariadb-install-db", "sysbench")
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from servers import MariaDB  # type: ignore[import-not-found]
-
-    with MariaDB(tables=2, table_size=2000) as db:
-        db.prepare()
-        load = db.sysbench_start("oltp_update_index", threads=8, seconds=20)
-        try:
-            time.sleep(3)
-            run = tmp_path / "run"
-            r = subprocess.run([*WALLFLAME, "collect", "--pid", str(db.pid), "-d", "6", "-o",
-                                str(run), "--max-data-mb-per-s", "4"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=180)
-            assert r.returncode == 0, r.stderr
-        finally:
-            load.stop()
+    run = _mariadb_under_sysbench(tmp_path, 8, 6, "--max-data-mb-per-s", "4")
     total = unknown = 0
     roots: dict[str, int] = {}
     for k, w in load_run_dir(str(run)).stacks.items():
