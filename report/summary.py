@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from wallflame import procnames
-from wallflame.classify import classify, default_rules
+from wallflame.classify import classify, default_rules, find_wait
 from wallflame.names import is_unknown
 from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
 from wallflame.report.sublabels import label_totals, tracer_stops
@@ -98,6 +98,21 @@ def runnable_after(profile: Profile) -> dict[int, dict[str, int]]:
     return out
 
 
+def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
+    """Each thread's on-CPU time inside a waiting call, by the call's class: a stack whose
+    frames a wait rule matches while it runs (``__lll_lock_wait`` entering or leaving the
+    futex, a spin loop a rule names) is on a CPU, and shown so, but a program that clocks its
+    lock call counts it as the wait; running stacks no rule matches are not in it."""
+    out: dict[int, dict[str, int]] = {}
+    for k, w in profile.stacks.items():
+        if k.state != OFF:
+            cls = find_wait(k.frames)
+            if cls is not None:
+                per = out.setdefault(k.tid, {})
+                per[cls] = per.get(cls, 0) + w
+    return out
+
+
 def runqueue_ns(profile: Profile) -> dict[int, int]:
     return tid_ns(profile.meta.extra.get("runqueue_ns"))
 
@@ -164,11 +179,11 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
     stopped = stopped_ns(profile)
     rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0,
                        stopped.get(t.tid, 0) if t.tid else 0) for t in threads]
-    after = runnable_after(profile)
+    after, inside = runnable_after(profile), on_cpu_in(profile)
     for r in rows:
-        if r["tid"] in after:
-            r["runnable_after"] = {c: seconds(ns, unit) for c, ns in sorted(
-                after[r["tid"]].items())}
+        for key, per in (("runnable_after", after), ("on_cpu_in", inside)):
+            if r["tid"] in per:
+                r[key] = {c: seconds(ns, unit) for c, ns in sorted(per[r["tid"]].items())}
         pid = procnames.row_pid(profile, r["tid"]) if r["tid"] else 0
         if pid:  # a target of several processes: each thread's process
             r["pid"] = pid

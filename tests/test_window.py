@@ -84,21 +84,27 @@ def test_without_a_scheduler_capture_every_total_is_the_kernels() -> None:
 
 
 def test_runnable_time_by_the_class_it_waited_at_and_the_demo_share() -> None:
-    """Woken from the queue mutex and not yet running is still inside the lock call for the
-    program's own clock: the headline counts it, over on + runnable + blocked."""
+    """Woken from the queue mutex and not yet running, or running inside the lock's wait, is
+    still inside the lock call for the program's own clock: the headline counts both, over on
+    + runnable + blocked."""
     ms = 1_000_000
     p = Profile()
     p.meta.window_ns = 1000 * ms
     lock = ("pop", "pthread_mutex_lock", "__lll_lock_wait")
-    p.add(StackKey(("pop", "process"), 1, "consumer-1", 0, ON), 400 * ms)
+    p.add(StackKey(("pop", "process"), 1, "consumer-1", 0, ON), 350 * ms)
+    # on a CPU inside the lock's wait (leaving the futex): the program's clock counts it
+    p.add(StackKey((*lock, "entry_SYSCALL_64", "do_futex", "finish_task_switch"), 1,
+                   "consumer-1", 0, ON), 50 * ms)
     p.add(StackKey(lock, 1, "consumer-1", 0, OFF, "mutex"), 300 * ms)
     p.add(StackKey(lock, 1, "consumer-1", 0, OFF, RUNNABLE), 100 * ms)
     p.add(StackKey(("pop", "process"), 1, "consumer-1", 0, OFF, RUNNABLE), 200 * ms)
     s = build_summary(p)
     row = s["threads"][0]
     assert row["runnable_after"] == {"mutex": 0.1, "other": 0.2}
+    assert row["on_cpu_in"] == {"mutex": 0.05}  # the running stack no rule matches is not in it
+    assert row["on_cpu_s"] == 0.4
     assert row["coverage"] == 1.0
-    assert abs(consumer_mutex_share(s) - 0.4) < 1e-9
+    assert abs(consumer_mutex_share(s) - 0.45) < 1e-9
 
 
 def test_without_a_scheduler_capture_blocked_time_is_what_the_kernel_leaves() -> None:

@@ -83,13 +83,15 @@ def program_clock(run_dir: Path) -> tuple[float, int, int] | None:
 
 def consumer_mutex_share(summary: dict[str, Any]) -> float:
     """Consumers' mutex wait as a share of their wall time (on-CPU + runnable + blocked), as
-    the program clocks it around its lock call: blocked on the mutex, and woken from it but
-    not yet running (``runnable_after``)."""
+    the program clocks it around its lock call: blocked on the mutex, woken from it but not
+    yet running (``runnable_after``), and on a CPU inside the lock's wait (``on_cpu_in``:
+    entering and leaving the futex)."""
     wait = total = 0.0
     for t in summary.get("threads", []):
         if str(t.get("name", "")).startswith("consumer"):
-            wait += float(t["wait"]["mutex"]) + float(
-                (t.get("runnable_after") or {}).get("mutex", 0.0))
+            wait += float(t["wait"]["mutex"]) + sum(
+                float((t.get(key) or {}).get("mutex", 0.0))
+                for key in ("runnable_after", "on_cpu_in"))
             total += float(t["on_cpu_s"]) + float(t.get("runnable_s", 0.0)) + \
                 float(t["off_cpu_s"])
     return wait / total if total else 0.0
