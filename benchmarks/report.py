@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from wallflame.fold import load_inputs
 from wallflame.report.html import render_html
@@ -158,6 +159,16 @@ def in_process(folded: Path, runs: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in steps.items()}
 
 
+def page_ms(page: Any, i: int, call: str, before: str = "") -> float:
+    """Milliseconds the browser page takes to run the JavaScript ``call``, with ``i`` bound
+    to the argument; the statements ``before`` run first, untimed."""
+    return page.evaluate(f"""(i) => {{{before}
+      const t0 = performance.now();
+      {call};
+      return performance.now() - t0;
+    }}""", i)
+
+
 def browser_figures(page_path: Path, big_path: Path,
                     deep_path: Path | None = None) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
@@ -183,7 +194,7 @@ def browser_figures(page_path: Path, big_path: Path,
         out["big_nodes"] = page.evaluate("window.wallflame.graphs.main.tree.n")
         zoom, search = [], []
         for i in range(7):
-            zoom.append(page.evaluate("""(i) => {
+            zoom.append(page_ms(page, i, "window.wallflame.zoomPath(path)", """
               const g = window.wallflame.graphs.main, t = g.tree, k = g.kids;
               let node = k.list[k.start[0] + (i % (k.start[1] - k.start[0]))];
               const path = [];
@@ -192,16 +203,9 @@ def browser_figures(page_path: Path, big_path: Path,
                 const c = k.start[node + 1] - k.start[node];
                 if (!c) break;
                 node = k.list[k.start[node] + (i % c)];
-              }
-              const t0 = performance.now();
-              window.wallflame.zoomPath(path);
-              return performance.now() - t0;
-            }""", i))
-            search.append(page.evaluate("""(i) => {
-              const t0 = performance.now();
-              window.wallflame.search('method' + (100 + i * 37) + '$|Class1' + i);
-              return performance.now() - t0;
-            }""", i))
+              }"""))
+            search.append(page_ms(
+                page, i, "window.wallflame.search('method' + (100 + i * 37) + '$|Class1' + i)"))
             page.evaluate("window.wallflame.search('')")
         out["zoom_ms"] = statistics.median(zoom)
         out["search_ms"] = statistics.median(search)
@@ -210,18 +214,10 @@ def browser_figures(page_path: Path, big_path: Path,
             page.wait_for_function("window.wallflame !== undefined")
             dz, ds = [], []
             for i in range(5):
-                dz.append(page.evaluate("""(i) => {
+                dz.append(page_ms(page, i, "window.wallflame.zoomPath(path)", """
                   const path = ['deep', 'main'].concat(
-                    Array.from({length: 5000 + i}, (_, k) => 'recurse_' + (k % 7)));
-                  const t0 = performance.now();
-                  window.wallflame.zoomPath(path);
-                  return performance.now() - t0;
-                }""", i))
-                ds.append(page.evaluate("""(i) => {
-                  const t0 = performance.now();
-                  window.wallflame.search('recurse_' + (i % 7));
-                  return performance.now() - t0;
-                }""", i))
+                    Array.from({length: 5000 + i}, (_, k) => 'recurse_' + (k % 7)));"""))
+                ds.append(page_ms(page, i, "window.wallflame.search('recurse_' + (i % 7))"))
             out["deep_zoom_ms"] = statistics.median(dz)
             out["deep_search_ms"] = statistics.median(ds)
         b.close()

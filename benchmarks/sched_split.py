@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wallflame.fold import FoldOptions, fold_file
-from wallflame.profile import OFF
+from wallflame.report.phases import thread_phases
 
 MIX = Path(__file__).resolve().parent.parent / "samples" / "bin" / "mix"
 CLASSES = (("on_ns", "on"), ("mutex_ns", "mutex"), ("sleep_ns", "sleep"),
@@ -39,28 +39,17 @@ def one(extra: list[str]) -> float:
                        capture_output=True, text=True, check=True)
     truth = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
     summary = _load(run / "summary.json")
-    rows = {t["tid"]: t for t in summary["threads"]}
     offcpu = fold_file(str(run / "offcpu.folded"), FoldOptions(), "wallflame")
-    in_tick: dict[int, float] = {}
-    for k, w in offcpu.stacks.items():
-        if k.state == OFF and k.wait == "mutex" and "wait_for_tick" in k.frames:
-            in_tick[k.tid] = in_tick.get(k.tid, 0.0) + w / 1e9
+    # Time woken but not yet running counts in the phase mix clocks it in: the class of the
+    # stack it waited at (runnable_after), preemption ("other") in the on-CPU phase.
+    phases = thread_phases(summary, offcpu, "wait_for_tick")
     worst = 0.0
     for mine in truth:
-        row = rows[mine["tid"]]
-        # Time woken but not yet running counts in the phase mix clocks it in: the class of
-        # the stack it waited at (runnable_after), preemption ("other") in the on-CPU phase.
-        after = row.get("runnable_after") or {}
-        total = row["on_cpu_s"] + row["runnable_s"] + row["off_cpu_s"]
-        phase = {"on": row["on_cpu_s"] + after.get("other", 0.0),
-                 **{c: s + after.get(c, 0.0) for c, s in row["wait"].items()}}
-        moved = in_tick.get(mine["tid"], 0.0)
-        phase["mutex"] -= moved
-        phase["condvar"] += moved
+        phase = phases[mine["tid"]]
         cells = []
         for field, cls in CLASSES:
             expected = 100 * mine[field] / mine["wall_ns"]
-            got = 100 * phase[cls] / total
+            got = phase.share(cls)
             worst = max(worst, abs(got - expected))
             cells.append(f"{cls} {expected:.1f}/{got:.1f}")
         print(f"  {mine['name']}: " + "  ".join(cells))

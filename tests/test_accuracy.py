@@ -24,7 +24,7 @@ import pytest
 from livehelp import collect, load
 
 from wallflame.fold import FoldOptions, fold_file
-from wallflame.profile import OFF
+from wallflame.report.phases import thread_phases
 
 pytestmark = pytest.mark.live
 
@@ -42,29 +42,18 @@ def test_mix_time_split_matches_its_own_measurement(live: None, sample_bin: Path
     assert len(truth) == 3
     summary = load(run, "summary.json")
     window = summary["window_s"]
-    rows = {t["tid"]: t for t in summary["threads"]}
     offcpu = fold_file(str(run / "offcpu.folded"), FoldOptions(), "wallflame")
-    in_tick: dict[int, float] = {}
-    for k, w in offcpu.stacks.items():
-        if k.state == OFF and k.wait == "mutex" and "wait_for_tick" in k.frames:
-            in_tick[k.tid] = in_tick.get(k.tid, 0.0) + w / 1e9
+    phases = thread_phases(summary, offcpu, "wait_for_tick")
     report = []
     for mine in truth:
-        row = rows[mine["tid"]]
-        after = row.get("runnable_after") or {}
-        total = row["on_cpu_s"] + row["runnable_s"] + row["off_cpu_s"]
-        coverage = total / window
+        phase = phases[mine["tid"]]
+        coverage = phase.total / window
         report.append(f"{mine['name']}: coverage {coverage:.3f}")
         assert coverage >= 0.90, report
-        phase = {"on": row["on_cpu_s"] + after.get("other", 0.0),
-                 **{c: s + after.get(c, 0.0) for c, s in row["wait"].items()}}
-        moved = in_tick.get(mine["tid"], 0.0)
-        phase["mutex"] -= moved
-        phase["condvar"] += moved
-        report.append(f"  mutex waits under wait_for_tick: {moved:.3f} s")
+        report.append(f"  mutex waits under wait_for_tick: {phase.moved:.3f} s")
         for field, cls in CLASSES:
             expected = 100 * mine[field] / mine["wall_ns"]
-            got = 100 * phase[cls or "on"] / total
+            got = phase.share(cls or "on")
             report.append(f"  {field}: mix {expected:.1f}% wallflame {got:.1f}%")
             assert abs(got - expected) <= MARGIN_PP, "\n".join(report)
     locks = [lk for lk in summary["locks"] if lk["lock"].endswith("<shared_lock>")]

@@ -12,13 +12,13 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wallflame.collect.mutex import Mapping, parse_maps
 from wallflame.fold import eustack, gdb
 from wallflame.fold.options import FoldOptions
 from wallflame.names import GLIBC_ALIASES, UNKNOWN, normalize, strip_params, unknown_in
@@ -89,23 +89,10 @@ def test_normalize_is_idempotent_and_total(raw: str) -> None:
 # The live cross-check
 
 
-@dataclass(frozen=True)
-class Mapping:
-    start: int
-    end: int
-    offset: int
-    path: str
-
-
 def read_maps(pid: int) -> list[Mapping]:
-    out = []
-    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 6 or "x" not in parts[1]:
-            continue
-        lo, hi = (int(x, 16) for x in parts[0].split("-"))
-        out.append(Mapping(lo, hi, int(parts[2], 16), parts[5]))
-    return out
+    """The executable mappings of a live process that have a path (or a name: ``[vdso]``)."""
+    return [m for m in parse_maps(Path(f"/proc/{pid}/maps").read_text())
+            if "x" in m.perms and m.path]
 
 
 def locate(maps: list[Mapping], addr: int) -> tuple[str, int] | None:

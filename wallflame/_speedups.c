@@ -20,6 +20,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ---- Interner ------------------------------------------------------------------------- */
@@ -94,23 +95,38 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n)
     return h;
 }
 
+/* The hash tables here (Slot, BSlot, SSlot) probe linearly from hash & (cap - 1) in a power
+ * of two of slots; a slot holds its 64-bit hash at offset ``hash_at`` and is empty where the
+ * object pointer at offset ``obj_at`` is NULL.  A new array of ``cap`` slots of ``size``
+ * bytes holding the used slots of ``old`` (which has ``old_cap``), each where a lookup finds
+ * it; the caller frees ``old``.  NULL with MemoryError. */
+static void *slots_rehash(const void *old, Py_ssize_t old_cap, Py_ssize_t cap, size_t size,
+                          size_t hash_at, size_t obj_at)
+{
+    char *slots = PyMem_Calloc((size_t)cap, size);
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < old_cap; i++) {
+        const char *s = (const char *)old + (size_t)i * size;
+        if (*(PyObject *const *)(s + obj_at) == NULL)
+            continue;
+        Py_ssize_t j = (Py_ssize_t)(*(const uint64_t *)(s + hash_at) & (uint64_t)(cap - 1));
+        while (*(PyObject **)(slots + (size_t)j * size + obj_at) != NULL)
+            j = (j + 1) & (cap - 1);
+        memcpy(slots + (size_t)j * size, s, size);
+    }
+    return slots;
+}
+
 static int interner_grow(Interner *self)
 {
     Py_ssize_t cap = self->cap ? self->cap * 2 : 1024;
-    Slot *slots = PyMem_Calloc((size_t)cap, sizeof(Slot));
-    if (slots == NULL) {
-        PyErr_NoMemory();
+    Slot *slots = slots_rehash(self->slots, self->cap, cap, sizeof(Slot),
+                               offsetof(Slot, hash), offsetof(Slot, str));
+    if (slots == NULL)
         return -1;
-    }
-    for (Py_ssize_t i = 0; i < self->cap; i++) {
-        Slot *s = &self->slots[i];
-        if (s->str == NULL)
-            continue;
-        Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(cap - 1));
-        while (slots[j].str != NULL)
-            j = (j + 1) & (cap - 1);
-        slots[j] = *s;
-    }
     PyMem_Free(self->slots);
     self->slots = slots;
     self->cap = cap;
@@ -1266,20 +1282,10 @@ static int btable_put(BTable *t, const char *p, Py_ssize_t n, PyObject *obj, lon
 {
     if (2 * (t->used + 1) > t->cap) {
         Py_ssize_t cap = t->cap ? t->cap * 2 : 256;
-        BSlot *slots = PyMem_Calloc((size_t)cap, sizeof(BSlot));
-        if (slots == NULL) {
-            PyErr_NoMemory();
+        BSlot *slots = slots_rehash(t->slots, t->cap, cap, sizeof(BSlot),
+                                    offsetof(BSlot, hash), offsetof(BSlot, obj));
+        if (slots == NULL)
             return -1;
-        }
-        for (Py_ssize_t i = 0; i < t->cap; i++) {
-            BSlot *s = &t->slots[i];
-            if (s->obj == NULL)
-                continue;
-            Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(cap - 1));
-            while (slots[j].obj != NULL)
-                j = (j + 1) & (cap - 1);
-            slots[j] = *s;
-        }
         PyMem_Free(t->slots);
         t->slots = slots;
         t->cap = cap;
@@ -1418,21 +1424,12 @@ static PyObject *pf_stack(PerfFolder *self, Py_ssize_t n, PyObject *fids, PyObje
     }
     if (2 * (self->sused + 1) > self->scap) {
         Py_ssize_t cap = self->scap ? self->scap * 2 : 1024;
-        SSlot *slots = PyMem_Calloc((size_t)cap, sizeof(SSlot));
+        SSlot *slots = slots_rehash(self->stacks, self->scap, cap, sizeof(SSlot),
+                                    offsetof(SSlot, hash), offsetof(SSlot, tuple));
         if (slots == NULL) {
             Py_DECREF(t);
             Py_DECREF(fid);
-            PyErr_NoMemory();
             return NULL;
-        }
-        for (Py_ssize_t i = 0; i < self->scap; i++) {
-            SSlot *s = &self->stacks[i];
-            if (s->tuple == NULL)
-                continue;
-            Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(cap - 1));
-            while (slots[j].tuple != NULL)
-                j = (j + 1) & (cap - 1);
-            slots[j] = *s;
         }
         PyMem_Free(self->stacks);
         self->stacks = slots;
