@@ -39,6 +39,14 @@ SWITCH_BYTES = 64
 WAKE_BYTES = 50
 ONCPU_SAMPLE_BYTES = 200
 STACK_OVERHEAD_BYTES = 600
+#: An attached collect given neither a budget nor a stack rate measures the target first: when
+#: a stack at every switch would write more than ``AUTO_ABOVE_MB_PER_S``, its scheduler stacks
+#: are sampled within ``AUTO_MB_PER_S`` (a minute then stays within about 480 MB).  Measured
+#: at every switch (8 KiB stack copies): the sample programs 1.4-49 MB/s (``epoll`` the
+#: highest, ``queue`` 24), MariaDB under sysbench 242-370 MB/s, redis under redis-benchmark
+#: about 220; ``benchmarks/README.md`` has the runs.
+AUTO_ABOVE_MB_PER_S = 64.0
+AUTO_MB_PER_S = 8.0
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).
 MIN_HZ = 1.0
@@ -94,12 +102,35 @@ class Plan:
                 "over_budget": self.over_budget}
 
 
+def _fixed_bytes(switches: float, freq_hz: float, cpus: int | None) -> float:
+    """Bytes a second written whatever the stacks: switch and wake-up records, on-CPU
+    samples."""
+    cpus = cpus or os.cpu_count() or 1
+    return switches * (SWITCH_BYTES + WAKE_BYTES) + freq_hz * cpus * ONCPU_SAMPLE_BYTES
+
+
+def every_switch_mb_per_s(rates: dict[int, float], freq_hz: float, stack_bytes: int,
+                          cpus: int | None = None) -> float:
+    """The data rate of a stack at every switch (the default without a budget)."""
+    switches = sum(rates.values())
+    per_stack = stack_bytes + STACK_OVERHEAD_BYTES
+    return (_fixed_bytes(switches, freq_hz, cpus) + switches * per_stack) / 1e6
+
+
+def automatic(rates: dict[int, float], freq_hz: float, stack_bytes: int,
+              cpus: int | None = None) -> float | None:
+    """The budget an attached collect takes when given none: ``AUTO_MB_PER_S`` when a stack
+    at every switch would write more than ``AUTO_ABOVE_MB_PER_S``, else ``None`` (every
+    switch keeps its stack)."""
+    every = every_switch_mb_per_s(rates, freq_hz, stack_bytes, cpus)
+    return AUTO_MB_PER_S if every > AUTO_ABOVE_MB_PER_S else None
+
+
 def plan(rates: dict[int, float], budget_mb_per_s: float, freq_hz: float, stack_bytes: int,
          cpus: int | None = None) -> Plan:
     """The stack rate per thread that keeps the run within ``budget_mb_per_s``."""
-    cpus = cpus or os.cpu_count() or 1
     switches = sum(rates.values())
-    fixed = switches * (SWITCH_BYTES + WAKE_BYTES) + freq_hz * cpus * ONCPU_SAMPLE_BYTES
+    fixed = _fixed_bytes(switches, freq_hz, cpus)
     per_stack = stack_bytes + STACK_OVERHEAD_BYTES
     room = budget_mb_per_s * 1e6 - fixed
     hz = _water_fill(sorted(rates.values()), room / per_stack) if room > 0 else MIN_HZ
@@ -122,4 +153,5 @@ def _water_fill(rates: list[float], stacks_per_s: float) -> float:
     return MAX_HZ
 
 
-__all__ = ["DEFAULT_MB_PER_S", "Plan", "plan", "switch_counts", "switch_rates"]
+__all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "Plan", "automatic",
+           "every_switch_mb_per_s", "plan", "switch_counts", "switch_rates"]

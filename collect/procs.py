@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wallflame.collect.target import read_stat, read_text
+from wallflame.collect.target import list_pids, read_stat, read_text
 from wallflame.errors import InputError, TargetError
 
 #: Longest process name kept (``ps`` cuts to the terminal's width; a report needs a bound).
@@ -67,11 +67,10 @@ def read_name(pid: int) -> str | None:
 def _ppids() -> dict[int, int]:
     """pid -> parent pid of every process /proc lists now."""
     out: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = read_stat(int(entry))
-            if st is not None:
-                out[int(entry)] = st.ppid
+    for pid in list_pids():
+        st = read_stat(pid)
+        if st is not None:
+            out[pid] = st.ppid
     return out
 
 

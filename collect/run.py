@@ -318,7 +318,8 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
     if opts.off_cpu in ("sched", "both") and perf.system_wide_allowed():
         tids = sorted(tid for t in procs.targets for tid in t.threads())
         out.append(perf.PerfRecorder(perf.wake_command(
-            raw / f"{perf.WAKE}.data", threads.wake_filter(tids), opts.duration_s),
+            raw / f"{perf.WAKE}.data", threads.wake_filter(tids, threads.new_pid_ranges()),
+            opts.duration_s),
             raw, perf.WAKE))
     if opts.off_cpu in ("sched", "both"):
         out.append(perf.PerfRecorder(perf.record_command(
@@ -453,17 +454,29 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
          folder: stream.ChunkSink | None) -> None:
     target = procs.primary
     mem = MemorySampler(target.pid, stop, alive=target.alive)
-    if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
-            and opts.max_data_mb_per_s is None:
+    sched = opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None
+    rates = None
+    if sched and opts.max_data_mb_per_s is None and child is None:
+        rates = budget.switch_rates(target.pid)
+        auto = budget.automatic(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
+        if auto is not None:
+            every = budget.every_switch_mb_per_s(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
+            opts = replace(opts, max_data_mb_per_s=auto)
+            col.options.max_data_mb_per_s = auto
+            col.warn(f"the target switches {sum(rates.values()):,.0f} times a second: a stack at "
+                     f"every switch would write about {every:,.0f} MB/s, so scheduler stacks are "
+                     f"sampled within {auto:g} MB/s (blocked and runnable times stay exact; "
+                     "--max-data-mb-per-s to choose the rate, --sched-stack-hz 0 for a stack at "
+                     "every switch)")
+    if sched and opts.max_data_mb_per_s is None:
         opts = replace(opts, sched_stack_hz=0.0)  # no budget: a stack at every switch
         col.options.sched_stack_hz = 0.0
-    if opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None \
-            and opts.max_data_mb_per_s is not None:
-        p = budget.plan(budget.switch_rates(target.pid), opts.max_data_mb_per_s, opts.freq_hz,
-                        perf.SAMPLED_STACK_BYTES)
+    if sched and opts.max_data_mb_per_s is not None:
+        p = budget.plan(rates if rates is not None else budget.switch_rates(target.pid),
+                        opts.max_data_mb_per_s, opts.freq_hz, perf.SAMPLED_STACK_BYTES)
         opts = replace(opts, sched_stack_hz=p.stack_hz)
         col.options.sched_stack_hz = p.stack_hz
-        col.postprocess["budget"] = p.to_json()
+        col.postprocess["budget"] = {**p.to_json(), "automatic": rates is not None}
     for t in procs.targets[1:]:
         guard.add_target(t.pid, t.start_ticks, t.stopped_at_start)
     attached = child is None

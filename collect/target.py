@@ -90,6 +90,11 @@ def tracer_of(pid: int, tid: int | None = None) -> int:
         return 0
 
 
+def list_pids() -> list[int]:
+    """Every process ``/proc`` lists now."""
+    return sorted(int(e) for e in os.listdir("/proc") if e.isdigit())
+
+
 def list_tids(pid: int) -> list[int]:
     try:
         return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from wallflame.collect.target import list_tids, read_stat, read_text
+from wallflame.collect.target import list_pids, list_tids, read_stat, read_text
 
 #: The kernel copies a tracepoint filter of at most a page (``PERF_EVENT_IOC_SET_FILTER``).
 MAX_FILTER = 4000
@@ -52,20 +52,69 @@ def listing(pid: int) -> dict[str, Any]:
     return {"mono_ns": time.monotonic_ns(), "threads": rows}
 
 
-def wake_filter(tids: list[int]) -> str:
+#: The lowest pid the kernel hands out again once allocation has wrapped at ``pid_max``
+#: (``RESERVED_PIDS`` in the kernel).
+RESERVED_PIDS = 300
+#: How many new pids the wake-up filter keeps room for: every thread and process the machine
+#: creates during the window takes one, the target's new threads among them.
+NEW_PIDS = 1 << 16
+#: At most this many ranges of free pids in the filter.
+NEW_RANGES = 32
+
+
+def next_pids(last: int, pid_max: int, used: set[int], room: int = NEW_PIDS,
+              most: int = NEW_RANGES) -> list[tuple[int, int]]:
+    """The pids the kernel hands out next, as ranges in the order it takes them: it allocates
+    cyclically from ``last + 1`` (``/proc/sys/kernel/ns_last_pid``), skips the pids ``used``
+    and wraps at ``pid_max`` to ``RESERVED_PIDS``; up to ``room`` pids in at most ``most``
+    ranges.  Once pids have wrapped, old processes hold pids above ``last``: a filter of
+    "above the newest tid" would let every one of their wake-ups through (a 3 s window wrote
+    27 MB of other programs' wake-ups so) and miss a new thread given a lower pid."""
+    out: list[tuple[int, int]] = []
+    left = room
+    for lo, hi in ((last + 1, pid_max - 1), (RESERVED_PIDS, last)):
+        a = lo
+        for u in [*sorted(p for p in used if lo <= p <= hi), hi + 1]:
+            if u > a and left > 0 and len(out) < most:
+                b = min(u - 1, a + left - 1)
+                out.append((a, b))
+                left -= b - a + 1
+            a = max(a, u + 1)
+    return out
+
+
+def used_pids() -> set[int]:
+    """Every thread id in use now (``/proc/*/task/*``)."""
+    out: set[int] = set()
+    for pid in list_pids():
+        out.update(list_tids(pid))
+    return out
+
+
+def new_pid_ranges() -> list[tuple[int, int]] | None:
+    """``next_pids`` for this machine now; ``None`` when ``/proc`` does not say (the filter
+    then keeps every pid above the target's)."""
+    last, top = (read_text(f"/proc/sys/kernel/{k}") for k in ("ns_last_pid", "pid_max"))
+    if not (last and top and last.strip().isdigit() and top.strip().isdigit()):
+        return None
+    return next_pids(int(last), int(top), used_pids())
+
+
+def wake_filter(tids: list[int], new: list[tuple[int, int]] | None = None) -> str:
     """A tracepoint filter on the wakee (``pid``, the thread woken) that keeps the target's
-    threads and every thread created after this listing (new tids are larger; others' are
-    dropped when read), within the size the kernel accepts: the closest ranges are merged
-    until it fits (a merged range lets some other tasks' wake-ups through, never drops the
-    target's)."""
+    threads and the threads created after this listing (``new``: ``new_pid_ranges``; without
+    it every pid above the target's, which is right only until pids wrap; others' wake-ups
+    are dropped when read), within the size the kernel accepts: the target's closest ranges
+    are merged until it fits (a merged range lets some other tasks' wake-ups through, never
+    drops the target's)."""
     if not tids:
         return ""
     ranges = _ranges(sorted(set(tids)))
-    while len(_render(ranges)) > MAX_FILTER and len(ranges) > 1:
+    while len(_render(ranges, new)) > MAX_FILTER and len(ranges) > 1:
         gaps = [ranges[i + 1][0] - ranges[i][1] for i in range(len(ranges) - 1)]
         i = gaps.index(min(gaps))
         ranges[i:i + 2] = [(ranges[i][0], ranges[i + 1][1])]
-    return _render(ranges)
+    return _render(ranges, new)
 
 
 def _ranges(tids: list[int]) -> list[tuple[int, int]]:
@@ -78,10 +127,17 @@ def _ranges(tids: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _render(ranges: list[tuple[int, int]]) -> str:
-    terms = [f"pid=={a}" if a == b else f"(pid>={a}&&pid<={b})" for a, b in ranges]
-    terms.append(f"pid>{ranges[-1][1]}")
+def _render(ranges: list[tuple[int, int]], new: list[tuple[int, int]] | None) -> str:
+    def term(a: int, b: int) -> str:
+        return f"pid=={a}" if a == b else f"(pid>={a}&&pid<={b})"
+
+    terms = [term(a, b) for a, b in ranges]
+    if new is None:
+        terms.append(f"pid>{ranges[-1][1]}")
+    else:
+        terms.extend(term(a, b) for a, b in new)
     return "||".join(terms)
 
 
-__all__ = ["MAX_FILTER", "listing", "schedstat", "wake_filter"]
+__all__ = ["MAX_FILTER", "listing", "new_pid_ranges", "next_pids", "schedstat", "used_pids",
+           "wake_filter"]

@@ -207,3 +207,42 @@ def test_guard_stops_a_tracer_with_sigkill_and_perf_with_sigint(tmp_path: Path) 
         for proc in (target, *tools.values()):
             proc.kill()
             proc.wait()
+
+
+def test_new_pids_are_the_free_ones_the_kernel_takes_next() -> None:
+    from wallflame.collect.threads import RESERVED_PIDS, next_pids
+
+    # no wrap yet: everything above the last pid handed out, then from the bottom again
+    assert next_pids(1000, 32768, {1, 999, 1000}) == [(1001, 32767), (300, 998)]
+    # wrapped: old processes above the last pid are left out, not let through
+    got = next_pids(4174, 32768, {4174, 24232, 24481, 24482}, room=40000)
+    assert got == [(4175, 24231), (24233, 24480), (24483, 32767), (RESERVED_PIDS, 4173)]
+    got = next_pids(4174, 32768, {4174, 24232, 24481, 24482}, room=20000)
+    assert got == [(4175, 24174)]
+    assert not any(a <= p <= b for a, b in got for p in (4174, 24232, 24481, 24482))
+    # room and the number of ranges are bounded
+    assert next_pids(100, 1000, set(), room=50) == [(101, 150)]
+    assert len(next_pids(100, 100_000, set(range(200, 100_000, 2)), most=5)) == 5
+
+
+@given(st.integers(301, 5000), st.sets(st.integers(1, 5999), max_size=200),
+       st.integers(1, 8000))
+def test_new_pids_never_cover_a_pid_in_use(last: int, used: set[int], room: int) -> None:
+    from wallflame.collect.threads import NEW_RANGES, next_pids
+
+    got = next_pids(last, 6000, used, room=room)
+    assert len(got) <= NEW_RANGES and sum(b - a + 1 for a, b in got) <= room
+    assert all(a <= b for a, b in got)
+    assert not any(a <= p <= b for a, b in got for p in used)
+    # the first is the pid the kernel takes next: the first free one after ``last``, wrapping
+    order = [*range(last + 1, 6000), *range(300, last + 1)]
+    assert got[0][0] == next(p for p in order if p not in used)
+
+
+def test_the_wake_filter_keeps_the_target_and_the_new_pids_only() -> None:
+    from wallflame.collect.threads import wake_filter
+
+    assert wake_filter([10, 11, 12, 40], [(500, 600)]) == \
+        "(pid>=10&&pid<=12)||pid==40||(pid>=500&&pid<=600)"
+    assert wake_filter([10, 11], None) == "(pid>=10&&pid<=11)||pid>11"
+    assert wake_filter([], [(1, 2)]) == ""

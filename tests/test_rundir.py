@@ -149,8 +149,9 @@ def test_an_unreadable_capture_is_exit_3(tmp_path: Path) -> None:
 
 
 def _before_runnable(row: dict[str, Any]) -> dict[str, Any]:
-    """A summary row as written before runnable time had a column and a class."""
-    out = {k: v for k, v in row.items() if k != "runnable_s"}
+    """A summary row as written before runnable time had a column and a class, and before
+    on-CPU time inside waiting calls (``on_cpu_in``) was shown."""
+    out = {k: v for k, v in row.items() if k not in ("runnable_s", "on_cpu_in")}
     assert row["runnable_s"] == row["runqueue_s"]
     out["wait"] = {c: s for c, s in row["wait"].items() if c != "runnable"}
     return out

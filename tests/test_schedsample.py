@@ -238,6 +238,21 @@ def test_budget_plan_quiet_target_gets_every_switch_and_a_busy_one_is_flagged() 
     assert busy.expected_mb_per_s > 100_000 * budget.SWITCH_BYTES / 1e6 > 4.0
 
 
+def test_an_attached_target_gets_a_budget_only_when_every_switch_costs_too_much() -> None:
+    per_switch = (budget.SWITCH_BYTES + budget.WAKE_BYTES + 8192 + budget.STACK_OVERHEAD_BYTES)
+    # the busiest sample program measured (epoll, about 5,500 switches a second): every switch
+    assert budget.automatic({1: 2_750.0, 2: 2_750.0}, 499, 8192, cpus=2) is None
+    at = budget.AUTO_ABOVE_MB_PER_S * 1e6 / per_switch  # switches a second at the threshold
+    assert budget.automatic({1: at * 0.99}, 0, 8192, cpus=2) is None
+    assert budget.automatic({1: at * 1.01}, 0, 8192, cpus=2) == budget.AUTO_MB_PER_S
+    # MariaDB under sysbench: about 39,000 switches a second over 46 threads
+    server = {i: 39_000 / 46 for i in range(46)}
+    assert budget.every_switch_mb_per_s(server, 499, 8192, cpus=2) == pytest.approx(
+        (39_000 * per_switch + 499 * 2 * budget.ONCPU_SAMPLE_BYTES) / 1e6)
+    assert budget.automatic(server, 499, 8192, cpus=2) == budget.AUTO_MB_PER_S
+    assert not budget.plan(server, budget.AUTO_MB_PER_S, 499, 32768, cpus=2).over_budget
+
+
 def test_switch_counts_of_this_process() -> None:
     import os
 

@@ -123,10 +123,12 @@ class CollectOptions:
                   lose the callers of a blocking glibc function (glibc has none), which turns
                   a condition-variable wait into an unclassified futex wait.
     max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
-    max_data_mb_per_s: an opt-in data-rate budget for busy servers: scheduler stacks are
-                  sampled at the rate that keeps the run within it
-                  (``wallflame.collect.budget``).  ``None`` (the default): a stack at every
-                  switch, so the split of blocked time over wait classes and stacks is exact;
+    max_data_mb_per_s: a data-rate budget for busy servers: scheduler stacks are sampled at
+                  the rate that keeps the run within it (``wallflame.collect.budget``).
+                  ``None`` (the default): a stack at every switch, so the split of blocked
+                  time over wait classes and stacks is exact, unless an attached target
+                  switches so often that every stack would cost too much
+                  (``budget.automatic``: the collect then records the budget it took);
                   with a budget it is estimated from the sampled stacks (blocked and run-queue
                   totals stay exact), and sampling every N-th switch can alias with a periodic
                   workload (benchmarks/README.md has the measured error).

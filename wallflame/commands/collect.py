@@ -95,11 +95,12 @@ def _what(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...
               "recorded, so blocked and run-queue totals stay exact, but their split over "
               "wait classes and stacks is estimated from the sampled stacks (its measured "
               "error is in benchmarks/README.md). Default: no budget, a stack at every "
-              "switch (exact).")
+              "switch (exact), unless an attached target switches so often that every stack "
+              "would write over 64 MB/s: then 8 MB/s, said in the warnings.")
 @click.option("--sched-stack-hz", type=float, default=None,
               help="Scheduler stacks per second per thread (default: every switch, or from "
-              "--max-data-mb-per-s when given; 0: every switch, 8 KiB copied per switch "
-              "with DWARF).")
+              "the data-rate budget; 0: every switch, 8 KiB copied per switch with DWARF, "
+              "whatever the target's switch rate).")
 @click.option("--release-sites/--no-release-sites", default=_DEFAULTS.release_sites,
               show_default=True,
               help="Also record where locks are released: the target's futex wakes with their "
