@@ -5,10 +5,10 @@
 //   Options opt(argc, argv, "queue", "usage text");   // --key=value or --key value
 //   double duration = opt.number("duration", 10);
 //   block_stop_signals();                               // before any thread starts
-//   ... start threads ...
-//   wait_until_stop(duration);                          // returns at the deadline or on a signal
-//   g_stop = true; ... join ...
-//   Result("queue", variant, seconds, work, "messages").add("x", 1).print();
+//   Workers<Totals> workers(threads);                   // starts the run clock
+//   workers.start(worker_loop, std::cref(input));       // worker_loop(1..threads, input, totals)
+//   double seconds = workers.run_for(duration);         // wait_until_stop(), join, run time
+//   Result("queue", variant, seconds, workers.sum().messages, "messages").add("x", 1).print();
 #pragma once
 
 #include <pthread.h>
@@ -22,8 +22,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 // GCC 12 drops the frame pointer in leaf functions (and shrink-wraps it away on call-free paths)
@@ -193,6 +196,53 @@ inline bool wait_until_stop(double seconds) {
     return wait_until_stop(seconds, 0, [] {});
 }
 
+// Worker threads, one Totals (their counts) each. Every thread starts directly in the loop
+// function: std::thread calls loop(index, args..., totals[index - 1]) itself (index from 1), so
+// no wrapper frame stands between the thread's start and the loop in a stack. Constructing it
+// starts the run clock; call block_stop_signals() before start().
+template <typename Totals>
+class Workers {
+public:
+    explicit Workers(int count) : totals(static_cast<size_t>(count)), start_(now_seconds()) {}
+
+    template <typename Loop, typename... Args>
+    void start(Loop loop, const Args&... args) {
+        for (size_t i = 0; i < totals.size(); i++)
+            threads_.emplace_back(loop, static_cast<int>(i) + 1, args..., std::ref(totals[i]));
+    }
+
+    // Joins every worker (g_stop must be set); returns the seconds since the clock started.
+    // Always inlined, like run_for(): the main thread's stack reads main -> sigtimedwait.
+    __attribute__((always_inline)) double join() {
+        for (auto& t : threads_) t.join();
+        threads_.clear();
+        return now_seconds() - start_;
+    }
+
+    // wait_until_stop(seconds), then join().
+    __attribute__((always_inline)) double run_for(double seconds) {
+        wait_until_stop(seconds);
+        return join();
+    }
+
+    // Every worker's totals merged (Totals::merge), once they have been joined.
+    const Totals& sum() {
+        if (!summed_) {
+            for (const Totals& t : totals) sum_.merge(t);
+            summed_ = true;
+        }
+        return sum_;
+    }
+
+    std::vector<Totals> totals;  // one per worker, in index order
+
+private:
+    double start_;
+    std::vector<std::thread> threads_;
+    Totals sum_;
+    bool summed_ = false;
+};
+
 // The one JSON line a sample prints on stdout at exit.
 class Result {
 public:
@@ -251,9 +301,9 @@ private:
 
 }  // namespace sample
 
-// Frames shared by samples (outside the namespace, so that their frames read `spin_for` and
-// `nap`): on-CPU work for ``ns`` nanoseconds, and a sleep of ``ns`` that resumes after a
-// signal.
+// Frames shared by samples (outside the namespace, so that their frames read `spin_for`,
+// `nap` and `fnv1a`): on-CPU work for ``ns`` nanoseconds, a sleep of ``ns`` that resumes after
+// a signal, and FNV-1a over a string from the hash ``h``.
 __attribute__((noinline)) inline uint64_t spin_for(int64_t ns) {
     SAMPLE_FRAME();
     int64_t end = sample::now_ns() + ns;
@@ -269,4 +319,15 @@ __attribute__((noinline)) inline void nap(int64_t ns) {
     timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+// static, not inline: the compiler then knows which registers it clobbers, so its callers
+// (hash_fields, QueueStats::record, ...) compile exactly as when each sample defined its own.
+__attribute__((noinline, unused)) static uint64_t fnv1a(std::string_view s, uint64_t h) {
+    SAMPLE_FRAME();
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
 }

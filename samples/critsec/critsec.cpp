@@ -39,6 +39,13 @@ std::atomic<uint64_t> g_sink{0};
 struct Totals {
     uint64_t sections = 0;
     int64_t spin_ns = 0, sleep_ns = 0, wait_ns = 0;
+
+    void merge(const Totals& t) {
+        sections += t.sections;
+        spin_ns += t.spin_ns;
+        sleep_ns += t.sleep_ns;
+        wait_ns += t.wait_ns;
+    }
 };
 
 // Under the lock: on-CPU half.
@@ -105,22 +112,10 @@ int main(int argc, char** argv) {
     g_outside_sleep_ns = static_cast<int64_t>(opt.number("outside-sleep-us", 1000, 0, 1e6) * 1000);
     opt.done();
     sample::block_stop_signals();
-    std::vector<Totals> totals(static_cast<size_t>(threads));
-    std::vector<std::thread> pool;
-    double t0 = sample::now_seconds();
-    for (int i = 0; i < threads; i++)
-        pool.emplace_back(worker_loop, i + 1, std::ref(totals[static_cast<size_t>(i)]));
-    sample::wait_until_stop(duration);
-    sample::g_stop = true;
-    for (auto& th : pool) th.join();
-    double seconds = sample::now_seconds() - t0;
-    Totals all;
-    for (const auto& t : totals) {
-        all.sections += t.sections;
-        all.spin_ns += t.spin_ns;
-        all.sleep_ns += t.sleep_ns;
-        all.wait_ns += t.wait_ns;
-    }
+    sample::Workers<Totals> workers(threads);
+    workers.start(worker_loop);
+    double seconds = workers.run_for(duration);
+    const Totals& all = workers.sum();
     sample::Result("critsec", "mutex", seconds, all.sections, "sections")
         .add("threads", threads)
         .add("held_spin_s", static_cast<double>(all.spin_ns) * 1e-9)

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
+#include "../common/c_options.h"
+
 pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tick_cond = PTHREAD_COND_INITIALIZER;
@@ -163,15 +165,12 @@ static void report_signal(void) {
 int main(int argc, char **argv) {
     int threads = 3;
     double duration = 10;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--duration")) duration = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--spin-ms")) spin_ms = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--hold-ms")) hold_ms = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--sleep-ms")) sleep_ms = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--extra-ms")) extra_ms = atoi(argv[i + 1]);
-        else { fprintf(stderr, "mix: unknown option %s\n", argv[i]); return 2; }
-    }
+    const struct sample_option options[] = {
+        {"--threads", &threads, NULL},   {"--duration", NULL, &duration},
+        {"--spin-ms", &spin_ms, NULL},   {"--hold-ms", &hold_ms, NULL},
+        {"--sleep-ms", &sleep_ms, NULL}, {"--extra-ms", &extra_ms, NULL},
+        {NULL, NULL, NULL}};
+    if (sample_parse_options(argc, argv, "mix", options)) return 2;
     if (threads < 1 || threads > 64) { fprintf(stderr, "mix: --threads 1..64\n"); return 2; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

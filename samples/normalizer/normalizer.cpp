@@ -130,15 +130,6 @@ struct Event {
     int count = 0;
 };
 
-__attribute__((noinline)) uint64_t fnv1a(std::string_view s, uint64_t h) {
-    SAMPLE_FRAME();
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 // "ts=... user=... host=... action=... tag=... msg=..." -> key/value views
 __attribute__((noinline)) bool parse_event(const std::string& raw, Event& ev) {
     SAMPLE_FRAME();
@@ -288,6 +279,13 @@ std::vector<std::string> make_events() {
 
 struct WorkerTotals {
     uint64_t events = 0, checksum = 0, fields = 0, icu_calls = 0;
+
+    void merge(const WorkerTotals& t) {
+        events += t.events;
+        checksum ^= t.checksum;
+        fields += t.fields;
+        icu_calls += t.icu_calls;
+    }
 };
 
 __attribute__((noinline)) void normalizer_loop(int index, const std::vector<std::string>& events,
@@ -317,23 +315,11 @@ int main(int argc, char** argv) {
 
     std::vector<std::string> events = make_events();
     sample::block_stop_signals();
-    double start = sample::now_seconds();
-    std::vector<WorkerTotals> totals(static_cast<size_t>(threads));
-    std::vector<std::thread> workers;
-    for (int i = 0; i < threads; i++)
-        workers.emplace_back(normalizer_loop, i + 1, std::cref(events),
-                             std::ref(totals[static_cast<size_t>(i)]));
-    sample::wait_until_stop(duration);
-    for (auto& t : workers) t.join();
-    double seconds = sample::now_seconds() - start;
+    sample::Workers<WorkerTotals> workers(threads);
+    workers.start(normalizer_loop, std::cref(events));
+    double seconds = workers.run_for(duration);
 
-    WorkerTotals sum;
-    for (const auto& t : totals) {
-        sum.events += t.events;
-        sum.checksum ^= t.checksum;
-        sum.fields += t.fields;
-        sum.icu_calls += t.icu_calls;
-    }
+    const WorkerTotals& sum = workers.sum();
     sample::Result("normalizer", variant, seconds, sum.events, "events")
         .add("threads", threads)
         .add("fields", sum.fields)

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/c_options.h"
+
 struct counter { _Alignas(64) uint64_t work; };
 
 static atomic_int stop_flag;
@@ -78,13 +80,11 @@ int main(int argc, char **argv) {
     int threads = 8;
     double duration = 5;
     int report_ms = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--duration")) duration = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--report-ms")) report_ms = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--heartbeat-hz")) heartbeat_hz = atoi(argv[i + 1]);
-        else { fprintf(stderr, "spin8: unknown option %s\n", argv[i]); return 2; }
-    }
+    const struct sample_option options[] = {
+        {"--threads", &threads, NULL},     {"--duration", NULL, &duration},
+        {"--report-ms", &report_ms, NULL}, {"--heartbeat-hz", &heartbeat_hz, NULL},
+        {NULL, NULL, NULL}};
+    if (sample_parse_options(argc, argv, "spin8", options)) return 2;
     if (threads < 1 || threads > 256) { fprintf(stderr, "spin8: --threads 1..256\n"); return 2; }
     counters = calloc((size_t)threads, sizeof *counters);
     pthread_t *ts = calloc((size_t)threads, sizeof *ts);

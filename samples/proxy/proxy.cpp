@@ -325,6 +325,11 @@ std::vector<std::string> make_requests() {
 
 struct WorkerTotals {
     uint64_t requests = 0, checksum = 0;
+
+    void merge(const WorkerTotals& t) {
+        requests += t.requests;
+        checksum ^= t.checksum;
+    }
 };
 
 __attribute__((noinline)) void worker_loop(int index, bool pooled,
@@ -356,21 +361,11 @@ int main(int argc, char** argv) {
 
     std::vector<std::string> traffic = make_requests();
     sample::block_stop_signals();
-    double start = sample::now_seconds();
-    std::vector<WorkerTotals> totals(static_cast<size_t>(threads));
-    std::vector<std::thread> workers;
-    for (int i = 0; i < threads; i++)
-        workers.emplace_back(worker_loop, i + 1, variant == "pool", std::cref(traffic),
-                             std::ref(totals[static_cast<size_t>(i)]));
-    sample::wait_until_stop(duration);
-    for (auto& t : workers) t.join();
-    double seconds = sample::now_seconds() - start;
+    sample::Workers<WorkerTotals> workers(threads);
+    workers.start(worker_loop, variant == "pool", std::cref(traffic));
+    double seconds = workers.run_for(duration);
 
-    WorkerTotals sum;
-    for (const auto& t : totals) {
-        sum.requests += t.requests;
-        sum.checksum ^= t.checksum;
-    }
+    const WorkerTotals& sum = workers.sum();
     sample::Result("proxy", variant, seconds, sum.requests, "requests")
         .add("threads", threads)
         .add("ld_preload", preloaded)

@@ -84,15 +84,6 @@ struct SyslogFields {
     std::string_view timestamp, host, app, pid, text;
 };
 
-__attribute__((noinline)) uint64_t fnv1a(std::string_view s, uint64_t h) {
-    SAMPLE_FRAME();
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 // "<PRI>Mmm dd hh:mm:ss host app[pid]: text"
 __attribute__((noinline)) bool parse_syslog(const Message& m, SyslogFields& f) {
     SAMPLE_FRAME();
@@ -345,6 +336,13 @@ struct ConsumerTotals {
     // copies of messages and lock_wait_ns, published after each take for the progress lines
     std::atomic<uint64_t> messages_seen{0};
     std::atomic<int64_t> lock_wait_seen{0};
+
+    void merge(const ConsumerTotals& t) {
+        messages += t.messages;
+        checksum ^= t.checksum;
+        lock_wait_ns += t.lock_wait_ns;
+        idle_wait_ns += t.idle_wait_ns;
+    }
 };
 
 __attribute__((noinline)) void producer_loop(bool lockfree) {
@@ -433,17 +431,14 @@ int main(int argc, char** argv) {
     g_lockfree_queue = &lockfree_queue;
 
     sample::block_stop_signals();
-    double start = sample::now_seconds();
-    std::vector<ConsumerTotals> totals(static_cast<size_t>(consumers));
-    std::vector<std::thread> threads;
-    for (int i = 0; i < consumers; i++)
-        threads.emplace_back(consumer_loop, i + 1, lockfree, std::ref(totals[static_cast<size_t>(i)]));
+    sample::Workers<ConsumerTotals> workers(consumers);
+    workers.start(consumer_loop, lockfree);
     std::thread producer(producer_loop, lockfree);
 
     sample::wait_until_stop(duration, progress_ms / 1000, [&] {
         uint64_t messages = 0;
         int64_t lock_wait = 0;
-        for (const auto& t : totals) {
+        for (const auto& t : workers.totals) {
             messages += t.messages_seen.load(std::memory_order_relaxed);
             lock_wait += t.lock_wait_seen.load(std::memory_order_relaxed);
         }
@@ -455,16 +450,9 @@ int main(int argc, char** argv) {
     });
     g_mutex_queue.wake_all();
     producer.join();
-    for (auto& t : threads) t.join();
-    double seconds = sample::now_seconds() - start;
+    double seconds = workers.join();
 
-    ConsumerTotals sum;
-    for (const auto& t : totals) {
-        sum.messages += t.messages;
-        sum.checksum ^= t.checksum;
-        sum.lock_wait_ns += t.lock_wait_ns;
-        sum.idle_wait_ns += t.idle_wait_ns;
-    }
+    const ConsumerTotals& sum = workers.sum();
     double consumer_wall_ns = seconds * 1e9 * consumers;
     sample::Result("queue", variant, seconds, sum.messages, "messages")
         .add("consumers", consumers)

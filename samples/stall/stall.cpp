@@ -105,19 +105,14 @@ int main(int argc, char** argv) {
     int64_t hold_ns = static_cast<int64_t>(opt.number("hold-ms", 300, 0, 60000) * 1e6);
     opt.done();
     sample::block_stop_signals();
-    std::vector<Wait> waits(static_cast<size_t>(threads));
-    std::vector<std::thread> pool;
-    double t0 = sample::now_seconds();
-    for (int i = 0; i < threads; i++)
-        pool.emplace_back(worker_loop, i + 1, std::ref(waits[static_cast<size_t>(i)]));
+    sample::Workers<Wait> workers(threads);
+    workers.start(worker_loop);
     std::thread holder(holder_main, at, hold_ns);
-    sample::wait_until_stop(duration);
-    sample::g_stop = true;
+    sample::wait_until_stop(duration);  // sets g_stop
     holder.join();
-    for (auto& th : pool) th.join();
-    double seconds = sample::now_seconds() - t0;
+    double seconds = workers.join();
     uint64_t sections = 0;
-    for (const auto& w : waits) {
+    for (const auto& w : workers.totals) {
         sections += w.sections;
         std::printf("{\"event\":\"longest_wait\",\"tid\":%d,\"start_ns\":%lld,\"end_ns\":%lld}\n",
                     w.tid, static_cast<long long>(w.start_ns), static_cast<long long>(w.end_ns));
