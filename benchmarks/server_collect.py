@@ -143,7 +143,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                 "threads": len(cov), "min_coverage": min_cov,
                 "below_95": sum(1 for x in cov if x < 0.95),
                 "budget": pp.get("budget"), "stream": pp.get("cost"), "finish": pp.get("finish"),
-                "shares": shares,
+                "shares": shares, "losses": meta.get("losses"),
             }
             rounds.append(row)
             print(json.dumps({"test": test, **row}, default=_round), flush=True)

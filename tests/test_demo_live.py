@@ -10,11 +10,17 @@ first and last progress lines inside the window, the program's share between the
 ``wallflame report --from --to`` over the same range.
 
 Collected as the demo collects it (``wallflame collect --duration 8 -- queue --queue=mutex
---duration 8``).  Measured over 10 runs on a 2-vCPU machine shared with other jobs (a database
-test running beside it; the test prints ``HEADLINE`` lines): wallflame's figure minus the
-program's was between -1.7 and +3.3 points (standard deviation 1.5), where over the program's
-whole run instead of the range it was -0.9 to +4.2.  The margin, ``MARGIN``, is outside that
-spread.
+--duration 8``).  The program's clock runs around its whole lock call, so the headline counts
+what wallflame sees inside it: blocked on the mutex, woken from it and waiting for a CPU
+(``runnable_after``), and on a CPU in the lock's wait, entering and leaving the futex
+(``on_cpu_in``, about 1 point: frame-pointer stacks show it as ``__lll_lock_wait`` on-CPU).
+Measured over 20 runs on the 2-vCPU machine (2026-11-25, the test prints ``HEADLINE`` lines):
+wallflame's figure minus the program's was between -1.5 and +0.3 points; without
+``on_cpu_in`` (10 runs) -2.6 to -0.7.  The rest is mostly the time the collect's own snapshots
+held a consumer stopped inside the lock call (about 0.3 points), which the program counts and
+wallflame shows as stopped.  Earlier, with a database test running beside it and before
+runnable time was a state of its own, the difference spread from -1.7 to +3.3; ``MARGIN`` is
+outside that spread too.
 """
 
 from __future__ import annotations
