@@ -10,7 +10,9 @@ run: wallflame's share, the kernel's, the difference in points, then the runnabl
 Not a test yet: since on-CPU is taken from the switches and clipped to the window it is within
 3 points of the kernel's (-1.9 to +3.0 in four 10 s runs), but the runnable share is 3.4-8.1
 points over the kernel's run-queue delay on this server (benchmarks/README.md), outside the
-margin a live test would need.
+margin a live test would need.  ``benchmarks/runnable_truth.py`` measures why: schedstat's
+run-queue delay misses part of each wake-up's latency, and perf's switch-in records come about
+2.3 µs after the scheduler's own instant.
 """
 
 from __future__ import annotations
