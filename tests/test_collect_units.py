@@ -246,3 +246,21 @@ def test_the_wake_filter_keeps_the_target_and_the_new_pids_only() -> None:
         "(pid>=10&&pid<=12)||pid==40||(pid>=500&&pid<=600)"
     assert wake_filter([10, 11], None) == "(pid>=10&&pid<=11)||pid>11"
     assert wake_filter([], [(1, 2)]) == ""
+
+
+def test_numbers_that_are_not_finite_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    """click's FLOAT takes ``nan`` and ``inf``; a budget of ``nan`` MB/s passed every
+    comparison and planned a stack rate from it."""
+    from click.testing import CliRunner
+
+    from wallflame.cli import cli
+
+    for option, value in (("--max-data-mb-per-s", "nan"), ("--max-data-mb-per-s", "inf"),
+                          ("--sched-stack-hz", "nan"), ("--sched-stack-hz", "-1"),
+                          ("--duration", "inf"), ("--pmp-rate", "nan"),
+                          ("--max-pause-ms", "0")):
+        out = tmp_path / f"run{option}{value}"
+        r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(out), option, value])
+        assert r.exit_code == 3, (option, value, r.output)
+        assert "must be" in r.output and "Traceback" not in r.output, r.output
+        assert not out.exists()

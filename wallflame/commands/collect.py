@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -40,6 +41,12 @@ def _what(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...
     return ", ".join([*(f"PID {p}" for p in pids), *(f"PID {p} and its descendants"
                                                       for p in trees),
                       *(f"cgroup {c}" for c in cgroups)])
+
+
+def _positive(value: float | None, zero: bool = False) -> bool:
+    """Unset, or a finite number above zero (or zero itself, with ``zero``): ``nan`` and
+    ``inf``, which click's FLOAT accepts, are refused."""
+    return value is None or (math.isfinite(value) and (value > 0 or (zero and value == 0)))
 
 
 @click.command("collect", context_settings={"ignore_unknown_options": False})
@@ -129,13 +136,12 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
         raise InputError("give either --pid/--pid-tree/--cgroup or a command after --",
                          "wallflame collect --pid 1234 -o run, or: "
                          "wallflame collect -o run -- ./app")
-    if (pmp_rate is not None and pmp_rate <= 0) or freq <= 0 or \
-            (duration is not None and duration <= 0):
-        raise InputError("--pmp-rate, -F and --duration must be positive")
-    if (max_data_mb_per_s is not None and max_data_mb_per_s <= 0) or \
-            (sched_stack_hz is not None and sched_stack_hz < 0):
-        raise InputError("--max-data-mb-per-s must be positive and --sched-stack-hz not "
-                         "negative")
+    if not all(_positive(v) for v in (pmp_rate, freq, duration, max_pause_ms)):
+        raise InputError("--pmp-rate, -F, --duration and --max-pause-ms must be positive "
+                         "numbers")
+    if not _positive(max_data_mb_per_s) or not _positive(sched_stack_hz, zero=True):
+        raise InputError("--max-data-mb-per-s must be a positive number and --sched-stack-hz "
+                         "a number not negative")
     select = selection(pids, trees, cgroups) if attach else None
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if attach else None),
