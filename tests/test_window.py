@@ -122,3 +122,49 @@ def test_without_a_scheduler_capture_blocked_time_is_what_the_kernel_leaves() ->
     row = build_summary(p)["threads"][0]
     assert row["wait"]["mutex"] == 0.45 and row["wait"]["sleep"] == 0.15
     assert row["coverage"] == 1.0
+
+
+def _timed(mono_ns: int, *rows: tuple[int, str, str, list[int]]) -> dict[str, Any]:
+    return {**_listing(*rows), "mono_ns": mono_ns}
+
+
+def test_with_switches_on_cpu_is_the_kernels_run_time_and_the_late_switch_ins_give_it_back(
+        ) -> None:
+    """perf's switch-in record comes after the switch: the switches' on-CPU intervals start
+    late and the runnable ones before them end late.  The kernel's run time over the window
+    is the on-CPU total; the difference comes out of runnable time first, then blocked time,
+    never out of the collect's own stops; a thread the switches over-counted gives it back to
+    its off-CPU stacks in their proportions."""
+    from wallflame.window import kernel_oncpu
+
+    ms = 1_000_000
+    # listed 2 s apart around a 1 s window: the kernel's run time is scaled to the window
+    listings = {"start": _timed(0, (1, "w", "S", [0, 0, 1]), (2, "v", "S", [0, 0, 1]),
+                                (3, "u", "S", [0, 0, 1])),
+                "end": _timed(2000 * ms, (1, "w", "S", [800 * ms, 0, 9]),
+                              (2, "v", "S", [300 * ms, 0, 9]), (3, "u", "S", [900 * ms, 0, 9]))}
+    p = Profile()
+    stop = ("main", "lock", "ptrace_stop")
+    for tid, on, rq, blocked in ((1, 300, 200, 500), (2, 200, 100, 700), (3, 300, 50, 600)):
+        p.add(StackKey(("main", "work"), tid, "w", 0, ON), on * ms)
+        p.add(StackKey(("main", "lock"), tid, "w", 0, OFF, RUNNABLE), rq * ms)
+        p.add(StackKey(("main", "lock"), tid, "w", 0, OFF, "mutex"), blocked * ms)
+    p.add(StackKey(stop, 3, "u", 0, OFF, "other"), 50 * ms)
+    switches = {"1": {"on_ns": 300 * ms}, "2": {"on_ns": 200 * ms}, "3": {"on_ns": 300 * ms}}
+    kernel = kernel_oncpu(p, listings, switches, 1000 * ms)
+    assert kernel == {"1": {"on_ns": 400 * ms}, "2": {"on_ns": 150 * ms},
+                      "3": {"on_ns": 450 * ms}}
+    assert p.meta.extra["oncpu_switches_ns"] == {"1": 300 * ms, "2": 200 * ms, "3": 300 * ms}
+
+    def off(tid: int) -> dict[str, int]:
+        return {k.wait if k.frames != stop else "stop": w for k, w in p.stacks.items()
+                if k.tid == tid and k.state == OFF}
+
+    assert off(1) == {RUNNABLE: 100 * ms, "mutex": 500 * ms}  # 100 ms from runnable
+    # 50 ms the switches counted on a CPU go back over runnable and blocked (1:7)
+    assert off(2) == {RUNNABLE: 100 * ms + 6_250_000, "mutex": 700 * ms + 43_750_000}
+    # 150 ms more: all 50 ms of runnable, then 100 from blocked; the stop stays
+    assert off(3) == {"mutex": 500 * ms, "stop": 50 * ms}
+    exact_oncpu(p, kernel, "schedstat")
+    for tid in (1, 2, 3):
+        assert sum(w for k, w in p.stacks.items() if k.tid == tid) == 1000 * ms
