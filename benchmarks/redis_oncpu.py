@@ -12,9 +12,7 @@ Not a test yet: since on-CPU is taken from the switches and clipped to the windo
 points over the kernel's run-queue delay on this server (benchmarks/README.md), outside the
 margin a live test would need.  ``benchmarks/runnable_truth.py`` measures why: schedstat's
 run-queue delay misses part of each wake-up's latency, and perf's switch-in records come about
-2.3 µs after the scheduler's own instant.  Since a run's on-CPU total is the kernel's run
-time (``wallflame.window.kernel_oncpu``), the figure compared is what the switches alone said
-(``meta.json`` ``oncpu_switches_ns``).
+2.3 µs after the scheduler's own instant.
 """
 
 from __future__ import annotations
@@ -94,9 +92,7 @@ def measure(seconds: float = 10.0, keep: Path | None = None) -> tuple[float, flo
     window = w["end_ns"] - w["start_ns"]
     kernel = (rt.at(w["end_ns"]) - rt.at(w["start_ns"])) / window
     row = next(t for t in summary["threads"] if t["tid"] == pid)
-    # the on-CPU total is the kernel's run time since it is known: the switches' own figure
-    switches = (meta["profile"]["extra"].get("oncpu_switches_ns") or {}).get(str(pid))
-    ours = (float(switches) if switches is not None else float(row["on_cpu_s"]) * 1e9) / window
+    ours = float(row["on_cpu_s"]) * 1e9 / window
     ends = [next((x for x in (cap.get("threads") or {}).get(when, {}).get("threads", [])
                   if x["tid"] == pid), None) for when in ("start", "end")]
     if all(e and e.get("schedstat") for e in ends):
