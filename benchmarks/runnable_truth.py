@@ -127,8 +127,7 @@ def measure(collect_args: list[str]) -> dict[str, float]:
     (a, ma), (b, mb) = ends
     row = next(t for t in json.loads((run / "summary.json").read_text())["threads"]
                if t["tid"] == tid)
-    return {"wallflame": 100 * row["runnable_s"] * 1e9 / span, "spans": 100 * ours / span,
-            "tracepoints": 100 * truth / span,
+    return {"wallflame": 100 * ours / span, "tracepoints": 100 * truth / span,
             "kernel": 100 * (b[1] - a[1]) / (mb - ma), "record_lag": 100 * lag / span,
             "switch_ins_per_s": len([t for t in ins if lo <= t < hi]) / (span / 1e9),
             "on_wallflame": 100 * row["on_cpu_s"] * 1e9 / span,
@@ -139,15 +138,13 @@ def main() -> None:
     args = sys.argv[1:]
     extra = args[args.index("--") + 1:] if "--" in args else []
     runs = int(args[0]) if args and args[0] != "--" else 3
-    print("runnable, % of the window: wallflame (summary.json; its timeline's spans) / "
-          "tracepoints / kernel schedstat | switch-in record lag summed (points) | switch-ins "
-          "a second | on-CPU wallflame / kernel")
+    print("runnable, % of the window: wallflame / tracepoints / kernel schedstat | switch-in "
+          "record lag summed (points) | switch-ins a second | on-CPU wallflame / kernel")
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for _ in range(runs):
             m = measure(extra)
-            print(f"{m['wallflame']:6.2f} ({m['spans']:6.2f}) / {m['tracepoints']:6.2f} / "
-                  f"{m['kernel']:6.2f} | "
+            print(f"{m['wallflame']:6.2f} / {m['tracepoints']:6.2f} / {m['kernel']:6.2f} | "
                   f"{m['record_lag']:5.2f} | {m['switch_ins_per_s']:8,.0f} | "
                   f"{m['on_wallflame']:6.2f} / {m['on_kernel']:6.2f}", flush=True)
 

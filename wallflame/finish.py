@@ -161,15 +161,9 @@ def _whole_window(profile: Profile, cap: Capture, sched: Profile | None,
                                bounds[1] - bounds[0] if bounds is not None else 0)
         return
     exact = sched.meta.extra.get("sched_threads")
-    bounds = cap.window.on_perf_clock()
     if isinstance(exact, dict):
         window.exact_oncpu(profile, exact)
-        kernel = window.kernel_oncpu(profile, cap.threads, exact,
-                                     bounds[1] - bounds[0] if bounds is not None else 0)
-        if kernel:  # the switches' figure stays for the threads the listings lack
-            merged = {**exact, **kernel}
-            profile.meta.extra["schedstat_threads"] = merged
-            window.exact_oncpu(profile, merged, "schedstat")
+    bounds = cap.window.on_perf_clock()
     if bounds is not None:
         seen = set(sched.meta.threads) | {k.tid for k in profile.stacks if k.state == "on"}
         window.whole_window(profile, cap.threads, seen, pmp, bounds[1] - bounds[0])

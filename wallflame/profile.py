@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from wallflame.speedups import native
 from wallflame.waitclasses import BLOCKED_CLASSES as BLOCKED_CLASSES
@@ -268,19 +268,3 @@ def merge_all(profiles: Iterable[Profile]) -> Profile:
             first = False
         out.merge(p)
     return out
-
-
-K = TypeVar("K")
-
-
-def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:
-    """``total`` over ``parts`` in proportion to their weights, the rounding to the last."""
-    denom = sum(w for _, w in parts) or 1
-    out: list[tuple[K, int]] = []
-    given = 0
-    for i, (key, w) in enumerate(parts):
-        part = total - given if i == len(parts) - 1 else total * w // denom
-        given += part
-        out.append((key, part))
-    return out
-

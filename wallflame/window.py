@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from wallflame.classify import classify
-from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey, shares
-from wallflame.stops import is_tracer_stop
+from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
 
 #: The frame of on-CPU time measured by the switches with no sample to give it a stack.
 NO_SAMPLE = "[no on-CPU sample]"
@@ -49,80 +48,15 @@ def exact_oncpu(profile: Profile, exact: dict[str, Any], source: str = "switches
                 profile.add(StackKey((NO_SAMPLE,), tid, profile.meta.threads.get(tid, ""), 0,
                                      ON), on)
             continue
-        for k, part in shares(parts, on):
+        given = 0
+        for i, (k, w) in enumerate(parts):
+            part = on - given if i == len(parts) - 1 else on * w // total
+            given += part
             profile.add(k, part)
     # what the samples alone said: the first scaling's (a second one, after the profile was
     # cut to the window, sees the scaled totals)
     profile.meta.extra.setdefault("oncpu_samples_ns", sampled)
     profile.meta.extra["oncpu_source"] = source
-
-
-def kernel_oncpu(profile: Profile, listings: dict[str, Any], switches: dict[str, Any],
-                 window_ns: int) -> dict[str, dict[str, int]]:
-    """With a scheduler capture: each thread's on-CPU total becomes the kernel's run time over
-    the window (``schedstat`` at both listings, scaled from their span to the window's), for
-    the threads listed throughout whose switches (``switches``: ``SampledSched``'s
-    ``sched_threads``) said otherwise.  perf writes its switch-in record after the context
-    switch and after scheduling the thread's own events in, so each on-CPU interval starts
-    late and the off-CPU interval before it ends late (2.3 µs a switch-in on a 2-vCPU VM; 11
-    points of the window for a thread switching 25,000 times a second with sampled stacks:
-    ``benchmarks/runnable_truth.py``).  The difference comes out of the thread's runnable
-    stacks, then its blocked ones, or, when the switches counted more, goes to them in their
-    proportions, so the thread still adds up to the window.  Returns the kernel's figures
-    (``{tid: {"on_ns"}}``, for ``exact_oncpu``); the switches' own stay in
-    ``meta.extra["oncpu_switches_ns"]``."""
-    rows = [(listings.get(when) or {}) for when in ("start", "end")]
-    span = int(rows[1].get("mono_ns") or 0) - int(rows[0].get("mono_ns") or 0)
-    if span <= 0 or window_ns <= 0:
-        return {}
-    end = {int(r["tid"]): r for r in rows[1].get("threads") or []
-           if isinstance(r, dict) and "tid" in r}
-    kernel: dict[str, dict[str, int]] = {}
-    said: dict[str, int] = {}
-    for tid, start in sorted(listed_throughout(listings).items()):
-        row = switches.get(str(tid))
-        a, b = start.get("schedstat"), end[tid].get("schedstat")
-        if not isinstance(row, dict) or not a or not b:
-            continue
-        ran = max(0, int(b[0]) - int(a[0])) * window_ns // span
-        on = int(row.get("on_ns") or 0)
-        kernel[str(tid)] = {"on_ns": ran}
-        said[str(tid)] = on
-        if ran != on:
-            _move_off(profile, tid, ran - on)
-    if kernel:
-        profile.meta.extra["oncpu_switches_ns"] = said
-        profile.meta.extra["schedstat_threads"] = kernel
-    return kernel
-
-
-def _move_off(profile: Profile, tid: int, more_on: int) -> None:
-    """Take ``more_on`` ns out of ``tid``'s off-CPU stacks, runnable ones first (or, when it
-    is negative, add it to all of them in their proportions); the collect's own stops, which
-    the tracer timed, are left as they are."""
-    mine = [(k, w) for k, w in profile.stacks.items()
-            if k.tid == tid and k.state == OFF and not is_tracer_stop(k.frames)]
-    runnable = sorted((k, w) for k, w in mine if k.wait == RUNNABLE)
-    blocked = sorted((k, w) for k, w in mine if k.wait != RUNNABLE)
-    if more_on < 0:
-        _spread(profile, runnable + blocked, -more_on)
-        return
-    for parts in (runnable, blocked):
-        have = sum(w for _, w in parts)
-        take = min(have, more_on)
-        _spread(profile, parts, -take)
-        more_on -= take
-
-
-def _spread(profile: Profile, parts: list[tuple[StackKey, int]], delta: int) -> None:
-    """Add ``delta`` (ns, may be negative) to ``parts`` in proportion to their weights."""
-    if not sum(w for _, w in parts) or not delta:
-        return
-    for (k, w), (_, part) in zip(parts, shares(parts, delta), strict=True):
-        if w + part > 0:
-            profile.stacks[k] = w + part
-        else:
-            del profile.stacks[k]
 
 
 def listed_throughout(listings: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -153,11 +87,16 @@ def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
         for k in [k for k in profile.stacks if k.tid == tid]:
             del profile.stacks[k]  # the snapshots' own weights, replaced by the window
         parts = sorted(snap.get(tid, []))
-        if not sum(w for _, w in parts):
+        denom = sum(w for _, w in parts)
+        if not denom:
             frames = (WHOLE_WINDOW, str(row.get("wchan") or "[unknown]"))
             kstate = str(row.get("state") or "")[:1]
-            parts = [(StackKey(frames, tid, comm, 0, OFF, classify(frames, kstate)), 1)]
-        for k, part in shares(parts, window_ns):
+            parts, denom = [(StackKey(frames, tid, comm, 0, OFF, classify(frames, kstate)),
+                             1)], 1
+        given = 0
+        for i, (k, w) in enumerate(parts):
+            part = window_ns - given if i == len(parts) - 1 else window_ns * w // denom
+            given += part
             profile.add(k, part)
         done.append(tid)
     if done:
@@ -215,10 +154,13 @@ def _scale_blocked(profile: Profile, tid: int, total: int) -> None:
     denom = sum(w for _, w in parts)
     if not denom:
         return
-    for k, part in shares(parts, total):
+    given = 0
+    for i, (k, w) in enumerate(parts):
+        part = total - given if i == len(parts) - 1 else total * w // denom
+        given += part
         profile.stacks[k] = part
     profile.meta.extra.setdefault("blocked_from_schedstat", []).append(tid)
 
 
-__all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "kernel_oncpu", "kernel_runqueue",
-           "listed_throughout", "whole_window"]
+__all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "kernel_runqueue", "listed_throughout",
+           "whole_window"]

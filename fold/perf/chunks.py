@@ -18,8 +18,8 @@ from typing import IO
 
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.reader import fold_stream
-from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched
-from wallflame.profile import OFF, Profile, StackKey, shares
+from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched, shares
+from wallflame.profile import OFF, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, SCHED_BINS, WAKE_STEM, Capture
 
 

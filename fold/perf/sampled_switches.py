@@ -45,9 +45,9 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from wallflame import stops
 from wallflame.classify import Rules, classify
@@ -60,10 +60,12 @@ from wallflame.fold.perf.lines import (
 )
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches was sampled
-from wallflame.profile import OFF, RUNNABLE, Profile, StackKey, shares
+from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
 from wallflame.rundir import SCHED_BINS
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
+
+K = TypeVar("K")
 
 #: A sample further than this before its ``OUT`` is not that switch's (it never is in practice:
 #: the tracepoint fires a few microseconds before the switch record).
@@ -530,6 +532,18 @@ def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked
         rest = [(((UNSAMPLED,), ""), 1)]
     return (shares([(k, w) for k, w in parts if stops.is_tracer_stop(k[0])], stop_ns)
             + shares(rest, blocked + leading - stop_ns))
+
+
+def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:
+    """``total`` over ``parts`` in proportion to their weights, the rounding to the last."""
+    denom = sum(w for _, w in parts) or 1
+    out: list[tuple[K, int]] = []
+    given = 0
+    for i, (key, w) in enumerate(parts):
+        part = total - given if i == len(parts) - 1 else total * w // denom
+        given += part
+        out.append((key, part))
+    return out
 
 
 def _clipped_sum(pairs: array[int], window: tuple[int, int] | None) -> int:
