@@ -39,6 +39,7 @@ GLIBC_ALIASES = {
     "___pthread_cond_timedwait": "pthread_cond_timedwait",
     "__pthread_cond_timedwait": "pthread_cond_timedwait",
     "___pthread_cond_clockwait": "pthread_cond_clockwait",
+    "___pthread_cond_broadcast": "pthread_cond_broadcast",  # eu-stack -i against perf, mix
     "___pthread_mutex_lock": "pthread_mutex_lock",
     "__pthread_mutex_lock": "pthread_mutex_lock",
     "___pthread_mutex_unlock": "pthread_mutex_unlock",
