@@ -9,7 +9,8 @@ redis-benchmark): wallflame's figure against two others over the same window.
 * **the kernel's schedstat** run-queue delay (``/proc/PID/task/TID/schedstat``, read by the
   collect when its window opens and closes).  The kernel measures it with the run queue's
   clock, whose update is skipped on the ``schedule()`` that follows a wake-up which preempts
-  the running task (``rq_clock_skip_update``), so a wake-up's latency is partly missed.
+  the running task (``rq_clock_skip_update``; read from the kernel's source, the likely reason
+  it comes out 6-7 points under the tracepoints), so a wake-up's latency is partly missed.
 
 It also prints how far each runnable span's end, perf's ``PERF_RECORD_SWITCH`` switch-in record
 (written after the context switch and after perf has scheduled the thread's own events in),
