@@ -12,9 +12,11 @@ redis-benchmark): wallflame's figure against two others over the same window.
   the running task (``rq_clock_skip_update``; read from the kernel's source, the likely reason
   it comes out 6-7 points under the tracepoints), so a wake-up's latency is partly missed.
 
-It also prints how far each runnable span's end, perf's ``PERF_RECORD_SWITCH`` switch-in record
-(written after the context switch and after perf has scheduled the thread's own events in),
-lies after the tracepoint's instant, summed over the window.
+It also prints how far each runnable span's end lies after the tracepoint's instant (before it:
+negative; the nearest switch-in within 100 µs), summed over the window.  The span ends at
+perf's ``PERF_RECORD_SWITCH`` switch-in record (written after the context switch and after perf
+has scheduled the thread's own events in), moved earlier by the run's measured lag
+(``SampledSched._switch_in_lag``).
 
     python3 benchmarks/runnable_truth.py [RUNS] [-- COLLECT OPTIONS]
 
@@ -119,9 +121,10 @@ def measure(collect_args: list[str]) -> dict[str, float]:
         if k != RUNNABLE:
             continue
         ours += max(0, min(s + d, hi) - max(s, lo))
-        j = bisect.bisect_right(ins, s + d)
-        if j and s + d - ins[j - 1] < 1_000_000:
-            lag += s + d - ins[j - 1]
+        j = bisect.bisect_left(ins, s + d)
+        near = min((s + d - t for t in ins[max(0, j - 1):j + 1]), key=abs, default=None)
+        if near is not None and abs(near) < 100_000:
+            lag += near
     cap = json.loads((run / "raw" / "capture.json").read_text())
     ends = [(next(x["schedstat"] for x in cap["threads"][k]["threads"] if x["tid"] == tid),
              cap["threads"][k]["mono_ns"]) for k in ("start", "end")]

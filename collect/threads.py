@@ -36,8 +36,8 @@ def schedstat(pid: int, tid: int) -> tuple[int, int, int] | None:
 
 def listing(pid: int) -> dict[str, Any]:
     """The target's threads now: ``{"mono_ns", "threads": [{tid, comm, state, schedstat,
-    wchan}]}`` (``wchan``: the kernel function a blocked thread sleeps in, read without
-    stopping it)
+    schedstat_ns, wchan}]}`` (``wchan``: the kernel function a blocked thread sleeps in, read
+    without stopping it; ``schedstat_ns``: when that thread's ``schedstat`` was read).
     ``mono_ns``: ``CLOCK_MONOTONIC``, the clock of the window and of perf's records."""
     rows = []
     for tid in list_tids(pid):
@@ -45,9 +45,11 @@ def listing(pid: int) -> dict[str, Any]:
         if st is None:
             continue
         ss = schedstat(pid, tid)
+        at = time.monotonic_ns()
         wchan = (read_text(f"/proc/{pid}/task/{tid}/wchan") or "").strip()
         rows.append({"tid": tid, "comm": st.comm, "state": st.state,
                      "schedstat": list(ss) if ss is not None else None,
+                     "schedstat_ns": at,
                      "wchan": wchan if wchan not in ("", "0") else ""})
     return {"mono_ns": time.monotonic_ns(), "threads": rows}
 

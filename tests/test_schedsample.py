@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wallflame.collect import budget
 from wallflame.collect.perf import data_chunks
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched
+from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched, _level
 from wallflame.profile import OFF, RUNNABLE, Profile
 
 PID = 100
@@ -383,3 +385,109 @@ def test_window_clips_every_interval_and_new_threads_have_no_leading_span() -> N
     assert exact["2"] == {"on_ns": 1_000, "runnable_ns": 0, "blocked_ns": 6_000}
     assert p.meta.extra["outside_window"]["sched_ns"] > 0
     assert any("no wake-up capture" in w for w in p.meta.warnings)
+
+
+def _ping_pong(n: int, late: int) -> tuple[str, dict[str, Any]]:
+    """Two threads taking turns ``n`` times: each runs 20 µs, then blocks 30 µs, then waits
+    10 µs for a CPU after its wake-up; perf's ``IN`` comes ``late`` ns after the kernel's
+    switch.  Returns the switches' text and the listings whose ``schedstat`` run times are the
+    kernel's (every on-CPU interval ``late`` ns longer than the records say)."""
+    lines = []
+    wakes = []
+    t = 1_000_000
+    ran = {1: 0, 2: 0}
+    for i in range(n):
+        for tid in (1, 2):
+            lines.append(inn(tid, t + late))
+            lines.append(out(tid, t + 20_000))
+            ran[tid] += 20_000
+            wakes.append(wake(tid, t + 50_000))
+            t += 30_000
+    end = t + 100_000
+    listings = {"start": {"mono_ns": 0, "threads": [
+                    {"tid": tid, "schedstat": [0, 0, 0], "schedstat_ns": 1_000_000}
+                    for tid in (1, 2)]},
+                "end": {"mono_ns": end, "threads": [
+                    {"tid": tid, "schedstat": [ran[tid], 0, 0], "schedstat_ns": end}
+                    for tid in (1, 2)]}}
+    return "".join(lines) + "".join(wakes), listings
+
+
+def _lagged(n: int, late: int) -> tuple[SampledSched, Profile, dict[str, Any]]:
+    text, listings = _ping_pong(n, late)
+    s = SampledSched(FoldOptions().get_rules())
+    s.set_window(1_000_000, None, at_start=[1, 2])
+    switches = "".join(line + "\n" for line in text.splitlines() if "SWITCH" in line)
+    wakes = "".join(line + "\n" for line in text.splitlines() if "SWITCH" not in line)
+    s.feed_wakes(io.BytesIO(wakes.encode()))
+    s.feed(io.BytesIO(switches.encode()))
+    s.window = (1_000_000, int(listings["end"]["mono_ns"]))
+    p = Profile()
+    s.finish(p, None, None, listings)
+    return s, p, listings
+
+
+def test_switch_ins_move_by_the_lag_the_kernel_shows() -> None:
+    """perf's IN 2.5 µs late on every switch-in: the lag is measured from the kernel's run
+    time, every on-CPU interval starts that much earlier and the runnable one before it ends
+    that much earlier; the totals, the log (the timeline's spans) and the kernel agree."""
+    n = 6_000  # 12,000 switch-ins: over LAG_MIN_SWITCH_INS
+    s, p, listings = _lagged(n, 2_500)
+    lag = p.meta.extra["sched"]["switch_in_lag"]
+    assert lag["applied"] and lag["ns"] == 2_500 and lag["switch_ins"] == 2 * n
+    exact = p.meta.extra["sched_threads"]
+    for tid in (1, 2):
+        kernel = listings["end"]["threads"][tid - 1]["schedstat"][0]
+        # thread 1's first switch-in is the capture's first record: it ends no interval and
+        # cannot move (thread 2's ends the span before its first record)
+        assert exact[str(tid)]["on_ns"] == kernel - (2_500 if tid == 1 else 0)
+        # 10 µs from a wake-up to the kernel's switch-in, n - 1 times, and the last wake-up
+        # (50 µs after its last switch-in) to the window's end
+        last_in = max(s.threads[tid].ins) - 2_500  # the kernel's
+        trailing = s.window[1] - (last_in + 50_000)
+        assert exact[str(tid)]["runnable_ns"] == (n - 1) * 10_000 + trailing
+    lo, hi = s.window
+    logged = sum(max(0, min(hi, st + d) - max(lo, st))
+                 for st, d in zip(s.log.start, s.log.dur, strict=True))
+    assert logged == sum(r["runnable_ns"] + r["blocked_ns"] for r in exact.values())
+    for r in exact.values():
+        # the capture's first record (thread 1's first, late, switch-in) is 2.5 µs into it
+        assert r["on_ns"] + r["runnable_ns"] + r["blocked_ns"] == hi - lo - 2_500
+
+
+def test_no_lag_is_applied_on_too_few_switch_ins_or_without_listings() -> None:
+    _, p, _ = _lagged(1_000, 2_500)
+    lag = p.meta.extra["sched"]["switch_in_lag"]
+    assert not lag["applied"] and lag["switch_ins"] == 2_000
+    # 12.5 µs from each wake-up to its late record, and 110 µs after the last wake-up
+    assert p.meta.extra["sched_threads"]["1"]["runnable_ns"] == 999 * 12_500 + 110_000
+    assert fold(inn(1, 1_000) + out(1, 2_000)).meta.extra["sched"]["switch_in_lag"] is None
+
+
+def test_a_negative_lag_shortens_the_on_cpu_intervals() -> None:
+    """The records say more run time than the kernel (a late OUT): each switch-in moves
+    later."""
+    n = 6_000
+    text, listings = _ping_pong(n, 0)
+    for row in listings["end"]["threads"]:
+        row["schedstat"][0] -= n * 1_000
+    s = SampledSched(FoldOptions().get_rules())
+    s.feed(io.BytesIO("".join(line + "\n" for line in text.splitlines()
+                              if "SWITCH" in line).encode()))
+    p = Profile()
+    s.finish(p, None, (1_000_000, int(listings["end"]["mono_ns"])), listings)
+    assert p.meta.extra["sched"]["switch_in_lag"]["ns"] == -1_000
+    # (thread 1's first switch-in, the capture's first record, stays)
+    assert p.meta.extra["sched_threads"]["1"]["on_ns"] == n * 19_000 + 1_000
+    assert p.meta.extra["sched_threads"]["2"]["on_ns"] == n * 19_000
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=50), st.integers(0, 600_000))
+def test_level_fills_the_caps_to_the_total(caps: list[int], total: int) -> None:
+    x = _level(caps, total)
+    filled = sum(min(x, c) for c in caps)
+    if total >= sum(caps):
+        assert x == max(caps)
+    else:
+        # rounded down: at most one ns short per cap still above the level
+        assert total - len(caps) < filled <= total

@@ -76,7 +76,8 @@ class ChunkFolder:
             off = Profile()
             self.sched.finish(off, {"stack_hz": opts.sched_stack_hz or 0.0,
                                     "call_graph": opts.sched_call_graph},
-                              cap.window.on_perf_clock())
+                              cap.window.on_perf_clock(),
+                              cap.threads if cap.window.perf_clock == "mono" else None)
             write_sched_bins(raw, self.sched)
         return on, off
 

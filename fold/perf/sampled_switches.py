@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from wallflame import stops
 from wallflame.classify import Rules, classify
@@ -66,6 +66,13 @@ from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
 
 K = TypeVar("K")
+
+#: The switch-in lag (``SampledSched._switch_in_lag``) is measured only over at least this
+#: many switch-ins: below it, a listing read a scheduler tick late is most of the estimate.
+LAG_MIN_SWITCH_INS = 10_000
+#: A measured lag beyond this is not perf's (a listing out of step with the capture): none is
+#: applied.
+LAG_MAX_NS = 50_000
 
 #: A sample further than this before its ``OUT`` is not that switch's (it never is in practice:
 #: the tracepoint fires a few microseconds before the switch record).
@@ -96,6 +103,8 @@ class _Thread:
     rstacks: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
     # on-CPU intervals (each IN to the next OUT) as start, end pairs; running since on_since
     on_cpu: array[int] = field(default_factory=lambda: array("q"))
+    # every IN's time, in order (``SampledSched._switch_in_lag``)
+    ins: array[int] = field(default_factory=lambda: array("q"))
     on_since: int | None = None
     seen: bool = False
     # (wait class, bin index) -> sum of period x the part of the interval in that bin
@@ -287,6 +296,7 @@ class SampledSched:
         th = self.threads.get(tid)
         if th is None or not th.seen:
             th = self._thread(tid, pid, comm)
+            th.ins.append(t)
             th.seen = True
             th.on_since = t
             if self.first_time is not None and t > self.first_time and self._existed(tid):
@@ -294,6 +304,7 @@ class SampledSched:
                 th.lead_start = self.first_time
                 self.log.add(tid, self.first_time, t - self.first_time, LOG_LEADING, None)
             return
+        th.ins.append(t)
         th.on_since = t
         if th.open is not None:
             self._close(th, t, exact=True)
@@ -328,6 +339,102 @@ class SampledSched:
             self.woken += 1
         if extra:
             _merge_log(log, extra)
+
+    def _switch_in_lag(self, listings: dict[str, Any]) -> dict[str, Any]:
+        """Move every switch-in earlier by perf's lag, measured against the kernel.
+
+        perf writes a thread's ``IN`` record after the context switch and after scheduling
+        the thread's own events in: a few microseconds after the kernel started counting the
+        thread's run time (2.2-2.9 µs from the 10th to the 90th percentile against the
+        ``sched_switch`` tracepoint on a 2-vCPU VM, ``benchmarks/runnable_truth.py``).  Each
+        on-CPU interval starts that much late and the off-CPU interval before it (most often
+        runnable: woken, not yet on a CPU) ends that much late: 5-10 points of the window
+        of a thread that switches 25,000 times a second.
+
+        The lag is one figure for the run, ``δ``: over each listed thread's span between its
+        two ``schedstat`` reads, the kernel's run time minus the switches' on-CPU time, summed
+        over the threads, is ``Σ clamp(δ, -on, off)`` over their switch-ins in those spans
+        (``off``: the off-CPU interval the switch-in ends; ``on``: the on-CPU one it starts).
+        Every switch-in of every thread then moves by ``clamp(δ, -on, off)``: the total time
+        is unchanged, the timeline's spans and the totals move together.  Not applied with
+        fewer than ``LAG_MIN_SWITCH_INS`` switch-ins in the spans (the reads' own timing,
+        up to a scheduler tick per thread, would be most of the estimate; the lag then
+        matters little) or a lag beyond ``LAG_MAX_NS``.  Returns what was measured and done
+        (``meta.extra["sched"]["switch_in_lag"]``)."""
+        rows = [{int(r["tid"]): r for r in (listings.get(when) or {}).get("threads") or []
+                 if isinstance(r, dict) and "tid" in r and r.get("schedstat")}
+                for when in ("start", "end")]
+        mono = [int((listings.get(when) or {}).get("mono_ns") or 0) for when in ("start", "end")]
+        caps = self._in_caps()
+        kernel_minus = 0
+        offs: list[int] = []
+        ons: list[int] = []
+        used = 0
+        for tid, a in rows[0].items():
+            b, th = rows[1].get(tid), self.threads.get(tid)
+            lo = int(a.get("schedstat_ns") or mono[0])
+            hi = int((b or {}).get("schedstat_ns") or mono[1])
+            if b is None or th is None or hi <= lo:
+                continue
+            used += 1
+            kernel_minus += (int(b["schedstat"][0]) - int(a["schedstat"][0])
+                             - _clipped_sum(th.on_cpu, (lo, hi)))
+            off, on = caps[tid][0], caps[tid][2]
+            j0, j1 = bisect_left(th.ins, lo), bisect_left(th.ins, hi)
+            offs.extend(off[j0:j1])
+            ons.extend(on[j0:j1])
+        out: dict[str, Any] = {"threads": used, "switch_ins": len(offs),
+                               "kernel_minus_switches_ns": kernel_minus, "ns": 0,
+                               "applied": False}
+        if len(offs) < LAG_MIN_SWITCH_INS:
+            return out
+        lag = (_level(offs, kernel_minus) if kernel_minus >= 0
+               else -_level(ons, -kernel_minus))
+        out["ns"] = lag
+        if not lag or abs(lag) > LAG_MAX_NS:
+            return out
+        moved = 0
+        for tid, (off, at, on, pair) in caps.items():
+            pairs = self.threads[tid].on_cpu
+            for j in range(len(off)):
+                i, k = at[j], pair[j]
+                d = min(lag, off[j]) if lag > 0 else -min(-lag, on[j])
+                if not d:
+                    continue
+                self.log.dur[i] -= d
+                pairs[k] -= d
+                moved += d
+        out.update(applied=True, moved_ns=moved)
+        return out
+
+    def _in_caps(self) -> dict[int, tuple[array[int], array[int], array[int], array[int]]]:
+        """Per thread, per switch-in (``ins``, put in order): the length of the logged
+        off-CPU interval it ends and that interval's index in the log (-1: none), the length
+        of the on-CPU interval it starts and that interval's start's index in ``on_cpu``."""
+        caps: dict[int, tuple[array[int], array[int], array[int], array[int]]] = {}
+        for tid, th in self.threads.items():
+            ins = th.ins = array("q", sorted(th.ins))
+            n = len(ins)
+            off, on = array("q", bytes(8 * n)), array("q", bytes(8 * n))
+            at, pair = array("q", [-1]) * n, array("q", [-1]) * n
+            pairs = th.on_cpu
+            for k in range(0, len(pairs), 2):
+                j = bisect_left(ins, pairs[k])
+                if j < n and ins[j] == pairs[k]:
+                    on[j], pair[j] = pairs[k + 1] - pairs[k], k
+            caps[tid] = (off, at, on, pair)
+        log = self.log
+        for i, (tid, start, dur) in enumerate(zip(log.tid, log.start, log.dur, strict=True)):
+            ins = self.threads[tid].ins
+            j = bisect_left(ins, start + dur)
+            if j < len(ins) and ins[j] == start + dur:
+                c = caps[tid]
+                c[0][j], c[1][j] = dur, i
+        for off, at, on, pair in caps.values():  # a switch-in moves only with both intervals
+            for j in range(len(off)):
+                if at[j] < 0 or pair[j] < 0:
+                    off[j] = on[j] = 0
+        return caps
 
     def _close(self, th: _Thread, t: int, exact: bool) -> None:
         assert th.open is not None
@@ -406,10 +513,14 @@ class SampledSched:
     # -- output ---------------------------------------------------------------------------
 
     def finish(self, profile: Profile, sampling: dict[str, object] | None = None,
-               window: tuple[int, int] | None = None) -> None:
+               window: tuple[int, int] | None = None,
+               listings: dict[str, Any] | None = None) -> None:
         """Close open intervals at the last record and add the off-CPU stacks, the run-queue
         time and the scheduler's figures to ``profile``; with ``window`` (the collect's
-        bounds in the capture's clock) only the part of each interval inside it."""
+        bounds in the capture's clock) only the part of each interval inside it.  With
+        ``listings`` (``raw/capture.json`` ``threads``, on the capture's clock) each switch-in
+        is moved by perf's lag, measured against the kernel's run time
+        (``_switch_in_lag``)."""
         if window is None and self.window is not None and self.window[1] is not None:
             window = (self.window[0], self.window[1])
         end = window[1] if window is not None else self.last_time
@@ -422,6 +533,7 @@ class SampledSched:
                 th.on_cpu.extend((th.on_since, end))
             th.on_since = None
         self._apply_wakes()
+        lag = self._switch_in_lag(listings) if listings else None
         # the totals again from the log: clipped to the window, with the runnable stacks
         self._clip(profile, *(window or (-(1 << 62), 1 << 62)))
         meta = profile.meta
@@ -462,7 +574,8 @@ class SampledSched:
                       "stack_samples": self.samples, "sampled_switches": self.periods,
                       "leading_ns": leading_ns, "unsampled_ns": unsampled_ns,
                       "wakeups": self.wake_records if self.wakes is not None else None,
-                      "woken_intervals": self.woken, **(sampling or {})})
+                      "woken_intervals": self.woken, "switch_in_lag": lag,
+                      **(sampling or {})})
         if self.wakes is None and self.threads:
             meta.warn("no wake-up capture: the time from a blocked thread's wake-up to its "
                       "switch-in (waiting for a CPU) is counted as blocked, not runnable")
@@ -544,6 +657,19 @@ def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:
         given += part
         out.append((key, part))
     return out
+
+
+def _level(caps: list[int], total: int) -> int:
+    """The ``x >= 0`` with ``Σ min(x, c) = total`` over ``caps`` (the largest cap when they
+    cannot hold ``total``)."""
+    caps = sorted(caps)
+    below = 0
+    for i, c in enumerate(caps):
+        left = len(caps) - i
+        if below + c * left >= total:
+            return (total - below) // left
+        below += c
+    return caps[-1] if caps else 0
 
 
 def _clipped_sum(pairs: array[int], window: tuple[int, int] | None) -> int:
