@@ -396,7 +396,7 @@ def _ping_pong(n: int, late: int) -> tuple[str, dict[str, Any]]:
     wakes = []
     t = 1_000_000
     ran = {1: 0, 2: 0}
-    for i in range(n):
+    for _ in range(n):
         for tid in (1, 2):
             lines.append(inn(tid, t + late))
             lines.append(out(tid, t + 20_000))

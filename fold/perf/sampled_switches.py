@@ -31,7 +31,9 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   during the window and has no leading span.
 * **On-CPU time is exact too**: each ``IN`` to the next ``OUT``, clipped to the window
   (``meta.extra["sched_threads"]``: per thread on-CPU, runnable and blocked ns), which the run
-  uses as each thread's on-CPU total (``wallflame.window``).
+  uses as each thread's on-CPU total (``wallflame.window``).  perf's ``IN`` record comes a
+  few microseconds after the switch: every ``IN`` is moved earlier by the lag the kernel's run
+  time shows over the run (``_switch_in_lag``).
 * Blocked time is also kept per wait class in bins of ``BIN_NS`` of the perf clock
   (``class_bins``): ``wallflame check`` measures how much each class moves within a run from
   it (``wallflame.fold.slices``), since the scheduler's text is not kept.  A thread's
