@@ -273,6 +273,53 @@ def test_mariadb_sampled_scheduler_stacks_reach_the_thread_root(tmp_path: Path) 
         assert below <= SLACK_US and above <= SLACK_US, (name, below, above)
 
 
+def _oncpu_gaps(run: Path) -> tuple[dict[int, float], dict[str, Any]]:
+    """Per thread listed at both reads: wallflame's on-CPU share of the window minus the
+    kernel's run time (``schedstat`` between the collect's two reads of that thread) as a share
+    of the span between them, in points; and the run's switch-in lag."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from switch_in_lag import gaps  # type: ignore[import-not-found]
+
+    meta = json.loads((run / "meta.json").read_text())
+    return gaps(run), meta["profile"]["extra"]["sched"]["switch_in_lag"]
+
+
+def test_redis_main_thread_on_cpu_agrees_with_schedstat(tmp_path: Path) -> None:
+    """redis-server under redis-benchmark (50 clients on loopback): its main thread switches
+    3,000-16,000 times a second.  Each thread's on-CPU share within 3 points of the kernel's
+    run time.
+
+    Before the switch-in lag, ten runs of the default collect gave -14.8 to +0.1 points on the
+    main thread; on the same recordings finished again without the lag, -2.9, -2.1 and +3.9
+    (``benchmarks/switch_in_lag.py --server redis``).  The lag is fitted to the kernel's
+    counters summed over the threads, and the main thread has most of the switch-ins, so on
+    this target the test checks that the lag is measured, applied to every interval and
+    carried into ``summary.json``, not an independent figure (the MariaDB test below is one).
+    Ten runs (2026-11-26, the lag -7.6 to +4.4 µs): the worst thread's gap -0.01 to +0.07
+    points."""
+    _need("redis-server", "redis-benchmark")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from servers import Redis  # type: ignore[import-not-found]
+
+    run = tmp_path / "run"
+    with Redis() as r:
+        load = r.benchmark_start(clients=50, seconds=60)
+        try:
+            time.sleep(1)
+            res = subprocess.run([*WALLFLAME, "collect", "--pid", str(r.pid), "-d", "5", "-o",
+                                  str(run)], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=180)
+            assert res.returncode == 0, res.stderr
+        finally:
+            load.stop()
+            load.proc.wait(30)
+    gaps, lag = _oncpu_gaps(run)
+    worst = max(gaps.values(), key=abs)
+    print("ONCPU_GAP", f"{worst:+.2f}", len(gaps), json.dumps(lag))
+    assert gaps and lag["applied"], lag
+    assert abs(worst) <= 3.0, gaps
+
+
 def test_mariadb_on_cpu_per_thread_agrees_with_schedstat(tmp_path: Path) -> None:
     """The default collect of MariaDB under 16 sysbench clients (the automatic budget: stacks
     sampled): each thread's on-CPU share of the window within 3 points of the kernel's run
@@ -280,26 +327,13 @@ def test_mariadb_on_cpu_per_thread_agrees_with_schedstat(tmp_path: Path) -> None
 
     The run's switch-in lag (``SampledSched._switch_in_lag``) is one figure fitted to the
     same counters summed over every thread, so the test holds each of about 30 threads to one
-    parameter.  Measured over 10 runs (2026-11-26, 28-30 threads each, the lag 0.9-2.6 µs over
-    100,000-160,000 switch-ins): the worst thread's gap -0.22 to +0.19 points.  Without the lag
-    the same recordings are several points under the kernel on the busiest threads
-    (``benchmarks/switch_in_lag.py``).  The margin, 3 points, is the target's."""
+    parameter.  Measured over 20 runs (2026-11-26, 28-30 threads each, the lag 0.9-2.6 µs over
+    100,000-160,000 switch-ins): the worst thread's gap -0.22 to +0.19 points.  Its threads
+    switch about 1,000 times a second each, so the lag matters little here: the same
+    recordings finished again without it gave -0.45 to -0.35 (``benchmarks/switch_in_lag.py``,
+    3 runs).  The margin, 3 points, is the target's."""
     run = _mariadb_under_sysbench(tmp_path, 16, 6)
-    cap = json.loads((run / "raw" / "capture.json").read_text())
-    meta = json.loads((run / "meta.json").read_text())
-    lag = meta["profile"]["extra"]["sched"]["switch_in_lag"]
-    w = cap["window"]
-    window = w["mono_end_ns"] - w["mono_start_ns"]
-    on = {t["tid"]: t["on_cpu_s"] * 1e9 / window
-          for t in json.loads((run / "summary.json").read_text())["threads"]}
-    start = {r["tid"]: r for r in cap["threads"]["start"]["threads"]}
-    gaps = {}
-    for r in cap["threads"]["end"]["threads"]:
-        a = start.get(r["tid"])
-        if a is None or not a["schedstat"] or not r["schedstat"]:
-            continue
-        kernel = (r["schedstat"][0] - a["schedstat"][0]) / (r["schedstat_ns"] - a["schedstat_ns"])
-        gaps[r["tid"]] = 100 * (on.get(r["tid"], 0.0) - kernel)
+    gaps, lag = _oncpu_gaps(run)
     worst = max(gaps.values(), key=abs)
     print("ONCPU_GAP", f"{worst:+.2f}", len(gaps), json.dumps(lag))
     assert len(gaps) >= 20 and lag["applied"], lag
