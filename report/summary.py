@@ -104,12 +104,24 @@ def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
     futex, a spin loop a rule names) is on a CPU, and shown so, but a program that clocks its
     lock call counts it as the wait; running stacks no rule matches are not in it."""
     out: dict[int, dict[str, int]] = {}
-    for k, w in profile.stacks.items():
-        if k.state != OFF:
-            cls = find_wait(k.frames)
-            if cls is not None:
-                per = out.setdefault(k.tid, {})
-                per[cls] = per.get(cls, 0) + w
+    running = [(k, w) for k, w in profile.stacks.items() if k.state != OFF]
+    # Only a stack with a frame some rule names can match: the names are looked up once
+    # each, the stacks compared with them in C (the rules on every frame of 20,000 stacks
+    # were 90 ms, most of a report's time).
+    names: set[str] = set()
+    for k, _ in running:
+        names.update(k.frames)
+    rules_of = default_rules().frame_rules
+    named = {n for n in names if rules_of(n)}
+    if not named:
+        return out
+    for k, w in running:
+        if named.isdisjoint(k.frames):
+            continue
+        cls = find_wait(k.frames)
+        if cls is not None:
+            per = out.setdefault(k.tid, {})
+            per[cls] = per.get(cls, 0) + w
     return out
 
 

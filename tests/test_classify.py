@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from wallflame.classify import (
     SCAN_DEPTH,
+    Rules,
     classify,
     default_rules,
     find_rule,
@@ -269,3 +270,24 @@ def test_user_rule_with_label_and_context(tmp_path: Path) -> None:
     finally:
         set_label_rules(None)
     assert wait_label((*THREAD, "RowStore::wait", "futex_wait"), "lock") == ""
+
+
+@given(st.one_of(st.sampled_from(["pthread_cond_wait", "__pthread_cond_timedwait", "srw_lock",
+                                  "vio_read_buff", "epoll_wait", "main", "__lll_lock_wait",
+                                  "rw_lock_x_lock_func", "ssux_lock_impl<true>::rd_wait"]),
+                 st.text(max_size=30)))
+def test_the_joined_patterns_match_what_each_pattern_matches(name: str) -> None:
+    """Names are screened by every pattern joined in one expression before each is tried:
+    the rules a name gets are those the patterns one by one give it."""
+    r = default_rules()
+    one_by_one = [rule for rx, rule in r.patterns if rx.match(name)]
+    got = [rule for rule in r._name_rules(name) if rule not in r.names.get(name, [])]
+    assert sorted(got, key=lambda x: x.order) == sorted(one_by_one, key=lambda x: x.order)
+
+
+def test_patterns_that_cannot_be_joined_are_tried_one_by_one() -> None:
+    r = Rules()
+    r.add_line("mutex\tstrong\tregex\t(?P<x>a)lock", "t:1")
+    r.add_line("condvar\tstrong\tregex\t(?P<x>b)wait", "t:2")
+    assert [x.cls for x in r._name_rules("bwait")] == ["condvar"]
+    assert [x.cls for x in r._name_rules("alock")] == ["mutex"]

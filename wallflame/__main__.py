@@ -1,3 +1,3 @@
-from wallflame.cli import main
+from wallflame.entry import main
 
 main()

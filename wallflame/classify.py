@@ -59,6 +59,9 @@ class Rules:
     names: dict[str, list[Rule]] = field(default_factory=dict)
     patterns: list[tuple[re.Pattern[str], Rule]] = field(default_factory=list)
     _seen: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
+    # every pattern in one, tried first (most names match none); made when first needed
+    _any: re.Pattern[str] | None = field(default=None, repr=False)
+    _joined_ok: bool = field(default=True, repr=False)
 
     def add_line(self, line: str, where: str) -> None:
         parts = line.split("\t")
@@ -82,6 +85,7 @@ class Rules:
         rule = Rule(cls, _STRENGTHS[strength], label, _regex(under, where) if under else None,
                     self._count())
         self._seen.clear()
+        self._any, self._joined_ok = None, True
         if match == "name":
             self.names.setdefault(pattern, []).append(rule)
         elif match == "prefix":
@@ -123,11 +127,24 @@ class Rules:
 
     def _name_rules(self, name: str) -> tuple[Rule, ...]:
         exact = self.names.get(name, [])
-        matched = [r for rx, r in self.patterns if rx.match(name)]
+        joined = self._joined()
+        matched = ([r for rx, r in self.patterns if rx.match(name)]
+                   if joined is None or joined.match(name) else [])
         ranked = [(-r.strength, 0, r.order, r) for r in exact]
         ranked += [(-r.strength, 1, r.order, r) for r in matched]
         ranked.sort(key=lambda t: t[:3])
         return tuple(t[3] for t in ranked)
+
+    def _joined(self) -> re.Pattern[str] | None:
+        """One expression matching where any pattern matches (None: the patterns cannot be
+        joined, each is tried)."""
+        if self._any is None and self._joined_ok:
+            try:
+                self._any = re.compile("|".join(f"(?:{rx.pattern})" for rx, _ in self.patterns)
+                                       or "(?!)")
+            except re.error:  # group names or numbers that clash once joined
+                self._joined_ok = False
+        return self._any
 
     def frame_class(self, frame: str) -> tuple[str, bool] | None:
         """The class the first rule naming this frame gives (context aside), and whether that

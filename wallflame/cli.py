@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import os
-import sys
+from typing import Any
 
 import click
 
 from wallflame import __version__
-from wallflame.errors import EXIT_INTERRUPTED
+from wallflame.entry import run_main
+from wallflame.errors import WallflameError
 
 #: The modules of ``wallflame.commands`` (a test checks the list against the package).
 COMMANDS = ("check", "collect", "demo", "diff", "doctor", "finish", "fold", "report")
@@ -21,6 +21,13 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WallflameError as e:  # its line, its exit code
+            e.show()
+            ctx.exit(e.exit_code)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
@@ -51,47 +58,6 @@ def cli() -> None:
     """
 
 
-#: Set by a command that leaves nothing to clean up (``report``): its process then ends
-#: without freeing, one by one, the millions of objects a big profile is made of (a tenth of
-#: the command's time).
-_quick_exit = False
-_kept: list[object] = []
-
-
-def quick_exit(*keep: object) -> bool:
-    """Let a successful run of this process end with ``os._exit`` once its streams are
-    flushed, holding on to ``keep`` until then (not freed when the command returns).  Only
-    ``main`` (a real process) acts on it, never a test's in-process run; says whether it
-    will."""
-    global _quick_exit
-    _quick_exit = True
-    if _in_main:
-        _kept.extend(keep)
-    return _in_main
-
-
-_in_main = False
-
-
 def main() -> None:
-    global _in_main
-    _in_main = True
-    try:
-        cli.main(standalone_mode=True)
-    except SystemExit as done:
-        if _quick_exit and not done.code:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            except OSError:
-                pass  # the reader went away: as below, not an error
-            os._exit(0)
-        raise
-    except KeyboardInterrupt:
-        click.echo("wallflame: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        # The reader went away (``wallflame fold x | head``): not an error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
+    """The full command line (``wallflame.entry.main`` sends the plain report elsewhere)."""
+    run_main(lambda: cli.main(standalone_mode=True))

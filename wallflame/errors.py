@@ -6,9 +6,8 @@ The exit codes are listed in the README; keep the two in step.
 
 from __future__ import annotations
 
+import sys
 from typing import IO, Any
-
-import click
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1  # wallflame check: a threshold was exceeded
@@ -21,20 +20,35 @@ EXIT_INCONCLUSIVE = 7  # wallflame check: not enough or partial data to judge
 EXIT_INTERRUPTED = 130
 
 
-class WallflameError(click.ClickException):
-    """A failure the user can fix: what happened and what to do about it."""
+def say(line: str, file: IO[Any] | None = None) -> None:
+    """One line on standard error (or ``file``), whatever it holds: a name taken from the
+    target may not be encodable in the stream's encoding, and is then written escaped."""
+    stream = file if file is not None else sys.stderr
+    try:
+        stream.write(line + "\n")
+    except UnicodeEncodeError:
+        enc = getattr(stream, "encoding", None) or "utf-8"
+        stream.write((line + "\n").encode(enc, "backslashreplace").decode(enc))
+    stream.flush()
+
+
+class WallflameError(Exception):
+    """A failure the user can fix: what happened and what to do about it.  Not a click
+    exception, so that the code which raises it does not import click; the command line
+    (``wallflame.cli``) shows it and exits with ``exit_code``."""
 
     exit_code = EXIT_INPUT
 
     def __init__(self, message: str, fix: str = "") -> None:
         super().__init__(message)
+        self.message = message
         self.fix = fix
 
     def format_message(self) -> str:
         return f"{self.message} (fix: {self.fix})" if self.fix else self.message
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"wallflame: error: {self.format_message()}", err=True)
+        say(f"wallflame: error: {self.format_message()}", file)
 
 
 class InputError(WallflameError):

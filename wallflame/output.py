@@ -10,10 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import IO
 
-import click
-
 from wallflame.amounts import column
-from wallflame.errors import InputError
+from wallflame.errors import InputError, say
 from wallflame.profile import WAIT_CLASSES, Meta, Profile
 
 
@@ -82,9 +80,9 @@ def print_losses(meta: Meta) -> None:
     for kind, loss in sorted(meta.losses.items()):
         where = f" (first at line {loss.first_line})" if loss.first_line else ""
         detail = f": {loss.detail}" if loss.detail else ""
-        click.echo(f"wallflame: warning: {loss.count} {kind}{where}{detail}", err=True)
+        say(f"wallflame: warning: {loss.count} {kind}{where}{detail}")
     for w in meta.warnings:
-        click.echo(f"wallflame: warning: {w}", err=True)
+        say(f"wallflame: warning: {w}")
 
 
 def summary_table(profile: Profile, out: IO[str]) -> None:
