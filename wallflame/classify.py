@@ -115,7 +115,7 @@ class Rules:
         return hits
 
     def _frame_rules(self, frame: str) -> tuple[Rule, ...]:
-        name = _SUFFIX.sub("", frame)
+        name = _SUFFIX.sub("", frame) if frame.endswith("]") else frame
         hits = self._name_rules(name)
         if not hits:
             # Raw names from folded files (``__GI___clock_nanosleep``, ``read@@GLIBC_2.2.5``)

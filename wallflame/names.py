@@ -108,7 +108,8 @@ def normalize(raw: str) -> str:
     s = raw.strip()
     if not s:
         return UNKNOWN
-    s = _OFFSET.sub("", s)
+    if "+0x" in s:
+        s = _OFFSET.sub("", s)
     if "@" in s:
         s = _VERSION.sub("", s)
     if "[clone" in s:
