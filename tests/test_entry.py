@@ -99,3 +99,16 @@ def test_errors_read_the_same_either_way(tmp_path: Path) -> None:
     assert short.stderr.startswith("wallflame: error: ") and short.stderr.count("\n") == 1
     bad = _wallflame("report", "x", "--format", "docx", code=code)
     assert bad.returncode == EXIT_USAGE and "Invalid value for '--format'" in bad.stderr
+
+
+def test_a_line_that_cannot_be_encoded_is_written_escaped() -> None:
+    """A thread or frame name from the target may hold bytes that are not text (surrogate
+    escapes) or characters the stream cannot encode: the warning is still one line."""
+    import io
+
+    from wallflame.errors import say
+
+    buf = io.BytesIO()
+    stream = io.TextIOWrapper(buf, encoding="ascii")
+    say("wallflame: warning: thread w\udcff\u00e9 <b>", stream)
+    assert buf.getvalue() == b"wallflame: warning: thread w\\udcff\\xe9 <b>\n"
