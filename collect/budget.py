@@ -44,8 +44,12 @@ STACK_OVERHEAD_BYTES = 600
 #: are sampled within ``AUTO_MB_PER_S`` (a minute then stays within about 480 MB).  Measured
 #: at every switch (8 KiB stack copies): the sample programs 1.4-49 MB/s (``epoll`` the
 #: highest, ``queue`` 24), MariaDB under sysbench 242-370 MB/s, redis under redis-benchmark
-#: about 220; ``benchmarks/README.md`` has the runs.
-AUTO_ABOVE_MB_PER_S = 64.0
+#: about 220; ``benchmarks/README.md`` has the runs.  The rate read before the window can be
+#: half the rate during it: ``spin8 --heartbeat-hz 2000`` switched 4,115 times a second before
+#: and 6,600-9,000 during the collect (perf's own work preempting its workers), so a stack at
+#: every switch, estimated at 37 MB/s, wrote 58-79.  Above 24 MB/s estimated (about 2,600
+#: switches a second), the budget is taken.
+AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).

@@ -128,8 +128,9 @@ class Rules:
     def _name_rules(self, name: str) -> tuple[Rule, ...]:
         exact = self.names.get(name, [])
         joined = self._joined()
-        matched = ([r for rx, r in self.patterns if rx.match(name)]
-                   if joined is None or joined.match(name) else [])
+        if joined is not None and not exact and not joined.match(name):
+            return ()  # most names: no rule at all
+        matched = [r for rx, r in self.patterns if rx.match(name)]
         ranked = [(-r.strength, 0, r.order, r) for r in exact]
         ranked += [(-r.strength, 1, r.order, r) for r in matched]
         ranked.sort(key=lambda t: t[:3])
