@@ -81,7 +81,8 @@ def recognise(head: str, path: str) -> tuple[str, int]:
             return fmt, skipped
     raise InputError(
         f"{path}: format not recognised from its first lines",
-        f"name it with --format ({', '.join(formats())})",
+        f"name it: wallflame fold --format F (F: {', '.join(formats())}), whose output "
+        "wallflame report reads",
     )
 
 

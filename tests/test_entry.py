@@ -112,3 +112,18 @@ def test_a_line_that_cannot_be_encoded_is_written_escaped() -> None:
     stream = io.TextIOWrapper(buf, encoding="ascii")
     say("wallflame: warning: thread w\udcff\u00e9 <b>", stream)
     assert buf.getvalue() == b"wallflame: warning: thread w\\udcff\\xe9 <b>\n"
+
+
+def test_an_unrecognised_input_names_a_fix_that_works(tmp_path: Path) -> None:
+    """``report`` has no input format option (its ``--format`` is the report's): the fix it
+    gives for an input it cannot recognise is the ``fold`` command, which then reads it."""
+    code = ("import sys; sys.argv = ['wallflame'] + sys.argv[1:];"
+            "from wallflame.entry import main; main()")
+    odd = ROOT / "tests" / "fixtures" / "folded" / "hostile.folded"
+    r = _wallflame("report", str(odd), "-o", str(tmp_path / "r.html"), code=code)
+    assert r.returncode == EXIT_INPUT and "wallflame fold --format F" in r.stderr, r.stderr
+    out = tmp_path / "x.folded"
+    r = _wallflame("fold", "--format", "folded", str(odd), "-o", str(out), code=code)
+    assert r.returncode == 0, r.stderr
+    r = _wallflame("report", str(out), "-o", str(tmp_path / "r.html"), code=code)
+    assert r.returncode == 0, r.stderr
