@@ -23,6 +23,9 @@ class FoldOptions:
                     timestamps (pt-pmp logs without ``TS`` lines); default 1 s, pt-pmp's pace.
     include_running: also add snapshots of running threads as on-CPU time (off by default:
                     perf measures on-CPU better; they are always counted for coverage).
+    stops_window_ns: the collect's window (ns since the epoch): the tracer's timing of its
+                    own stops counts only what lies inside it, as the scheduler's view of them
+                    does (``fold.snapshots.windowed_stops``).
     """
 
     event: str | None = None
@@ -32,6 +35,7 @@ class FoldOptions:
     folded_unit: str = "samples"
     snapshot_interval_ns: int = 1_000_000_000
     include_running: bool = False
+    stops_window_ns: tuple[int, int] | None = None
 
     def get_rules(self) -> Rules:
         from wallflame.classify import default_rules

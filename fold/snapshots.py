@@ -106,6 +106,26 @@ def parse_ts(line: str) -> int | None:
 _PendingKey = tuple[StackKey, "HolderKey | None", int]
 
 
+def windowed_stops(pause: dict[str, Any], t: int | None,
+                   window: tuple[int, int] | None) -> Any:
+    """A snapshot's stops (``{"tid": [lower ms, upper ms]}``, taken from ``t`` ns since the
+    epoch over its ``span_ms``) as far as they lie inside ``window``: all of them when the
+    snapshot does, none when it lies outside (the collect's first snapshot can come before the
+    window opens, and the scheduler's intervals are cut at its edges), and with no lower bound
+    when it straddles an edge (the thread stood stopped for part of it inside)."""
+    raw = pause.get("stops")
+    if window is None or t is None or not isinstance(raw, dict):
+        return raw
+    span = pause.get("span_ms")
+    end = t + int(float(span) * 1e6) if isinstance(span, int | float) and span > 0 else t
+    if end <= window[0] or t >= window[1]:
+        return None
+    if window[0] <= t and end <= window[1]:
+        return raw
+    return {tid: [0.0, pair[1]] for tid, pair in raw.items()
+            if isinstance(pair, list) and len(pair) == 2}
+
+
 class Accumulator:
     """Turns closed dumps into weighted stacks in ``profile``."""
 
@@ -159,7 +179,7 @@ class Accumulator:
         pause = dump.pause.get("pause_ms")
         if isinstance(pause, int | float) and not isinstance(pause, bool):
             self.pauses.append(float(pause))
-        add_stops(self.stops, dump.pause.get("stops"))
+        add_stops(self.stops, windowed_stops(dump.pause, t, self.options.stops_window_ns))
         by_tid = {th.tid: th for th in dump.threads}
         for th in dump.threads:
             if th.frames:

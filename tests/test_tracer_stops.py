@@ -127,3 +127,25 @@ def test_sampled_stopped_time_is_kept_within_the_tracers_own_timing() -> None:
     assert any("within the tracer's own timing" in w for w in p.meta.warnings)
     # within the bounds already: nothing moves
     assert stops.bound_by_measured(p) == 0
+
+
+def test_the_tracers_timing_counts_only_what_lies_in_the_window() -> None:
+    """The collect's first snapshot can come before its window opens; the scheduler's
+    intervals are cut at the window's edges, so the tracer's own timing must be too: a
+    snapshot before or after the window counts nothing, one across an edge keeps only its
+    upper bound (the thread stood stopped for part of it inside)."""
+    from wallflame.fold.snapshots import windowed_stops
+
+    stops = {"7": [2.9, 3.3]}
+    window = (10_000_000_000, 20_000_000_000)
+
+    def at(t: int, span_ms: float = 4.0) -> object:
+        return windowed_stops({"stops": stops, "span_ms": span_ms}, t, window)
+
+    assert at(9_000_000_000) is None                      # 0.4 s before: the failed run's case
+    assert at(20_000_000_000) is None                     # at the end: after it
+    assert at(15_000_000_000) == stops                    # inside
+    assert at(9_998_000_000) == {"7": [0.0, 3.3]}         # across the opening
+    assert at(19_998_000_000) == {"7": [0.0, 3.3]}        # across the end
+    assert windowed_stops({"stops": stops}, 15_000_000_000, None) == stops  # no window known
+    assert windowed_stops({"stops": stops}, None, window) == stops          # untimed snapshot

@@ -41,9 +41,10 @@ from wallflame.rundir import (
 )
 
 
-def _fold(path: Path, fmt: str, profile_meta_warn: list[str]) -> Profile | None:
+def _fold(path: Path, fmt: str, profile_meta_warn: list[str],
+          options: FoldOptions | None = None) -> Profile | None:
     try:
-        return fold_file(str(path), FoldOptions(), fmt)
+        return fold_file(str(path), options or FoldOptions(), fmt)
     except WallflameError as e:
         profile_meta_warn.append(f"{path.name}: could not be folded: {e.format_message()}")
         return None
@@ -115,7 +116,9 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
     measured: list[Any] = [stops.stops_json(evidence.stops)]  # the tracer's own stop timings
     for log in logs(raw, SNAPSHOT_LOG):  # one per process
-        one = _fold(log, _snapshot_format(backend), warnings)
+        one = _fold(log, _snapshot_format(backend), warnings, FoldOptions(
+            stops_window_ns=(cap.window.start_ns, cap.window.end_ns)
+            if cap.window.end_ns > cap.window.start_ns else None))
         if one is not None:
             measured.append(one.meta.extra.pop(stops.MEASURED_STOPS, None))
             pmp_profile = one if pmp_profile is None else pmp_profile.merge(one)
