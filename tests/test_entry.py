@@ -127,3 +127,11 @@ def test_an_unrecognised_input_names_a_fix_that_works(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = _wallflame("report", str(out), "-o", str(tmp_path / "r.html"), code=code)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_newline_in_a_path_does_not_start_a_second_line(tmp_path: Path) -> None:
+    code = ("import sys; sys.argv = ['wallflame'] + sys.argv[1:];"
+            "from wallflame.entry import main; main()")
+    r = _wallflame("report", str(tmp_path / "a\nb\x1b[31m"), code=code)
+    assert r.returncode == EXIT_INPUT and r.stderr.count("\n") == 1, r.stderr
+    assert "a\\nb\\x1b[31m" in r.stderr

@@ -21,9 +21,12 @@ EXIT_INTERRUPTED = 130
 
 
 def say(line: str, file: IO[Any] | None = None) -> None:
-    """One line on standard error (or ``file``), whatever it holds: a name taken from the
-    target may not be encodable in the stream's encoding, and is then written escaped."""
+    """One line on standard error (or ``file``), whatever it holds: control characters (a
+    newline in a path or a thread name) are written escaped, and so is what the stream's
+    encoding cannot hold."""
     stream = file if file is not None else sys.stderr
+    if not line.isprintable():  # a newline in a path or name must not start a second line
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
     try:
         stream.write(line + "\n")
     except UnicodeEncodeError:
