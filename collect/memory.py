@@ -4,8 +4,9 @@ RSS and thread count are sampled from ``/proc/PID/status``.  glibc malloc arenas
 main one live in heaps of ``HEAP_MAX_SIZE`` (64 MiB on 64-bit) aligned to that size: an
 anonymous ``rw-p`` mapping (the committed part) at a 64 MiB-aligned address, followed by a
 ``---p`` mapping (the reserved rest) ending at the next 64 MiB boundary, or one 64 MiB ``rw-p``
-mapping when fully committed.  Thread stacks have their ``---p`` guard *below* the stack and are
-not 64 MiB-aligned, so they are not counted.
+mapping when fully committed (several such heaps side by side, as an arena past 64 MiB gets,
+show as one mapping of a multiple of 64 MiB, or ending in one reserve).  Thread stacks have
+their ``---p`` guard *below* the stack and are not 64 MiB-aligned, so they are not counted.
 """
 
 from __future__ import annotations
@@ -55,9 +56,11 @@ def arenas(regions: list[Region]) -> dict[str, Any]:
             continue
         size = r.end - r.start
         nxt = regions[i + 1] if i + 1 < len(regions) else None
+        # Heaps side by side whose committed parts touch show as one mapping (the kernel
+        # merges them): k whole heaps, or whole heaps and the committed part of the last.
         guarded = (nxt is not None and nxt.start == r.end and nxt.perms == "---p"
-                   and not nxt.path and nxt.end - r.start == HEAP_MAX_SIZE)
-        if guarded or size == HEAP_MAX_SIZE:
+                   and not nxt.path and (nxt.end - r.start) % HEAP_MAX_SIZE == 0)
+        if guarded or size % HEAP_MAX_SIZE == 0:
             maps.append({"start": hex(r.start), "size_kb": size // 1024, "rss_kb": r.rss_kb})
     return {"count": len(maps), "mappings": maps,
             "total_rss_kb": sum(int(m["rss_kb"]) for m in maps)}

@@ -88,6 +88,22 @@ def test_arena_heaps_found_stacks_ignored() -> None:
     assert a["total_rss_kb"] == 8000 + 65536
 
 
+def test_heaps_side_by_side_merged_into_one_mapping_are_arenas() -> None:
+    """An arena past 64 MiB takes a second heap; when it lies right after a full one, the
+    kernel shows both as one mapping (a 128 MiB one, or 64 MiB and a committed part followed
+    by the reserve).  A run in CI saw 54 MB of arenas in a process holding 480 MB in them."""
+    base = 0x7F0000000000
+    text = _smaps([
+        (base, base + 2 * HEAP_MAX_SIZE, "rw-p", "", 131072),                # two full heaps
+        (base + 4 * HEAP_MAX_SIZE, base + 5 * HEAP_MAX_SIZE + (8 << 20), "rw-p", "", 70000),
+        (base + 5 * HEAP_MAX_SIZE + (8 << 20), base + 6 * HEAP_MAX_SIZE, "---p", "", 0),
+        (base + 8 * HEAP_MAX_SIZE, base + 8 * HEAP_MAX_SIZE + (96 << 20), "rw-p", "", 1),  # not
+    ])
+    a = arenas(parse_smaps(text))
+    assert [m["start"] for m in a["mappings"]] == [hex(base), hex(base + 4 * HEAP_MAX_SIZE)]
+    assert a["total_rss_kb"] == 131072 + 70000
+
+
 def test_perf_lost_lines_counted() -> None:
     text = ("[ perf record: Woken up 3 times to write data ]\n"
             "Processed 12000 events and lost 7 chunks!\n"
