@@ -16,9 +16,15 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   process / on every CPU;
 * ``bpf_acct``: ``bpftrace`` on ``sched:sched_switch`` and ``sched:sched_wakeup``, adding each
   of the server's threads' blocked and runnable time up in kernel maps (no record per switch,
-  no stack), printed once at the end.
+  no stack), printed once at the end;
+* ``wf_*``: a whole ``wallflame collect --pid PID --duration WINDOW`` with the options in
+  ``COLLECTS`` (``wf_default``: none), its window read from its ``meta.json`` (what comes
+  before and after the window, the rate read and the post-processing, is left out of the
+  window's figure, and ends before the next window starts).  Together they split what a
+  default collect costs over its parts.
 
     python3 benchmarks/sched_recorders.py --window 8 --rounds 6
+    python3 benchmarks/sched_recorders.py --recorders wf_default,wf_no_owners,wf_sched,wf_none
 
 It holds ``/tmp/wallflame-measure.lock``; the server's own figures move by 10-30% from window
 to window on a shared 2-core machine, so quote medians of several rounds.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import shutil
 import statistics
 import subprocess
@@ -43,6 +50,14 @@ from benchmarks.servers import MariaDB, require  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "bpf_acct")
+#: Whole collects: the extra options of each.
+COLLECTS = {
+    "wf_default": [],
+    "wf_no_owners": ["--owner-rate", "0"],
+    "wf_sched": ["--off-cpu", "sched"],
+    "wf_pmp": ["--off-cpu", "pmp"],
+    "wf_none": ["--off-cpu", "none"],
+}
 
 #: Per thread of the process given as $1: blocked time up to its wake-up, then runnable to its
 #: switch-in; preempted (state 0, running): runnable to its switch-in.
@@ -93,6 +108,24 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     raise ValueError(kind)
 
 
+def wallflame_window(pid: int, out: Path, window: float, extra: list[str]
+                     ) -> tuple[float, float]:
+    """Run one collect; its window in this process's ``time.monotonic()``."""
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid", str(pid),
+                    "--duration", f"{window:g}", "-o", str(out), *extra],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
+                   check=False, timeout=window + 600)
+    try:
+        w = json.loads((out / "meta.json").read_text())["window"]
+    except (OSError, ValueError, KeyError):
+        return 0.0, -1.0  # no window: no figure
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    offset = time.time() - time.monotonic()
+    return w["start_ns"] / 1e9 - offset, w["end_ns"] / 1e9 - offset
+
+
 def measure(kinds: list[str], window: float, rounds: int, work: Path
             ) -> dict[str, list[float]]:
     program = work / "accounting.bt"
@@ -102,7 +135,8 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path
     with MariaDB(tables=4, table_size=10_000, base_dir=work) as db:
         db.prepare()
         db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
-        total = rounds * len(kinds) * (window + 3) + 15
+        # A collect also reads the rate first and post-processes after its window.
+        total = rounds * sum(window + (63 if k in COLLECTS else 3) for k in kinds) + 15
         load = db.sysbench_start("oltp_update_index", 32, total)
         time.sleep(5)
         for r in range(rounds):
@@ -111,6 +145,11 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path
                 start = time.monotonic() - load.started
                 if kind == "none":
                     time.sleep(window)
+                elif kind in COLLECTS:
+                    s, e = wallflame_window(db.pid, work / kind, window, COLLECTS[kind])
+                    marks.append((kind, s - load.started, e - load.started))
+                    time.sleep(2)
+                    continue
                 else:
                     out = work / f"{kind}.data"
                     subprocess.run(command(kind, db.pid, out, window, program),
@@ -119,7 +158,8 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path
                     out.unlink(missing_ok=True)
                 marks.append((kind, start, time.monotonic() - load.started))
                 time.sleep(2)
-        load.result(total + 120)
+        load.stop()
+        load.result(120)
         per_second = load.intervals()
     for kind, s, e in marks:
         inside = [tps for t, tps in per_second if s + 1.5 <= t <= e]
@@ -133,7 +173,7 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--recorders", default=",".join(RECORDERS),
-                    help=f"comma-separated, of: {', '.join(RECORDERS)}")
+                    help=f"comma-separated, of: {', '.join([*RECORDERS, *COLLECTS])}")
     args = ap.parse_args()
     require("mariadb")
     kinds = ["none", *[k for k in args.recorders.split(",") if k]]

@@ -489,10 +489,11 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
                                                            recorders, stop)
     if folder is not None and any(r.stem == perf.WAKE for r in recorders):
         folder.expect_wakes()
+    ksyms = bool(recorders) and perf.save_kallsyms(raw)
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(
-            Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched")
+            Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched", kallsyms=ksyms)
     rel: releases.ReleaseRecorder | None = None
     t_start = time.time_ns()
     mono_start = time.monotonic_ns()

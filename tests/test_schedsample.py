@@ -284,6 +284,33 @@ def test_system_wide_on_cpu_is_filtered_to_the_target(tmp_path: Path) -> None:
     assert not any(a.startswith("--pid") for a in script_command(tmp_path / "s", True, 1234))
 
 
+def test_perf_script_reads_the_kernel_symbols_saved_in_raw(tmp_path: Path) -> None:
+    from wallflame.collect.perf import KALLSYMS, KALLSYMS_MIN, save_kallsyms, script_command
+
+    src = tmp_path / "proc_kallsyms"
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    src.write_bytes(b"0000000000000000 T _text\n0000000000000000 T schedule\n")
+    assert not save_kallsyms(raw, src)  # hidden addresses (kptr_restrict): no copy
+    assert not (raw / KALLSYMS).exists() and not (raw / KALLSYMS_MIN).exists()
+    chunk, wake = raw / "sched.data.1", raw / "wake.data.1"
+    assert not any(a.startswith("--kallsyms") for a in script_command(chunk, True))
+    text = (b"ffffffff81000000 T _stext\nffffffff81000000 T _text\n"
+            b"ffffffff81001000 T schedule\nffffffffc0000000 t _text\t[fake_module]\n"
+            b"ffffffff82209988 T _etext\n")
+    src.write_bytes(text)
+    assert save_kallsyms(raw, src)
+    assert (raw / KALLSYMS).read_bytes() == text
+    assert (raw / KALLSYMS_MIN).read_bytes() == (
+        b"ffffffff81000000 T _stext\nffffffff81000000 T _text\nffffffff82209988 T _etext\n")
+    assert f"--kallsyms={raw / KALLSYMS}" in script_command(chunk, True)
+    assert f"--kallsyms={raw / KALLSYMS}" in script_command(raw / "perf.data.1", False, 7)
+    assert f"--kallsyms={raw / KALLSYMS_MIN}" in script_command(wake, False)
+    # The command written into meta.json names the copy whether or not it is there yet.
+    assert "--kallsyms=raw/kallsyms" in script_command(Path("raw/sched.data.<chunk>"), True,
+                                                        kallsyms=True)
+
+
 def test_a_run_over_its_budget_says_so() -> None:
     from wallflame.fold.perf.chunks import budget_warnings
     from wallflame.rundir import Capture

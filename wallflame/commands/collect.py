@@ -82,6 +82,11 @@ def _positive(value: float | None, zero: bool = False) -> bool:
 @click.option("--pmp-rate", type=float, default=None,
               help="Snapshots per second (default: 10 with --off-cpu pmp; 2 with both, where "
               "the scheduler gives the times and snapshots name the locks and fill in stacks).")
+@click.option("--owner-rate", type=float, default=_DEFAULTS.owner_rate_hz, show_default=True,
+              help="Rounds per second of the owner sampler (modes both and pmp): it reads "
+              "each thread's /proc syscall file and stops each lock owner it finds for a "
+              "fraction of a millisecond to take its stack; 0 turns it off (no holder "
+              "stacks).")
 @click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
               help="perf on-CPU sampling frequency (Hz).")
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
@@ -115,7 +120,8 @@ def _positive(value: float | None, zero: bool = False) -> bool:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...], out: str,
             duration: float | None, off_cpu: str, pmp_backend: str,
-            pmp_rate: float | None, freq: int, call_graph: str, sched_call_graph: str,
+            pmp_rate: float | None, owner_rate: float, freq: int, call_graph: str,
+            sched_call_graph: str,
             max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
             release_sites: bool, command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
@@ -139,13 +145,15 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
     if not all(_positive(v) for v in (pmp_rate, freq, duration, max_pause_ms)):
         raise InputError("--pmp-rate, -F, --duration and --max-pause-ms must be positive "
                          "numbers")
-    if not _positive(max_data_mb_per_s) or not _positive(sched_stack_hz, zero=True):
-        raise InputError("--max-data-mb-per-s must be a positive number and --sched-stack-hz "
-                         "a number not negative")
+    if not _positive(max_data_mb_per_s) or not all(
+            _positive(v, zero=True) for v in (sched_stack_hz, owner_rate)):
+        raise InputError("--max-data-mb-per-s must be a positive number, --sched-stack-hz and "
+                         "--owner-rate numbers not negative")
     select = selection(pids, trees, cgroups) if attach else None
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if attach else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
+                          owner_rate_hz=owner_rate,
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites)
