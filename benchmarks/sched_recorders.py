@@ -33,6 +33,7 @@ to window on a shared 2-core machine, so quote medians of several rounds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import shutil
@@ -158,9 +159,10 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path
                     out.unlink(missing_ok=True)
                 marks.append((kind, start, time.monotonic() - load.started))
                 time.sleep(2)
-        load.stop()
-        load.result(120)
         per_second = load.intervals()
+        load.stop()  # sysbench can take minutes to stop on SIGINT: killed after 30 s
+        with contextlib.suppress(subprocess.TimeoutExpired, RuntimeError):
+            load.result(30)
     for kind, s, e in marks:
         inside = [tps for t, tps in per_second if s + 1.5 <= t <= e]
         if inside:
