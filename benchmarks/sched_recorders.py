@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import MariaDB, require  # noqa: E402
+from benchmarks.servers import MariaDB, require, wallflame_env, warm_bytecode  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "bpf_acct")
@@ -116,7 +116,7 @@ def wallflame_window(pid: int, out: Path, window: float, extra: list[str]
     subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid", str(pid),
                     "--duration", f"{window:g}", "-o", str(out), *extra],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
-                   check=False, timeout=window + 600)
+                   check=False, timeout=window + 600, env=wallflame_env())
     try:
         w = json.loads((out / "meta.json").read_text())["window"]
     except (OSError, ValueError, KeyError):
@@ -178,6 +178,7 @@ def main() -> int:
                     help=f"comma-separated, of: {', '.join([*RECORDERS, *COLLECTS])}")
     args = ap.parse_args()
     require("mariadb")
+    warm_bytecode(ROOT)
     kinds = ["none", *[k for k in args.recorders.split(",") if k]]
     if "bpf_acct" in kinds and shutil.which("bpftrace") is None:
         print("sched_recorders: bpftrace not installed (apt-get install bpftrace): "

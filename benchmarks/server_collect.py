@@ -60,7 +60,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import MariaDB, Missing, require  # noqa: E402
+from benchmarks.servers import (  # noqa: E402
+    MariaDB,
+    Missing,
+    require,
+    wallflame_env,
+    warm_bytecode,
+)
 
 LOCK = "/tmp/wallflame-measure.lock"
 CLASSES = ("mutex", "rwlock", "lock", "condvar", "io", "poll", "sleep", "other")
@@ -95,7 +101,8 @@ def collect(pid: int, out: Path, window: float, extra: list[str]) -> dict[str, A
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid", str(pid),
                         "--duration", str(window), "-o", str(out), *extra],
-                       capture_output=True, text=True, cwd=str(ROOT), check=False)
+                       capture_output=True, text=True, cwd=str(ROOT), check=False,
+                       env=wallflame_env())
     t1 = time.monotonic()
     if r.returncode != 0:
         raise RuntimeError(f"collect failed ({r.returncode}): {r.stderr[-2000:]}")
@@ -348,6 +355,7 @@ def main() -> int:
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
         return 0
+    warm_bytecode(ROOT)
     if a.heartbeat:
         keep = a.keep or Path(tempfile.mkdtemp(prefix="wallflame-server-collect-"))
         keep.mkdir(parents=True, exist_ok=True)
