@@ -300,13 +300,15 @@ def _undelta(deltas: list[Any], base: int) -> list[int]:
 
 
 def write(run_dir: str | os.PathLike[str], tl: Timeline) -> Path:
-    """``RUN/timeline.json.gz`` (compact JSON, gzip level 6, no timestamp in the header so the
-    same run gives the same bytes)."""
+    """``RUN/timeline.json.gz`` (compact JSON, gzip level 1, no timestamp in the header so the
+    same run gives the same bytes).  Level 1: a busy server's timeline is tens of MB of JSON
+    (19 MB for 20 s of MariaDB at 40,000 switches a second), which level 6 took 1.0 s of CPU
+    to pack and level 1 0.14 s, for a file 9% larger (6.3 MB against 5.8 MB)."""
     from wallflame.output import open_output
 
     path = Path(run_dir) / TIMELINE
     data = json.dumps(tl.to_json(), separators=(",", ":"), ensure_ascii=False)
-    blob = gzip.compress(data.encode("utf-8"), compresslevel=6, mtime=0)
+    blob = gzip.compress(data.encode("utf-8"), compresslevel=1, mtime=0)
     with open_output(str(path)) as f:
         f.flush()
         f.buffer.write(blob)  # type: ignore[attr-defined]  # a file opened by open_output
