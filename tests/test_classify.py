@@ -285,6 +285,31 @@ def test_the_joined_patterns_match_what_each_pattern_matches(name: str) -> None:
     assert sorted(got, key=lambda x: x.order) == sorted(one_by_one, key=lambda x: x.order)
 
 
+NAMES = st.one_of(
+    st.sampled_from(["pthread_cond_wait", "__pthread_cond_timedwait", "srw_lock", "main",
+                     "__GI___pthread_mutex_lock", "read@@GLIBC_2.2.5", "futex_wait_[k]",
+                     "epoll_wait+0x1f", "__lll_lock_wait_[i]", "[unknown]", "operator[]",
+                     "vio_read_buff", "std::mutex::lock()", "__libc_read", "ProcSleep",
+                     "rw_lock_x_lock_func", "ssux_lock_impl<true>::rd_wait", "", " "]),
+    st.text(max_size=30))
+
+
+@given(st.sets(NAMES, max_size=25), st.booleans())
+def test_named_is_the_names_frame_rules_gives_rules(names: set[str], joinable: bool) -> None:
+    """``Rules.named`` (every name at once) finds the names ``frame_rules`` (one name at a
+    time) gives rules for: exact names, patterns, marked names and raw names under their
+    collector-independent form, with the patterns joined and, when they cannot be, one by
+    one."""
+    r = load_rules()
+    if not joinable:
+        r.add_line("mutex\tstrong\tregex\t(?P<x>a)lock", "t:1")
+        r.add_line("condvar\tstrong\tregex\t(?P<x>b)wait", "t:2")
+        names |= {"alock", "bwait_[k]"}
+    assert r.named(names) == {n for n in names if r.frame_rules(n)}
+    assert r.named(iter(names)) == r.named(names)
+    assert (r._joined() is None) is not joinable
+
+
 def test_patterns_that_cannot_be_joined_are_tried_one_by_one() -> None:
     r = Rules()
     r.add_line("mutex\tstrong\tregex\t(?P<x>a)lock", "t:1")

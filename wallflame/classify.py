@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -124,6 +125,27 @@ class Rules:
             if canonical != name:
                 hits = self._name_rules(canonical)
         return hits
+
+    def named(self, names: Iterable[str]) -> set[str]:
+        """The names among ``names`` that some rule names (those ``frame_rules`` has rules
+        for), found in bulk: the exact names by one set operation, the patterns by the joined
+        expression, and each name's collector-independent form only for the names left."""
+        joined = self._joined()
+        if joined is None:
+            return {n for n in names if self.frame_rules(n)}
+        left = set(names)
+        # a kernel or inline mark to strip first (``futex_wait_[k]``): one by one
+        marked = {n for n in left if n.endswith("]")}
+        hit = {n for n in marked if self.frame_rules(n)}
+        left -= marked
+        exact = self.names
+        hit |= left & exact.keys()
+        left -= hit
+        hit.update(filter(joined.match, left))
+        left -= hit
+        hit.update(n for n, c in zip(left, map(normalize, left), strict=True)
+                   if c != n and (c in exact or joined.match(c)))
+        return hit
 
     def _name_rules(self, name: str) -> tuple[Rule, ...]:
         exact = self.names.get(name, [])
