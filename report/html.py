@@ -212,15 +212,17 @@ def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any
     """What the page's scripts read (golden-tested): the flame tree, the units and the
     classes' labels and colours (the table's: the script keeps no copy), and for a run
     directory the timeline (``report.timeline_page``)."""
-    from wallflame.report.timeline_page import page_timeline
-
     tree = build_tree(profile, max_nodes)
     data = {"flame": tree.to_json(), "unit": profile.meta.unit,
             "window_ns": profile.meta.window_ns, "classes": page_table(),
             "class_fallback": FALLBACK}
-    timeline = page_timeline(profile, tree)
-    if timeline is not None:
-        data["timeline"] = timeline
+    if isinstance(profile.meta.extra.get("run_dir"), str):
+        # only a run directory has a timeline (the modules reading one are imported for it)
+        from wallflame.report.timeline_page import page_timeline
+
+        timeline = page_timeline(profile, tree)
+        if timeline is not None:
+            data["timeline"] = timeline
     return data
 
 

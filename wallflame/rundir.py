@@ -30,13 +30,15 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from wallflame.errors import InputError
 from wallflame.folded import meta_from_json, read_annotated
 from wallflame.profile import Loss, Meta, Profile, merge_all
 from wallflame.textio import iter_lines, json_objects
+
+if TYPE_CHECKING:  # imported where a path is made: pathlib is not needed to read a profile
+    from pathlib import Path
 
 #: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
 FORMAT = 1
@@ -410,6 +412,8 @@ def write_capture(raw: Path, cap: Capture) -> None:
 
 
 def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
+    from pathlib import Path
+
     path = Path(run_dir) / META
     meta = RunMeta.from_json(_read_dict(path, "re-run wallflame finish on the run directory"))
     _check_version(path, meta.version)
