@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from wallflame.classify import (
     SCAN_DEPTH,
     Rules,
+    _Prefix,
     classify,
     default_rules,
     find_rule,
@@ -308,6 +310,30 @@ def test_named_is_the_names_frame_rules_gives_rules(names: set[str], joinable: b
     assert r.named(names) == {n for n in names if r.frame_rules(n)}
     assert r.named(iter(names)) == r.named(names)
     assert (r._joined() is None) is not joinable
+
+
+PREFIXES = [str(rx) for rx, _ in default_rules().patterns if isinstance(rx, _Prefix)]
+
+
+@given(st.one_of(st.sampled_from(PREFIXES), st.text(max_size=8)),
+       st.one_of(st.sampled_from(PREFIXES), st.text(max_size=12)), st.text(max_size=6))
+def test_a_prefix_matches_as_its_escaped_expression_did(prefix: str, name: str,
+                                                        tail: str) -> None:
+    """A ``prefix`` rule matched by ``str.startswith`` matches the names the expression of the
+    escaped prefix matched, metacharacters included (``sync.(*Mutex).``), and its ``pattern``
+    is that expression."""
+    rx = _Prefix(prefix)
+    for n in (name, prefix + tail, name + prefix):
+        assert rx.match(n) == (re.compile(re.escape(prefix)).match(n) is not None)
+    assert rx.pattern == re.escape(prefix)
+
+
+def test_rules_are_numbered_in_file_order() -> None:
+    """Each rule's ``order`` is its place among the rules read (user rules first)."""
+    r = load_rules()
+    rules = [x for xs in r.names.values() for x in xs] + [x for _, x in r.patterns]
+    assert sorted(x.order for x in rules) == list(range(len(rules)))
+    assert len(PREFIXES) == len(r._prefixes) > 0
 
 
 def test_patterns_that_cannot_be_joined_are_tried_one_by_one() -> None:
