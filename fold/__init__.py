@@ -116,12 +116,13 @@ def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
                 fmt: str | None = None) -> Profile:
     """Run directories, captures and folded files, merged into one profile."""
     from wallflame.profile import merge_all
-    from wallflame.rundir import META, is_run_dir, load_run_dir
 
     opts = options or FoldOptions()
     profiles = []
     for path in paths:
         if os.path.isdir(path):
+            from wallflame.rundir import META, is_run_dir, load_run_dir
+
             if not is_run_dir(path):
                 raise InputError(f"{path}: not a run directory (no {META})",
                                  "give a directory written by wallflame collect, or a file")

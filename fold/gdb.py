@@ -20,7 +20,7 @@ from typing import NamedTuple
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
-from wallflame.rundir import SNAPSHOTS_MAGIC
+from wallflame.runfiles import SNAPSHOTS_MAGIC
 
 NAME = "gdb"
 
