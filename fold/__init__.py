@@ -45,6 +45,10 @@ def formats() -> list[str]:
 
 
 def folder(name: str) -> ModuleType:
+    from wallflame.fold import foreign_folded
+
+    if name == foreign_folded.NAME:  # most inputs: without importing the other folders
+        return foreign_folded
     for m in _modules():
         if name == m.NAME:
             return m
@@ -52,10 +56,14 @@ def folder(name: str) -> ModuleType:
 
 
 def _match(head: str) -> str | None:
-    for m in _modules():
-        if m.detect(head):
-            return str(m.NAME)
-    return None
+    """The first format in ``_modules()``'s order whose ``detect`` takes ``head``: those of
+    ``heads.ORDER`` without importing their folders, then folded stacks."""
+    from wallflame.fold import foreign_folded, heads
+
+    for name, detect in heads.ORDER:
+        if detect(head):
+            return name
+    return foreign_folded.NAME if foreign_folded.detect(head) else None
 
 
 def recognise(head: str, path: str) -> tuple[str, int]:
