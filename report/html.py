@@ -14,7 +14,6 @@ import heapq
 import json
 import os
 import re
-import shlex
 import stat
 from contextlib import suppress
 from functools import lru_cache
@@ -289,6 +288,8 @@ def _min_observations(profile: Profile) -> int:
 
 
 def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    if not summary["locks"]:
+        return []  # (without importing the lock tables' module)
     from wallflame.report.locks import holder_frames
 
     out = []
@@ -370,6 +371,10 @@ _SHOWN = {"memory", "pause", "commands", "tools", "target", "run_dir", "work", "
 
 def _commands(value: Any) -> list[str]:
     """Commands as shell lines: ``{"perf_record": [argv]}``, ``[argv, ...]`` or strings."""
+    if not value:
+        return []
+    import shlex  # (only a run directory's facts hold commands)
+
     items = value.items() if isinstance(value, dict) else (("", v) for v in value or [])
     out = []
     for name, cmd in items:
