@@ -45,6 +45,10 @@ def formats() -> list[str]:
 
 
 def folder(name: str) -> ModuleType:
+    from wallflame.fold import foreign_folded
+
+    if name == foreign_folded.NAME:  # most inputs: without importing the other folders
+        return foreign_folded
     for m in _modules():
         if name == m.NAME:
             return m
@@ -52,10 +56,14 @@ def folder(name: str) -> ModuleType:
 
 
 def _match(head: str) -> str | None:
-    for m in _modules():
-        if m.detect(head):
-            return str(m.NAME)
-    return None
+    """The first format in ``_modules()``'s order whose ``detect`` takes ``head``: those of
+    ``heads.ORDER`` without importing their folders, then folded stacks."""
+    from wallflame.fold import foreign_folded, heads
+
+    for name, detect in heads.ORDER:
+        if detect(head):
+            return name
+    return foreign_folded.NAME if foreign_folded.detect(head) else None
 
 
 def recognise(head: str, path: str) -> tuple[str, int]:
@@ -116,12 +124,13 @@ def load_inputs(paths: Iterable[str], options: FoldOptions | None = None,
                 fmt: str | None = None) -> Profile:
     """Run directories, captures and folded files, merged into one profile."""
     from wallflame.profile import merge_all
-    from wallflame.rundir import META, is_run_dir, load_run_dir
 
     opts = options or FoldOptions()
     profiles = []
     for path in paths:
         if os.path.isdir(path):
+            from wallflame.rundir import META, is_run_dir, load_run_dir
+
             if not is_run_dir(path):
                 raise InputError(f"{path}: not a run directory (no {META})",
                                  "give a directory written by wallflame collect, or a file")

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from wallflame.fold import heads
 from wallflame.fold.options import FoldOptions
-from wallflame.folded import MAGIC, read_annotated
+from wallflame.folded import read_annotated
 from wallflame.profile import Profile
 from wallflame.textio import iter_lines
 
 NAME = "wallflame"
-
-
-def detect(head: str) -> bool:
-    return head.startswith(MAGIC)
+detect = heads.annotated
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:

@@ -14,16 +14,16 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from wallflame.fold import heads
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
-from wallflame.rundir import SNAPSHOTS_MAGIC
 
 NAME = "eu-stack"
+detect = heads.eustack
 
 _HEADER = re.compile(r"^TID (\d+):$")
 _FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-fA-F]+)(?:\s+(.*))?$")
-_DETECT = re.compile(r"^PID \d+ - process$|^TID \d+:$", re.MULTILINE)
 
 
 class Frame(NamedTuple):
@@ -60,15 +60,6 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
         return None
     m = _HEADER.match(line)
     return (int(m.group(1)), "", "eu-stack") if m else None
-
-
-def detect(head: str) -> bool:
-    if head.startswith(SNAPSHOTS_MAGIC):
-        first = head.split("\n", 1)[0]
-        # libdw (elfutils' unwinder in-process) writes eu-stack's text
-        return any(f'"backend": "{b}"' in first or f'"backend":"{b}"' in first
-                   for b in ("eu-stack", "libdw"))
-    return _DETECT.search(head) is not None
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from wallflame.fold import heads
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
-from wallflame.rundir import SNAPSHOTS_MAGIC
 
 NAME = "gdb"
+detect = heads.gdb
 
 _HEADER = re.compile(
     r"^Thread (\d+(?:\.\d+)?) "  # gdb's number ("1.2" with several inferiors)
@@ -33,8 +34,6 @@ _FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-fA-F]+) in )?(.*)$")
 _LOCK = re.compile(
     r"(?:^|[(,] ?)(?:mutex|m|__mutex|lock)=(?:[\w.]+@entry=)?(0x[0-9a-fA-F]+)(?: <([^>]*)>)?"
 )
-_DETECT = re.compile(r"^Thread \d+(?:\.\d+)? \(.*\):$|^#\d+ +0x[0-9a-fA-F]+ in \S",
-                     re.MULTILINE)
 _OPERATOR = re.compile(r"operator(?:\(\)|\[\]|<<=|>>=|->\*|->|<<|>>|<=>|<=|>=|[<>])")
 _TAIL = re.compile(r"\)((?: at | from )[^()]*)?$")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -164,13 +163,6 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
         return None
     tid = int(m.group(2) or m.group(3))
     return tid, m.group(4) or "", "gdb"
-
-
-def detect(head: str) -> bool:
-    if head.startswith(SNAPSHOTS_MAGIC):
-        first = head.split("\n", 1)[0]
-        return '"backend": "gdb' in first or '"backend":"gdb' in first
-    return _DETECT.search(head) is not None
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:

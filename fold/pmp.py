@@ -12,19 +12,19 @@ many dumps it aggregated.
 
 from __future__ import annotations
 
-import re
-
 from wallflame.classify import classify, find_wait
 from wallflame.errors import InputError
+from wallflame.fold import heads
 from wallflame.fold.options import FoldOptions
 from wallflame.names import normalize, unknown_in
 from wallflame.profile import OFF, ON, UNIT_SAMPLES, Profile, StackKey
 from wallflame.textio import iter_lines
 
 NAME = "pmp"
+detect = heads.pmp
 
-_LINE = re.compile(r"^ *(\d+) (\S.*)$")
-_DATE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d ")
+_LINE = heads.PMP_LINE
+_DATE = heads.PMP_DATE
 
 
 def split_frames(text: str) -> list[str]:
@@ -51,20 +51,6 @@ def frame_name(raw: str) -> str:
     if raw == "??":
         return unknown_in("")
     return normalize(raw)
-
-
-def detect(head: str) -> bool:
-    lines = [ln for ln in head.split("\n")[:40] if ln.strip()]
-    if len(lines) > 1 and lines[-1] == head.rstrip("\n").rsplit("\n", 1)[-1]:
-        lines = lines[:-1] or lines  # the last line of a 64 KiB head may be cut
-    counts = 0
-    for ln in lines:
-        m = _LINE.match(ln)
-        if m is not None and ";" not in ln and not m.group(2).startswith("0x"):
-            counts += 1
-        elif not _DATE.match(ln):
-            return False
-    return counts > 0
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:

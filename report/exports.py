@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from wallflame.output import open_output
 from wallflame.profile import Profile
 from wallflame.report.writers import write
-from wallflame.rundir import is_run_dir, read_meta
+from wallflame.runfiles import is_run_dir
 
 
 def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
@@ -16,6 +16,8 @@ def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
     ``load_run_dir`` keeps only the profile's metadata."""
     for path in paths:
         if is_run_dir(path):
+            from wallflame.rundir import read_meta  # its records: only for a run directory
+
             for key, value in read_meta(path).facts().items():
                 profile.meta.extra.setdefault(key, value)
 

@@ -14,7 +14,6 @@ import heapq
 import json
 import os
 import re
-import shlex
 import stat
 from contextlib import suppress
 from functools import lru_cache
@@ -212,15 +211,17 @@ def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any
     """What the page's scripts read (golden-tested): the flame tree, the units and the
     classes' labels and colours (the table's: the script keeps no copy), and for a run
     directory the timeline (``report.timeline_page``)."""
-    from wallflame.report.timeline_page import page_timeline
-
     tree = build_tree(profile, max_nodes)
     data = {"flame": tree.to_json(), "unit": profile.meta.unit,
             "window_ns": profile.meta.window_ns, "classes": page_table(),
             "class_fallback": FALLBACK}
-    timeline = page_timeline(profile, tree)
-    if timeline is not None:
-        data["timeline"] = timeline
+    if isinstance(profile.meta.extra.get("run_dir"), str):
+        # only a run directory has a timeline (the modules reading one are imported for it)
+        from wallflame.report.timeline_page import page_timeline
+
+        timeline = page_timeline(profile, tree)
+        if timeline is not None:
+            data["timeline"] = timeline
     return data
 
 
@@ -287,6 +288,8 @@ def _min_observations(profile: Profile) -> int:
 
 
 def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    if not summary["locks"]:
+        return []  # (without importing the lock tables' module)
     from wallflame.report.locks import holder_frames
 
     out = []
@@ -368,6 +371,10 @@ _SHOWN = {"memory", "pause", "commands", "tools", "target", "run_dir", "work", "
 
 def _commands(value: Any) -> list[str]:
     """Commands as shell lines: ``{"perf_record": [argv]}``, ``[argv, ...]`` or strings."""
+    if not value:
+        return []
+    import shlex  # (only a run directory's facts hold commands)
+
     items = value.items() if isinstance(value, dict) else (("", v) for v in value or [])
     out = []
     for name, cmd in items:

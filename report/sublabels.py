@@ -6,20 +6,25 @@ A stack's sub-label is the label of the rule that gave it its wait class (``wall
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from wallflame.classify import wait_label
-from wallflame.profile import OFF, UNIT_NS, Profile
+from wallflame.profile import OFF, UNIT_NS, Group, Profile
 from wallflame.stops import measured_ns, stopped_ns, stopped_runnable_ns
 
 #: How many labels the summary lists.
 TOP_LABELS = 20
 
 
-def rule_weights(profile: Profile) -> dict[tuple[str, str], int]:
+def rule_weights(profile: Profile, groups: Iterable[Group] | None = None
+                 ) -> dict[tuple[str, str], int]:
     """Off-CPU weight per (wait class, label of the rule that classified it), labelled rules
-    only."""
+    only.  ``groups`` (``profile.grouped()``'s, when at hand) spare the pass over the stacks
+    of a profile without off-CPU time."""
     acc: dict[tuple[str, str], int] = {}
+    if groups is not None and not any(g.state == OFF for g in groups):
+        return acc
     for k, w in profile.stacks.items():
         if k.state != OFF or w <= 0:
             continue
@@ -29,10 +34,11 @@ def rule_weights(profile: Profile) -> dict[tuple[str, str], int]:
     return acc
 
 
-def label_totals(profile: Profile) -> list[dict[str, Any]]:
+def label_totals(profile: Profile, groups: Iterable[Group] | None = None
+                 ) -> list[dict[str, Any]]:
     """``[{"class", "label", "s"}]``, the largest first: off-CPU time per labelled rule
-    (seconds, or samples for profiles of unknown unit)."""
-    acc = rule_weights(profile)
+    (seconds, or samples for profiles of unknown unit; ``groups`` as ``rule_weights``)."""
+    acc = rule_weights(profile, groups)
     ns = profile.meta.unit == UNIT_NS
     rows = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LABELS]
     return [{"class": c, "label": label, "s": round(w / 1e9, 6) if ns else float(w)}

@@ -84,12 +84,16 @@ def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
     return row
 
 
-def runnable_after(profile: Profile) -> dict[int, dict[str, int]]:
+def runnable_after(profile: Profile, groups: Iterable[Group] | None = None
+                   ) -> dict[int, dict[str, int]]:
     """Each thread's runnable time by the class of the stack it waited for a CPU at: woken
     from a mutex wait, it is still inside the lock call as the program sees it (the queue
     sample's own lock-wait clock counts it), preempted, the class of a running stack
-    (``other``)."""
+    (``other``).  ``groups`` (``profile.grouped()``'s, when at hand) spare the pass over the
+    stacks when no thread waited for a CPU."""
     out: dict[int, dict[str, int]] = {}
+    if groups is not None and not any(g.state == OFF and g.wait == RUNNABLE for g in groups):
+        return out
     for k, w in profile.stacks.items():
         if k.state == OFF and k.wait == RUNNABLE:
             per = out.setdefault(k.tid, {})
@@ -104,18 +108,23 @@ def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
     futex, a spin loop a rule names) is on a CPU, and shown so, but a program that clocks its
     lock call counts it as the wait; running stacks no rule matches are not in it."""
     out: dict[int, dict[str, int]] = {}
-    running = [(k, w) for k, w in profile.stacks.items() if k.state != OFF]
-    # Only a stack with a frame some rule names can match: the names are looked up once
-    # each, the stacks compared with them in C (the rules on every frame of 20,000 stacks
-    # were 90 ms, most of a report's time).
-    names: set[str] = set().union(*(k.frames for k, _ in running))
-    rules_of = default_rules().frame_rules
-    named = {n for n in names if rules_of(n)}
-    if not named:
-        return out
+    # Only a stack with a frame some rule names can match.  The distinct names are looked up
+    # together (``Rules.named``), the stacks compared with those found in C (the rules on
+    # every frame of 20,000 stacks were 90 ms, most of a report's time); natively, the frames
+    # a stack shares with the one before it are not looked at twice.
+    rules = default_rules()
+    if native is not None:
+        named = rules.named(native.frame_names(profile.stacks, OFF))
+        if not named:
+            return out
+        running = native.stacks_naming(profile.stacks, OFF, named)
+    else:
+        every = [(k, w) for k, w in profile.stacks.items() if k.state != OFF]
+        named = rules.named(set().union(*(k.frames for k, _ in every)))
+        if not named:
+            return out
+        running = [(k, w) for k, w in every if not named.isdisjoint(k.frames)]
     for k, w in running:
-        if named.isdisjoint(k.frames):
-            continue
         cls = find_wait(k.frames)
         if cls is not None:
             per = out.setdefault(k.tid, {})
@@ -189,7 +198,7 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
     stopped = stopped_ns(profile)
     rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0,
                        stopped.get(t.tid, 0) if t.tid else 0) for t in threads]
-    after, inside = runnable_after(profile), on_cpu_in(profile)
+    after, inside = runnable_after(profile, groups), on_cpu_in(profile)
     for r in rows:
         for key, per in (("runnable_after", after), ("on_cpu_in", inside)):
             if r["tid"] in per:
@@ -213,7 +222,7 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         **dict(zip(("locks", "unidentified_lock_waits"), lock_sections(profile, groups),
                    strict=True)),
         "pause": pause,
-        "wait_labels": label_totals(profile),  # off-CPU time by the rule that classified it
+        "wait_labels": label_totals(profile, groups),  # off-CPU time by the rule that classified it
         "tracer_stops": tracer_stops(profile, pause),
         "quality": quality(profile, rows),
         "sources": [{k: v for k, v in s.items() if isinstance(v, (str, int, float, bool))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from wallflame.classify import (
     SCAN_DEPTH,
     Rules,
+    _Prefix,
     classify,
     default_rules,
     find_rule,
@@ -283,6 +285,55 @@ def test_the_joined_patterns_match_what_each_pattern_matches(name: str) -> None:
     one_by_one = [rule for rx, rule in r.patterns if rx.match(name)]
     got = [rule for rule in r._name_rules(name) if rule not in r.names.get(name, [])]
     assert sorted(got, key=lambda x: x.order) == sorted(one_by_one, key=lambda x: x.order)
+
+
+NAMES = st.one_of(
+    st.sampled_from(["pthread_cond_wait", "__pthread_cond_timedwait", "srw_lock", "main",
+                     "__GI___pthread_mutex_lock", "read@@GLIBC_2.2.5", "futex_wait_[k]",
+                     "epoll_wait+0x1f", "__lll_lock_wait_[i]", "[unknown]", "operator[]",
+                     "vio_read_buff", "std::mutex::lock()", "__libc_read", "ProcSleep",
+                     "rw_lock_x_lock_func", "ssux_lock_impl<true>::rd_wait", "", " "]),
+    st.text(max_size=30))
+
+
+@given(st.sets(NAMES, max_size=25), st.booleans())
+def test_named_is_the_names_frame_rules_gives_rules(names: set[str], joinable: bool) -> None:
+    """``Rules.named`` (every name at once) finds the names ``frame_rules`` (one name at a
+    time) gives rules for: exact names, patterns, marked names and raw names under their
+    collector-independent form, with the patterns joined and, when they cannot be, one by
+    one."""
+    r = load_rules()
+    if not joinable:
+        r.add_line("mutex\tstrong\tregex\t(?P<x>a)lock", "t:1")
+        r.add_line("condvar\tstrong\tregex\t(?P<x>b)wait", "t:2")
+        names |= {"alock", "bwait_[k]"}
+    assert r.named(names) == {n for n in names if r.frame_rules(n)}
+    assert r.named(iter(names)) == r.named(names)
+    assert (r._joined() is None) is not joinable
+
+
+PREFIXES = [str(rx) for rx, _ in default_rules().patterns if isinstance(rx, _Prefix)]
+
+
+@given(st.one_of(st.sampled_from(PREFIXES), st.text(max_size=8)),
+       st.one_of(st.sampled_from(PREFIXES), st.text(max_size=12)), st.text(max_size=6))
+def test_a_prefix_matches_as_its_escaped_expression_did(prefix: str, name: str,
+                                                        tail: str) -> None:
+    """A ``prefix`` rule matched by ``str.startswith`` matches the names the expression of the
+    escaped prefix matched, metacharacters included (``sync.(*Mutex).``), and its ``pattern``
+    is that expression."""
+    rx = _Prefix(prefix)
+    for n in (name, prefix + tail, name + prefix):
+        assert rx.match(n) == (re.compile(re.escape(prefix)).match(n) is not None)
+    assert rx.pattern == re.escape(prefix)
+
+
+def test_rules_are_numbered_in_file_order() -> None:
+    """Each rule's ``order`` is its place among the rules read (user rules first)."""
+    r = load_rules()
+    rules = [x for xs in r.names.values() for x in xs] + [x for _, x in r.patterns]
+    assert sorted(x.order for x in rules) == list(range(len(rules)))
+    assert len(PREFIXES) == len(r._prefixes) > 0
 
 
 def test_patterns_that_cannot_be_joined_are_tried_one_by_one() -> None:

@@ -12,6 +12,7 @@ behind a report's header line and a cut line.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,3 +88,40 @@ def test_what_is_not_a_capture_is_still_refused(tmp_path: Path, text: str) -> No
     r = fold(path, pure=False)
     assert r.returncode == EXIT_INPUT and r.stderr.count("\n") == 1, r.stderr
     assert "format not recognised from its first lines" in r.stderr
+
+
+def test_the_detectors_are_the_folders_in_their_order() -> None:
+    """Detection tries ``heads.ORDER`` then folded stacks: the folders of ``_modules()``, in
+    that order, each with its own ``detect``."""
+    from wallflame.fold import _modules, folder, heads
+
+    mods = _modules()
+    assert [(m.NAME, m.detect) for m in mods[:-1]] == list(heads.ORDER)
+    assert mods[-1].NAME == "folded"
+    assert len({m.NAME for m in mods}) == len(mods)
+    assert all(folder(m.NAME) is m for m in mods)
+
+
+def test_recognising_folded_stacks_imports_no_other_folder(tmp_path: Path) -> None:
+    """A folded input is recognised, and its folder found, without importing the folders it is
+    not; perf's line parser only when a line could be a perf header (a word of digits in its
+    first 64 characters)."""
+    def folders(text: str) -> list[str]:
+        path = tmp_path / "in.folded"
+        path.write_text(text)
+        code = ("import json, sys; from wallflame.fold import recognise; "
+                "from wallflame.textio import head; "
+                "from wallflame.fold import folder; "
+                f"assert folder(recognise(head({str(path)!r}), 'x')[0]).NAME == 'folded'; "
+                "print(json.dumps(sorted(m for m in sys.modules "
+                "if m.startswith('wallflame.fold.'))))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout
+        return list(json.loads(out))
+
+    frames = ";".join(f"ns{i}::Class{i}::method{i}" for i in range(6))
+    assert folders(f"main;start_thread;{frames} 12\nworker-1;{frames};x 3\n") == \
+        ["wallflame.fold.foreign_folded", "wallflame.fold.heads", "wallflame.fold.options"]
+    short = folders("main;work;spin 12\nmain;idle 3\n")
+    assert not {"wallflame.fold.gdb", "wallflame.fold.eustack", "wallflame.fold.pmp",
+                "wallflame.fold.annotated"} & set(short)

@@ -626,9 +626,9 @@ def test_folding_in_parts_gives_the_same_profile(fixture: str, jobs: int, tmp_pa
 def test_header_precheck_rejects_only_non_headers(line: str) -> None:
     """``detect`` skips parsing a line with neither a word of digits in its first 64
     characters nor a time: the parser would not take it for a header either."""
-    from wallflame.fold.perf import reader
+    from wallflame.fold import heads
     from wallflame.fold.perf.lines import parse_header
 
-    if (reader._DIGIT_WORD.search(line, 0, reader.TID_END) is None
-            and reader._TIME.search(line) is None):
+    if (heads._PERF_DIGIT_WORD.search(line, 0, heads.PERF_TID_END) is None
+            and heads._PERF_TIME.search(line) is None):
         assert parse_header(line) is None

@@ -229,12 +229,48 @@ def test_tree_of_stacks_matches_python(stacks: dict[StackKey, int], threads: dic
         assert ours == _fields(tree_mod.build_tree(p))
 
 
+# Frames some wait rule names (exactly, by a prefix, under a suffix or a raw name) among
+# frames none does, so that stacks share prefixes and the screen has something to find.
+WAIT_KEY = st.builds(
+    StackKey,
+    st.lists(st.sampled_from(["main", "f", "g", "pthread_mutex_lock", "__lll_lock_wait",
+                              "futex_wait_[k]", "__GI___poll", "epoll_wait", "[unknown]"]),
+             max_size=6).map(tuple),
+    st.integers(0, 3), st.just(""), st.just(0), st.sampled_from([ON, OFF, "odd"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(WAIT_KEY, st.integers(-3, 50)), max_size=40), st.booleans(),
+       st.frozensets(st.sampled_from(["main", "g", "epoll_wait", "[unknown]", "h"])))
+def test_frame_names_and_stacks_naming_match_python(
+        items: list[tuple[StackKey, int]], ordered: bool, names: frozenset[str]) -> None:
+    """``frame_names`` and ``stacks_naming`` give the set union and the ``isdisjoint`` screen
+    over the stacks not in the state skipped, for stacks in order (each sharing a prefix with
+    the one before it) and out of order, and ``on_cpu_in`` is the same with either."""
+    stacks = dict(sorted(items, key=lambda kv: kv[0].frames) if ordered else items)
+    every = [(k, w) for k, w in stacks.items() if k.state != OFF]
+    assert native.frame_names(stacks, OFF) == set().union(*(k.frames for k, _ in every))
+    assert native.stacks_naming(stacks, OFF, set(names)) == \
+        [(k, w) for k, w in every if not names.isdisjoint(k.frames)]
+    assert native.stacks_naming(stacks, OFF, names) == \
+        [(k, w) for k, w in every if not names.isdisjoint(k.frames)]
+    p = Profile(stacks=stacks)
+    ours = summary_mod.on_cpu_in(p)
+    with pytest.MonkeyPatch.context() as mp:
+        _pure(mp, summary_mod)
+        assert summary_mod.on_cpu_in(p) == ours
+
+
 def test_stack_passes_reject_other_keys() -> None:
     for bad in ({("a", 1): 1}, {StackKey(("f",))[:4]: 1}, {StackKey("f"): 1}):  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             native.group_weights(bad)
         with pytest.raises(TypeError):
             native.frame_weights(bad, 2)
+        with pytest.raises(TypeError):
+            native.frame_names(bad, OFF)
+        with pytest.raises(TypeError):
+            native.stacks_naming(bad, OFF, {"f"})
     with pytest.raises(TypeError):
         native.frame_weights({StackKey((1,)): 1}, 2)  # type: ignore[arg-type]
 

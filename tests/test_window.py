@@ -122,3 +122,29 @@ def test_without_a_scheduler_capture_blocked_time_is_what_the_kernel_leaves() ->
     row = build_summary(p)["threads"][0]
     assert row["wait"]["mutex"] == 0.45 and row["wait"]["sleep"] == 0.15
     assert row["coverage"] == 1.0
+
+
+def test_the_groups_only_spare_passes_that_find_nothing() -> None:
+    """``runnable_after`` and ``label_totals`` give the same with the profile's groups as
+    without them: the groups only skip a pass over the stacks that would find nothing (no
+    runnable stack, no off-CPU stack)."""
+    from pathlib import Path
+
+    from wallflame.fold import load_inputs
+    from wallflame.report.sublabels import label_totals
+    from wallflame.report.summary import runnable_after
+
+    fixtures = Path(__file__).parent / "fixtures"
+    mixed = Profile(stacks={
+        StackKey(("main", "spin"), 1, "w", 0, ON): 5,
+        StackKey(("main", "pthread_mutex_lock", "__lll_lock_wait"), 1, "w", 0, OFF, "mutex"): 7,
+        StackKey(("main", "pthread_mutex_lock"), 1, "w", 0, OFF, RUNNABLE): 3,
+    })
+    profiles = [mixed, mixed.on_cpu(), mixed.off_cpu(), Profile(),
+                load_inputs([str(fixtures / "rundir" / "v0-mix")]),
+                load_inputs([str(fixtures / "servers" / "postgres-backend-pgbench.folded")])]
+    for p in profiles:
+        groups = p.grouped()
+        assert runnable_after(p, groups) == runnable_after(p)
+        assert label_totals(p, groups) == label_totals(p)
+    assert runnable_after(mixed, mixed.grouped()) == {1: {"mutex": 3}}

@@ -11,9 +11,9 @@
  *   Interner.fold_plain  plain folded lines straight into a profile's stacks.
  *   grow(...)          the flame tree of rows sorted by thread then frames (see _grow in
  *                      report/tree.py, which this mirrors statement by statement).
- *   tree_rows, group_weights, frame_weights
+ *   tree_rows, group_weights, frame_weights, frame_names, stacks_naming
  *                      one pass each over a profile's stacks (report/tree.py build_tree,
- *                      Profile.grouped, report/summary.py stack_weights).
+ *                      Profile.grouped, report/summary.py stack_weights and on_cpu_in).
  *   self_triples, ints_json
  *                      the page's embedded data.
  */
@@ -1109,6 +1109,108 @@ fail:
     return NULL;
 }
 
+/* The frames of the stack ``key`` when its state is not ``skip`` (borrowed), NULL with no
+ * error set when it is, NULL with an error for a key that is not a StackKey. */
+static PyObject *frames_unless(PyObject *key, PyObject *skip)
+{
+    if (stack_key(key) < 0)
+        return NULL;
+    int skipped = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, K_STATE), skip, Py_EQ);
+    if (skipped != 0)
+        return NULL;
+    return PyTuple_GET_ITEM(key, K_FRAMES);
+}
+
+/* How many first frames ``a`` and ``b`` share as the same objects (sorted stacks share long
+ * prefixes, and an interned name is one object). */
+static Py_ssize_t shared_prefix(PyObject *a, PyObject *b)
+{
+    if (b == NULL)
+        return 0;
+    Py_ssize_t n = Py_MIN(PyTuple_GET_SIZE(a), PyTuple_GET_SIZE(b)), i = 0;
+    while (i < n && PyTuple_GET_ITEM(a, i) == PyTuple_GET_ITEM(b, i))
+        i++;
+    return i;
+}
+
+/* frame_names(stacks, skip) -> set: the distinct frame names of the stacks whose state is not
+ * ``skip`` (report/summary.py on_cpu_in).  The frames a stack shares with the one before it
+ * are not looked at again. */
+static PyObject *frame_names(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "frame_names() takes a dict and a state");
+        return NULL;
+    }
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    PyObject *key, *w, *prev = NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(args[0], &pos, &key, &w)) {
+        PyObject *frames = frames_unless(key, args[1]);
+        if (frames == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            continue;
+        }
+        for (Py_ssize_t i = shared_prefix(frames, prev); i < PyTuple_GET_SIZE(frames); i++)
+            if (PySet_Add(out, PyTuple_GET_ITEM(frames, i)) < 0)
+                goto fail;
+        prev = frames;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* stacks_naming(stacks, skip, names) -> list: the (key, weight) pairs, in order, of the stacks
+ * whose state is not ``skip`` and that hold a frame in the set ``names``. */
+static PyObject *stacks_naming(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyAnySet_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "stacks_naming() takes a dict, a state and a set");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    PyObject *key, *w, *prev = NULL;
+    Py_ssize_t pos = 0, prev_first = 0; /* the previous stack's first frame in names */
+    while (PyDict_Next(args[0], &pos, &key, &w)) {
+        PyObject *frames = frames_unless(key, args[1]);
+        if (frames == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            continue;
+        }
+        Py_ssize_t shared = shared_prefix(frames, prev), n = PyTuple_GET_SIZE(frames);
+        Py_ssize_t first = prev_first < shared ? prev_first : n;
+        for (Py_ssize_t i = shared; first == n && i < n; i++) {
+            int in = PySet_Contains(args[2], PyTuple_GET_ITEM(frames, i));
+            if (in < 0)
+                goto fail;
+            if (in)
+                first = i;
+        }
+        if (first < n) {
+            PyObject *pair = PyTuple_Pack(2, key, w);
+            if (pair == NULL || PyList_Append(out, pair) < 0) {
+                Py_XDECREF(pair);
+                goto fail;
+            }
+            Py_DECREF(pair);
+        }
+        prev = frames;
+        prev_first = first;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* tree_rows(stacks, thread_names, on, class_index, other, wait_label) -> list: the rows
  * report/tree.py's build_tree makes of the stacks of positive weight. */
 static PyObject *tree_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1918,6 +2020,11 @@ static PyMethodDef module_methods[] = {
      "group_weights(stacks) -> dict: weight per (tid, thread, state, wait, lock)"},
     {"frame_weights", (PyCFunction)(void (*)(void))frame_weights, METH_FASTCALL,
      "frame_weights(stacks, depth) -> (shallow, unknown) weights"},
+    {"frame_names", (PyCFunction)(void (*)(void))frame_names, METH_FASTCALL,
+     "frame_names(stacks, skip) -> set of the frame names of the stacks not in state skip"},
+    {"stacks_naming", (PyCFunction)(void (*)(void))stacks_naming, METH_FASTCALL,
+     "stacks_naming(stacks, skip, names) -> list of (key, weight) of the stacks not in state "
+     "skip holding a frame in names"},
     {"grow_stacks", (PyCFunction)(void (*)(void))grow_stacks, METH_FASTCALL,
      "grow_stacks(stacks, thread_names, on, class_index, other, wait_label, names, name, "
      "parent, selfs, threads, ids, width, visible, thread_label) -> bool"},

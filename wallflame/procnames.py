@@ -12,10 +12,12 @@ its thread's comm, and is counted in a warning.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wallflame.profile import Profile
-from wallflame.rundir import Capture
+
+if TYPE_CHECKING:  # the reports import this module, and need no record of a capture
+    from wallflame.rundir import Capture
 
 #: ``meta.extra`` keys: the processes (``collect.procs.Seen`` records) and tid -> pid.
 PROCESSES = "processes"

@@ -15,7 +15,7 @@ from wallflame.fold import FoldOptions, load_inputs
 from wallflame.output import print_losses
 from wallflame.profile import Profile
 from wallflame.report.writers import extension, format_for
-from wallflame.rundir import is_run_dir
+from wallflame.runfiles import is_run_dir
 
 
 def default_output(inputs: tuple[str, ...], fmt: str | None) -> str:

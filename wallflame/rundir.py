@@ -1,4 +1,4 @@
-"""The run directory: its file names, its magic lines and its two records, in one place.
+"""The run directory: its two records, with its file names and magic lines (``runfiles``).
 
 ``collect`` writes ``raw/`` and ``raw/capture.json`` (a ``Capture``); ``wallflame finish``
 reads them and writes the rest, with ``meta.json`` (a ``RunMeta``); ``report``, ``diff`` and
@@ -17,8 +17,9 @@ directory"):
     RUN/raw/            the raw captures, never deleted (perf.data chunks, snapshot log, ...)
     RUN/report.html     written by ``wallflame report`` / ``collect --report``
 
-This module imports nothing from the stages: ``collect`` writes through it and must not
-depend on the folders.
+The names (of the files, the magic lines) live in ``wallflame.runfiles``, which a report of
+a plain file imports without this module, and are re-exported here.  This module imports
+nothing from the stages: ``collect`` writes through it and must not depend on the folders.
 """
 
 from __future__ import annotations
@@ -30,73 +31,49 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from wallflame.errors import InputError
 from wallflame.folded import meta_from_json, read_annotated
 from wallflame.profile import Loss, Meta, Profile, merge_all
+from wallflame.runfiles import (
+    CAPTURE,
+    FORMAT,
+    MEMORY,
+    META,
+    OFF_CPU_MODES,
+    OFFCPU,
+    ONCPU,
+    OWNERS_LOG,
+    PERF_DATA,
+    PERF_SCRIPT,
+    PERF_STEMS,
+    PROC_LINE,
+    RAW,
+    RECONSTRUCTED,
+    RELEASES_DATA,
+    RELEASES_SCRIPT,
+    REPORT,
+    RUNNING,
+    SCHED_BINS,
+    SCHED_DATA,
+    SCHED_SCRIPT,
+    SLICES,
+    SLICES_VERSION,
+    SNAPSHOT_LINE,
+    SNAPSHOT_LOG,
+    SNAPSHOTS_MAGIC,
+    SUMMARY,
+    TARGET_STDERR,
+    TARGET_STDOUT,
+    WAKE_STEM,
+    is_run_dir,
+    script_name,
+)
 from wallflame.textio import iter_lines, json_objects
 
-#: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
-FORMAT = 1
-
-# The finished run directory.
-META = "meta.json"
-SUMMARY = "summary.json"
-ONCPU = "oncpu.folded"
-OFFCPU = "offcpu.folded"
-MEMORY = "memory.json"
-SLICES = "slices.json"
-#: The form of ``slices.json`` (``fold.slices`` writes it, ``report.slices`` reads it).
-SLICES_VERSION = 1
-REPORT = "report.html"
-RAW = "raw"
-
-# Inside raw/.
-CAPTURE = "capture.json"
-SNAPSHOT_LOG = "snapshots.log"
-OWNERS_LOG = "owners.log"
-TARGET_STDOUT = "target.stdout"
-TARGET_STDERR = "target.stderr"
-RELEASES_DATA = "releases.data"
-RELEASES_SCRIPT = "releases.script"
-#: Blocked time per wait class in bins of the perf clock (the scheduler's text is not kept).
-SCHED_BINS = "sched.bins.json"
-#: The perf recordings, by stem: ``STEM.data`` (chunks ``STEM.data.<time>``), their text
-#: ``STEM.script``.
-PERF_STEMS = ("perf", "sched")
-#: The on-CPU recording and its text (kept: ``fold.slices`` and ``timebuild`` read it again).
-PERF_DATA = "perf.data"
-PERF_SCRIPT = "perf.script"
-#: The scheduler's recording and its text (the text is not kept by a collect; an older run
-#: may have it).
-SCHED_DATA = "sched.data"
-SCHED_SCRIPT = "sched.script"
-#: The wake-up recording's stem (``wake.data``; its text is not kept either).
-WAKE_STEM = "wake"
-
-# The magic lines of the snapshot log (``collect.pmp`` writes them, ``fold`` reads them).
-#: The first line of a snapshot log, followed by a JSON header.
-SNAPSHOTS_MAGIC = "# wallflame-snapshots 1"
-#: A thread's /proc record in a snapshot log (kernel state, wchan, lock and owner), as JSON.
-PROC_LINE = "# wallflame-proc "
-#: A snapshot's own record in the log (its time and pause), as JSON.
-SNAPSHOT_LINE = "# wallflame-snapshot "
-
-#: In a ``capture.json`` written while the run goes on: who writes it (``pid``,
-#: ``start_ticks``) and when it last did (``updated_ns``).  The final one has no such key.
-RUNNING = "running"
-#: In a ``capture.json`` that ``wallflame finish`` made up from the files in ``raw/``.
-RECONSTRUCTED = "reconstructed"
-
-OFF_CPU_MODES = ("pmp", "sched", "both", "none")
-
-
-def script_name(stem: str) -> str:
-    """The ``perf script`` text of a recording (``perf.script``, ``sched.script``)."""
-    return f"{stem}.script"
-
+if TYPE_CHECKING:  # imported where a path is made: pathlib is not needed to read a profile
+    from pathlib import Path
 
 @dataclass
 class CollectOptions:
@@ -410,6 +387,8 @@ def write_capture(raw: Path, cap: Capture) -> None:
 
 
 def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
+    from pathlib import Path
+
     path = Path(run_dir) / META
     meta = RunMeta.from_json(_read_dict(path, "re-run wallflame finish on the run directory"))
     _check_version(path, meta.version)
@@ -431,10 +410,6 @@ def _check_version(path: Path, version: int) -> None:
     if version > FORMAT:
         raise InputError(f"{path}: format version {version}, this wallflame reads up to "
                          f"{FORMAT}", "use a newer wallflame")
-
-
-def is_run_dir(path: str | os.PathLike[str]) -> bool:
-    return os.path.isdir(path) and os.path.exists(os.path.join(path, META))
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -511,10 +486,15 @@ __all__ = [
     "OWNERS_LOG",
     "PERF_DATA",
     "PERF_SCRIPT",
+    "PERF_STEMS",
     "PROC_LINE",
     "RAW",
     "RECONSTRUCTED",
+    "RELEASES_DATA",
+    "RELEASES_SCRIPT",
+    "REPORT",
     "RUNNING",
+    "SCHED_BINS",
     "SCHED_DATA",
     "SCHED_SCRIPT",
     "SLICES",
@@ -538,6 +518,7 @@ __all__ = [
     "read_capture",
     "read_json",
     "read_meta",
+    "script_name",
     "target_json",
     "write_capture",
 ]

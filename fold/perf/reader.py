@@ -18,10 +18,10 @@ from __future__ import annotations
 import fcntl
 import io
 import os
-import re
 import stat
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
+from wallflame.fold import heads
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import Profile
 from wallflame.textio import open_binary
@@ -30,44 +30,11 @@ if TYPE_CHECKING:  # the parser itself is imported when there is something to pa
     from wallflame.fold.perf.state import PerfState
 
 NAME = "perf"
+detect = heads.perf
 
 #: Bytes read at a time.  Records never straddle two batches (the tail is carried over).
 CHUNK = 1 << 20
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-
-
-def detect(head: str) -> bool:
-    """A perf script header (with a time or an event name) followed by a frame line, or a
-    frame on the header itself, or a ``PERF_RECORD_*`` line."""
-    lines = head.replace("\r\n", "\n").split("\n")
-    for i, line in enumerate(lines[:-1]):
-        if not line.strip() or line.startswith("#"):
-            continue
-        if _DIGIT_WORD.search(line, 0, TID_END) is None and _TIME.search(line) is None:
-            return False  # neither a thread id nor a time: not a header (folded text, ...)
-        from wallflame.fold.perf.lines import parse_header
-
-        h = parse_header(line)
-        if h is None:
-            return False
-        if h.record:
-            return h.record.startswith("PERF_RECORD_")
-        if h.time is None and not h.event:
-            return False
-        if h.frame is not None:
-            return True
-        return _FRAME.match(lines[i + 1]) is not None
-    return False
-
-
-#: What any header has (``lines.parse_header`` needs one or the other): a word of digits
-#: (the thread id) starting in the first 64 characters, or a time followed by a colon.
-_DIGIT_WORD = re.compile(r"(?:^|\s)\d")
-TID_END = 66
-_TIME = re.compile(r"\d\.\d+:")
-
-#: ``\t addr sym+off (dso)`` as perf prints a call-chain line (tab, or spaces then a dso).
-_FRAME = re.compile(r"^(?:\t\s*[0-9a-fA-F]+ .*|\s+[0-9a-fA-F]+ .*\(.*\))$")
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:

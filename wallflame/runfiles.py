@@ -1,0 +1,110 @@
+"""The run directory's names: its files, the magic lines of its snapshot log, and how one
+is recognised.
+
+Names only, and ``is_run_dir``: what ``wallflame report`` of a plain file needs to tell it
+from a run directory, without ``wallflame.rundir``'s records (six dataclasses, 4 ms of every
+report's start-up).  ``wallflame.rundir`` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
+FORMAT = 1
+
+# The finished run directory.
+META = "meta.json"
+SUMMARY = "summary.json"
+ONCPU = "oncpu.folded"
+OFFCPU = "offcpu.folded"
+MEMORY = "memory.json"
+SLICES = "slices.json"
+#: The form of ``slices.json`` (``fold.slices`` writes it, ``report.slices`` reads it).
+SLICES_VERSION = 1
+REPORT = "report.html"
+RAW = "raw"
+
+# Inside raw/.
+CAPTURE = "capture.json"
+SNAPSHOT_LOG = "snapshots.log"
+OWNERS_LOG = "owners.log"
+TARGET_STDOUT = "target.stdout"
+TARGET_STDERR = "target.stderr"
+RELEASES_DATA = "releases.data"
+RELEASES_SCRIPT = "releases.script"
+#: Blocked time per wait class in bins of the perf clock (the scheduler's text is not kept).
+SCHED_BINS = "sched.bins.json"
+#: The perf recordings, by stem: ``STEM.data`` (chunks ``STEM.data.<time>``), their text
+#: ``STEM.script``.
+PERF_STEMS = ("perf", "sched")
+#: The on-CPU recording and its text (kept: ``fold.slices`` and ``timebuild`` read it again).
+PERF_DATA = "perf.data"
+PERF_SCRIPT = "perf.script"
+#: The scheduler's recording and its text (the text is not kept by a collect; an older run
+#: may have it).
+SCHED_DATA = "sched.data"
+SCHED_SCRIPT = "sched.script"
+#: The wake-up recording's stem (``wake.data``; its text is not kept either).
+WAKE_STEM = "wake"
+
+# The magic lines of the snapshot log (``collect.pmp`` writes them, ``fold`` reads them).
+#: The first line of a snapshot log, followed by a JSON header.
+SNAPSHOTS_MAGIC = "# wallflame-snapshots 1"
+#: A thread's /proc record in a snapshot log (kernel state, wchan, lock and owner), as JSON.
+PROC_LINE = "# wallflame-proc "
+#: A snapshot's own record in the log (its time and pause), as JSON.
+SNAPSHOT_LINE = "# wallflame-snapshot "
+
+#: In a ``capture.json`` written while the run goes on: who writes it (``pid``,
+#: ``start_ticks``) and when it last did (``updated_ns``).  The final one has no such key.
+RUNNING = "running"
+#: In a ``capture.json`` that ``wallflame finish`` made up from the files in ``raw/``.
+RECONSTRUCTED = "reconstructed"
+
+OFF_CPU_MODES = ("pmp", "sched", "both", "none")
+
+
+def script_name(stem: str) -> str:
+    """The ``perf script`` text of a recording (``perf.script``, ``sched.script``)."""
+    return f"{stem}.script"
+
+
+def is_run_dir(path: str | os.PathLike[str]) -> bool:
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, META))
+
+
+__all__ = [
+    "CAPTURE",
+    "FORMAT",
+    "MEMORY",
+    "META",
+    "OFFCPU",
+    "OFF_CPU_MODES",
+    "ONCPU",
+    "OWNERS_LOG",
+    "PERF_DATA",
+    "PERF_SCRIPT",
+    "PERF_STEMS",
+    "PROC_LINE",
+    "RAW",
+    "RECONSTRUCTED",
+    "RELEASES_DATA",
+    "RELEASES_SCRIPT",
+    "REPORT",
+    "RUNNING",
+    "SCHED_BINS",
+    "SCHED_DATA",
+    "SCHED_SCRIPT",
+    "SLICES",
+    "SLICES_VERSION",
+    "SNAPSHOTS_MAGIC",
+    "SNAPSHOT_LINE",
+    "SNAPSHOT_LOG",
+    "SUMMARY",
+    "TARGET_STDERR",
+    "TARGET_STDOUT",
+    "WAKE_STEM",
+    "is_run_dir",
+    "script_name",
+]
