@@ -6,6 +6,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -274,9 +275,33 @@ def test_numbers_that_are_not_finite_are_refused_before_anything_starts(tmp_path
     for option, value in (("--max-data-mb-per-s", "nan"), ("--max-data-mb-per-s", "inf"),
                           ("--sched-stack-hz", "nan"), ("--sched-stack-hz", "-1"),
                           ("--duration", "inf"), ("--pmp-rate", "nan"),
-                          ("--max-pause-ms", "0")):
+                          ("--max-pause-ms", "0"), ("--owner-rate", "nan"),
+                          ("--owner-rate", "-1"), ("--owner-rate", "inf")):
         out = tmp_path / f"run{option}{value}"
         r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(out), option, value])
         assert r.exit_code == 3, (option, value, r.output)
         assert "must be" in r.output and "Traceback" not in r.output, r.output
         assert not out.exists()
+
+
+def test_owner_rate_reaches_the_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--owner-rate`` is the owner sampler's rate (``0``: no sampler), 20 a second unless
+    given."""
+    from click.testing import CliRunner
+
+    import wallflame.commands.collect as command
+    from wallflame.cli import cli
+    from wallflame.errors import InputError
+    from wallflame.rundir import CollectOptions
+
+    seen = []
+
+    def stop_here(out: Path, opts: CollectOptions, **_: object) -> None:
+        seen.append(opts.owner_rate_hz)
+        raise InputError("stopped here", "none")
+
+    monkeypatch.setattr(command, "collect", stop_here)
+    for extra, want in (([], 20.0), (["--owner-rate", "0"], 0.0), (["--owner-rate", "5"], 5.0)):
+        r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(tmp_path / "r"), *extra])
+        assert r.exit_code == 3 and "stopped here" in r.output, r.output
+        assert seen[-1] == want
