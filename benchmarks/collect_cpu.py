@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Where a collect's own CPU goes: every thread of ``wallflame collect`` and of every process it
+starts (``perf record``, ``perf script``, their ``addr2line``, the guard), read by ``bpftrace``
+at each one's exit.
+
+    python3 benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
+    python3 benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
+
+Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the
+8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards.  It prints the CPU
+(user + system, from the kernel's task accounting at ``sched_process_exit``) of each process
+and thread of the collect, largest first, and the total, beside the collect's own figures from
+``meta.json`` ``postprocess``.  Needs root and ``bpftrace``; timed collects run with bytecode
+cached (``servers.wallflame_env``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.servers import wallflame_env, warm_bytecode  # noqa: E402
+
+PROGRAM = r"""
+tracepoint:sched:sched_process_fork { printf("F %d %d\n", args->parent_pid, args->child_pid); }
+tracepoint:sched:sched_process_exit {
+  printf("X %d %d %llu %s\n", pid, tid, curtask->utime + curtask->stime, comm);
+}
+"""
+
+
+def descendants(root: int, forks: dict[int, set[int]]) -> set[int]:
+    seen, todo = {root}, [root]
+    while todo:
+        for child in forks.get(todo.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pid", type=int, help="collect from this process (default: start spin8)")
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
+    a = ap.parse_args()
+    if shutil.which("bpftrace") is None:
+        print("collect_cpu.py: bpftrace not installed (apt-get install bpftrace)",
+              file=sys.stderr)
+        return 6
+    warm_bytecode(ROOT)
+    work = Path(tempfile.mkdtemp(prefix="wallflame-collect-cpu-"))
+    target = None
+    try:
+        if a.pid is None:
+            subprocess.run(["make", "-s", "-C", str(ROOT / "samples"), "bin/spin8"], check=True)
+            target = subprocess.Popen([str(ROOT / "samples/bin/spin8"), "--threads", "8",
+                                       "--duration", str(a.duration + 120), "--report-ms",
+                                       "1000", "--heartbeat-hz", "2000"],
+                                      stdout=subprocess.DEVNULL)
+        pid = a.pid or target.pid  # type: ignore[union-attr]
+        (work / "exit.bt").write_text(PROGRAM)
+        with open(work / "exit.log", "w") as log:
+            tracer = subprocess.Popen(["bpftrace", str(work / "exit.bt")], stdout=log,
+                                      stderr=subprocess.STDOUT)
+            time.sleep(3)  # bpftrace compiles and attaches
+            run = work / "run"
+            collect = subprocess.Popen([sys.executable, "-m", "wallflame", "collect", "--pid",
+                                        str(pid), "--duration", f"{a.duration:g}", "-o",
+                                        str(run), *a.collect_args], cwd=str(ROOT),
+                                       env=wallflame_env(), stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+            code = collect.wait()
+            time.sleep(1)
+            tracer.terminate()
+            tracer.wait(30)
+        if code != 0:
+            print(f"collect_cpu.py: the collect exited {code}", file=sys.stderr)
+            return 1
+        forks: dict[int, set[int]] = collections.defaultdict(set)
+        rows = []
+        for line in (work / "exit.log").read_text(errors="replace").splitlines():
+            f = line.split()
+            if len(f) == 3 and f[0] == "F":
+                forks[int(f[1])].add(int(f[2]))
+            elif len(f) >= 5 and f[0] == "X":
+                rows.append((int(f[1]), int(f[2]), int(f[3]), " ".join(f[4:])))
+        mine = descendants(collect.pid, forks)
+        print(f"CPU of a {a.duration:g} s collect of PID {pid} "
+              f"{' '.join(a.collect_args) or '(defaults)'}, per thread or process, seconds:")
+        total = 0
+        for p, tid, ns, comm in sorted(rows, key=lambda r: -r[2]):
+            if p not in mine:
+                continue
+            total += ns
+            if ns >= 5_000_000:
+                kind = "process" if p != collect.pid and p == tid else \
+                    ("main thread" if tid == collect.pid else "thread")
+                print(f"{ns / 1e9:8.3f}  {comm:16s} {kind} {tid}")
+        print(f"{total / 1e9:8.3f}  total")
+        pp = json.loads((run / "meta.json").read_text()).get("postprocess") or {}
+        cost, fin = pp.get("cost") or {}, pp.get("finish") or {}
+        print(f"meta.json postprocess: perf script {cost.get('perf_script_cpu_s')} s over "
+              f"{cost.get('chunks')} chunks, folding thread {cost.get('thread_cpu_s')} s, "
+              f"finish {fin.get('cpu_s')} s")
+    finally:
+        if target is not None:
+            target.terminate()
+            target.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
