@@ -41,8 +41,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
     raw = a.run / "raw"
-    meta = json.loads((a.run / "meta.json").read_text())
-    pid = meta["target"]["pid"]
+    try:
+        pid = int(json.loads((a.run / "meta.json").read_text())["target"]["pid"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"{a.run}: not a run directory wallflame collect wrote ({e}): give one",
+              file=sys.stderr)
+        return 2
     if not (raw / "kallsyms").is_file():
         print(f"{raw}: no kallsyms copy (collected by an older wallflame, or the kernel hid "
               "its addresses)", file=sys.stderr)
