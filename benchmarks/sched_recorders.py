@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import json
 import shutil
 import statistics
 import subprocess
@@ -47,7 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import MariaDB, require, wallflame_env, warm_bytecode  # noqa: E402
+from benchmarks.server_collect import collect as run_collect  # noqa: E402
+from benchmarks.servers import MariaDB, require, warm_bytecode  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "bpf_acct")
@@ -111,20 +111,16 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
 
 def wallflame_window(pid: int, out: Path, window: float, extra: list[str]
                      ) -> tuple[float, float]:
-    """Run one collect; its window in this process's ``time.monotonic()``."""
+    """Run one collect (``server_collect.collect``); its window in this process's
+    ``time.monotonic()``, or ``(0, -1)`` (no figure) when it wrote none."""
     shutil.rmtree(out, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid", str(pid),
-                    "--duration", f"{window:g}", "-o", str(out), *extra],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
-                   check=False, timeout=window + 600, env=wallflame_env())
     try:
-        w = json.loads((out / "meta.json").read_text())["window"]
-    except (OSError, ValueError, KeyError):
-        return 0.0, -1.0  # no window: no figure
+        c = run_collect(pid, out, window, extra)
+    except (RuntimeError, OSError, ValueError, KeyError):
+        return 0.0, -1.0
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    offset = time.time() - time.monotonic()
-    return w["start_ns"] / 1e9 - offset, w["end_ns"] / 1e9 - offset
+    return c["start"], c["end"]
 
 
 def measure(kinds: list[str], window: float, rounds: int, work: Path
