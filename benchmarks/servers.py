@@ -150,17 +150,21 @@ class Load:
         self.log = log
         self.started = time.monotonic()
         with open(log, "wb") as f:
+            # A group of its own, so that stop() reaches the shell loop's child too.
             self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
 
     def running(self) -> bool:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        """End the load early (SIGINT).  sysbench then prints no totals: ``result()`` falls
-        back to the mean of its per-second reports."""
+        """End the load early (SIGINT to its process group: a repeated redis-benchmark runs
+        under a shell loop, which waited for the run in progress, up to minutes on a busy
+        machine).  sysbench then prints no totals: ``result()`` falls back to the mean of its
+        per-second reports."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGINT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGINT)
 
     def intervals(self) -> list[tuple[float, float]]:
         """sysbench's per-second reports so far: (seconds since its start, transactions/s)."""
