@@ -158,13 +158,19 @@ class Load:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        """End the load early (SIGINT to its process group: a repeated redis-benchmark runs
-        under a shell loop, which waited for the run in progress, up to minutes on a busy
-        machine).  sysbench then prints no totals: ``result()`` falls back to the mean of its
+        """End the load early and wait for it (SIGINT to its process group: a repeated
+        redis-benchmark runs under a shell loop, which kept looping when only the shell got
+        the signal).  sysbench then prints no totals: ``result()`` falls back to the mean of its
         per-second reports."""
-        if self.proc.poll() is None:
+        for sig, grace_s in ((signal.SIGINT, 3), (signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+            # SIGINT is ignored by whatever a non-interactive shell starts in the background
+            # (and inherited by its children): then SIGTERM, then SIGKILL.
+            if self.proc.poll() is not None:
+                return
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGINT)
+                os.killpg(self.proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(grace_s)
 
     def intervals(self) -> list[tuple[float, float]]:
         """sysbench's per-second reports so far: (seconds since its start, transactions/s)."""

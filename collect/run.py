@@ -626,6 +626,9 @@ def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading
             col.ended_by = "command exited"
             return
         if not procs.alive():
+            if child is not None and child.poll() is not None:  # it exited since the check
+                col.ended_by = "command exited"
+                return
             col.ended_by = "target exited"
             if child is None:
                 col.warn(f"PID {target.pid} exited during collection; kept what was "
