@@ -17,6 +17,10 @@ Recorders (every one is a process of its own beside the server, as a collect's a
 * ``bpf_acct``: ``bpftrace`` on ``sched:sched_switch`` and ``sched:sched_wakeup``, adding each
   of the server's threads' blocked and runnable time up in kernel maps (no record per switch,
   no stack), printed once at the end;
+* ``wf_rec_sched``, ``wf_rec_sched_nostack``, ``wf_rec_wake``: one of a collect's own perf
+  recorders alone, from the commands it builds (``collect.perf``): the scheduler's (switch
+  events and ``sched:sched_switch`` with DWARF stacks at 3 a second per thread, as the budget
+  sets it on this server; or the same without stacks) and the wake-ups';
 * ``wf_*``: a whole ``wallflame collect --pid PID --duration WINDOW`` with the options in
   ``COLLECTS`` (``wf_default``: none), its window read from its ``meta.json`` (what comes
   before and after the window, the rate read and the post-processing, is left out of the
@@ -35,7 +39,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,10 +53,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server_collect import collect as run_collect  # noqa: E402
-from benchmarks.servers import MariaDB, require, warm_bytecode  # noqa: E402
+from benchmarks.servers import (  # noqa: E402
+    THROUGHPUT_TABLE_SIZE,
+    THROUGHPUT_TABLES,
+    MariaDB,
+    require,
+    warm_bytecode,
+)
+from wallflame.collect import perf as wf_perf  # noqa: E402
+from wallflame.collect import threads  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
-RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "bpf_acct")
+RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
+             "bpf_acct", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_wake")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -104,6 +119,31 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     if kind in ("p_tp", "a_tp"):
         who = ["-p", str(pid)] if kind == "p_tp" else ["-a"]
         return [*perf, "-e", "sched:sched_switch", "-c", "1", *who, *sleep]
+    if kind in ("wf_rec_sched", "wf_rec_sched_nostack"):
+        # the collect's own scheduler perf, as a budget sets it on this server (3 stacks a
+        # second per thread), with its stacks or without any
+        cmd = wf_perf.record_command(pid, out, wf_perf.sched_options(499, "dwarf", 3.0), window)
+        if kind == "wf_rec_sched_nostack":
+            at = cmd.index("--call-graph")
+            del cmd[at:at + 2]
+        return [*cmd[:-1], f"{window:g}"]  # perf's sleep: the window, not the collect's bound
+    if kind in ("a_tp_filt", "a_tp_dwarf"):
+        # every CPU, filtered in the kernel on the server's threads (and threads to come):
+        # every switch into or out of one without a stack, or every 20th switch out of one
+        # (per CPU) with a DWARF stack
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        f = threads.wake_filter(tids, threads.new_pid_ranges())
+        if kind == "a_tp_filt":
+            return [*perf, "-e", "sched:sched_switch", "--filter",
+                    f"({f.replace('pid', 'prev_pid')})||({f.replace('pid', 'next_pid')})",
+                    "-c", "1", "-a", *sleep]
+        return [*perf, "-e", "sched:sched_switch", "--filter", f.replace("pid", "prev_pid"),
+                "-c", "20", "--call-graph", "dwarf,32768", "-a", *sleep]
+    if kind == "wf_rec_wake":  # the collect's own wake-up perf, filtered on the threads
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        cmd = wf_perf.wake_command(out, threads.wake_filter(tids, threads.new_pid_ranges()),
+                                window)
+        return [*cmd[:-1], f"{window:g}"]
     if kind == "bpf_acct":
         return ["timeout", "-s", "INT", f"{window:g}", "bpftrace", str(program), str(pid)]
     raise ValueError(kind)
@@ -123,13 +163,33 @@ def wallflame_window(pid: int, out: Path, window: float, extra: list[str]
     return c["start"], c["end"]
 
 
-def measure(kinds: list[str], window: float, rounds: int, work: Path
-            ) -> dict[str, list[float]]:
+def bpf_window(pid: int, window: float, program: Path) -> tuple[float, float]:
+    """Run the accounting program for ``window`` seconds once it is attached (its start,
+    compiling and attaching, about a second of CPU, is left out of the window as a
+    collect's start is); its window in this process's ``time.monotonic()``."""
+    proc = subprocess.Popen(["bpftrace", str(program), str(pid)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "Attaching 2 probes..."
+    start = time.monotonic()
+    time.sleep(window)
+    end = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=120)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    return start, end
+
+
+def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: int,
+            table_size: int) -> dict[str, list[float]]:
     program = work / "accounting.bt"
     program.write_text(ACCOUNTING)
     result: dict[str, list[float]] = {k: [] for k in kinds}
     marks: list[tuple[str, float, float]] = []
-    with MariaDB(tables=4, table_size=10_000, base_dir=work) as db:
+    with MariaDB(tables=tables, table_size=table_size, base_dir=work) as db:
         db.prepare()
         db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
         # A collect also reads the rate first and post-processes after its window.
@@ -142,6 +202,11 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path
                 start = time.monotonic() - load.started
                 if kind == "none":
                     time.sleep(window)
+                elif kind == "bpf_acct":
+                    s, e = bpf_window(db.pid, window, program)
+                    marks.append((kind, s - load.started, e - load.started))
+                    time.sleep(2)
+                    continue
                 elif kind in COLLECTS:
                     s, e = wallflame_window(db.pid, work / kind, window, COLLECTS[kind])
                     marks.append((kind, s - load.started, e - load.started))
@@ -172,6 +237,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--recorders", default=",".join(RECORDERS),
                     help=f"comma-separated, of: {', '.join([*RECORDERS, *COLLECTS])}")
+    ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
+    ap.add_argument("--table-size", type=int, default=THROUGHPUT_TABLE_SIZE)
     args = ap.parse_args()
     require("mariadb")
     warm_bytecode(ROOT)
@@ -184,11 +251,13 @@ def main() -> int:
     try:
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            result = measure(kinds, args.window, args.rounds, work)
+            result = measure(kinds, args.window, args.rounds, work, args.tables,
+                             args.table_size)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
-    print(f"MariaDB oltp_update_index, 32 clients, {args.rounds} rounds of {args.window:g} s")
+    print(f"MariaDB oltp_update_index, 32 clients, {args.tables} tables of "
+          f"{args.table_size:,} rows, {args.rounds} rounds of {args.window:g} s")
     for kind, values in result.items():
         if not values:
             print(f"{kind:9s} no figures")

@@ -61,6 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import (  # noqa: E402
+    THROUGHPUT_TABLE_SIZE,
+    THROUGHPUT_TABLES,
     MariaDB,
     Missing,
     require,
@@ -341,8 +343,8 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=60)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=32)
-    ap.add_argument("--tables", type=int, default=4)
-    ap.add_argument("--table-size", type=int, default=10_000)
+    ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
+    ap.add_argument("--table-size", type=int, default=THROUGHPUT_TABLE_SIZE)
     ap.add_argument("--reference-window", type=float, default=10)
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the run directories here (default: a temporary directory)")

@@ -72,6 +72,15 @@ PACKAGES = {
 
 _SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 
+#: The schema of the throughput benchmarks (a profiler's cost as the server's own
+#: transactions/s): 8 tables of 100,000 rows.  With the small default (4 of 10,000), 32
+#: clients of ``oltp_update_index`` fight over 40,000 rows and the server's figure moved by
+#: 26-31% (lowest to highest, over the median) from one 10 s window to the next of the same
+#: run, and by 21-36% on a data directory in memory without fsync; with this schema, 9.5%
+#: (2026-11-26, 80 s runs, no profiler; the 10 s windows of one run: 9,210-10,123).
+THROUGHPUT_TABLES = 8
+THROUGHPUT_TABLE_SIZE = 100_000
+
 
 def wallflame_env() -> dict[str, str]:
     """The environment a timed ``python -m wallflame`` runs in: bytecode cached, as an
