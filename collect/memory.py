@@ -102,17 +102,21 @@ class MemorySampler(threading.Thread):
         self.stop_event = stop
         self.interval_s = interval_s
         self.samples: list[dict[str, Any]] = []
+        self.cpu_s = 0.0  # this thread's CPU time, once it has ended
         self.t0 = time.monotonic()
         self.arenas_start = read_arenas(pid)
 
     def run(self) -> None:
-        while self.alive():
-            s = sample(self.pid)
-            if s is not None:
-                self.samples.append({"t_s": round(time.monotonic() - self.t0, 3),
-                                     "rss_kb": s[0], "threads": s[1]})
-            if s is None or self.stop_event.wait(self.interval_s):
-                break
+        try:
+            while self.alive():
+                s = sample(self.pid)
+                if s is not None:
+                    self.samples.append({"t_s": round(time.monotonic() - self.t0, 3),
+                                         "rss_kb": s[0], "threads": s[1]})
+                if s is None or self.stop_event.wait(self.interval_s):
+                    break
+        finally:
+            self.cpu_s = time.thread_time()
 
     def result(self) -> dict[str, Any]:
         end = read_arenas(self.pid) if self.alive() else None

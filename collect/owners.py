@@ -55,6 +55,7 @@ class OwnerSampler(threading.Thread):
         self.prober: HolderProbe | None = None
         self.samples = 0
         self.waiters = 0
+        self.cpu_s = 0.0  # this thread's CPU time, once it has ended
 
     def run(self) -> None:
         mem = MemReader(self.pid)
@@ -73,6 +74,7 @@ class OwnerSampler(threading.Thread):
                 self.prober.close()
             mem.close()
             self.log.flush()
+            self.cpu_s = time.thread_time()
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"samples": self.samples, "waiters": self.waiters,

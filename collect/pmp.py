@@ -283,6 +283,7 @@ class SnapshotLoop(threading.Thread):
         self.stats = PmpStats(rate_hz=rate_hz)
         self.start_error: BaseException | None = None
         self.started = threading.Event()
+        self.cpu_s = 0.0  # this thread's CPU time, once it has ended
 
     def run(self) -> None:
         reader = ProcReader(self.target.pid)
@@ -296,6 +297,7 @@ class SnapshotLoop(threading.Thread):
                 self.backend.close()
             finally:
                 reader.close()
+                self.cpu_s = time.thread_time()
 
     def _run(self, reader: ProcReader) -> None:
         self.log.write(SNAPSHOTS_MAGIC + " " + json.dumps(

@@ -221,6 +221,7 @@ class Watch(threading.Thread):
         self.seen: dict[int, Seen] = {}
         self.lock = threading.Lock()
         self.started_ns = 0
+        self.cpu_s = 0.0  # this thread's CPU time, once it has ended
 
     def poll(self) -> list[Seen]:
         """One round: every member's name now; returns the processes not seen before."""
@@ -258,10 +259,13 @@ class Watch(threading.Thread):
         return new
 
     def run(self) -> None:
-        while not self.stop_event.wait(WATCH_S):
-            for s in self.poll():
-                if self.on_new is not None:
-                    self.on_new(s)
+        try:
+            while not self.stop_event.wait(WATCH_S):
+                for s in self.poll():
+                    if self.on_new is not None:
+                        self.on_new(s)
+        finally:
+            self.cpu_s = time.thread_time()
 
     def pids(self) -> list[int]:
         with self.lock:

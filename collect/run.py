@@ -498,6 +498,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     t_start = time.time_ns()
     mono_start = time.monotonic_ns()
     m_start = time.monotonic()
+    main_cpu = time.thread_time()
     try:
         mem.start()
         # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.
@@ -521,6 +522,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         t_start = time.time_ns()
         mono_start = time.monotonic_ns()
         m_start = time.monotonic()
+        main_cpu = time.thread_time()
         if folder is not None:
             folder.set_window(mono_start, None,
                               [r["tid"] for r in col.threads["start"]["threads"]])
@@ -539,6 +541,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     finally:
         t_end = time.time_ns()
         mono_end = time.monotonic_ns()
+        main_cpu = time.thread_time() - main_cpu
         stop.set()
         if col.window.mono_start_ns:  # nothing after the window's end is counted
             if folder is not None:
@@ -561,6 +564,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         if rel is not None:
             col.owners["releases"] = releases.finish(rel, col.warn)
         procs.close_logs()
+        col.postprocess["samplers_cpu_s"] = _samplers_cpu(procs, mem, main_cpu)
         col.window = Window(t_start, t_end, t_end - t_start, mono_start, mono_end, "mono")
         _record_results(col, recorders, procs.loops, mem)
     first = procs.loops[0] if procs.loops else None
@@ -580,6 +584,18 @@ def _so_far(col: Capture, mem: MemorySampler, procs: _Processes) -> Capture:
     seen until now."""
     col.processes = procs.watch.to_json()
     return _memory_so_far(col, mem)
+
+
+def _samplers_cpu(procs: _Processes, mem: MemorySampler, main_s: float) -> dict[str, float]:
+    """CPU seconds of the collect's own threads that run beside the target: each snapshot
+    loop and owner sampler (summed over the processes) and the memory and process watchers,
+    from their start (the snapshot loops and owner samplers start before the window) to the
+    window's end; and the main thread's during the window.  The folding thread and the
+    perfs are in ``postprocess.cost``."""
+    return {"snapshots": round(sum(lp.cpu_s for lp in procs.loops), 3),
+            "owners": round(sum(o.cpu_s for o in procs.owners), 3),
+            "memory": round(mem.cpu_s, 3), "watch": round(procs.watch.cpu_s, 3),
+            "main_in_window": round(max(main_s, 0.0), 3)}
 
 
 def _owner_stats(samplers: list[OwnerSampler]) -> dict[str, Any]:

@@ -44,6 +44,12 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         assert {"eu-stack"} == {s["format"] for s in sources
                                 if str(s["path"]).endswith("snapshots.log")}, sources
         assert meta["pmp"]["snapshots"] >= 5
+        # The samplers' own CPU: each ran (a snapshot loop that took snapshots, an owner
+        # sampler that read /proc) and none used more CPU than the collect's wall time.
+        cpu = meta["postprocess"]["samplers_cpu_s"]
+        assert set(cpu) == {"snapshots", "owners", "memory", "watch", "main_in_window"}, cpu
+        assert cpu["snapshots"] > 0 and cpu["owners"] > 0, cpu
+        assert all(0 <= v < 30 for v in cpu.values()), cpu
         log = (run / "raw/snapshots.log").read_text()
         assert log.startswith(LOG_MAGIC)
         assert log.count("\nTS ") == meta["pmp"]["snapshots"]
