@@ -20,14 +20,13 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import IO, TYPE_CHECKING, Any
 
-from markupsafe import Markup, escape
-
 import wallflame
 from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.output import write_bytes
 from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.page_assets import page_assets, templates_dir
+from wallflame.report.pageruntime import Markup, escape
 from wallflame.report.palette import swatch_css
 from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
@@ -165,9 +164,6 @@ def _globals() -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The one Jinja2 environment (autoescape on, strict undefined, URL-free JSON)."""
-    from wallflame.report import pagecache
-
-    pagecache.complete()
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     folder = templates_dir()

@@ -13,10 +13,9 @@ import os
 from functools import cache
 from typing import Any
 
-from markupsafe import Markup
-
 import wallflame
 from wallflame.report.pagecache import sha256
+from wallflame.report.pageruntime import Markup
 
 
 def csp_hash(text: str) -> str:

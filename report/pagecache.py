@@ -2,32 +2,37 @@
 
 Jinja2 compiles a template into Python code that calls only its runtime (``jinja2.runtime``,
 the filters and tests) and a few methods of the environment.  That code is kept here, in the
-private template cache, as marshalled code objects; a later run executes them with those
-runtime modules and a small stand-in for the environment, without importing Jinja2's
-package (its ``__init__`` loads the compiler, lexer, parser, loaders and bytecode cache: a
-tenth of the report command's time).  The page is the one Jinja2 renders: the same compiled
-code runs on the same runtime.  Whenever an entry is missing, stale or fails, the caller
-renders with Jinja2 and stores the entries again (``store``).
+private template cache, as marshalled code objects; a later run executes them on
+``pageruntime`` (the part of Jinja2's runtime, filters, tests and MarkupSafe the page uses)
+with a small stand-in for the environment, without importing Jinja2 or MarkupSafe (they
+bring in most of Jinja2 and a fifth of the standard library: more than the rendering costs).
+The page is the one Jinja2 renders: the same compiled code runs on the same rules.  Whenever
+an entry is missing, stale or fails, the caller renders with Jinja2 and stores the entries
+again (``store``).
 
 An entry is keyed by what the compiled code depends on: the template sources, wallflame's
-version and the page code that defines the filters (``report/html.py``), Jinja2's files and
-the interpreter's bytecode version.
+version and the page code that defines the filters (``report/html.py``) and runs them
+(``report/pageruntime.py``), Jinja2's files and the interpreter's bytecode version.
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import marshal
 import os
 import sys
-from collections.abc import Callable
 from contextlib import suppress
 from types import CodeType, ModuleType
-from typing import TYPE_CHECKING, Any
 
 import wallflame
+from wallflame.report import pageruntime
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from jinja2 import Environment
 
 
@@ -58,9 +63,13 @@ def _jinja2_dir() -> str | None:
     pkg = sys.modules.get("jinja2")
     if pkg is not None and getattr(pkg, "__path__", None):
         return str(next(iter(pkg.__path__)))
-    import importlib.util
+    from importlib.machinery import PathFinder
 
-    spec = importlib.util.find_spec("jinja2")
+    spec = PathFinder.find_spec("jinja2")  # (without importing ``importlib.util``)
+    if spec is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("jinja2")
     locations = spec.submodule_search_locations if spec is not None else None
     return str(next(iter(locations))) if locations else None
 
@@ -77,7 +86,8 @@ def cache_key(templates: str, filters: dict[str, Any]) -> str | None:
                    calls)).encode())
     files = [os.path.join(templates, n) for n in NAMES]
     files += [os.path.join(jinja, n) for n in _JINJA_FILES]
-    files.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "html.py"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    files += [os.path.join(here, "html.py"), os.path.join(here, "pageruntime.py")]
     for path in files:
         try:
             st = os.stat(path)
@@ -92,8 +102,12 @@ def cache_key(templates: str, filters: dict[str, Any]) -> str | None:
 
 def store(env: Environment, folder: str, key: str) -> None:
     """Compile the templates with ``env`` as Jinja2 would and keep the code in ``folder``
-    (a private directory).  A folder that cannot be written is no error."""
+    (a private directory).  A folder that cannot be written is no error.  Nothing is kept
+    when Jinja2's filters or tests are not called as ``pageruntime``'s are (the code calls
+    them so)."""
     assert env.loader is not None
+    if not pageruntime.conventions(env.filters, env.tests):
+        return
     for name in NAMES:
         source, filename, _ = env.loader.get_source(env, name)
         code = compile(env.compile(source, name, filename, raw=True), filename or name, "exec")
@@ -138,49 +152,31 @@ def _load(folder: str, key: str) -> dict[str, CodeType] | None:
     return codes
 
 
-def _runtime() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
-    """Jinja2's runtime, defaults, utils and nodes modules.  When Jinja2 is not imported yet
-    its package is registered without running its ``__init__`` (``complete`` runs it when
-    the whole of Jinja2 is needed after all)."""
-    if "jinja2" not in sys.modules:
-        import importlib.util
-
-        spec = importlib.util.find_spec("jinja2")
-        if spec is None or spec.loader is None:
-            raise ImportError("jinja2")
-        pkg = importlib.util.module_from_spec(spec)
-        pkg.__dict__["_wallflame_partial"] = True
-        sys.modules["jinja2"] = pkg
-    from jinja2 import defaults, nodes, runtime, utils
-
-    return runtime, defaults, utils, nodes
+def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+            level: int = 0) -> ModuleType:
+    """The one import compiled template code makes (``from jinja2.runtime import ...``),
+    answered with ``pageruntime``; any other fails (the page is then rendered by Jinja2)."""
+    if name == "jinja2.runtime" and level == 0:
+        return pageruntime
+    raise ImportError(f"{name}: not available to kept template code")
 
 
-def complete() -> None:
-    """Run Jinja2's package ``__init__`` if ``_runtime`` left it out (before ``import
-    jinja2`` is used for its environment)."""
-    pkg = sys.modules.get("jinja2")
-    if pkg is not None and pkg.__dict__.pop("_wallflame_partial", False):
-        assert pkg.__spec__ is not None and pkg.__spec__.loader is not None
-        pkg.__spec__.loader.exec_module(pkg)
+#: The builtins kept template code runs with: Python's, its import answered by ``_import``.
+_BUILTINS = {**vars(builtins), "__import__": _import}
 
 
 class _Environment:
-    """What compiled templates and Jinja2's runtime use of an ``Environment`` configured as
-    ``report.html.environment`` configures it (autoescape, strict undefined)."""
+    """What compiled templates use of an ``Environment`` configured as
+    ``report.html.environment`` configures it (autoescape, strict undefined), on
+    ``pageruntime``."""
 
     def __init__(self, filters: dict[str, Any], globals_: dict[str, Any],
                  codes: dict[str, CodeType]) -> None:
-        runtime, defaults, utils, nodes = _runtime()
-        self._runtime, self._utils, self._nodes = runtime, utils, nodes
-        self.filters = dict(defaults.DEFAULT_FILTERS)
+        self.filters = dict(pageruntime.FILTERS)
         self.filters.update(filters)
-        self.tests = dict(defaults.DEFAULT_TESTS)
-        self.globals = dict(defaults.DEFAULT_NAMESPACE)
-        self.globals.update(globals_)
-        self.policies = dict(defaults.DEFAULT_POLICIES)
-        self.undefined = runtime.StrictUndefined
-        self.context_class = runtime.Context
+        self.tests = dict(pageruntime.TESTS)
+        self.globals = dict(globals_)
+        self.undefined = pageruntime.StrictUndefined
         self.autoescape = True
         self.is_async = False
         self.sandboxed = False
@@ -215,20 +211,20 @@ class _Environment:
               args: Any, kwargs: Any, context: Any, eval_ctx: Any) -> Any:
         func = table.get(name)
         if func is None:
-            raise self._runtime.TemplateRuntimeError(f"No {kind} named {name!r}.")
+            raise pageruntime.TemplateRuntimeError(f"No {kind} named {name!r}.")
         call_args = [value, *(args if args is not None else ())]
-        pass_arg = self._utils._PassArg.from_obj(func)
-        if pass_arg is self._utils._PassArg.context:
+        pass_arg = pageruntime._pass_name(func)
+        if pass_arg == "context":
             if context is None:
-                raise self._runtime.TemplateRuntimeError(
+                raise pageruntime.TemplateRuntimeError(
                     f"Attempted to invoke a context {kind} without context.")
             call_args.insert(0, context)
-        elif pass_arg is self._utils._PassArg.eval_context:
+        elif pass_arg == "eval_context":
             if eval_ctx is None:
                 eval_ctx = (context.eval_ctx if context is not None
-                            else self._nodes.EvalContext(self))
+                            else pageruntime.EvalContext(self))
             call_args.insert(0, eval_ctx)
-        elif pass_arg is self._utils._PassArg.environment:
+        elif pass_arg == "environment":
             call_args.insert(0, self)
         return func(*call_args, **(kwargs if kwargs is not None else {}))
 
@@ -245,7 +241,7 @@ class _Environment:
         t = self._templates.get(name)
         if t is None:
             if name not in self._codes:
-                raise LookupError(name)
+                raise pageruntime.TemplateNotFound(name)
             t = self._templates[name] = _Template(self, self._codes[name])
         return t
 
@@ -254,7 +250,8 @@ class _Template:
     """A compiled template's namespace, as ``jinja2.Template`` keeps it."""
 
     def __init__(self, env: _Environment, code: CodeType) -> None:
-        namespace: dict[str, Any] = {"environment": env, "__file__": code.co_filename}
+        namespace: dict[str, Any] = {"environment": env, "__file__": code.co_filename,
+                                     "__builtins__": _BUILTINS}
         exec(code, namespace)  # code compiled from our own templates, from a private folder
         self.environment = env
         self.globals = env.globals
@@ -264,8 +261,8 @@ class _Template:
         namespace["__jinja_template__"] = self
 
     def render(self, context: dict[str, Any]) -> str:
-        ctx = self.environment._runtime.new_context(
-            self.environment, self.name, self.blocks, context, False, self.globals, None)
+        ctx = pageruntime.new_context(self.environment, self.name, self.blocks, context,
+                                      self.globals)
         return "".join(self.root_render_func(ctx))
 
 

@@ -151,6 +151,9 @@ def test_missing_rules_file(tmp_path: Path) -> None:
 def test_builtin_table_is_consistent() -> None:
     r = default_rules()
     rules = [x for xs in r.names.values() for x in xs] + [x for _, x in r.patterns]
+    # its expressions are compiled when first needed: each one must compile
+    for rx in [rx for rx, _ in r.patterns] + [x.under for x in rules if x.under is not None]:
+        re.compile(rx.pattern)
     assert {x.cls for x in rules} <= set(BLOCKED_CLASSES)
     assert {x.cls for x in rules} == set(BLOCKED_CLASSES)
     # a frame named by a weak rule is never also named by a stronger one without context

@@ -1,5 +1,6 @@
-"""Report pages rendered from the compiled template code kept in the cache (without
-importing Jinja2's compiler) are the pages Jinja2 renders."""
+"""Report pages rendered from the compiled template code kept in the cache (on
+``report/pageruntime.py``, without importing Jinja2 or MarkupSafe) are the pages Jinja2
+renders."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wallflame.profile import Profile, StackKey
-from wallflame.report import html, pagecache
+from wallflame.report import html, pagecache, pageruntime
 
 
 def _profile(seed: int) -> Profile:
@@ -32,12 +35,14 @@ def _profile(seed: int) -> Profile:
 
 
 def _report(args: list[str], env: dict[str, str]) -> tuple[bytes, bool]:
-    """The page, and whether the process imported Jinja2's environment (``-X importtime``
-    names every module imported)."""
+    """The page, and whether the process imported any of Jinja2 or MarkupSafe (``-X
+    importtime`` names every module imported)."""
     r = subprocess.run([sys.executable, "-X", "importtime", "-m", "wallflame", "report", *args],
                        cwd=ROOT, env=env, capture_output=True, check=False)
     assert r.returncode == 0, r.stderr
-    return r.stdout, b" jinja2.environment\n" in r.stderr
+    imported = {line.rsplit(b"|", 1)[-1].strip() for line in r.stderr.splitlines()
+                if line.startswith(b"import time:")}
+    return r.stdout, any(m.split(b".")[0] in (b"jinja2", b"markupsafe") for m in imported)
 
 
 @pytest.mark.parametrize("source", [FIXTURES / "perf" / "mix-sched.txt",
@@ -95,14 +100,71 @@ def test_key_follows_the_filters_calling_convention() -> None:
         html.templates_dir(), {**plain, "tojson": old})
 
 
-def test_jinja2_completed_after_the_runtime_alone() -> None:
-    """A process that rendered from kept code can still build the Jinja2 environment (the
-    diff page, a template to compile)."""
-    code = ("import sys; from wallflame.report import pagecache; pagecache._runtime(); "
-            "assert 'jinja2.environment' not in sys.modules; "
-            "from wallflame.report import html; env = html.environment(); "
-            "import jinja2; print(jinja2.Environment is type(env))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       check=False)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "True"
+def test_runtime_filters_are_called_as_jinja2s() -> None:
+    """The kept code calls each filter and test as Jinja2's is called (what it takes first):
+    ``store`` keeps nothing when they differ."""
+    env = html.environment()
+    assert pageruntime.conventions(env.filters, env.tests)
+    assert not pageruntime.conventions({**env.filters, "join": len}, env.tests)
+
+
+_VALUES = st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.none(),
+                    st.booleans(), st.text().map(pageruntime.Markup))
+
+
+@given(_VALUES)
+def test_escape_is_markupsafes(value: object) -> None:
+    import markupsafe
+
+    mine, theirs = pageruntime.escape(value), markupsafe.escape(value)
+    assert str(mine) == str(theirs)
+    assert str(pageruntime.escape(markupsafe.Markup(value))) == str(
+        markupsafe.escape(markupsafe.Markup(value)))
+
+
+@given(st.text(), st.lists(_VALUES, max_size=4))
+def test_markup_operations_are_markupsafes(text: str, values: list[object]) -> None:
+    import markupsafe
+
+    mine, theirs = pageruntime.Markup(text), markupsafe.Markup(text)
+    assert str(mine.join(values)) == str(theirs.join(values))
+    for v in values:
+        if isinstance(v, str):
+            assert str(mine + v) == str(theirs + v)
+            assert str(v + mine) == str(v + theirs)
+    assert str(pageruntime.Markup("%s|%r") % (text, text)) == str(
+        markupsafe.Markup("%s|%r") % (text, text))
+
+
+@given(st.dictionaries(st.text(max_size=3), st.integers()), st.lists(st.text(max_size=4)),
+       st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=5))
+def test_runtime_filters_give_what_jinja2s_give(d: dict[str, int], words: list[str],
+                                                 covs: list[float]) -> None:
+    """The filters the page uses, through both runtimes, on one template."""
+    source = ("{{ '%.0f%%'|format(100 * x) }}|{{ words|join(' ') }}|"
+              "{% for k, v in d|dictsort %}{{ k }}={{ v }},{% endfor %}|"
+              "{{ rows|selectattr('cov', 'gt', 0.5)|list|length }}|{{ words|length }}|"
+              "{% for w in words %}{{ loop.index }}{{ w }}{% if not loop.last %}, {% endif %}"
+              "{% endfor %}|{{ 's' if words|length != 1 }}|{{ d is mapping }}{{ x is none }}"
+              "{{ rows is defined }}")
+    env = html.environment()
+    context = {"x": 0.25, "words": words, "d": d, "rows": [{"cov": c} for c in covs]}
+    expected = env.from_string(source).render(**context)
+    code = compile(env.compile(source, "t.html", "t.html", raw=True), "t.html", "exec")
+    page = pagecache._Environment(html._filters(), html._globals(), {"t.html": code}
+                                  ).get_template("t.html").render(context)
+    assert page == expected
+
+
+def test_what_the_runtime_lacks_is_rendered_by_jinja2(tmp_path: Path) -> None:
+    """Kept code using what ``pageruntime`` has not got fails there (its caller then renders
+    with Jinja2), rather than giving another page."""
+    env = html.environment()
+    for source in ("{% set ns = namespace(a=1) %}{{ ns.a }}", "{{ title|upper }}",
+                   "{{ missing_name }}",
+                   "{% for x in [[1]] recursive %}{{ loop(x) }}{% endfor %}"):
+        code = compile(env.compile(source, "t.html", "t.html", raw=True), "t.html", "exec")
+        template = pagecache._Environment(html._filters(), html._globals(), {"t.html": code}
+                                          ).get_template("t.html")
+        with pytest.raises(Exception):  # noqa: B017
+            template.render({"title": "x"})

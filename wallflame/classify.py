@@ -51,8 +51,27 @@ class Rule:
     cls: str
     strength: int
     label: str = ""
-    under: re.Pattern[str] | None = None
+    under: re.Pattern[str] | _Lazy | None = None
     order: int = 0  # the line's place: earlier lines (user rules first) win ties
+
+
+class _Lazy:
+    """A pattern of the built-in table (``regex`` rules, ``under`` columns), compiled when it
+    is first tried alone: the joined expression screens names first, so most reports never
+    need one, and compiling the table's 20 took a millisecond of every report.  (A user's
+    rules are compiled as they are read, so that a bad one is reported; the built-in ones
+    are checked by tests/test_classify.py.)"""
+
+    __slots__ = ("_rx", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._rx: re.Pattern[str] | None = None
+
+    def match(self, name: str) -> re.Match[str] | None:
+        if self._rx is None:
+            self._rx = re.compile(self.pattern)
+        return self._rx.match(name)
 
 
 class _Prefix(str):
@@ -70,7 +89,8 @@ class _Prefix(str):
 @dataclass
 class Rules:
     names: dict[str, list[Rule]] = field(default_factory=dict)
-    patterns: list[tuple[re.Pattern[str] | _Prefix, Rule]] = field(default_factory=list)
+    patterns: list[tuple[re.Pattern[str] | _Lazy | _Prefix, Rule]] = field(
+        default_factory=list)
     _seen: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
     # the prefixes and every expression in one, tried first (most names match none); the
     # expression made when first needed
@@ -79,7 +99,9 @@ class Rules:
     _joined_ok: bool = field(default=True, repr=False)
     _size: int = field(default=0, repr=False)  # rules added
 
-    def add_line(self, line: str, where: str) -> None:
+    def add_line(self, line: str, where: str, builtin: bool = False) -> None:
+        """One line of a rules file; ``builtin``: of the built-in table, whose expressions
+        are compiled when first needed (``_Lazy``)."""
         parts = line.split("\t")
         if not 4 <= len(parts) <= 6:
             raise InputError(f"{where}: expected 4 to 6 tab-separated columns: class strength "
@@ -98,7 +120,8 @@ class Rules:
         if label and not _LABEL.fullmatch(label):
             raise InputError(f"{where}: bad label {label!r}",
                              "up to 40 letters, digits, spaces and _.:<>()/+-")
-        rule = Rule(cls, _STRENGTHS[strength], label, _regex(under, where) if under else None,
+        regex = _Lazy if builtin else (lambda p: _regex(p, where))
+        rule = Rule(cls, _STRENGTHS[strength], label, regex(under) if under else None,
                     self._size)
         self._seen.clear()
         if match == "name":
@@ -107,17 +130,17 @@ class Rules:
             self.patterns.append((_Prefix(pattern), rule))
             self._prefixes += (pattern,)
         elif match == "regex":
-            self.patterns.append((_regex(pattern, where), rule))
+            self.patterns.append((regex(pattern), rule))
             self._any, self._joined_ok = None, True
         else:
             raise InputError(f"{where}: match must be name, prefix or regex, not {match!r}")
         self._size += 1
 
-    def add_text(self, text: str, origin: str) -> None:
+    def add_text(self, text: str, origin: str, builtin: bool = False) -> None:
         for no, line in enumerate(text.splitlines(), 1):
             line = line.rstrip("\r")
             if line.strip() and not line.startswith("#"):
-                self.add_line(line, f"{origin}:{no}")
+                self.add_line(line, f"{origin}:{no}", builtin)
 
     def frame_rules(self, frame: str) -> tuple[Rule, ...]:
         """The rules that name this frame, in the order they are tried: the strongest first,
@@ -207,7 +230,7 @@ def _regex(pattern: str, where: str) -> re.Pattern[str]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _under_hit(rx: re.Pattern[str], frame: str) -> bool:
+def _under_hit(rx: re.Pattern[str] | _Lazy, frame: str) -> bool:
     name = _SUFFIX.sub("", frame)
     return rx.match(name) is not None or rx.match(normalize(name)) is not None
 
@@ -253,7 +276,7 @@ def load_rules(extra: str | None = None) -> Rules:
         rules.add_text(text, extra)
     with open(os.path.join(os.path.dirname(__file__), "rules.tsv"), encoding="utf-8") as f:
         builtin = f.read()
-    rules.add_text(builtin, "rules.tsv")
+    rules.add_text(builtin, "rules.tsv", builtin=True)
     return rules
 
 
