@@ -13,6 +13,13 @@ recursive loop) fails, and the caller renders with Jinja2 instead.
 
 ``conventions`` (checked when the code is kept) says how each filter and test here is
 called, which must be how Jinja2's own were when it compiled the code.
+
+The parts written after Jinja2's and MarkupSafe's follow code that is Copyright 2007 Pallets,
+under the BSD 3-Clause licence: redistribution with or without modification is permitted
+provided this notice, the list of conditions and the disclaimer are retained (the licence's
+text: https://github.com/pallets/jinja/blob/main/LICENSE.txt); THE SOFTWARE IS PROVIDED BY
+THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS" AND ANY EXPRESS OR IMPLIED WARRANTIES ARE
+DISCLAIMED.
 """
 
 from __future__ import annotations
