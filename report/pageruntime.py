@@ -13,14 +13,33 @@ recursive loop) fails, and the caller renders with Jinja2 instead.
 
 ``conventions`` (checked when the code is kept) says how each filter and test here is
 called, which must be how Jinja2's own were when it compiled the code.
-
-The parts written after Jinja2's and MarkupSafe's follow code that is Copyright 2007 Pallets,
-under the BSD 3-Clause licence: redistribution with or without modification is permitted
-provided this notice, the list of conditions and the disclaimer are retained (the licence's
-text: https://github.com/pallets/jinja/blob/main/LICENSE.txt); THE SOFTWARE IS PROVIDED BY
-THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS" AND ANY EXPRESS OR IMPLIED WARRANTIES ARE
-DISCLAIMED.
 """
+
+# The parts written after Jinja2 and MarkupSafe follow their code, which is under this licence:
+#
+# Copyright 2007 Pallets (Jinja2); Copyright 2010 Pallets (MarkupSafe)
+#
+# Redistribution and use in source and binary forms, with or without modification, are
+# permitted provided that the following conditions are met:
+#
+# 1.  Redistributions of source code must retain the above copyright notice, this list of
+#     conditions and the following disclaimer.
+# 2.  Redistributions in binary form must reproduce the above copyright notice, this list of
+#     conditions and the following disclaimer in the documentation and/or other materials
+#     provided with the distribution.
+# 3.  Neither the name of the copyright holder nor the names of its contributors may be used
+#     to endorse or promote products derived from this software without specific prior
+#     written permission.
+#
+# THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS" AND ANY EXPRESS
+# OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE IMPLIED WARRANTIES OF
+# MERCHANTABILITY AND FITNESS FOR A PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE
+# COPYRIGHT HOLDER OR CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL,
+# EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF
+# SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS INTERRUPTION)
+# HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR
+# TORT (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE OF THIS
+# SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
 
 from __future__ import annotations
 
