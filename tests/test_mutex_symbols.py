@@ -1,0 +1,101 @@
+"""``collect.mutex.Symbols``: the cached lookups give what the uncached ones give.
+
+The owner sampler scans 128 stack words per futex waiter, round after round; the lookups are
+kept per word and per mapped file until the process's maps are read again.  These tests hold
+the kept answers to a fresh lookup, on this test's own process (its libc and Python's code)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import struct
+from typing import cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wallflame.collect import mutex
+from wallflame.collect.mutex import MemReader, Symbols
+
+
+class _Stack:
+    """A ``MemReader`` stand-in: ``read`` returns the given words."""
+
+    def __init__(self, words: list[int]) -> None:
+        self.data = b"".join(struct.pack("<Q", w) for w in words)
+
+    def read(self, addr: int, size: int) -> bytes | None:
+        return self.data[:size]
+
+
+def _stack(words: list[int]) -> MemReader:
+    return cast(MemReader, _Stack(words))
+
+
+def _code_addresses() -> list[int]:
+    libc = ctypes.CDLL(None)
+    names = ("malloc", "free", "write", "pthread_mutex_lock", "pthread_cond_wait", "memcpy",
+             "getpid", "nanosleep")
+    base = [ctypes.cast(getattr(libc, n), ctypes.c_void_p).value or 0 for n in names]
+    # and every 64th byte of the 8 KiB around ``write``: neighbouring functions, so that a
+    # word kept under the wrong key would name its neighbour
+    near = [base[2] - 4096 + off for off in range(0, 8192, 64)]
+    return [a + off for a in base for off in (0, 1, 7, 40)] + near
+
+
+def _uncached(sym: Symbols, words: list[int], limit: int = 8) -> list[str]:
+    out: list[str] = []
+    for w in words:
+        if w < 4096:
+            continue
+        name = Symbols.function(sym, w)
+        if name and name not in out:
+            out.append(name)
+            if len(out) >= limit:
+                break
+    return out
+
+
+CODE = _code_addresses()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(CODE), st.integers(0, 2**64 - 1),
+                          st.integers(0, 8192)), min_size=1, max_size=128),
+       st.randoms(use_true_random=False))
+def test_return_sites_kept_answers_match_fresh_lookups(words: list[int],
+                                                        rnd: random.Random) -> None:
+    sym = _SYMS
+    fresh = Symbols(os.getpid())
+    expected = _uncached(fresh, words)
+    assert sym.return_sites(_stack(words), 1, len(words)) == expected  # kept or not
+    assert sym.return_sites(_stack(words), 1, len(words)) == expected  # kept now
+    if rnd.random() < 0.2:
+        sym.refresh()  # the maps read again: nothing kept survives it
+        assert sym.return_sites(_stack(words), 1, len(words)) == expected
+
+
+_SYMS = Symbols(os.getpid())
+
+
+def test_code_addresses_are_named_and_the_cache_starts_over_when_full(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sym = Symbols(os.getpid())
+    named = sym.return_sites(_stack(CODE), 1, len(CODE), limit=100)
+    assert {"getpid", "write", "nanosleep"} <= {n.split("@")[0] for n in named}, named
+    monkeypatch.setattr(mutex, "WORDS_KEPT", 4)
+    sym = Symbols(os.getpid())
+    assert sym.return_sites(_stack(CODE), 1, len(CODE), limit=100) == named
+    assert len(sym._words) <= 4
+
+
+def test_name_of_data_is_the_same_with_the_bias_kept() -> None:
+    sym = Symbols(os.getpid())
+    libc = ctypes.CDLL(None)
+    addr = ctypes.addressof(ctypes.c_int.in_dll(libc, "errno")) if hasattr(libc, "errno") \
+        else ctypes.cast(libc.environ, ctypes.c_void_p).value or 0
+    first = [sym.name(a) for a in (addr, *CODE[:8])]
+    again = [sym.name(a) for a in (addr, *CODE[:8])]
+    assert first == again == [Symbols(os.getpid()).name(a) for a in (addr, *CODE[:8])]
