@@ -21,6 +21,8 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   recorders alone, from the commands it builds (``collect.perf``): the scheduler's (switch
   events and ``sched:sched_switch`` with DWARF stacks at 3 a second per thread, as the budget
   sets it on this server; or the same without stacks) and the wake-ups';
+* ``wf_base`` (with ``--base CHECKOUT``): a default collect run from another checkout, to
+  compare a change with the code before it in the same sysbench run;
 * ``wf_*``: a whole ``wallflame collect --pid PID --duration WINDOW`` with the options in
   ``COLLECTS`` (``wf_default``: none), its window read from its ``meta.json`` (what comes
   before and after the window, the rate read and the post-processing, is left out of the
@@ -149,13 +151,13 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     raise ValueError(kind)
 
 
-def wallflame_window(pid: int, out: Path, window: float, extra: list[str]
-                     ) -> tuple[float, float]:
+def wallflame_window(pid: int, out: Path, window: float, extra: list[str],
+                     root: Path = ROOT) -> tuple[float, float]:
     """Run one collect (``server_collect.collect``); its window in this process's
     ``time.monotonic()``, or ``(0, -1)`` (no figure) when it wrote none."""
     shutil.rmtree(out, ignore_errors=True)
     try:
-        c = run_collect(pid, out, window, extra)
+        c = run_collect(pid, out, window, extra, root)
     except (RuntimeError, OSError, ValueError, KeyError):
         return 0.0, -1.0
     finally:
@@ -184,7 +186,7 @@ def bpf_window(pid: int, window: float, program: Path) -> tuple[float, float]:
 
 
 def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: int,
-            table_size: int) -> dict[str, list[float]]:
+            table_size: int, base: Path | None = None) -> dict[str, list[float]]:
     program = work / "accounting.bt"
     program.write_text(ACCOUNTING)
     result: dict[str, list[float]] = {k: [] for k in kinds}
@@ -207,8 +209,9 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
-                elif kind in COLLECTS:
-                    s, e = wallflame_window(db.pid, work / kind, window, COLLECTS[kind])
+                elif kind in COLLECTS or kind == "wf_base":
+                    s, e = wallflame_window(db.pid, work / kind, window, COLLECTS.get(kind, []),
+                                            base if kind == "wf_base" and base else ROOT)
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
@@ -239,10 +242,16 @@ def main() -> int:
                     help=f"comma-separated, of: {', '.join([*RECORDERS, *COLLECTS])}")
     ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
     ap.add_argument("--table-size", type=int, default=THROUGHPUT_TABLE_SIZE)
+    ap.add_argument("--base", type=Path, default=None,
+                    help="another checkout: adds wf_base, a default collect of that checkout's "
+                         "code, to compare a change with the code before it in one run")
     args = ap.parse_args()
     require("mariadb")
     warm_bytecode(ROOT)
     kinds = ["none", *[k for k in args.recorders.split(",") if k]]
+    if args.base is not None:
+        warm_bytecode(args.base)
+        kinds.append("wf_base")
     if "bpf_acct" in kinds and shutil.which("bpftrace") is None:
         print("sched_recorders: bpftrace not installed (apt-get install bpftrace): "
               "bpf_acct left out", file=sys.stderr)
@@ -252,7 +261,7 @@ def main() -> int:
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             result = measure(kinds, args.window, args.rounds, work, args.tables,
-                             args.table_size)
+                             args.table_size, args.base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None

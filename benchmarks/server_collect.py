@@ -99,11 +99,13 @@ def class_shares(run: Path) -> tuple[dict[str, float], float, list[float]]:
     return out, min(cov) if cov else 0.0, cov
 
 
-def collect(pid: int, out: Path, window: float, extra: list[str]) -> dict[str, Any]:
+def collect(pid: int, out: Path, window: float, extra: list[str],
+            root: Path = ROOT) -> dict[str, Any]:
+    """One ``wallflame collect`` of the checkout at ``root``."""
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "--pid", str(pid),
                         "--duration", str(window), "-o", str(out), *extra],
-                       capture_output=True, text=True, cwd=str(ROOT), check=False,
+                       capture_output=True, text=True, cwd=str(root), check=False,
                        env=wallflame_env())
     t1 = time.monotonic()
     if r.returncode != 0:
