@@ -196,18 +196,15 @@ class LibdwBackend:
         return "per thread: attach request to release (upper bound; tracer not real-time)"
 
     def snapshot(self, timeout_s: float, tids: list[int],
-                 watch: Watch | None = None, listed: list[int] | None = None) -> Dump:
-        """Unwind ``tids``; ``listed``: threads shown without frames (not stopped)."""
-        bare = "".join(f"TID {tid}:\n" for tid in listed or ())
-        if not tids:  # every thread running, exiting or in uninterruptible sleep
-            return Dump(f"PID {self.pid} - process\n{bare}", 0.0, 0.0)
+                 watch: Watch | None = None) -> Dump:
+        if not tids:  # every thread exiting or in uninterruptible sleep
+            return Dump(f"PID {self.pid} - process\n", 0.0, 0.0)
         t0 = time.monotonic()
         try:
             if self.unwinder is None:
                 self.unwinder = Unwinder(self.pid)
                 self.attach_ms = (time.monotonic() - t0) * 1000
             text, stacks = self.unwinder.dump(tids)
-            text += bare
         except ToolError as e:
             span = (time.monotonic() - t0) * 1000
             return Dump("", span, span, str(e))
@@ -350,17 +347,7 @@ class SnapshotLoop(threading.Thread):
         # thread's previous snapshot).
         skip = ("Z", "X", "D") if isinstance(self.backend, LibdwBackend) else ("Z", "X")
         tids = [int(r["tid"]) for r in procs if r.get("state") not in skip]
-        if isinstance(self.backend, LibdwBackend):
-            # A thread /proc shows running (R) is not stopped: the fold never uses the stack
-            # of a thread its record shows running (perf measures on-CPU time; its snapshot
-            # time goes to ``pmp_running_ns``), and stopping a thread at work (perhaps
-            # holding a lock the others wait for) is what a stop costs a busy server most.
-            # It is listed without frames, so that its next stack weighs from this snapshot.
-            running = {int(r["tid"]) for r in procs if r.get("state") == "R"}
-            dump = self.backend.snapshot(timeout, [t for t in tids if t not in running],
-                                         self.watch, listed=[t for t in tids if t in running])
-        else:
-            dump = self.backend.snapshot(timeout, tids, self.watch)
+        dump = self.backend.snapshot(timeout, tids, self.watch)
         left = ensure_running(self.target.pid, self.target.start_ticks,
                              self.target.stopped_at_start)
         if left and not self.target.stopped_at_start:

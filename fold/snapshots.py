@@ -14,8 +14,7 @@ there is no proc line or the state is ``t`` (stopped by a tracer, which hides wh
 was doing), or in a log without proc lines, when a wait rule matches its stack.  Running threads
 of a wallflame log are not added (perf measures on-CPU better) but their time goes to
 ``meta.extra["pmp_running_ns"]``; in foreign logs they become on-CPU stacks, since there is no
-perf data beside them.  wallflame's libdw loop does not stop a thread /proc shows running: it
-lists it without frames (``TID N:`` alone), which counts as running time like any other.
+perf data beside them.
 
 Only the current dump is buffered (its threads are needed to name a lock owner's thread), so
 memory is bounded by the size of one dump; everything else streams.
@@ -183,9 +182,7 @@ class Accumulator:
         add_stops(self.stops, windowed_stops(dump.pause, t, self.options.stops_window_ns))
         by_tid = {th.tid: th for th in dump.threads}
         for th in dump.threads:
-            if th.frames or str((dump.procs.get(th.tid) or {}).get("state", "")) == "R":
-                # wallflame's libdw loop lists a thread /proc shows running without frames
-                # (not stopped): its time is running time, as any running thread's is
+            if th.frames:
                 self._thread(th, dump, by_tid, t)
             else:
                 self.meta.lose("thread without frames", th.line)
@@ -260,7 +257,7 @@ class Accumulator:
     def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int) -> None:
         if running_tid:
             self.running[running_tid] = self.running.get(running_tid, 0) + w
-            if not self.options.include_running or not key.frames:
+            if not self.options.include_running:
                 return
         self.profile.add(key, w)
         if holder is not None:
