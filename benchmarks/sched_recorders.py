@@ -246,6 +246,10 @@ def main() -> int:
                     help="another checkout: adds wf_base, a default collect of that checkout's "
                          "code, to compare a change with the code before it in one run")
     args = ap.parse_args()
+    if min(args.tables, args.table_size, args.rounds) < 1 or not 0 < args.window < 1e6:
+        ap.error("--tables, --table-size and --rounds must be at least 1, --window above 0")
+    if args.base is not None and not (args.base / "wallflame" / "__init__.py").is_file():
+        ap.error(f"--base {args.base}: not a checkout of wallflame (no wallflame/__init__.py)")
     require("mariadb")
     warm_bytecode(ROOT)
     kinds = ["none", *[k for k in args.recorders.split(",") if k]]

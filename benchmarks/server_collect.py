@@ -356,6 +356,9 @@ def main() -> int:
                     help="the 8-thread CPU-bound target with a 2 kHz heartbeat, not MariaDB")
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
     a = ap.parse_args()
+    if min(a.tables, a.table_size, a.rounds, a.threads) < 1 or not 0 < a.window < 1e6:
+        ap.error("--tables, --table-size, --rounds and --threads must be at least 1, "
+                 "--window above 0")
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
         return 0
