@@ -8,7 +8,11 @@ at each one's exit.
 
 Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the
 8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards.  It prints the CPU
-(user + system, from the kernel's task accounting at ``sched_process_exit``) of each process
+(the scheduler's run time, ``se.sum_exec_runtime`` at ``sched_process_exit``: the clock
+``CLOCK_THREAD_CPUTIME_ID`` and ``schedstat`` read; user + system time is sampled at the
+scheduler tick, which charges a whole tick to the thread it finds running and so misplaces
+threads that run a few hundred microseconds at a time, as the owner sampler does) of each
+process
 and thread of the collect, largest first, and the total, beside the collect's own figures from
 ``meta.json`` ``postprocess``.  Needs root and ``bpftrace``; timed collects run with bytecode
 cached (``servers.wallflame_env``).
@@ -34,7 +38,7 @@ from benchmarks.servers import wallflame_env, warm_bytecode  # noqa: E402
 PROGRAM = r"""
 tracepoint:sched:sched_process_fork { printf("F %d %d\n", args->parent_pid, args->child_pid); }
 tracepoint:sched:sched_process_exit {
-  printf("X %d %d %llu %s\n", pid, tid, curtask->utime + curtask->stime, comm);
+  printf("X %d %d %llu %s\n", pid, tid, curtask->se.sum_exec_runtime, comm);
 }
 """
 
@@ -114,6 +118,9 @@ def main() -> int:
         print(f"meta.json postprocess: perf script {cost.get('perf_script_cpu_s')} s over "
               f"{cost.get('chunks')} chunks, folding thread {cost.get('thread_cpu_s')} s, "
               f"finish {fin.get('cpu_s')} s")
+        # the same threads by their own clocks (CLOCK_THREAD_CPUTIME_ID), to set beside the
+        # kernel's figures above
+        print(f"meta.json postprocess.samplers_cpu_s: {pp.get('samplers_cpu_s')}")
     finally:
         if target is not None:
             target.terminate()
