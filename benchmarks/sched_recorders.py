@@ -18,9 +18,13 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   of the server's threads' blocked and runnable time up in kernel maps (no record per switch,
   no stack), printed once at the end;
 * ``wf_rec_sched``, ``wf_rec_sched_nostack``, ``wf_rec_wake``: one of a collect's own perf
-  recorders alone, from the commands it builds (``collect.perf``): the scheduler's (switch
-  events and ``sched:sched_switch`` with DWARF stacks at 3 a second per thread, as the budget
-  sets it on this server; or the same without stacks) and the wake-ups';
+  recorders alone, from the commands it builds (``collect.perf``): the scheduler's per thread
+  (``-p``: switch events and ``sched:sched_switch`` with DWARF stacks at 3 a second per thread,
+  as the budget sets it on this server; or the same without stacks), as a launched command's
+  collect records it, and the wake-ups';
+* ``wf_rec_sched_wide``: the scheduler's perf as an attached collect records it, on every CPU
+  (every task's switch records, the server's switches out with a DWARF stack at the period that
+  takes as many stacks as 3 a second per thread);
 * ``wf_base`` (with ``--base CHECKOUT``): a default collect run from another checkout, to
   compare a change with the code before it in the same sysbench run;
 * ``wf_*``: a whole ``wallflame collect --pid PID --duration WINDOW`` with the options in
@@ -49,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,12 +67,13 @@ from benchmarks.servers import (  # noqa: E402
     require,
     warm_bytecode,
 )
+from wallflame.collect import budget, threads  # noqa: E402
 from wallflame.collect import perf as wf_perf  # noqa: E402
-from wallflame.collect import threads  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
-             "bpf_acct", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_wake")
+             "bpf_acct", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
+             "wf_rec_wake")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -141,6 +147,17 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
                     "-c", "1", "-a", *sleep]
         return [*perf, "-e", "sched:sched_switch", "--filter", f.replace("pid", "prev_pid"),
                 "-c", "20", "--call-graph", "dwarf,32768", "-a", *sleep]
+    if kind == "wf_rec_sched_wide":
+        # the collect's own scheduler perf on every CPU (an attached collect's): every task's
+        # switch records, and the server's switches out with a stack at the period that
+        # takes 3 stacks a second per thread
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        opts = replace(wf_perf.sched_options(499, "dwarf", 3.0), system_wide=True,
+                       stack_period=budget.stack_period(budget.switch_rates(pid), 3.0),
+                       switch_filter=threads.wake_filter(tids, threads.new_pid_ranges(),
+                                                         "prev_pid"))
+        cmd = wf_perf.record_command(pid, out, opts, window)
+        return [*cmd[:-1], f"{window:g}"]
     if kind == "wf_rec_wake":  # the collect's own wake-up perf, filtered on the threads
         tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
         cmd = wf_perf.wake_command(out, threads.wake_filter(tids, threads.new_pid_ranges()),

@@ -12,7 +12,11 @@ thread's switch rate without any tracing.  The run's data rate is then, per seco
 
 The stack rate per thread (perf's frequency mode on ``sched:sched_switch``) is the largest
 ``hz`` with ``sum over threads of min(rate_i, hz)`` stacks per second within what the budget
-leaves (a thread that switches less often than ``hz`` has every switch sampled).  The figures
+leaves (a thread that switches less often than ``hz`` has every switch sampled).  An attached
+collect records the scheduler on every CPU (``collect.perf.PerfOptions.switch_filter``): the
+switch records are then every task's (the machine's rate, from ``/proc/stat``), and the same
+number of stacks a second is taken as one switch out of the target's in N per CPU
+(``stack_period``).  The figures
 per record were measured with perf 6.1 against MariaDB under sysbench (about 39,000 switches
 per second: 2.5 MB/s of switch records with no stack at all, about 8.8 KB per DWARF stack).
 The estimate is recorded next to what the run actually wrote
@@ -21,6 +25,7 @@ The estimate is recorded next to what the run actually wrote
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -37,6 +42,10 @@ SWITCH_BYTES = 64
 #: sysbench): 49, 62 and 83 bytes per switch of the rate measured before the window (the rate
 #: during it differs).
 WAKE_BYTES = 50
+#: With the scheduler recorded on every CPU: the two ``PERF_RECORD_SWITCH_CPU_WIDE`` records
+#: of one switch of any task on the machine (48 bytes each with perf 6.1, ``perf script -D``;
+#: perf cannot filter them), counted from ``/proc/stat``'s ``ctxt``.
+WIDE_SWITCH_BYTES = 96
 ONCPU_SAMPLE_BYTES = 200
 STACK_OVERHEAD_BYTES = 600
 #: An attached collect given neither a budget nor a stack rate measures the target first: when
@@ -78,13 +87,29 @@ def switch_counts(pid: int) -> dict[int, int]:
     return out
 
 
-def switch_rates(pid: int, seconds: float = MEASURE_S) -> dict[int, float]:
-    """Switches per second of each thread over ``seconds``."""
-    a = switch_counts(pid)
+def machine_switches() -> int | None:
+    """Context switches of the whole machine since boot (``/proc/stat`` ``ctxt``)."""
+    try:
+        with open("/proc/stat", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("ctxt "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def switch_rates(pid: int, seconds: float = MEASURE_S,
+                 machine: dict[str, float] | None = None) -> dict[int, float]:
+    """Switches per second of each thread over ``seconds``; with ``machine``, the whole
+    machine's over the same time is put in it (``switches_per_s``)."""
+    a, ma = switch_counts(pid), machine_switches()
     t0 = time.monotonic()
     time.sleep(seconds)
-    b = switch_counts(pid)
+    b, mb = switch_counts(pid), machine_switches()
     dt = max(time.monotonic() - t0, 1e-3)
+    if machine is not None and ma is not None and mb is not None:
+        machine["switches_per_s"] = max(0, mb - ma) / dt
     return {tid: (n - a[tid]) / dt for tid, n in b.items() if tid in a}
 
 
@@ -97,20 +122,30 @@ class Plan:
     expected_mb_per_s: float
     stacks_per_s: float
     over_budget: bool
+    #: on every CPU: one switch in this many, per CPU, carries a stack (``None``: per thread)
+    stack_period: int | None = None
+    machine_switches_per_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"budget_mb_per_s": self.budget_mb_per_s, "stack_hz": round(self.stack_hz, 2),
+                "stack_period": self.stack_period,
+                "machine_switches_per_s": (None if self.machine_switches_per_s is None
+                                           else round(self.machine_switches_per_s)),
                 "switches_per_s": round(self.switches_per_s), "threads": self.threads,
                 "expected_mb_per_s": round(self.expected_mb_per_s, 3),
                 "expected_stacks_per_s": round(self.stacks_per_s, 1),
                 "over_budget": self.over_budget}
 
 
-def _fixed_bytes(switches: float, freq_hz: float, cpus: int | None) -> float:
+def _fixed_bytes(switches: float, freq_hz: float, cpus: int | None,
+                 machine: float | None = None) -> float:
     """Bytes a second written whatever the stacks: switch and wake-up records, on-CPU
-    samples."""
+    samples.  ``machine``: the scheduler is recorded on every CPU, and every task's switches
+    with it (that many a second)."""
     cpus = cpus or os.cpu_count() or 1
-    return switches * (SWITCH_BYTES + WAKE_BYTES) + freq_hz * cpus * ONCPU_SAMPLE_BYTES
+    switch_records = (switches * SWITCH_BYTES if machine is None
+                      else max(machine, switches) * WIDE_SWITCH_BYTES)
+    return switch_records + switches * WAKE_BYTES + freq_hz * cpus * ONCPU_SAMPLE_BYTES
 
 
 def every_switch_mb_per_s(rates: dict[int, float], freq_hz: float, stack_bytes: int,
@@ -131,18 +166,36 @@ def automatic(rates: dict[int, float], freq_hz: float, stack_bytes: int,
 
 
 def plan(rates: dict[int, float], budget_mb_per_s: float, freq_hz: float, stack_bytes: int,
-         cpus: int | None = None) -> Plan:
-    """The stack rate per thread that keeps the run within ``budget_mb_per_s``."""
+         cpus: int | None = None, machine: float | None = None) -> Plan:
+    """The stack rate per thread that keeps the run within ``budget_mb_per_s``; with
+    ``machine`` (the whole machine's switches a second: the scheduler recorded on every
+    CPU), the stack period that does."""
     switches = sum(rates.values())
-    fixed = _fixed_bytes(switches, freq_hz, cpus)
+    fixed = _fixed_bytes(switches, freq_hz, cpus, machine)
     per_stack = stack_bytes + STACK_OVERHEAD_BYTES
     room = budget_mb_per_s * 1e6 - fixed
     hz = _water_fill(sorted(rates.values()), room / per_stack) if room > 0 else MIN_HZ
     hz = min(max(hz, MIN_HZ), MAX_HZ)
     stacks = sum(min(r, hz) for r in rates.values())
+    period = None
+    if machine is not None:
+        period = stack_period(rates, hz)
+        stacks = switches / period if switches > 0 else 0.0
     expected = (fixed + stacks * per_stack) / 1e6
     return Plan(budget_mb_per_s, hz, switches, len(rates), expected, stacks,
-                expected > budget_mb_per_s * 1.001)
+                expected > budget_mb_per_s * 1.001, period, machine)
+
+
+def stack_period(rates: dict[int, float], stack_hz: float) -> int:
+    """With the scheduler recorded on every CPU, the period of its stack event (one switch in
+    N, per CPU) that takes about as many stacks a second as ``stack_hz`` per thread would
+    (``sum(min(rate, stack_hz))``); 1 (every switch) for ``stack_hz`` 0 or a target that did
+    not switch while it was measured."""
+    switches = sum(rates.values())
+    stacks = sum(min(r, stack_hz) for r in rates.values())
+    if stack_hz <= 0 or switches <= 0 or stacks <= 0:
+        return 1
+    return max(1, math.ceil(switches / stacks))
 
 
 def _water_fill(rates: list[float], stacks_per_s: float) -> float:
@@ -158,4 +211,5 @@ def _water_fill(rates: list[float], stacks_per_s: float) -> float:
 
 
 __all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "Plan", "automatic",
-           "every_switch_mb_per_s", "plan", "switch_counts", "switch_rates"]
+           "every_switch_mb_per_s", "machine_switches", "plan", "stack_period",
+           "switch_counts", "switch_rates"]

@@ -112,12 +112,21 @@ class PerfOptions:
                 (each sample carries how many switches it stands for); ``0``: every switch
                 (``-c 1``), which costs 8 KiB of stack copied per switch with DWARF.
     stack_bytes: user stack copied per DWARF sample (``--call-graph dwarf,SIZE``).
-    system_wide: on-CPU samples of every CPU (``-a``), the target's picked out by ``perf
-                script --pid``.  A per-thread ``cpu-clock`` event is stopped and started (an
-                hrtimer cancelled and armed) at every context switch of every thread: measured
-                on MariaDB under sysbench (about 40,000 switches/s on 2 vCPUs), per-thread
-                ``-F 499`` cost 37-43% of its transactions/s, system-wide 4-17%.  The
-                perf.data chunks then hold other processes' samples too (not their text).
+    switch_filter: with ``system_wide``, the scheduler is recorded on every CPU instead of per
+                thread: every switch of every task as a ``PERF_RECORD_SWITCH_CPU_WIDE`` pair
+                (exact intervals; the target's picked out when read, by process id), and
+                ``sched:sched_switch`` filtered in the kernel on the switches out of the
+                target's threads (``threads.wake_filter`` on ``prev_pid``), one in
+                ``stack_period`` per CPU with its call chain.  Per-thread events (``-p``) make
+                the kernel stop and start them at every context switch of every thread:
+                measured on MariaDB under sysbench (about 25,000 switches/s on 2 vCPUs), the
+                per-thread scheduler perf cost 9.5-17% of its transactions/s with or without
+                stacks, this one about 1% (``benchmarks/sched_recorders.py``).  (The
+                tracepoint without a stack cannot stand in for the switch records: on this
+                kernel, perf dropped every switch out of the idle task on one of the two CPUs,
+                which bpftrace saw on the same tracepoint.)
+    stack_period: with ``switch_filter``: one switch out of this many (per CPU) carries a
+                stack; each such sample stands for that many switches.
     """
 
     freq_hz: int = 499
@@ -126,6 +135,8 @@ class PerfOptions:
     stack_hz: float = 0.0
     stack_bytes: int = 8192
     system_wide: bool = False
+    switch_filter: str | None = None
+    stack_period: int = 1
 
 
 #: User stack copied per *sampled* scheduler stack (a stack rate per thread, as a data budget
@@ -156,6 +167,9 @@ def record_command(pid: int | str, out: Path, opts: PerfOptions,
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999)) + \
         SLEEP_MARGIN_S
     call_graph = opts.call_graph
+    if opts.sched and opts.system_wide and opts.switch_filter is not None:
+        return [*_switches_command(opts), *CLOCK, "-a", "-o", str(out),
+                f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
     if opts.sched:
         cmd = [perf_path(), "record", "-e", "sched:sched_switch"]
         cmd += ["-F", f"{max(1, round(opts.stack_hz))}"] if opts.stack_hz > 0 else ["-c", "1"]
@@ -175,6 +189,25 @@ def record_command(pid: int | str, out: Path, opts: PerfOptions,
     # clock_gettime (perf's default clock drifts from it: 2.3 ms after 3 hours of uptime).
     cmd += [*CLOCK, "--call-graph", call_graph, *who, "-o", str(out),
             f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
+    return cmd
+
+
+def _switches_command(opts: PerfOptions) -> list[str]:
+    """The scheduler's ``perf record`` on every CPU (``PerfOptions.switch_filter``), without
+    its clock, output and duration."""
+    call_graph = opts.call_graph
+    if call_graph == "dwarf":
+        call_graph = f"dwarf,{opts.stack_bytes}"
+    cmd = [perf_path(), "record", "-e", "sched:sched_switch"]
+    if opts.switch_filter:
+        cmd += ["--filter", opts.switch_filter]
+    # --no-period: with the period in each sample, the kernel samples a tracepoint at every
+    # hit whatever the period (``perf_swevent_event``; measured: -c 100 gave a 32 KiB stack
+    # at every switch, and cost MariaDB 41% of its transactions/s).
+    cmd += ["-c", str(max(1, opts.stack_period)), "--no-period", "--switch-events",
+            "--call-graph", call_graph]
+    if os.geteuid() == 0:
+        cmd += ["-m", "2M"]
     return cmd
 
 
@@ -352,7 +385,9 @@ def script_command(chunk: Path, sched: bool, pid: int | str | None = None,
         cmd.append(f"--pid={pid}")
     if sched:
         # The fields wallflame.fold.perf.sampled_switches reads; nanosecond times.
-        cmd += ["--ns", "--show-switch-events", "-F", SCHED_FIELDS]
+        # Task events: which process each thread belongs to (a capture on every CPU names
+        # only the thread switched in).
+        cmd += ["--ns", "--show-switch-events", "--show-task-events", "-F", SCHED_FIELDS]
     return cmd
 
 

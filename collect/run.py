@@ -322,11 +322,23 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
             opts.duration_s),
             raw, perf.WAKE))
     if opts.off_cpu in ("sched", "both"):
+        sched = perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz)
+        if opts.sched_stack_period is not None:  # on every CPU (``_switches_on_every_cpu``)
+            tids = sorted(tid for t in procs.targets for tid in t.threads())
+            sched = replace(sched, system_wide=True, stack_period=opts.sched_stack_period,
+                            switch_filter=threads.wake_filter(tids, threads.new_pid_ranges(),
+                                                              "prev_pid"))
         out.append(perf.PerfRecorder(perf.record_command(
-            pids, raw / SCHED_DATA,
-            perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz),
-            opts.duration_s), raw, "sched"))
+            pids, raw / SCHED_DATA, sched, opts.duration_s), raw, "sched"))
     return out
+
+
+def _switches_on_every_cpu(opts: CollectOptions, attached: bool) -> bool:
+    """Whether the scheduler is recorded on every CPU (``perf.PerfOptions.switch_filter``):
+    attached to running processes, when this user may record every CPU.  A launched
+    command's threads are not known before it starts: per thread (``-p``), as perf follows
+    what it starts."""
+    return opts.sched and attached and perf.system_wide_allowed()
 
 
 def _log_name(base: str, target: Target, primary: bool) -> str:
@@ -455,9 +467,11 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     target = procs.primary
     mem = MemorySampler(target.pid, stop, alive=target.alive)
     sched = opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None
+    wide = _switches_on_every_cpu(opts, child is None)
+    machine: dict[str, float] = {}  # the whole machine's switch rate, read with the target's
     rates = None
     if sched and opts.max_data_mb_per_s is None and child is None:
-        rates = budget.switch_rates(target.pid)
+        rates = budget.switch_rates(target.pid, machine=machine)
         auto = budget.automatic(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
         if auto is not None:
             every = budget.every_switch_mb_per_s(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
@@ -472,11 +486,21 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         opts = replace(opts, sched_stack_hz=0.0)  # no budget: a stack at every switch
         col.options.sched_stack_hz = 0.0
     if sched and opts.max_data_mb_per_s is not None:
-        p = budget.plan(rates if rates is not None else budget.switch_rates(target.pid),
-                        opts.max_data_mb_per_s, opts.freq_hz, perf.SAMPLED_STACK_BYTES)
+        automatic = rates is not None
+        if rates is None:
+            rates = budget.switch_rates(target.pid, machine=machine)
+        p = budget.plan(rates, opts.max_data_mb_per_s, opts.freq_hz, perf.SAMPLED_STACK_BYTES,
+                        machine=machine.get("switches_per_s") if wide else None)
         opts = replace(opts, sched_stack_hz=p.stack_hz)
         col.options.sched_stack_hz = p.stack_hz
-        col.postprocess["budget"] = {**p.to_json(), "automatic": rates is not None}
+        col.postprocess["budget"] = {**p.to_json(), "automatic": automatic}
+    if wide:  # on every CPU: the stack rate per thread as a period (``budget.stack_period``)
+        hz = opts.sched_stack_hz or 0.0
+        if hz > 0 and rates is None:
+            rates = budget.switch_rates(target.pid)
+        period = budget.stack_period(rates or {}, hz)
+        opts = replace(opts, sched_stack_period=period)
+        col.options.sched_stack_period = period
     for t in procs.targets[1:]:
         guard.add_target(t.pid, t.start_ticks, t.stopped_at_start)
     attached = child is None

@@ -102,8 +102,10 @@ def new_pid_ranges() -> list[tuple[int, int]] | None:
     return next_pids(int(last), int(top), used_pids())
 
 
-def wake_filter(tids: list[int], new: list[tuple[int, int]] | None = None) -> str:
-    """A tracepoint filter on the wakee (``pid``, the thread woken) that keeps the target's
+def wake_filter(tids: list[int], new: list[tuple[int, int]] | None = None,
+                field: str = "pid") -> str:
+    """A tracepoint filter on the wakee (``pid``, the thread woken; ``field`` names another
+    field of the same kind, as ``prev_pid``) that keeps the target's
     threads and the threads created after this listing (``new``: ``new_pid_ranges``; without
     it every pid above the target's, which is right only until pids wrap; others' wake-ups
     are dropped when read), within the size the kernel accepts: the target's closest ranges
@@ -112,11 +114,11 @@ def wake_filter(tids: list[int], new: list[tuple[int, int]] | None = None) -> st
     if not tids:
         return ""
     ranges = _ranges(sorted(set(tids)))
-    while len(_render(ranges, new)) > MAX_FILTER and len(ranges) > 1:
+    while len(_render(ranges, new, field)) > MAX_FILTER and len(ranges) > 1:
         gaps = [ranges[i + 1][0] - ranges[i][1] for i in range(len(ranges) - 1)]
         i = gaps.index(min(gaps))
         ranges[i:i + 2] = [(ranges[i][0], ranges[i + 1][1])]
-    return _render(ranges, new)
+    return _render(ranges, new, field)
 
 
 def _ranges(tids: list[int]) -> list[tuple[int, int]]:
@@ -129,13 +131,14 @@ def _ranges(tids: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _render(ranges: list[tuple[int, int]], new: list[tuple[int, int]] | None) -> str:
+def _render(ranges: list[tuple[int, int]], new: list[tuple[int, int]] | None,
+            field: str = "pid") -> str:
     def term(a: int, b: int) -> str:
-        return f"pid=={a}" if a == b else f"(pid>={a}&&pid<={b})"
+        return f"{field}=={a}" if a == b else f"({field}>={a}&&{field}<={b})"
 
     terms = [term(a, b) for a, b in ranges]
     if new is None:
-        terms.append(f"pid>{ranges[-1][1]}")
+        terms.append(f"{field}>{ranges[-1][1]}")
     else:
         terms.extend(term(a, b) for a, b in new)
     return "||".join(terms)

@@ -96,7 +96,10 @@ def test_a_run_directory_from_before_the_version_loads() -> None:
     assert "version" not in raw and "version" not in json.loads((OLD / META).read_text())
     cap = read_capture(OLD / "raw")
     assert cap.version == 0 and cap.problems == []
-    assert asdict(cap.options) == raw["options"]
+    # the options as written, and those added since at their defaults
+    assert {k: v for k, v in asdict(cap.options).items() if k in raw["options"]} == \
+        raw["options"]
+    assert cap.options.sched_stack_period is None
     assert cap.pmp is not None and asdict(cap.pmp) == raw["pmp"]
     assert cap.window.window_ns == raw["window"]["window_ns"]
     meta = read_meta(OLD)
@@ -117,8 +120,10 @@ def test_a_run_directory_from_before_the_version_finishes_again(tmp_path: Path) 
     meta = json.loads((run / META).read_text())
     old = json.loads((OLD / META).read_text())
     assert meta["version"] == FORMAT
-    for key in ("options", "target", "commands", "tools", "pmp", "owners"):
+    for key in ("target", "commands", "tools", "pmp", "owners"):
         assert meta[key] == old[key], key
+    assert {k: meta["options"][k] for k in old["options"]} == old["options"]
+    assert meta["options"]["sched_stack_period"] is None  # added since, at its default
     # the window as it was, and the fields added since at their defaults
     assert {k: meta["window"][k] for k in old["window"]} == old["window"]
     assert meta["window"]["perf_clock"] == ""

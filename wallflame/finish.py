@@ -145,7 +145,8 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")
         stops.record_measured(profile, stops.merge_measured(measured), "wallflame")
-        if cap.options.sched and cap.options.sched_stack_hz:  # sampled: an estimate
+        if cap.options.sched and (cap.options.sched_stack_hz
+                                  or (cap.options.sched_stack_period or 1) > 1):  # sampled
             stops.bound_by_measured(profile)
     procnames.apply(profile, cap)  # several processes: threads named after them
     work = target_output.work_done(raw)

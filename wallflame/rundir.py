@@ -112,6 +112,11 @@ class CollectOptions:
     sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget
                   (every switch without one); ``0``: every switch (8 KiB copied per switch
                   with DWARF; 32 KiB per stack when they are sampled).
+    sched_stack_period: with the scheduler recorded on every CPU (an attached collect that
+                  may: ``wallflame.collect.perf.PerfOptions.switch_filter``), one switch out
+                  of this many per CPU carries a stack (the rate above, or the budget, turned
+                  into a period from the switch rates read before the window; 1: every
+                  switch); ``None``: recorded per thread, stacks at ``sched_stack_hz``.
     """
 
     duration_s: float | None = 10.0
@@ -126,6 +131,7 @@ class CollectOptions:
     max_pause_ms: float = 50.0
     max_data_mb_per_s: float | None = None
     sched_stack_hz: float | None = None
+    sched_stack_period: int | None = None
 
     @property
     def snapshots(self) -> bool:

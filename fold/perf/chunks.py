@@ -75,6 +75,7 @@ class ChunkFolder:
         if opts.sched and done.get("sched"):
             off = Profile()
             self.sched.finish(off, {"stack_hz": opts.sched_stack_hz or 0.0,
+                                    "stack_period": opts.sched_stack_period,
                                     "call_graph": opts.sched_call_graph},
                               cap.window.on_perf_clock(),
                               cap.threads if cap.window.perf_clock == "mono" else None)

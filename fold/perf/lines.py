@@ -37,7 +37,7 @@ _WHO_END = re.compile(r"\s*(?:\[\d+\])?\s*$")
 #: takes about seven times as long, on a record per context switch.  The comm (at most 15
 #: bytes, chosen by the target) is matched greedily within its bound so that a name that looks
 #: like a header cannot shift the fields.
-NS_HEADER_RE = re.compile(r"^(.{0,16}?) *(\d+)/(\d+) +(\d+)\.(\d{9}): +(.*)$")
+NS_HEADER_RE = re.compile(r"^(.{0,16}?) *(-?\d+)/(-?\d+) +(\d+)\.(\d{9}): +(.*)$")
 #: The ``rest`` of such a sample's header: ``period event: fields``.
 NS_PERIOD_EVENT_RE = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
 #: A header of the wake-up capture's text (``-F tid,time,event,trace --ns``): ``tid time:

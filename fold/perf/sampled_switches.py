@@ -39,6 +39,15 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   it (``wallflame.fold.slices``), since the scheduler's text is not kept.  A thread's
   sampled ``period x duration`` in each bin is scaled to its exact blocked time in that class.
 
+* **Attached, on every CPU** (``collect.perf.PerfOptions.switch_filter``): the switches are
+  ``PERF_RECORD_SWITCH_CPU_WIDE`` pairs of every task on the machine (perf cannot filter
+  them), read as above for the target's threads and counted apart for the others
+  (``other_tasks_records``); the target's processes are those of the threads listed when the
+  window opened, and those they fork (``perf script --show-task-events``).  The stack samples
+  are filtered in the kernel on the switches out of the target's threads and come one in
+  ``-c N`` per CPU (their period): a thread's share of them follows its share of the
+  switches.
+
 Memory holds per-thread totals and the distinct (stack, state) pairs, never the records.
 """
 
@@ -80,6 +89,12 @@ LAG_MAX_NS = 50_000
 #: A sample further than this before its ``OUT`` is not that switch's (it never is in practice:
 #: the tracepoint fires a few microseconds before the switch record).
 MAX_SAMPLE_LEAD_NS = 10_000_000
+
+#: ``PERF_RECORD_FORK(pid:tid):(ppid:ptid)`` and ``PERF_RECORD_COMM[ exec]: comm:pid/tid``
+#: (``perf script --show-task-events``): which process a thread belongs to.  The comm is the
+#: target's to choose: the ids are read from the end of the line.
+_FORK = re.compile(r"^PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
+_COMM = re.compile(r"^PERF_RECORD_COMM.*:(\d+)/(\d+)\s*$")
 
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
 # chosen by the target and may hold anything, ``pid=`` included).
@@ -144,6 +159,15 @@ class SampledSched:
         self.woken = 0
         self._cur: tuple[int, int, str, int, str, int] | None = None  # pid, tid, comm, t, ...
         self._frames: list[str] = []
+        #: A capture on every CPU (``PERF_RECORD_SWITCH_CPU_WIDE``,
+        #: ``collect.perf.PerfOptions.switch_filter``) holds every task's switches: the
+        #: target's processes are those of the threads listed when the window opened
+        #: (``set_window``), and the processes they fork (task events).  Without a listing
+        #: every thread counts as the target's.
+        self.target_pids: set[int] = set()
+        self.every_cpu = False
+        self.foreign = 0
+        self._skip = False
         self._frame_cache: dict[str, str | None] = {}
         self._classes: dict[tuple[tuple[str, ...], str], str] = {}
         #: blocked ns per wait class and bin (``BIN_NS``), set by ``finish``
@@ -199,6 +223,8 @@ class SampledSched:
             if not line:
                 self._end_sample()
                 continue
+            if line[0] == "\t" and self._skip:  # the call chain of another task's sample
+                continue
             if line[0] == "\t" and self._cur is not None:  # a call-chain line
                 name = cache.get(line, "\0")
                 if name == "\0":
@@ -209,6 +235,7 @@ class SampledSched:
                     self._frames.append(name)
                 continue
             self._end_sample()
+            self._skip = False
             self._header(line)
 
     def _header(self, line: str) -> None:
@@ -221,6 +248,15 @@ class SampledSched:
         comm, pid, tid = m.group(1).strip(), int(m.group(2)), int(m.group(3))
         t = int(m.group(4)) * 1_000_000_000 + int(m.group(5))
         rest = m.group(6)
+        if rest.startswith(("PERF_RECORD_FORK", "PERF_RECORD_COMM")):
+            self._task(rest, t)
+            return
+        if rest.startswith("PERF_RECORD_SWITCH_CPU_WIDE"):
+            self.every_cpu = True
+            if not self._target(pid, tid):
+                self.foreign += 1
+                return
+            rest = "PERF_RECORD_SWITCH" + rest[len("PERF_RECORD_SWITCH_CPU_WIDE"):]
         if self.first_time is None or t < self.first_time:
             self.first_time = t
         if t > self.last_time:
@@ -249,8 +285,42 @@ class SampledSched:
         if fields is None or fields[0] != tid:
             self.unparsed += 1
             return
+        if self.every_cpu and not self._target(pid, tid):  # let through by a merged range
+            self.foreign += 1
+            self._skip = True
+            return
         self._cur = (pid, tid, comm, t, fields[1], max(1, int(pm.group(1))))
         self._frames = []
+
+    def _task(self, rest: str, t: int) -> None:
+        """A task event: the target's processes, from the threads listed at the window's
+        start, and the processes they fork during the capture (events at time 0 are perf's
+        listing of what already ran when a chunk began)."""
+        m = _FORK.match(rest)
+        if m is not None:
+            pid, tid, ppid = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            if t > 0 and ppid in self.target_pids:
+                self.target_pids.add(pid)
+            self._note(pid, tid)
+            return
+        c = _COMM.match(rest)
+        if c is not None:
+            self._note(int(c.group(1)), int(c.group(2)))
+
+    def _note(self, pid: int, tid: int) -> None:
+        if self.at_start is not None and tid in self.at_start:
+            self.target_pids.add(pid)
+
+    def _target(self, pid: int, tid: int) -> bool:
+        """Whether the thread of a record on every CPU is the target's."""
+        if tid <= 0 or pid <= 0:
+            return False
+        if self.at_start is None or pid in self.target_pids:
+            return True
+        if tid in self.at_start:
+            self.target_pids.add(pid)
+            return True
+        return False
 
     def _end_sample(self) -> None:
         cur = self._cur
@@ -547,6 +617,8 @@ class SampledSched:
         switch_outs = 0
         for tid in sorted(self.threads):
             th = self.threads[tid]
+            if not th.seen:  # a stack sample alone, before the capture was known to be on
+                continue     # every CPU: another task's
             switch_outs += th.switches
             meta.threads[tid] = th.comm
             if th.runnable:
@@ -578,6 +650,7 @@ class SampledSched:
                       "leading_ns": leading_ns, "unsampled_ns": unsampled_ns,
                       "wakeups": self.wake_records if self.wakes is not None else None,
                       "woken_intervals": self.woken, "switch_in_lag": lag,
+                      "every_cpu": self.every_cpu, "other_tasks_records": self.foreign,
                       **(sampling or {})})
         if self.wakes is None and self.threads:
             meta.warn("no wake-up capture: the time from a blocked thread's wake-up to its "
