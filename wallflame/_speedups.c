@@ -21,7 +21,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- Interner ------------------------------------------------------------------------- */
 
@@ -2010,7 +2012,56 @@ static PyTypeObject PerfFolderType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* The libdw frame callback of one thread's stop (wallflame.collect.libdw): each frame's pc
+ * and kind go into a buffer, with the time of the first frame and of the last, without the
+ * interpreter.  A callback written in Python takes the interpreter's lock for every frame,
+ * while the thread is stopped: when another thread of the collect holds that lock (the
+ * folding of perf's chunks, at SCHED_IDLE, preempted by the target), the target's thread
+ * stays stopped until it is released. */
+typedef int (*wf_frame_pc_fn)(void *frame, uint64_t *pc, unsigned char *isactivation);
+
+struct wf_frames {
+    wf_frame_pc_fn frame_pc; /* libdw's dwfl_frame_pc */
+    int64_t t_first, t_last; /* CLOCK_MONOTONIC ns */
+    int32_t n, max;
+    uint64_t *pcs;
+    unsigned char *act;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int wf_frame_cb(void *frame, void *arg)
+{
+    struct wf_frames *s = arg;
+    uint64_t pc = 0;
+    unsigned char act = 0;
+    if (s->n >= s->max || !s->frame_pc(frame, &pc, &act))
+        return 1; /* DWARF_CB_ABORT */
+    int64_t now = mono_ns();
+    if (s->n == 0)
+        s->t_first = now;
+    s->pcs[s->n] = pc;
+    s->act[s->n] = act ? 1 : 0;
+    s->n++;
+    s->t_last = now;
+    return s->n < s->max ? 0 : 1; /* DWARF_CB_OK, or ABORT at the bound */
+}
+
+static PyObject *frame_callback(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromVoidPtr((void *)(uintptr_t)wf_frame_cb);
+}
+
 static PyMethodDef module_methods[] = {
+    {"frame_callback", (PyCFunction)frame_callback, METH_NOARGS,
+     "frame_callback() -> int: the address of the native libdw frame callback"},
     {"grow", (PyCFunction)(void (*)(void))grow, METH_FASTCALL,
      "grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, "
      "thread_label) -> bool"},
