@@ -78,6 +78,7 @@ RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_
 COLLECTS = {
     "wf_default": [],
     "wf_no_owners": ["--owner-rate", "0"],
+    "wf_owners_5": ["--owner-rate", "5"],
     "wf_sched": ["--off-cpu", "sched"],
     "wf_pmp": ["--off-cpu", "pmp"],
     "wf_none": ["--off-cpu", "none"],
