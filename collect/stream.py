@@ -249,7 +249,8 @@ class Streamer(threading.Thread):
         self.window_closed = time.monotonic()
         self._final.set()
         done = []
-        for who in (self.native_id, self.folded.child):
+        for who in dict.fromkeys((self.native_id, self.folded.child,
+                                  *_descendants(self.native_id))):
             if who is None:
                 continue
             try:
@@ -264,6 +265,29 @@ class Streamer(threading.Thread):
         self.folded.close()
         if self.error is not None:
             raise self.error
+
+
+def _descendants(tid: int | None) -> list[int]:
+    """The processes started by thread ``tid`` of this process, and theirs (``perf script``
+    and the ``addr2line`` it keeps running): one started as the window closed is not yet
+    ``Folded.child``, and would keep ``SCHED_IDLE`` behind a target that fills every CPU
+    (a heartbeat run waited 93 s after its window with 1.1 s of CPU)."""
+    if tid is None:
+        return []
+    out: list[int] = []
+    todo = [f"/proc/self/task/{tid}/children"]
+    while todo and len(out) < 64:
+        try:
+            with open(todo.pop(), encoding="ascii") as f:
+                pids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for pid in pids:
+            out.append(pid)
+            with contextlib.suppress(OSError):
+                todo.extend(f"/proc/{pid}/task/{t}/children"
+                            for t in os.listdir(f"/proc/{pid}/task"))
+    return out
 
 
 def process_all(raw: Path, stems: list[str], folder: ChunkSink,

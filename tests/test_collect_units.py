@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -305,3 +307,26 @@ def test_owner_rate_reaches_the_collect(tmp_path: Path, monkeypatch: pytest.Monk
         r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(tmp_path / "r"), *extra])
         assert r.exit_code == 3 and "stopped here" in r.output, r.output
         assert seen[-1] == want
+
+
+def test_the_processes_a_thread_started_and_theirs_are_found() -> None:
+    """The folding thread's ``perf script`` and the ``addr2line`` it starts get the normal
+    priority back when the window closes, found from ``/proc`` (not only the one the thread
+    last recorded)."""
+    import threading
+
+    from wallflame.collect.stream import _descendants
+
+    p = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"])
+    try:
+        deadline = time.monotonic() + 10
+        found: list[int] = []
+        while time.monotonic() < deadline and len(found) < 2:
+            found = _descendants(threading.get_native_id())
+            time.sleep(0.05)
+        assert found[0] == p.pid and len(found) >= 2, found
+        assert all(os.path.exists(f"/proc/{pid}") for pid in found)
+    finally:
+        p.kill()
+        p.wait()
+    assert _descendants(None) == []
