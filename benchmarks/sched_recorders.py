@@ -81,6 +81,7 @@ COLLECTS = {
     "wf_owners_5": ["--owner-rate", "5"],
     "wf_sched": ["--off-cpu", "sched"],
     "wf_pmp": ["--off-cpu", "pmp"],
+    "wf_snapshots": ["--off-cpu", "pmp", "--owner-rate", "0", "--pmp-rate", "2"],
     "wf_none": ["--off-cpu", "none"],
 }
 
