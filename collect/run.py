@@ -315,21 +315,21 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
         pids, raw / PERF_DATA, perf.PerfOptions(opts.freq_hz, opts.call_graph,
                                                 system_wide=wide),
         opts.duration_s), raw, "perf")]
-    if opts.off_cpu in ("sched", "both") and perf.system_wide_allowed():
-        tids = sorted(tid for t in procs.targets for tid in t.threads())
+    if opts.off_cpu not in ("sched", "both"):
+        return out
+    # the target's threads and the pids still free, listed once for both kernel filters
+    tids = sorted(tid for t in procs.targets for tid in t.threads())
+    new = threads.new_pid_ranges()
+    if perf.system_wide_allowed():
         out.append(perf.PerfRecorder(perf.wake_command(
-            raw / f"{perf.WAKE}.data", threads.wake_filter(tids, threads.new_pid_ranges()),
-            opts.duration_s),
+            raw / f"{perf.WAKE}.data", threads.wake_filter(tids, new), opts.duration_s),
             raw, perf.WAKE))
-    if opts.off_cpu in ("sched", "both"):
-        sched = perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz)
-        if opts.sched_stack_period is not None:  # on every CPU (``_switches_on_every_cpu``)
-            tids = sorted(tid for t in procs.targets for tid in t.threads())
-            sched = replace(sched, system_wide=True, stack_period=opts.sched_stack_period,
-                            switch_filter=threads.wake_filter(tids, threads.new_pid_ranges(),
-                                                              "prev_pid"))
-        out.append(perf.PerfRecorder(perf.record_command(
-            pids, raw / SCHED_DATA, sched, opts.duration_s), raw, "sched"))
+    sched = perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz)
+    if opts.sched_stack_period is not None:  # on every CPU (``_switches_on_every_cpu``)
+        sched = replace(sched, system_wide=True, stack_period=opts.sched_stack_period,
+                        switch_filter=threads.wake_filter(tids, new, "prev_pid"))
+    out.append(perf.PerfRecorder(perf.record_command(
+        pids, raw / SCHED_DATA, sched, opts.duration_s), raw, "sched"))
     return out
 
 
