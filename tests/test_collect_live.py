@@ -16,6 +16,7 @@ from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
 from wallflame.collect.owners import ProcReader
 from wallflame.collect.perf import script_command
+from wallflame.collect.target import thread_states, tracer_of
 from wallflame.rundir import SNAPSHOTS_MAGIC as LOG_MAGIC
 
 pytestmark = pytest.mark.live
@@ -238,6 +239,25 @@ def _spawn_as(pid: int, argv: list[str]) -> subprocess.Popen[bytes] | None:
     return None
 
 
+def _stop_while_not_tracing(col: subprocess.Popen[bytes], target: int) -> None:
+    """SIGSTOP wallflame at a moment when none of the target's threads is traced by it.
+
+    A stop caught mid-snapshot would leave the target's threads traced by a stopped tracer:
+    killed, they stay unreaped until the tracer runs again, so the test's own ``wait`` would
+    block for ever (measured: 5 s without reaping, reaped at once after SIGCONT)."""
+    for _ in range(500):
+        os.kill(col.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and any(
+                state != "T" for state in thread_states(col.pid).values()):
+            time.sleep(0.001)
+        if not any(tracer_of(target, tid) for tid in thread_states(target)):
+            return
+        os.kill(col.pid, signal.SIGCONT)
+        time.sleep(0.01)
+    pytest.fail("wallflame was tracing the target at each of 500 tries to stop it")
+
+
 def test_pid_reuse_is_detected(live: None, sample_bin: Path, tmp_path: Path) -> None:
     """The target dies while wallflame is not looking (stopped) and a new process takes its
     PID and its threads' ids: collection ends as "target exited", nothing of the newcomer is
@@ -257,9 +277,9 @@ def test_pid_reuse_is_detected(live: None, sample_bin: Path, tmp_path: Path) -> 
         while time.monotonic() < deadline and not (
                 log.exists() and log.read_text(errors="replace").count("\nTS ") >= 3):
             time.sleep(0.05)
-        os.kill(col.pid, signal.SIGSTOP)  # wallflame (not its tools) stops looking
+        _stop_while_not_tracing(col, old.pid)  # wallflame (not its tools) stops looking
         old.kill()
-        old.wait()
+        old.wait(timeout=20)
         new = _spawn_as(old.pid, argv)
         t_new = time.time_ns()
         os.kill(col.pid, signal.SIGCONT)
@@ -281,11 +301,11 @@ def test_pid_reuse_is_detected(live: None, sample_bin: Path, tmp_path: Path) -> 
         if col.poll() is None:
             os.kill(col.pid, signal.SIGCONT)
             col.kill()
-            col.communicate()
+            col.communicate(timeout=60)
         stop_mix(old)
         if new is not None:
             new.kill()
-            new.wait()
+            new.wait(timeout=20)
 
 
 def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
