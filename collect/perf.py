@@ -369,12 +369,15 @@ def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
 
 
 def script_command(chunk: Path, sched: bool, pid: int | str | None = None,
-                   kallsyms: bool | None = None) -> list[str]:
+                   kallsyms: bool | None = None, inline: bool = True) -> list[str]:
     """``perf script`` of one chunk; ``pid``: only the samples of that process (or of those
     processes, joined by commas): a system-wide on-CPU capture holds every process's.
     ``kallsyms``: read the kernel's symbols from ``raw/`` (``save_kallsyms``); ``None``: when
-    the copy is there."""
+    the copy is there.  ``inline``: inlined frames resolved (``CollectOptions.inline_frames``);
+    without, perf does not run ``addr2line``."""
     cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
+    if not inline:
+        cmd.append("--no-inline")
     wake = chunk.name.startswith(f"{WAKE}.")
     ksyms = chunk.parent / (KALLSYMS_MIN if wake else KALLSYMS)
     if kallsyms or (kallsyms is None and ksyms.is_file()):

@@ -110,11 +110,14 @@ class Folded:
     were fed to."""
 
     def __init__(self, raw: Path, folder: ChunkSink,
-                 pid: int | str | Callable[[], list[int]] | None = None) -> None:
+                 pid: int | str | Callable[[], list[int]] | None = None,
+                 inline: bool = True) -> None:
         """``pid``: keep only the on-CPU samples of that process, or of the processes the
-        callable lists when a chunk is read (a multi-process target's members so far)."""
+        callable lists when a chunk is read (a multi-process target's members so far).
+        ``inline``: perf resolves inlined frames (``CollectOptions.inline_frames``)."""
         self.raw = raw
         self.pid = pid
+        self.inline = inline
         self.folder = folder
         self.done: dict[str, list[str]] = {"perf": [], "sched": [], perf.WAKE: []}
         self.bad: list[tuple[str, int]] = []
@@ -131,7 +134,7 @@ class Folded:
             self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
         who = self.pid
         pids = (",".join(str(p) for p in who()) or None) if callable(who) else who
-        cmd = perf.script_command(chunk, stem == "sched", pids)
+        cmd = perf.script_command(chunk, stem == "sched", pids, inline=self.inline)
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
                                     stdin=subprocess.DEVNULL, env=tool_env())
@@ -292,10 +295,10 @@ def _descendants(tid: int | None) -> list[int]:
 
 def process_all(raw: Path, stems: list[str], folder: ChunkSink,
                 pid: int | str | None = None,
-                progress: Callable[[str], None] | None = None) -> Folded:
+                progress: Callable[[str], None] | None = None, inline: bool = True) -> Folded:
     """Everything in ``raw/`` at once, into ``folder`` (``wallflame.finish`` of a run that was
     not streamed, or finished again)."""
-    folded = Folded(raw, folder, pid)
+    folded = Folded(raw, folder, pid, inline)
     if "sched" in stems and perf.data_chunks(raw, perf.WAKE):
         folder.expect_wakes()
         stems = [perf.WAKE, *stems]  # the wake-ups first: each interval is resolved at once
@@ -324,7 +327,7 @@ def process_capture(raw: Path, cap: Capture, folder: ChunkSink) -> Folded:
     """Every chunk the collect described by ``cap`` recorded, processed now into ``folder``
     (whose window the caller has set)."""
     return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"], folder,
-                       _pids(cap))
+                       _pids(cap), inline=cap.options.inline_frames is not False)
 
 
 class Clock:

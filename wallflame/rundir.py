@@ -117,6 +117,11 @@ class CollectOptions:
                   of this many per CPU carries a stack (the rate above, or the budget, turned
                   into a period from the switch rates read before the window; 1: every
                   switch); ``None``: recorded per thread, stacks at ``sched_stack_hz``.
+    inline_frames: inlined frames in perf's stacks (``perf script``'s default, resolved by
+                  ``addr2line`` for every distinct address).  ``None`` (the default): decided
+                  when the collect starts, as recorded: on, unless the target is attached and
+                  none of its executables has debug information (``collect.elfinfo``), where
+                  they could not be resolved and the lookups only cost.
     """
 
     duration_s: float | None = 10.0
@@ -132,6 +137,7 @@ class CollectOptions:
     max_data_mb_per_s: float | None = None
     sched_stack_hz: float | None = None
     sched_stack_period: int | None = None
+    inline_frames: bool | None = None
 
     @property
     def snapshots(self) -> bool:

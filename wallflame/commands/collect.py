@@ -117,13 +117,19 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               show_default=True,
               help="Also record where locks are released: the target's futex wakes with their "
               "call chains (a perf recording of its own; cost measured in the README).")
+@click.option("--inline-frames/--no-inline-frames", default=None,
+              help="Inlined frames in perf's stacks, resolved by addr2line for every distinct "
+              "address. Default: on, unless an attached target's executables have no debug "
+              "information (then none can be found, and the lookups cost more CPU than the "
+              "rest of perf script).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...], out: str,
             duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, owner_rate: float, freq: int, call_graph: str,
             sched_call_graph: str,
             max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
-            release_sites: bool, command: tuple[str, ...]) -> None:
+            release_sites: bool, inline_frames: bool | None,
+            command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
     \b
@@ -156,7 +162,8 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                           owner_rate_hz=owner_rate,
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
-                          sched_stack_hz=sched_stack_hz, release_sites=release_sites)
+                          sched_stack_hz=sched_stack_hz, release_sites=release_sites,
+                          inline_frames=inline_frames)
     live, show = _progress_printer()
     if live is None:
         what = _what(pids, trees, cgroups) if attach else " ".join(command)
