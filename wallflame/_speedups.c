@@ -16,6 +16,8 @@
  *                      Profile.grouped, report/summary.py stack_weights and on_cpu_in).
  *   self_triples, ints_json
  *                      the page's embedded data.
+ *   switch_lines       the scheduler capture's switch records read from perf script's text
+ *                      (fold/perf/sampled_switches.py), the other lines left to Python.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -1279,6 +1281,182 @@ static int small_int(PyObject *v, long long *x)
 #endif
 }
 
+/* ---- switch_lines ----------------------------------------------------------------------- */
+
+/* switch_lines(block) -> list: the lines of ``block`` (bytes.split(b"\n")), each one either a
+ * tuple ``(kind, pid, tid, t_ns, comm)`` when it is a scheduler switch record that
+ * ``SampledSched._header`` (fold/perf/sampled_switches.py) reads as one, or the line decoded
+ * as UTF-8 with "replace" (everything else, which the Python code reads as before).  kind: 1
+ * OUT (else IN), 2 preempt, 4 on every CPU (``PERF_RECORD_SWITCH_CPU_WIDE``).
+ *
+ * The header is read as ``NS_HEADER_RE`` reads it: ``^(.{0,16}?) *(-?\d+)/(-?\d+)
+ * +(\d+)\.(\d{9}): +(.*)$``, the shortest comm first.  Only lines of printable ASCII are
+ * read here (so a character is a byte, and ``str.strip`` and ``str.split`` see only spaces),
+ * with numbers of at most 18 digits (seconds: 9); any other line is left to Python. */
+
+/* 1: a number (``-?\d+`` when neg_ok), 0: none here, -1: too long to read here. */
+static int sw_int(const char **pp, const char *end, long long *v, int neg_ok, int max_digits)
+{
+    const char *p = *pp;
+    int neg = 0;
+    if (neg_ok && p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    const char *start = p;
+    long long x = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (p - start >= max_digits)
+            return -1;
+        x = x * 10 + (*p - '0');
+        p++;
+    }
+    if (p == start)
+        return 0;
+    *v = neg ? -x : x;
+    *pp = p;
+    return 1;
+}
+
+/* The header's fields after a comm that ends at p: 1 matched, 0 not, -1 leave it to Python. */
+static int sw_header(const char *p, const char *end, long long *pid, long long *tid,
+                     long long *t, const char **rest)
+{
+    long long sec = 0, ns = 0;
+    int r;
+    while (p < end && *p == ' ')
+        p++;
+    if ((r = sw_int(&p, end, pid, 1, 18)) != 1)
+        return r;
+    if (p >= end || *p != '/')
+        return 0;
+    p++;
+    if ((r = sw_int(&p, end, tid, 1, 18)) != 1)
+        return r;
+    if (p >= end || *p != ' ')
+        return 0;
+    while (p < end && *p == ' ')
+        p++;
+    const char *digits = p;
+    while (p < end && *p >= '0' && *p <= '9')
+        p++;
+    if (p == digits)
+        return 0;
+    if (p - digits > 9)
+        return -1;
+    for (const char *q = digits; q < p; q++)
+        sec = sec * 10 + (*q - '0');
+    if (p >= end || *p != '.')
+        return 0;
+    p++;
+    for (int k = 0; k < 9; k++, p++) {
+        if (p >= end || *p < '0' || *p > '9')
+            return 0;
+        ns = ns * 10 + (*p - '0');
+    }
+    if (p >= end || *p != ':')
+        return 0;
+    p++;
+    if (p >= end || *p != ' ')
+        return 0;
+    while (p < end && *p == ' ')
+        p++;
+    *t = sec * 1000000000LL + ns;
+    *rest = p;
+    return 1;
+}
+
+/* The word at p (up to a space or the end) is w. */
+static int sw_word(const char *p, const char *end, const char *w)
+{
+    size_t n = strlen(w);
+    return (size_t)(end - p) >= n && memcmp(p, w, n) == 0 && (p + n == end || p[n] == ' ');
+}
+
+/* The record's kind (see above), or -1 when the line is not one read here. */
+static int sw_line(const char *line, const char *end, long long *pid, long long *tid,
+                   long long *t, const char **comm_end)
+{
+    for (const char *c = line; c < end; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            return -1;
+    const char *rest = NULL;
+    int found = 0;
+    for (Py_ssize_t i = 0; i <= 16 && line + i <= end; i++) {
+        int r = sw_header(line + i, end, pid, tid, t, &rest);
+        if (r < 0)
+            return -1;
+        if (r == 1) {
+            *comm_end = line + i;
+            found = 1;
+            break;
+        }
+    }
+    if (!found)
+        return -1;
+    static const char wide[] = "PERF_RECORD_SWITCH_CPU_WIDE", plain[] = "PERF_RECORD_SWITCH";
+    int kind = 0;
+    const char *p;
+    if (sw_word(rest, end, wide)) {
+        kind = 4;
+        p = rest + sizeof(wide) - 1;
+    } else if (sw_word(rest, end, plain)) {
+        p = rest + sizeof(plain) - 1;
+    } else {
+        return -1;
+    }
+    while (p < end && *p == ' ')
+        p++;
+    if (sw_word(p, end, "IN"))
+        return kind;
+    if (!sw_word(p, end, "OUT"))
+        return -1;
+    p += 3;
+    while (p < end && *p == ' ')
+        p++;
+    return kind | 1 | (sw_word(p, end, "preempt") ? 2 : 0);
+}
+
+static PyObject *switch_lines(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *data = view.buf, *end = data + view.len;
+    PyObject *out = PyList_New(0);
+    const char *line = data;
+    while (out != NULL) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *stop = nl ? nl : end;
+        long long pid = 0, tid = 0, t = 0;
+        const char *comm_end = line;
+        int kind = sw_line(line, stop, &pid, &tid, &t, &comm_end);
+        PyObject *item;
+        if (kind >= 0) {
+            const char *a = line, *b = comm_end;
+            while (a < b && *a == ' ')
+                a++;
+            while (b > a && b[-1] == ' ')
+                b--;
+            item = Py_BuildValue("(iLLLs#)", kind, pid, tid, t, a, (Py_ssize_t)(b - a));
+        } else {
+            item = PyUnicode_DecodeUTF8(line, stop - line, "replace");
+        }
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(item);
+        if (nl == NULL)
+            break;
+        line = nl + 1;
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
  * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
 static PyObject *ints_json(PyObject *module, PyObject *list)
@@ -2081,6 +2259,9 @@ static PyMethodDef module_methods[] = {
      "parent, selfs, threads, ids, width, visible, thread_label) -> bool"},
     {"tree_rows", (PyCFunction)(void (*)(void))tree_rows, METH_FASTCALL,
      "tree_rows(stacks, thread_names, on, class_index, other, wait_label) -> list of rows"},
+    {"switch_lines", (PyCFunction)switch_lines, METH_O,
+     "switch_lines(block) -> list: the block's lines, switch records read as (kind, pid, tid, "
+     "t_ns, comm) tuples"},
     {"ints_json", (PyCFunction)ints_json, METH_O,
      "ints_json(list) -> str: the JSON array of a list of 64-bit ints"},
     {NULL, NULL, 0, NULL},

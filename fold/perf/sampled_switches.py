@@ -74,6 +74,7 @@ from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches was sampled
 from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
 from wallflame.rundir import SCHED_BINS
+from wallflame.speedups import native
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
 
@@ -99,6 +100,16 @@ _COMM = re.compile(r"^PERF_RECORD_COMM.*:(\d+)/(\d+)\s*$")
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
 # chosen by the target and may hold anything, ``pid=`` included).
 _WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+\s*$")
+#: The native reader of a block's lines (``_speedups.switch_lines``): switch records come as
+#: ``(kind, pid, tid, t_ns, comm)`` tuples, read as ``SampledSched._header`` reads them (the
+#: tests hold the two to the same results); ``None``: every line is read by ``_header``.
+SWITCH_LINES = None if native is None else native.switch_lines
+#: Ids, times and periods at or beyond this are not read (the columns hold 64-bit integers;
+#: the native reader takes none of 19 digits or more).
+BOUND = 1 << 62
+#: ``kind`` bits of a switch record (``SampledSched._switch``).
+SW_OUT, SW_PREEMPT, SW_WIDE = 1, 2, 4
+
 #: Width of the bins of ``class_bins``: a twentieth of a second, so that a window's ten
 #: slices (``wallflame check``) are cut from them to within half a bin.
 BIN_NS = 50_000_000
@@ -210,16 +221,34 @@ class SampledSched:
 
     # -- input ----------------------------------------------------------------------------
 
-    def feed(self, f: BinaryIO) -> None:
-        """Read one chunk's ``perf script`` text (a file or a pipe) to its end."""
+    def feed(self, f: BinaryIO, native_lines: bool = True) -> None:
+        """Read one chunk's ``perf script`` text (a file or a pipe) to its end
+        (``native_lines``: with ``SWITCH_LINES`` where it is built)."""
+        split = SWITCH_LINES if native_lines else None
         for block in line_blocks(f):
-            self.feed_lines(block.decode("utf-8", "replace").split("\n"))
+            if split is not None:
+                self.feed_lines(split(block))
+            else:
+                self.feed_lines(block.decode("utf-8", "replace").split("\n"))
         self._end_sample()
 
-    def feed_lines(self, lines: Iterable[str]) -> None:
+    def feed_lines(self, lines: Iterable[str | tuple[int, int, int, int, str]]) -> None:
         cache = self._frame_cache
+        targets = self.target_pids
         for line in lines:
             self.lines += 1
+            if isinstance(line, tuple):  # a switch record, read natively
+                if self._cur is not None:
+                    self._end_sample()
+                self._skip = False
+                kind, pid, tid = line[0], line[1], line[2]
+                if kind & SW_WIDE and not (pid in targets and pid > 0 and tid > 0) and \
+                        not self._target(pid, tid):  # another task's, as ``_switch`` finds
+                    self.every_cpu = True
+                    self.foreign += 1
+                    continue
+                self._switch(*line)
+                continue
             if not line:
                 self._end_sample()
                 continue
@@ -247,29 +276,39 @@ class SampledSched:
             return
         comm, pid, tid = m.group(1).strip(), int(m.group(2)), int(m.group(3))
         t = int(m.group(4)) * 1_000_000_000 + int(m.group(5))
+        if not (-BOUND < pid < BOUND and -BOUND < tid < BOUND and t < BOUND):
+            self.unparsed += 1  # no perf writes these: kept out of the 64-bit columns
+            return
         rest = m.group(6)
         if rest.startswith(("PERF_RECORD_FORK", "PERF_RECORD_COMM")):
             self._task(rest, t)
             return
-        if rest.startswith("PERF_RECORD_SWITCH_CPU_WIDE"):
+        wide = rest.startswith("PERF_RECORD_SWITCH_CPU_WIDE")
+        if wide:
+            rest = "PERF_RECORD_SWITCH" + rest[len("PERF_RECORD_SWITCH_CPU_WIDE"):]
+        if rest.startswith("PERF_RECORD_SWITCH"):
+            words = rest.split()
+            if len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH" and \
+                    words[1] in ("IN", "OUT"):
+                kind = SW_WIDE if wide else 0
+                if words[1] == "OUT":
+                    kind |= SW_OUT | (SW_PREEMPT if len(words) > 2 and words[2] == "preempt"
+                                      else 0)
+                self._switch(kind, pid, tid, t, comm)
+                return
+        if wide:
             self.every_cpu = True
             if not self._target(pid, tid):
                 self.foreign += 1
                 return
-            rest = "PERF_RECORD_SWITCH" + rest[len("PERF_RECORD_SWITCH_CPU_WIDE"):]
         if self.first_time is None or t < self.first_time:
             self.first_time = t
         if t > self.last_time:
             self.last_time = t
         if rest.startswith("PERF_RECORD_SWITCH"):
             words = rest.split()
-            if len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH":
-                if words[1] == "IN":
-                    self._switch_in(tid, pid, comm, t)
-                elif words[1] == "OUT":
-                    self._switch_out(tid, pid, comm, t, len(words) > 2 and words[2] == "preempt")
-                return
-            self.unparsed += 1
+            if not (len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH"):
+                self.unparsed += 1
             return
         if rest.startswith("PERF_RECORD_LOST"):
             lm = LOST_RE.search(rest)
@@ -289,8 +328,28 @@ class SampledSched:
             self.foreign += 1
             self._skip = True
             return
-        self._cur = (pid, tid, comm, t, fields[1], max(1, int(pm.group(1))))
+        period = int(pm.group(1))
+        if period >= BOUND:
+            self.unparsed += 1
+            return
+        self._cur = (pid, tid, comm, t, fields[1], max(1, period))
         self._frames = []
+
+    def _switch(self, kind: int, pid: int, tid: int, t: int, comm: str) -> None:
+        """A switch record (``kind``: ``SW_OUT``, ``SW_PREEMPT``, ``SW_WIDE`` bits)."""
+        if kind & SW_WIDE:
+            self.every_cpu = True
+            if not self._target(pid, tid):
+                self.foreign += 1
+                return
+        if self.first_time is None or t < self.first_time:
+            self.first_time = t
+        if t > self.last_time:
+            self.last_time = t
+        if kind & SW_OUT:
+            self._switch_out(tid, pid, comm, t, bool(kind & SW_PREEMPT))
+        else:
+            self._switch_in(tid, pid, comm, t)
 
     def _task(self, rest: str, t: int) -> None:
         """A task event: the target's processes, from the threads listed at the window's
