@@ -296,15 +296,8 @@ class SampledSched:
                                       else 0)
                 self._switch(kind, pid, tid, t, comm)
                 return
-        if wide:
-            self.every_cpu = True
-            if not self._target(pid, tid):
-                self.foreign += 1
-                return
-        if self.first_time is None or t < self.first_time:
-            self.first_time = t
-        if t > self.last_time:
-            self.last_time = t
+        if not self._record(wide, pid, tid, t):
+            return
         if rest.startswith("PERF_RECORD_SWITCH"):
             words = rest.split()
             if not (len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH"):
@@ -335,17 +328,24 @@ class SampledSched:
         self._cur = (pid, tid, comm, t, fields[1], max(1, period))
         self._frames = []
 
-    def _switch(self, kind: int, pid: int, tid: int, t: int, comm: str) -> None:
-        """A switch record (``kind``: ``SW_OUT``, ``SW_PREEMPT``, ``SW_WIDE`` bits)."""
-        if kind & SW_WIDE:
+    def _record(self, wide: bool, pid: int, tid: int, t: int) -> bool:
+        """Whether a record is the target's (one on every CPU may be another task's: counted
+        apart); the capture's span grows to hold it."""
+        if wide:
             self.every_cpu = True
             if not self._target(pid, tid):
                 self.foreign += 1
-                return
+                return False
         if self.first_time is None or t < self.first_time:
             self.first_time = t
         if t > self.last_time:
             self.last_time = t
+        return True
+
+    def _switch(self, kind: int, pid: int, tid: int, t: int, comm: str) -> None:
+        """A switch record (``kind``: ``SW_OUT``, ``SW_PREEMPT``, ``SW_WIDE`` bits)."""
+        if not self._record(bool(kind & SW_WIDE), pid, tid, t):
+            return
         if kind & SW_OUT:
             self._switch_out(tid, pid, comm, t, bool(kind & SW_PREEMPT))
         else:
