@@ -5,23 +5,26 @@ at each one's exit.
 
     python3 benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
     python3 benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
+    python3 benchmarks/collect_cpu.py --mariadb         # MariaDB under sysbench, 32 clients
 
 Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the
-8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards.  It prints the CPU
-(the scheduler's run time, ``se.sum_exec_runtime`` at ``sched_process_exit``: the clock
-``CLOCK_THREAD_CPUTIME_ID`` and ``schedstat`` read; user + system time is sampled at the
-scheduler tick, which charges a whole tick to the thread it finds running and so misplaces
-threads that run a few hundred microseconds at a time, as the owner sampler does) of each
-process
-and thread of the collect, largest first, and the total, beside the collect's own figures from
-``meta.json`` ``postprocess``.  Needs root and ``bpftrace``; timed collects run with bytecode
-cached (``servers.wallflame_env``).
+8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards; with ``--mariadb``
+it starts MariaDB on a private port and data directory (``benchmarks/servers.py``) under
+sysbench ``oltp_update_index`` with 32 clients, lets it run 10 s, collects, and stops both.
+It prints the CPU (the scheduler's run time, ``se.sum_exec_runtime`` at
+``sched_process_exit``: the clock ``CLOCK_THREAD_CPUTIME_ID`` and ``schedstat`` read; user +
+system time is sampled at the scheduler tick, which charges a whole tick to the thread it
+finds running and so misplaces threads that run a few hundred microseconds at a time, as the
+owner sampler does) of each process and thread of the collect, largest first, and the
+total, beside the collect's own figures from ``meta.json`` ``postprocess``.  Needs root and
+``bpftrace``; timed collects run with bytecode cached (``servers.wallflame_env``).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import shutil
 import subprocess
@@ -33,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import wallflame_env, warm_bytecode  # noqa: E402
+from benchmarks.servers import MariaDB, wallflame_env, warm_bytecode  # noqa: E402
 
 PROGRAM = r"""
 tracepoint:sched:sched_process_fork { printf("F %d %d\n", args->parent_pid, args->child_pid); }
@@ -56,6 +59,8 @@ def descendants(root: int, forks: dict[int, set[int]]) -> set[int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pid", type=int, help="collect from this process (default: start spin8)")
+    ap.add_argument("--mariadb", action="store_true",
+                    help="start MariaDB under sysbench and collect from it")
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
     a = ap.parse_args()
@@ -66,7 +71,15 @@ def main() -> int:
     warm_bytecode(ROOT)
     work = Path(tempfile.mkdtemp(prefix="wallflame-collect-cpu-"))
     target = None
+    servers = contextlib.ExitStack()
     try:
+        if a.mariadb:
+            db = servers.enter_context(MariaDB())
+            db.prepare()
+            load = db.sysbench_start(seconds=a.duration + 120)
+            servers.callback(load.stop)
+            time.sleep(10)  # the server warmed up under its load
+            a.pid = db.pid
         if a.pid is None:
             subprocess.run(["make", "-s", "-C", str(ROOT / "samples"), "bin/spin8"], check=True)
             target = subprocess.Popen([str(ROOT / "samples/bin/spin8"), "--threads", "8",
@@ -125,6 +138,7 @@ def main() -> int:
         if target is not None:
             target.terminate()
             target.wait(30)
+        servers.close()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
