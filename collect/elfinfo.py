@@ -14,6 +14,7 @@ directory and under ``/usr/lib/debug/`` (the path of its directory appended).
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import IO
@@ -23,9 +24,13 @@ DEBUG_DIR = "/usr/lib/debug"
 _SHT_NOBITS = 8
 _SHT_NOTE = 7
 _NT_GNU_BUILD_ID = 3
-#: Bounds on what is read: a section-name table or a note larger than this is not believed.
+#: Bounds on what is read: a section-name table or a note larger than this is not believed,
+#: nor a section header table (entries of at most ``_MAX_ENTRY`` bytes) larger than
+#: ``_MAX_HEADERS``.
 _MAX_TABLE = 1 << 20
 _MAX_SECTIONS = 1 << 16
+_MAX_ENTRY = 256
+_MAX_HEADERS = 16 << 20
 
 
 @dataclass
@@ -62,7 +67,8 @@ def _read_elf(f: IO[bytes]) -> ElfDebug | None:
         shoff, = struct.unpack_from(end + "I", ident, 0x20)
         shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", ident, 0x2E)
         fmt, need = end + "IIIIII", 24
-    if not shoff or shentsize < need or not 0 < shnum < _MAX_SECTIONS or shstrndx >= shnum:
+    if not shoff or not need <= shentsize <= _MAX_ENTRY or not 0 < shnum < _MAX_SECTIONS \
+            or shstrndx >= shnum or shentsize * shnum > _MAX_HEADERS:
         return None
     f.seek(shoff)
     table = f.read(shentsize * shnum)
@@ -122,15 +128,31 @@ def debug_file_candidates(path: str, info: ElfDebug, root: str = DEBUG_DIR) -> l
     return out
 
 
+def _read_file(path: str) -> ElfDebug | None:
+    """``read_elf`` of a regular file (a FIFO or device named like a debug file, in a
+    directory the target's owner may write, is neither waited on nor read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return read_elf(f)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def has_debug_info(path: str, root: str = DEBUG_DIR) -> bool:
     """Whether the ELF file at ``path`` has DWARF debug information, in itself or in a
     separate debug file that has it (the path may be ``/proc/PID/exe``: the separate file's
     place by debug link is then taken from the link's target)."""
-    try:
-        with open(path, "rb") as f:
-            info = read_elf(f)
-    except OSError:
-        return False
+    info = _read_file(path)
     if info is None:
         return False
     if info.debug_info:
@@ -142,11 +164,7 @@ def has_debug_info(path: str, root: str = DEBUG_DIR) -> bool:
     for candidate in debug_file_candidates(real, info, root):
         if os.path.realpath(candidate) == os.path.realpath(real):
             continue  # the debug link naming the file itself
-        try:
-            with open(candidate, "rb") as f:
-                separate = read_elf(f)
-        except OSError:
-            continue
+        separate = _read_file(candidate)
         if separate is not None and separate.debug_info:
             return True
     return False

@@ -5,8 +5,11 @@ debug part found again by debug link and by build ID; hostile files never raise.
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -74,7 +77,40 @@ def test_not_elf_or_cut_short(sample_bin: Path, tmp_path: Path) -> None:
         path.write_bytes(data[:n])
         assert has_debug_info(str(path)) in (False, True)  # never raises
     assert read_elf(io.BytesIO(b"#!/bin/sh\necho hi\n" * 10)) is None
+    # a header claiming 65,534 section headers of 65,535 bytes (4 GB) is not believed
+    huge = bytearray(data[:64])
+    struct.pack_into("<QHHH", huge, 0x28, 64, 0, 0, 0)
+    struct.pack_into("<HHH", huge, 0x3A, 0xFFFF, 0xFFFE, 1)
+    assert read_elf(io.BytesIO(bytes(huge) + bytes(1 << 16))) is None
     assert not has_debug_info(str(tmp_path / "missing"))
+
+
+def test_a_fifo_or_device_named_as_the_debug_file_is_not_waited_on(sample_bin: Path,
+                                                                  tmp_path: Path) -> None:
+    """The executable's directory may belong to the target's owner: a FIFO there under the
+    debug link's name would block an ``open`` for ever, and a device would be read without
+    end.  Both are passed over, and the real debug file further down the list still found."""
+    bindir, root = tmp_path / "bin", tmp_path / "debug"
+    bindir.mkdir()
+    debug = tmp_path / "mix.debug"
+    _objcopy("--only-keep-debug", sample_bin / "mix", debug)
+    exe = bindir / "mix"
+    _objcopy("--strip-debug", f"--add-gnu-debuglink={debug}", sample_bin / "mix", exe)
+    os.mkfifo(bindir / "mix.debug")  # beside the file: the first place looked
+    (bindir / ".debug").mkdir()
+    os.symlink("/dev/zero", bindir / ".debug" / "mix.debug")  # the second
+    found: list[bool] = []
+    reader = threading.Thread(target=lambda: found.append(has_debug_info(str(exe),
+                                                                         root=str(root))),
+                              daemon=True)
+    reader.start()
+    reader.join(20)
+    assert found == [False], "a FIFO or a device was waited on"
+    third = root / str(bindir).lstrip("/")
+    third.mkdir(parents=True)
+    shutil.copy(debug, third / "mix.debug")
+    assert has_debug_info(str(exe), root=str(root))
+    assert not has_debug_info(str(bindir / "mix.debug")) and not has_debug_info("/dev/zero")
 
 
 @settings(max_examples=300, deadline=None)
