@@ -527,7 +527,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     # its own processes (with those it starts): no PID to pick out.
     who: Callable[[], list[int]] | None = procs.watch.pids if attached else None
     streamer = None if folder is None else stream.Streamer(
-        stream.Folded(raw, folder, who, inline=opts.inline_frames is not False), recorders, stop)
+        stream.Folded(raw, folder, who, inline=opts.inlined), recorders, stop)
     if folder is not None and any(r.stem == perf.WAKE for r in recorders):
         folder.expect_wakes()
     ksyms = bool(recorders) and perf.save_kallsyms(raw)
@@ -535,7 +535,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         col.commands[f"{r.stem}_record"] = r.command
         col.commands[f"{r.stem}_script"] = perf.script_command(
             Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched", kallsyms=ksyms,
-            inline=opts.inline_frames is not False)
+            inline=opts.inlined)
     rel: releases.ReleaseRecorder | None = None
     t_start = time.time_ns()
     mono_start = time.monotonic_ns()

@@ -327,7 +327,7 @@ def process_capture(raw: Path, cap: Capture, folder: ChunkSink) -> Folded:
     """Every chunk the collect described by ``cap`` recorded, processed now into ``folder``
     (whose window the caller has set)."""
     return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"], folder,
-                       _pids(cap), inline=cap.options.inline_frames is not False)
+                       _pids(cap), inline=cap.options.inlined)
 
 
 class Clock:

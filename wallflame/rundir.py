@@ -140,6 +140,12 @@ class CollectOptions:
     inline_frames: bool | None = None
 
     @property
+    def inlined(self) -> bool:
+        """Whether perf resolves inlined frames (``inline_frames``; a capture that does not
+        say was read with them)."""
+        return self.inline_frames is not False
+
+    @property
     def snapshots(self) -> bool:
         return self.off_cpu in ("pmp", "both")
 

@@ -288,20 +288,17 @@ class SampledSched:
             rest = "PERF_RECORD_SWITCH" + rest[len("PERF_RECORD_SWITCH_CPU_WIDE"):]
         if rest.startswith("PERF_RECORD_SWITCH"):
             words = rest.split()
-            if len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH" and \
-                    words[1] in ("IN", "OUT"):
+            switch = len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH"
+            if switch and words[1] in ("IN", "OUT"):
                 kind = SW_WIDE if wide else 0
                 if words[1] == "OUT":
                     kind |= SW_OUT | (SW_PREEMPT if len(words) > 2 and words[2] == "preempt"
                                       else 0)
                 self._switch(kind, pid, tid, t, comm)
-                return
-        if not self._record(wide, pid, tid, t):
-            return
-        if rest.startswith("PERF_RECORD_SWITCH"):
-            words = rest.split()
-            if not (len(words) >= 2 and words[0] == "PERF_RECORD_SWITCH"):
+            elif self._record(wide, pid, tid, t) and not switch:
                 self.unparsed += 1
+            return
+        if not self._record(wide, pid, tid, t):
             return
         if rest.startswith("PERF_RECORD_LOST"):
             lm = LOST_RE.search(rest)
