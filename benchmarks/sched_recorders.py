@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -170,13 +171,39 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     raise ValueError(kind)
 
 
+def holder_stops(out: Path) -> list[float]:
+    """Every lock-holder stop of a collect's owner sampler (``raw/owners.log``): from the
+    owner's first frame read to its last, in ms (the time the holder was certainly stopped,
+    every waiter of its lock waiting with it).  A probe shared by several waiters is counted
+    once."""
+    seen: set[str] = set()
+    held: list[float] = []
+    with contextlib.suppress(OSError), open(out / "raw" / "owners.log", encoding="utf-8") as f:
+        for line in f:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                rec = json.loads(line)
+                probe = rec.get("holder")
+                if not probe or not probe.get("stops"):
+                    continue
+                key = f"{rec['mono_ns']}:{rec['lock']}:{probe['tid']}"
+                if key in seen:
+                    continue
+                seen.add(key)
+                held.extend(float(s[1]) for s in probe["stops"])
+    return held
+
+
 def wallflame_window(pid: int, out: Path, window: float, extra: list[str],
-                     root: Path = ROOT) -> tuple[float, float]:
+                     root: Path = ROOT, stops: list[float] | None = None
+                     ) -> tuple[float, float]:
     """Run one collect (``server_collect.collect``); its window in this process's
-    ``time.monotonic()``, or ``(0, -1)`` (no figure) when it wrote none."""
+    ``time.monotonic()``, or ``(0, -1)`` (no figure) when it wrote none.  ``stops``: the
+    collect's lock-holder stops are added to it (``holder_stops``)."""
     shutil.rmtree(out, ignore_errors=True)
     try:
         c = run_collect(pid, out, window, extra, root)
+        if stops is not None:
+            stops.extend(holder_stops(out))
     except (RuntimeError, OSError, ValueError, KeyError):
         return 0.0, -1.0
     finally:
@@ -205,7 +232,8 @@ def bpf_window(pid: int, window: float, program: Path) -> tuple[float, float]:
 
 
 def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: int,
-            table_size: int, base: Path | None = None) -> dict[str, list[float]]:
+            table_size: int, base: Path | None = None,
+            stops: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     program = work / "accounting.bt"
     program.write_text(ACCOUNTING)
     result: dict[str, list[float]] = {k: [] for k in kinds}
@@ -230,7 +258,9 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                     continue
                 elif kind in COLLECTS or kind == "wf_base":
                     s, e = wallflame_window(db.pid, work / kind, window, COLLECTS.get(kind, []),
-                                            base if kind == "wf_base" and base else ROOT)
+                                            base if kind == "wf_base" and base else ROOT,
+                                            None if stops is None else
+                                            stops.setdefault(kind, []))
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
@@ -283,8 +313,9 @@ def main() -> int:
     try:
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            stops: dict[str, list[float]] = {}
             result = measure(kinds, args.window, args.rounds, work, args.tables,
-                             args.table_size, args.base)
+                             args.table_size, args.base, stops)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
@@ -298,6 +329,13 @@ def main() -> int:
         loss = "" if kind == "none" or not base else f"  loss {100 * (1 - med / base):+.1f}%"
         print(f"{kind:9s} median {med:8,.0f} tps{loss}   rounds: "
               + ", ".join(f"{v:,.0f}" for v in values))
+    for kind, held in stops.items():
+        if held:
+            held.sort()
+            q = statistics.quantiles(held, n=100) if len(held) > 1 else held * 99
+            print(f"{kind:9s} lock-holder stops (first frame to last): {len(held)}, median "
+                  f"{statistics.median(held):.3f} ms, p99 {q[98]:.3f} ms, max {held[-1]:.3f} "
+                  f"ms, total {sum(held):.1f} ms")
     return 0
 
 

@@ -220,7 +220,7 @@ def summarize(test: str, res: dict[str, Any]) -> None:
 def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
     spin8 = ROOT / "samples" / "bin" / "spin8"
     subprocess.run(["make", "-s", "-C", str(ROOT / "samples"), "bin/spin8"], check=False)
-    total = a.rounds * (a.window * 3 + 60) + 30
+    total = a.rounds * (a.window * 6 + 120) + 30  # a collect runs on for up to about its window
     log = keep / "spin8.out"
     with open(log, "w") as f:
         proc = subprocess.Popen([str(spin8), "--threads", "8", "--duration", str(total),

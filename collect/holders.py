@@ -2,14 +2,21 @@
 
 When a waiter's lock names an owner (``collect.locklayout``), only that owner thread is stopped
 (libdwfl's per-thread ``PTRACE_ATTACH``, as for a snapshot), and *while it is stopped* the
-lock's owner field is read again and the owner's own system call is looked at.  The stack is
-kept only when the lock still names the stopped thread and that thread is not itself waiting
-on the same lock: a thread cannot release a lock while it is stopped, so the stack is the
-holder's stack at an instant it held the lock.  Otherwise the observation is "not caught"
-with the reason (``moved``: the lock had changed hands before the stop took effect).  A stack
-caught inside the release itself (``pthread_mutex_unlock``, ``__lll_lock_wake``,
-``pthread_rwlock_unlock`` near the leaf: the owner field is cleared a few instructions later)
-is not kept either.
+lock's memory is read again and so is the owner's own system call (``libdw.StopReads``: two
+``pread`` by the frame callback, at the first frame).  They are judged after the release: the
+stack is kept only when the lock, as read during the stop, still named the stopped thread and
+that thread was not itself waiting on the same lock: a thread cannot release a lock while it
+is stopped, so the stack is the holder's stack at an instant it held the lock.  Otherwise the
+observation is "not caught" with the reason (``moved``: the lock had changed hands before the
+stop took effect; ``not checked``: the lock could not be read again).  A stack caught inside
+the release itself (``pthread_mutex_unlock``, ``__lll_lock_wake``, ``pthread_rwlock_unlock``
+near the leaf: the owner field is cleared a few instructions later) is not kept either.
+
+Nothing in the stop waits for the interpreter's lock (with the native module): a holder held
+stopped holds up every waiter of its lock, and another thread of the collect (the folding of
+perf's chunks, at ``SCHED_IDLE``, preempted by the target) may hold the interpreter's lock for
+milliseconds at a time.  A check made in Python during the stop would take that lock, and so
+would a frame callback in Python, for every frame.
 
 If the lock has meanwhile passed to another thread, that thread is tried once more.  Each
 stop is one thread for the time of one unwind (timed like a snapshot's per-thread stop, see
@@ -19,11 +26,11 @@ thread's state is checked (``collect.safety.ensure_running``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from wallflame.collect.libdw import Unwinder
+from wallflame.collect.libdw import StopRead, StopReads, Unwinder
 from wallflame.collect.locklayout import (
     MUTEX_SIZE,
     RWLOCK_SIZE,
@@ -34,7 +41,7 @@ from wallflame.collect.locklayout import (
 )
 from wallflame.collect.mutex import MemReader
 from wallflame.collect.safety import ensure_running, pause_summary
-from wallflame.collect.target import read_stat, read_text
+from wallflame.collect.target import read_stat
 from wallflame.errors import ToolError
 from wallflame.names import normalize
 
@@ -73,9 +80,24 @@ def releasing(names: list[str]) -> bool:
     return any(normalize(n).startswith(_RELEASE) for n in names[:_RELEASE_DEPTH] if n)
 
 
-def _bind(check: Callable[[LockRead, int, list[int]], str], lock: LockRead, owner: int,
-          moved_to: list[int]) -> Callable[[], str]:
-    return lambda: check(lock, owner, moved_to)
+def judge(lock: LockRead, owner: int, read: StopRead | None, moved_to: list[int]) -> str:
+    """What the reads made while ``owner`` was stopped say: ``""`` when it held ``lock``
+    then; otherwise why not (``moved`` and ``released`` append the lock's owner then to
+    ``moved_to``; ``not checked``: the lock could not be read again)."""
+    if read is None or read.mem is None:
+        return "not checked"
+    try:
+        size = MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
+        now = (read_mutex(read.mem) if size == MUTEX_SIZE else read_rwlock(read.mem)).owner
+        if now != owner:
+            moved_to.append(now)
+            return "moved" if now else "released"
+        call = parse_futex((read.syscall or b"").decode("ascii", "replace"))
+        if call is not None and call.waits and lock.base <= call.addr < lock.base + size:
+            return "owner waits on the same lock"
+        return ""
+    except Exception as e:  # a probe never raises through the sampler
+        return f"check failed: {type(e).__name__}"
 
 
 class HolderProbe:
@@ -101,27 +123,19 @@ class HolderProbe:
                 self.error = str(e)
         return self.unwinder
 
-    def _owner_now(self, lock: LockRead) -> int:
-        if lock.kind.startswith("mutex"):
-            data = self.mem.read(lock.base, MUTEX_SIZE)
-            return read_mutex(data).owner if data is not None else 0
-        data = self.mem.read(lock.base, RWLOCK_SIZE)
-        return read_rwlock(data).owner if data is not None else 0
-
-    def _check(self, lock: LockRead, owner: int, moved_to: list[int]) -> str:
-        """Called while ``owner`` is stopped: ``""`` when it still holds ``lock``."""
+    def _stop(self, unwinder: Unwinder, lock: LockRead, owner: int) -> Any:
+        """Stop ``owner`` and unwind it, reading the lock and its system call meanwhile."""
+        size = MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
         try:
-            now = self._owner_now(lock)
-            if now != owner:
-                moved_to.append(now)
-                return "moved" if now else "released"
-            call = parse_futex(read_text(f"/proc/{self.pid}/task/{owner}/syscall") or "")
-            size = MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
-            if call is not None and call.waits and lock.base <= call.addr < lock.base + size:
-                return "owner waits on the same lock"
-            return ""
-        except Exception as e:  # never raise through libdw's callback
-            return f"check failed: {type(e).__name__}"
+            sys_fd = os.open(f"/proc/{self.pid}/task/{owner}/syscall", os.O_RDONLY)
+        except OSError:
+            sys_fd = -1  # read as "not in a futex wait", as an unreadable file was before
+        try:
+            mem_fd = self.mem.fd if self.mem.fd is not None else -1
+            return unwinder.stack(owner, StopReads(mem_fd, lock.base, size, sys_fd))
+        finally:
+            if sys_fd >= 0:
+                os.close(sys_fd)
 
     def probe(self, lock: LockRead, tids: set[int], waiter: int) -> Probe:
         """Stop ``lock.owner`` (and, if the lock has passed on, its next owner once)."""
@@ -134,14 +148,14 @@ class HolderProbe:
         try:
             for attempt in range(2):
                 moved_to: list[int] = []
-                st = unwinder.stack(owner, _bind(self._check, lock, owner, moved_to))
+                st = self._stop(unwinder, lock, owner)
                 pause = st.stop_ms if boosted else st.span_ms
                 self.pauses_ms.append(pause)
                 if not st.error:
                     stops.append([owner, st.held_ms, st.span_ms])
                 self._safe(owner)
-                status = st.checked if st.checked is not None else \
-                    (st.error or "not stopped") if not st.pcs else "not checked"
+                status = judge(lock, owner, st.read, moved_to) if st.pcs else \
+                    (st.error or "not stopped")
                 if status == "" and st.pcs:
                     names = [unwinder.name(pc, act) for pc, act in st.pcs]
                     if releasing(names):

@@ -27,8 +27,11 @@ then waits for that one to run again.  On MariaDB under sysbench, folding during
 made the longest stops three times longer (p99 9.9 ms against 4.8, 34.6 ms at most).  So with
 the native module the frames are taken by a callback in C (``_speedups.frame_callback``) and
 the whole stop runs without the lock (with a thread spinning in Python beside it, measured:
-0.2 ms from the first frame to the last against 11-37 ms); a stop with a check
-(``stack(check=...)``, the owner sampler's) keeps the callback in Python.
+0.2 ms from the first frame to the last against 11-37 ms).  The owner sampler's stops of a lock
+holder are the ones that matter most (every waiter of the lock waits with it), and what they
+must learn while the holder is stopped (the lock's owner field, the holder's own system call)
+is read by the same callback (``stack(reads=StopReads(...))``, two ``pread`` at the first
+frame) and judged after the release (``collect.holders``).
 
 ptrace is per OS thread: one ``Unwinder`` must be used from a single Python thread.  A SIGKILL
 of wallflame while a thread is attached leaves that thread stopped; the guard process
@@ -41,7 +44,6 @@ import ctypes
 import ctypes.util
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +67,41 @@ class _Frames(ctypes.Structure):
     _fields_ = [("frame_pc", ctypes.c_void_p), ("t_first", ctypes.c_int64),
                 ("t_last", ctypes.c_int64), ("n", ctypes.c_int32), ("max", ctypes.c_int32),
                 ("pcs", ctypes.POINTER(ctypes.c_uint64)),
-                ("act", ctypes.POINTER(ctypes.c_ubyte))]
+                ("act", ctypes.POINTER(ctypes.c_ubyte)),
+                ("mem_fd", ctypes.c_int32), ("sys_fd", ctypes.c_int32),
+                ("mem_addr", ctypes.c_uint64), ("mem_size", ctypes.c_int32),
+                ("mem_got", ctypes.c_int32), ("sys_got", ctypes.c_int32),
+                ("mem_errno", ctypes.c_int32), ("sys_errno", ctypes.c_int32),
+                ("sys_size", ctypes.c_int32),
+                ("mem_buf", ctypes.POINTER(ctypes.c_ubyte)),
+                ("sys_buf", ctypes.POINTER(ctypes.c_ubyte))]
+
+
+#: Largest read of each kind made while a thread is stopped.
+MAX_MEM_READ = 64
+MAX_SYSCALL_READ = 512
+
+
+@dataclass(frozen=True)
+class StopReads:
+    """What to read while a thread is stopped, at its first frame: ``size`` bytes (at most
+    ``MAX_MEM_READ``) at ``addr`` through ``mem_fd`` (``/proc/PID/mem``), and the text behind
+    ``sys_fd`` (``/proc/PID/task/TID/syscall``, read from offset 0).  -1: not read."""
+
+    mem_fd: int
+    addr: int
+    size: int
+    sys_fd: int = -1
+
+
+@dataclass
+class StopRead:
+    """What ``StopReads`` got: the bytes, or ``None`` with the reason in ``*_error``."""
+
+    mem: bytes | None = None
+    syscall: bytes | None = None
+    mem_error: str = "not read"
+    syscall_error: str = "not read"
 
 
 class _Callbacks(ctypes.Structure):
@@ -81,7 +117,7 @@ class ThreadStack:
     stop_ms: float  # from the thread's registers being read to its release
     span_ms: float  # from the attach request to the release (includes waiting for a CPU)
     error: str = ""
-    checked: str | None = None  # what ``stack(check=...)`` said while the thread was stopped
+    read: StopRead | None = None  # what ``stack(reads=...)`` read while the thread was stopped
     #: from its first frame read to its last: certainly stopped throughout (``stop_ms`` ends
     #: when this process reads its clock after the release, which can wait for the GIL)
     held_ms: float = 0.0
@@ -192,6 +228,36 @@ class _Demangler:
             self.free(ptr)
 
 
+def _read_now(reads: StopReads) -> StopRead:
+    """``reads`` done now, in Python (the callback in Python: ``WALLFLAME_PURE=1``)."""
+    out = StopRead()
+    size = max(0, min(reads.size, MAX_MEM_READ))
+    if reads.mem_fd >= 0 and size and reads.addr > 0:
+        try:
+            data = os.pread(reads.mem_fd, size, reads.addr)
+            out.mem, out.mem_error = (data, "") if len(data) == size else \
+                (None, f"short read ({len(data)} of {size} bytes)")
+        except (OSError, OverflowError) as e:
+            out.mem_error = type(e).__name__
+    if reads.sys_fd >= 0:
+        try:
+            out.syscall, out.syscall_error = os.pread(reads.sys_fd, MAX_SYSCALL_READ, 0), ""
+        except OSError as e:
+            out.syscall_error = type(e).__name__
+    return out
+
+
+def _got(buf: Any, got: int, err: int, fd: int, size: int | None) -> tuple[bytes | None, str]:
+    """One native read's result: its bytes, or ``None`` and why."""
+    if fd < 0 or (got == -1 and not err):
+        return None, "not read"
+    if got < 0:
+        return None, os.strerror(err) if err else "not read"
+    if size is not None and got != size:
+        return None, f"short read ({got} of {size} bytes)"
+    return bytes(buf[:got]), ""
+
+
 class Unwinder:
     """One libdwfl session attached to ``pid`` for the whole run."""
 
@@ -205,8 +271,8 @@ class Unwinder:
         self._pcs: list[tuple[int, bool]] = []
         self._t_stopped = 0
         self._t_held = 0
-        self._check: Callable[[], str] | None = None
-        self._checked: str | None = None
+        self._reads: StopReads | None = None
+        self._read: StopRead | None = None
         self._pc = ctypes.c_uint64(0)
         self._act = ctypes.c_bool(False)
         self._cb = _FRAME_CB(self._frame)
@@ -238,7 +304,7 @@ class Unwinder:
                             f"{os.strerror(rc) if rc > 0 else self.lib.error()}",
                             "run wallflame doctor")
 
-    def _native_frames(self) -> tuple[int, Any, _Frames, Any, Any] | None:
+    def _native_frames(self) -> tuple[int, Any, _Frames, Any] | None:
         """The native callback, the call that uses it and its buffer (``None``: without the
         native module, ``WALLFLAME_PURE=1``: the callback in Python)."""
         if native is None or not hasattr(native, "frame_callback"):
@@ -246,47 +312,62 @@ class Unwinder:
         dw = self.lib.dw
         pcs = (ctypes.c_uint64 * self.max_frames)()
         act = (ctypes.c_ubyte * self.max_frames)()
+        mem = (ctypes.c_ubyte * MAX_MEM_READ)()
+        sys = (ctypes.c_ubyte * MAX_SYSCALL_READ)()
         frames = _Frames(ctypes.cast(dw.dwfl_frame_pc, ctypes.c_void_p).value, 0, 0, 0,
-                         self.max_frames, pcs, act)
+                         self.max_frames, pcs, act, -1, -1, 0, 0, 0, 0, 0, 0, 0, mem, sys)
         address = ctypes.cast(dw.dwfl_getthread_frames, ctypes.c_void_p).value
         if not address:
             return None
         call = _GETTHREAD_FRAMES(address)
-        return native.frame_callback(), call, frames, pcs, act
+        return native.frame_callback(), call, frames, (pcs, act, mem, sys)
 
     def _frame(self, frame: int, _arg: int) -> int:
         if not self.lib.dw.dwfl_frame_pc(frame, ctypes.byref(self._pc), ctypes.byref(self._act)):
             return _DWARF_CB_ABORT
         if not self._pcs:
             self._t_stopped = time.monotonic_ns()
-            if self._check is not None:  # the thread is stopped (attached) until released
-                self._checked = self._check()
+            if self._reads is not None:  # the thread is stopped (attached) until released
+                self._read = _read_now(self._reads)
         self._pcs.append((self._pc.value, self._act.value))
         self._t_held = time.monotonic_ns()
         return _DWARF_CB_OK if len(self._pcs) < self.max_frames else _DWARF_CB_ABORT
 
-    def stack(self, tid: int, check: Callable[[], str] | None = None) -> ThreadStack:
-        """Stop ``tid``, unwind it, let it go.  ``check`` is called once while the thread is
-        stopped (before its first frame is taken); what it returns is ``checked``."""
-        if check is None and self._native is not None:
-            return self._stack_native(tid, *self._native[:3])
+    def stack(self, tid: int, reads: StopReads | None = None,
+              python: bool = False) -> ThreadStack:
+        """Stop ``tid``, unwind it, let it go.  ``reads``: read once while the thread is
+        stopped (before its first frame is taken), returned as ``read``.  ``python``: the
+        frames taken by the callback in Python even with the native module (tests)."""
+        if self._native is not None and not python:
+            return self._stack_native(tid, reads, *self._native[:3])
         self._pcs = []
-        self._check, self._checked = check, None
+        self._reads, self._read = reads, None
         t0 = self._t_stopped = self._t_held = time.monotonic_ns()
         try:
             rc = self.lib.dw.dwfl_getthread_frames(self.dwfl, tid, self._cb, None)
         finally:
-            self._check = None
+            self._reads = None
         t1 = time.monotonic_ns()
         # An error after some frames is the end of what can be unwound (eu-stack: exit 1).
         error = self.lib.error() if rc != 0 and not self._pcs else ""
+        read = (self._read or StopRead()) if reads is not None else None
         return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error,
-                           self._checked, (self._t_held - self._t_stopped) / 1e6)
+                           read, (self._t_held - self._t_stopped) / 1e6)
 
-    def _stack_native(self, tid: int, cb: int, call: Any, f: _Frames) -> ThreadStack:
-        """``stack`` without a check, the frames taken by the native callback."""
+    def _stack_native(self, tid: int, reads: StopReads | None, cb: int, call: Any,
+                      f: _Frames) -> ThreadStack:
+        """``stack`` with the frames (and ``reads``) taken by the native callback, the whole
+        stop without the interpreter's lock."""
         f.n = 0
         f.t_first = f.t_last = 0
+        f.mem_fd = f.sys_fd = -1
+        f.mem_got = f.sys_got = -1
+        f.mem_errno = f.sys_errno = 0
+        if reads is not None:
+            f.mem_fd, f.sys_fd = reads.mem_fd, reads.sys_fd
+            f.mem_addr = reads.addr if reads.addr > 0 else 0
+            f.mem_size = max(0, min(reads.size, MAX_MEM_READ)) if reads.addr > 0 else 0
+            f.sys_size = MAX_SYSCALL_READ
         t0 = time.monotonic_ns()
         rc = call(self.dwfl, tid, cb, ctypes.byref(f))
         t1 = time.monotonic_ns()
@@ -294,7 +375,15 @@ class Unwinder:
         stopped = f.t_first if f.n else t0
         held = f.t_last if f.n else t0
         error = self.lib.error() if rc != 0 and not pcs else ""
-        return ThreadStack(tid, pcs, (t1 - stopped) / 1e6, (t1 - t0) / 1e6, error, None,
+        read = None
+        if reads is not None:
+            read = StopRead()
+            if f.n:
+                read.mem, read.mem_error = _got(f.mem_buf, f.mem_got, f.mem_errno,
+                                                reads.mem_fd, f.mem_size)
+                read.syscall, read.syscall_error = _got(f.sys_buf, f.sys_got, f.sys_errno,
+                                                        reads.sys_fd, None)
+        return ThreadStack(tid, pcs, (t1 - stopped) / 1e6, (t1 - t0) / 1e6, error, read,
                            (held - stopped) / 1e6)
 
     def name(self, pc: int, activation: bool) -> str:

@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
 
 /* ---- Interner ------------------------------------------------------------------------- */
 
@@ -2204,6 +2206,16 @@ struct wf_frames {
     int32_t n, max;
     uint64_t *pcs;
     unsigned char *act;
+    /* Read once while the thread is stopped, at its first frame (the holder probe's evidence,
+     * judged after the release: wallflame.collect.holders): mem_size bytes of the target's
+     * memory at mem_addr through mem_fd (/proc/PID/mem), and the thread's
+     * /proc/PID/task/TID/syscall through sys_fd.  A descriptor of -1 reads nothing; *_got is
+     * what was read (-1: an error, errno in *_errno). */
+    int32_t mem_fd, sys_fd;
+    uint64_t mem_addr;
+    int32_t mem_size, mem_got, sys_got, mem_errno, sys_errno, sys_size;
+    unsigned char *mem_buf;
+    unsigned char *sys_buf;
 };
 
 static int64_t mono_ns(void)
@@ -2220,9 +2232,21 @@ static int wf_frame_cb(void *frame, void *arg)
     unsigned char act = 0;
     if (s->n >= s->max || !s->frame_pc(frame, &pc, &act))
         return 1; /* DWARF_CB_ABORT */
+    if (s->n == 0) {
+        /* the thread is stopped (attached) from here until libdw lets it go */
+        s->t_first = mono_ns();
+        if (s->mem_fd >= 0 && s->mem_size > 0) {
+            ssize_t got = pread(s->mem_fd, s->mem_buf, (size_t)s->mem_size, (off_t)s->mem_addr);
+            s->mem_got = (int32_t)got;
+            s->mem_errno = got < 0 ? errno : 0;
+        }
+        if (s->sys_fd >= 0 && s->sys_size > 0) {
+            ssize_t got = pread(s->sys_fd, s->sys_buf, (size_t)s->sys_size, 0);
+            s->sys_got = (int32_t)got;
+            s->sys_errno = got < 0 ? errno : 0;
+        }
+    }
     int64_t now = mono_ns();
-    if (s->n == 0)
-        s->t_first = now;
     s->pcs[s->n] = pc;
     s->act[s->n] = act ? 1 : 0;
     s->n++;
