@@ -25,6 +25,9 @@ Recorders (every one is a process of its own beside the server, as a collect's a
 * ``wf_rec_sched_wide``: the scheduler's perf as an attached collect records it, on every CPU
   (every task's switch records, the server's switches out with a DWARF stack at the period that
   takes as many stacks as 3 a second per thread);
+* ``idle_burn`` / ``idle_burn1``: no recorder, two (one) busy loops at ``SCHED_IDLE`` for the
+  window: what CPU the collect's post-processing takes at that policy costs the server, whatever
+  the work is;
 * ``wf_base`` (with ``--base CHECKOUT``): a default collect run from another checkout, to
   compare a change with the code before it in the same sysbench run;
 * ``wf_*``: a whole ``wallflame collect --pid PID --duration WINDOW`` with the options in
@@ -74,7 +77,7 @@ from wallflame.collect import perf as wf_perf  # noqa: E402
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
              "bpf_acct", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
-             "wf_rec_wake")
+             "wf_rec_wake", "idle_burn", "idle_burn1")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -84,6 +87,7 @@ COLLECTS = {
     "wf_pmp": ["--off-cpu", "pmp"],
     "wf_snapshots": ["--off-cpu", "pmp", "--owner-rate", "0", "--pmp-rate", "2"],
     "wf_none": ["--off-cpu", "none"],
+    "wf_fold_after": ["--fold-after-window"],
 }
 
 #: Per thread of the process given as $1: blocked time up to its wake-up, then runnable to its
@@ -124,6 +128,12 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     if kind == "p_sched":
         return [*perf, "-e", "sched:sched_switch", "-F", "1", "--switch-events",
                 "--call-graph", "dwarf,8192", "-p", str(pid), *sleep]
+    if kind in ("idle_burn", "idle_burn1"):  # busy loops the kernel runs only on an idle CPU
+        loops = 2 if kind == "idle_burn" else 1
+        return ["chrt", "-i", "0", "timeout", f"{window:g}", sys.executable, "-c",
+                "import os\n"
+                f"for _ in range({loops} - 1):\n    if os.fork() == 0: break\n"
+                "while True: pass\n"]
     if kind in ("p_switch", "a_switch"):
         who = ["-p", str(pid)] if kind == "p_switch" else ["-a"]
         return [*perf, "-e", "dummy", "--switch-events", *who, *sleep]
