@@ -87,7 +87,6 @@ COLLECTS = {
     "wf_pmp": ["--off-cpu", "pmp"],
     "wf_snapshots": ["--off-cpu", "pmp", "--owner-rate", "0", "--pmp-rate", "2"],
     "wf_none": ["--off-cpu", "none"],
-    "wf_fold_after": ["--fold-after-window"],
 }
 
 #: Per thread of the process given as $1: blocked time up to its wake-up, then runnable to its

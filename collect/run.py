@@ -527,8 +527,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     # its own processes (with those it starts): no PID to pick out.
     who: Callable[[], list[int]] | None = procs.watch.pids if attached else None
     streamer = None if folder is None else stream.Streamer(
-        stream.Folded(raw, folder, who, inline=opts.inlined), recorders, stop,
-        defer=not opts.fold_during_window)
+        stream.Folded(raw, folder, who, inline=opts.inlined), recorders, stop)
     if folder is not None and any(r.stem == perf.WAKE for r in recorders):
         folder.expect_wakes()
     ksyms = bool(recorders) and perf.save_kallsyms(raw)

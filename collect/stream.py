@@ -16,12 +16,6 @@ nice 0 back (the I/O class stays idle): against a target that keeps every CPU bu
 stretched 1-2 s of folding over more than 3 minutes after a 15 s window (spin8 with eight
 workers).  The target and the recorders keep their priority.
 
-``SCHED_IDLE`` keeps the folding off a CPU the target wants, not out of the target's way on
-every machine: on a 2-vCPU VM a busy loop at that policy cost MariaDB under sysbench 27-39% of
-its transactions (benchmarks/README.md).  With ``defer`` (``--fold-after-window``) the thread
-waits for the window to close before it processes any chunk; the chunks wait on disk, and
-memory still holds one at a time.
-
 What it cost (CPU of the thread and of every ``perf script``, from ``wait4``; wall time; how
 much was left when the window closed and how long that took) goes to ``raw/capture.json``
 and ``meta.json`` under ``postprocess``.
@@ -89,7 +83,6 @@ class Cost:
     after_window_s: float = 0.0  # from the window's end to the last chunk processed
     bytes_in: int = 0            # perf.data bytes processed
     priority: list[str] = field(default_factory=list)
-    deferred: bool = False       # nothing processed before the window closed, by request
 
     def to_json(self) -> dict[str, Any]:
         return {"cpu_s": round(self.cpu_s + self.children_cpu_s, 3),
@@ -98,8 +91,7 @@ class Cost:
                 "busy_wall_s": round(self.wall_s, 3), "chunks": self.chunks,
                 "chunks_during_window": self.during_window,
                 "after_window_s": round(self.after_window_s, 3),
-                "perf_data_mb": round(self.bytes_in / 1e6, 3), "priority": self.priority,
-                "fold_during_window": not self.deferred}
+                "perf_data_mb": round(self.bytes_in / 1e6, 3), "priority": self.priority}
 
 
 class ChunkSink(Protocol):
@@ -217,15 +209,11 @@ class Streamer(threading.Thread):
     rest once they have stopped (``drain``)."""
 
     def __init__(self, folded: Folded, recorders: list[perf.PerfRecorder],
-                 stop: threading.Event, defer: bool = False) -> None:
-        """``defer``: process nothing until ``drain`` (``CollectOptions.fold_during_window``
-        false)."""
+                 stop: threading.Event) -> None:
         super().__init__(name="wallflame-stream", daemon=True)
         self.folded = folded
         self.recorders = recorders
         self.stop = stop
-        self.defer = defer
-        folded.cost.deferred = defer
         self.error: BaseException | None = None
         self._final = threading.Event()
         self.window_closed: float | None = None
@@ -233,8 +221,6 @@ class Streamer(threading.Thread):
     def run(self) -> None:
         self.folded.cost.priority = lower_priority()
         try:
-            if self.defer:
-                self._final.wait()
             while not self._final.is_set():
                 if not self._step(final=False):
                     self._final.wait(0.5)

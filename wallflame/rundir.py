@@ -122,12 +122,6 @@ class CollectOptions:
                   when the collect starts, as recorded: on, unless the target is attached and
                   none of its executables has debug information (``collect.elfinfo``), where
                   they could not be resolved and the lookups only cost.
-    fold_during_window: ``perf script`` and the folding of each chunk run while the window
-                  is open, at ``SCHED_IDLE`` (``collect.stream``); ``False``: they all wait for
-                  the window to close, and the window costs the target only the recording.
-                  Idle CPU is not free on every machine: on a 2-vCPU VM, a busy loop at
-                  ``SCHED_IDLE`` beside MariaDB under sysbench cost it 27-39% of its
-                  transactions (benchmarks/README.md).
     """
 
     duration_s: float | None = 10.0
@@ -144,7 +138,6 @@ class CollectOptions:
     sched_stack_hz: float | None = None
     sched_stack_period: int | None = None
     inline_frames: bool | None = None
-    fold_during_window: bool = True
 
     @property
     def inlined(self) -> bool:

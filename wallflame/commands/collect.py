@@ -122,19 +122,13 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "address. Default: on, unless an attached target's executables have no debug "
               "information (then none can be found, and the lookups cost more CPU than the "
               "rest of perf script).")
-@click.option("--fold-during-window/--fold-after-window", default=_DEFAULTS.fold_during_window,
-              show_default=True,
-              help="Run perf script and the folding on each chunk while recording, at idle "
-              "priority, or only once the window has closed: then the window costs the target "
-              "only the recording (idle priority does not make the CPU free on every machine; "
-              "measured in the README), and the run takes longer after it.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...], out: str,
             duration: float | None, off_cpu: str, pmp_backend: str,
             pmp_rate: float | None, owner_rate: float, freq: int, call_graph: str,
             sched_call_graph: str,
             max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
-            release_sites: bool, inline_frames: bool | None, fold_during_window: bool,
+            release_sites: bool, inline_frames: bool | None,
             command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
@@ -169,8 +163,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites,
-                          inline_frames=inline_frames,
-                          fold_during_window=fold_during_window)
+                          inline_frames=inline_frames)
     live, show = _progress_printer()
     if live is None:
         what = _what(pids, trees, cgroups) if attach else " ".join(command)
