@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from wallflame.collect.libdw import StopRead, StopReads, Unwinder
+from wallflame.collect.libdw import StopRead, StopReads, ThreadStack, Unwinder
 from wallflame.collect.locklayout import (
     MUTEX_SIZE,
     RWLOCK_SIZE,
@@ -80,6 +80,11 @@ def releasing(names: list[str]) -> bool:
     return any(normalize(n).startswith(_RELEASE) for n in names[:_RELEASE_DEPTH] if n)
 
 
+def _size(lock: LockRead) -> int:
+    """The bytes of ``lock``'s layout (a mutex's or an rwlock's)."""
+    return MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
+
+
 def judge(lock: LockRead, owner: int, read: StopRead | None, moved_to: list[int]) -> str:
     """What the reads made while ``owner`` was stopped say: ``""`` when it held ``lock``
     then; otherwise why not (``moved`` and ``released`` append the lock's owner then to
@@ -87,7 +92,7 @@ def judge(lock: LockRead, owner: int, read: StopRead | None, moved_to: list[int]
     if read is None or read.mem is None:
         return "not checked"
     try:
-        size = MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
+        size = _size(lock)
         now = (read_mutex(read.mem) if size == MUTEX_SIZE else read_rwlock(read.mem)).owner
         if now != owner:
             moved_to.append(now)
@@ -123,16 +128,15 @@ class HolderProbe:
                 self.error = str(e)
         return self.unwinder
 
-    def _stop(self, unwinder: Unwinder, lock: LockRead, owner: int) -> Any:
+    def _stop(self, unwinder: Unwinder, lock: LockRead, owner: int) -> ThreadStack:
         """Stop ``owner`` and unwind it, reading the lock and its system call meanwhile."""
-        size = MUTEX_SIZE if lock.kind.startswith("mutex") else RWLOCK_SIZE
         try:
             sys_fd = os.open(f"/proc/{self.pid}/task/{owner}/syscall", os.O_RDONLY)
         except OSError:
             sys_fd = -1  # read as "not in a futex wait", as an unreadable file was before
         try:
             mem_fd = self.mem.fd if self.mem.fd is not None else -1
-            return unwinder.stack(owner, StopReads(mem_fd, lock.base, size, sys_fd))
+            return unwinder.stack(owner, StopReads(mem_fd, lock.base, _size(lock), sys_fd))
         finally:
             if sys_fd >= 0:
                 os.close(sys_fd)

@@ -314,8 +314,9 @@ class Unwinder:
         act = (ctypes.c_ubyte * self.max_frames)()
         mem = (ctypes.c_ubyte * MAX_MEM_READ)()
         sys = (ctypes.c_ubyte * MAX_SYSCALL_READ)()
-        frames = _Frames(ctypes.cast(dw.dwfl_frame_pc, ctypes.c_void_p).value, 0, 0, 0,
-                         self.max_frames, pcs, act, -1, -1, 0, 0, 0, 0, 0, 0, 0, mem, sys)
+        frames = _Frames(frame_pc=ctypes.cast(dw.dwfl_frame_pc, ctypes.c_void_p).value,
+                         max=self.max_frames, pcs=pcs, act=act, mem_fd=-1, sys_fd=-1,
+                         mem_buf=mem, sys_buf=sys)
         address = ctypes.cast(dw.dwfl_getthread_frames, ctypes.c_void_p).value
         if not address:
             return None
