@@ -6,6 +6,7 @@ at each one's exit.
     python3 benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
     python3 benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
     python3 benchmarks/collect_cpu.py --mariadb         # MariaDB under sysbench, 32 clients
+    python3 benchmarks/collect_cpu.py --mariadb --keep DIR   # and keep the run directory
 
 Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the
 8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards; with ``--mariadb``
@@ -62,6 +63,7 @@ def main() -> int:
     ap.add_argument("--mariadb", action="store_true",
                     help="start MariaDB under sysbench and collect from it")
     ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--keep", type=Path, help="move the collect's run directory here")
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
     a = ap.parse_args()
     if shutil.which("bpftrace") is None:
@@ -139,6 +141,8 @@ def main() -> int:
             target.terminate()
             target.wait(30)
         servers.close()
+        if a.keep is not None and (work / "run").is_dir():
+            shutil.move(str(work / "run"), str(a.keep))
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -1,11 +1,15 @@
-"""The native reader of the scheduler capture's switch records (``_speedups.switch_lines``)
-against the Python reader it stands in for (``SampledSched._header``): the same text, read
-both ways, leaves every thread, interval and counter the same, whatever the comms hold
-(digits, slashes, colons, record names, tabs, non-ASCII) and however the numbers run."""
+"""The native readers of the scheduler capture's switch records (``_speedups.switch_lines``,
+and ``_speedups.SwitchTracker``, which also applies them to each thread's state) against the
+Python reader they stand in for (``SampledSched._header`` and ``_switch``): the same text,
+read the three ways, in one chunk or two, leaves every thread, interval and counter the
+same, whatever the comms hold (digits, slashes, colons, record names, tabs, non-ASCII) and
+however the numbers run."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +21,8 @@ from wallflame.fold.perf import sampled_switches
 from wallflame.fold.perf.sampled_switches import SampledSched
 from wallflame.profile import Profile
 
-pytestmark = pytest.mark.skipif(sampled_switches.SWITCH_LINES is None,
+pytestmark = pytest.mark.skipif(sampled_switches.SWITCH_LINES is None or
+                                sampled_switches.TRACKER is None,
                                 reason="the native module is not built")
 
 COMMS = ["mariadbd", "w", "", "a b", "1/2 3.000000004:", "x 7/7 1.000000000: PERF_RECORD_SWITCH",
@@ -61,34 +66,57 @@ def lines(draw: st.DrawFn) -> str:
 
 
 def state(s: SampledSched) -> dict[str, Any]:
-    """Everything a reader leaves behind, but the rules and caches."""
+    """Everything a reader leaves behind, but the rules, caches and which reader it was."""
+    threads, log = s.threads, s.log  # the native tracker's state handed over
     out = {k: v for k, v in vars(s).items()
-           if k not in ("rules", "_frame_cache", "_classes", "log", "threads")}
-    out["threads"] = {tid: vars(th) for tid, th in s.threads.items()}
-    out["log"] = {k: v for k, v in vars(s.log).items() if k != "_index"}
+           if k not in ("rules", "_frame_cache", "_classes", "_log", "_threads", "_tracker",
+                        "_handed_over")}
+    out["threads"] = {tid: vars(th) for tid, th in threads.items()}
+    out["log"] = {k: v for k, v in vars(log).items() if k != "_index"}
     return out
 
 
-def read(text: bytes, native: bool, at_start: list[int] | None) -> SampledSched:
+@contextlib.contextmanager
+def without_tracker() -> Iterator[None]:
+    saved = sampled_switches.TRACKER
+    sampled_switches.TRACKER = None
+    try:
+        yield
+    finally:
+        sampled_switches.TRACKER = saved
+
+
+def read(chunks: list[bytes], how: str, at_start: list[int] | None) -> SampledSched:
+    """``how``: ``tracker`` (the default native path), ``lines`` (``switch_lines`` alone) or
+    ``python``."""
     s = SampledSched(FoldOptions().get_rules())
     if at_start is not None:
         s.set_window(0, None, at_start)
-    s.feed(io.BytesIO(text), native_lines=native)
+    with without_tracker() if how == "lines" else contextlib.nullcontext():
+        for chunk in chunks:
+            s.feed(io.BytesIO(chunk), native_lines=how != "python")
     return s
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(lines(), max_size=40), st.sampled_from([None, [100, 101], [201]]),
-       st.binary(max_size=3))
+       st.binary(max_size=3), st.integers(0, 40))
 def test_native_reads_as_python_reads(body: list[str], at_start: list[int] | None,
-                                      junk: bytes) -> None:
+                                      junk: bytes, cut: int) -> None:
     text = "\n".join(body).encode("utf-8", "surrogateescape") + junk
-    a, b = read(text, True, at_start), read(text, False, at_start)
-    assert state(a) == state(b)
-    pa, pb = Profile(), Profile()
-    a.finish(pa, {"stack_period": 1})
-    b.finish(pb, {"stack_period": 1})
-    assert pa.stacks == pb.stacks
+    head = "\n".join(body[:cut]).encode("utf-8", "surrogateescape")
+    tail = "\n".join(body[cut:]).encode("utf-8", "surrogateescape") + junk
+    for chunks in ([text], [head, tail]):  # one chunk, or two read one after the other
+        ways = [read(chunks, how, at_start) for how in ("tracker", "lines", "python")]
+        want = state(ways[2])
+        assert state(ways[0]) == want
+        assert state(ways[1]) == want
+        profiles = [Profile() for _ in ways]
+        for s, p in zip(ways, profiles, strict=True):
+            s.finish(p, {"stack_period": 1})
+        assert profiles[0].stacks == profiles[2].stacks
+        assert profiles[1].stacks == profiles[2].stacks
+        assert profiles[0].meta.extra == profiles[2].meta.extra
 
 
 def test_lines_split_as_bytes_split() -> None:
@@ -105,3 +133,66 @@ def test_lines_split_as_bytes_split() -> None:
     assert rec == ["1/2 3.000000004: 5/6 7.000000008: PERF_RECORD_SWITCH IN"]
     rec = split(b"a 5/6 7.000000008: PERF_RECORD_SWITCH IN")
     assert rec == [(0, 5, 6, 7_000000008, "a")]
+
+
+@st.composite
+def captures(draw: st.DrawFn) -> list[str]:
+    """A capture as perf writes one: times that only go forward, each thread switching out
+    and in, some switch-outs preceded by their stack sample (a few microseconds to beyond
+    ``MAX_SAMPLE_LEAD_NS`` before), other tasks' records among them on every CPU, a comm
+    out of ASCII now and then (those records are read by Python, among the native ones)."""
+    wide = draw(st.booleans())
+    tids = {101: 100, 102: 100, 103: 100, 201: 200}  # 201: another process's
+    on = {tid: draw(st.booleans()) for tid in tids}
+    t = 81269_000_000_000
+    out = []
+    for _ in range(draw(st.integers(0, 60))):
+        t += draw(st.sampled_from([0, 1, 700, 3_000, 20_000, 9_000_000, 11_000_000]))
+        tid = draw(st.sampled_from(sorted(tids)))
+        pid = tids[tid]
+        comm = draw(st.sampled_from(["mariadbd", "w", "é", "x y", ""]))
+        rec = "PERF_RECORD_SWITCH_CPU_WIDE" if wide else "PERF_RECORD_SWITCH"
+        head = f"{comm:>16} {pid:>6}/{tid:<6} {t // 10**9}.{t % 10**9:09d}: "
+        if on[tid]:
+            if draw(st.booleans()):  # its stack sample first
+                state = draw(st.sampled_from(["S", "D", "R", "R+"]))
+                period = draw(st.integers(1, 4))
+                lead = draw(st.sampled_from([0, 2_000, 10_000_000, 10_000_001]))
+                ts = t - lead
+                out.append(f"{comm:>16} {pid:>6}/{tid:<6} {ts // 10**9}.{ts % 10**9:09d}: "
+                           f"{period:10d} sched:sched_switch: prev_comm={comm} prev_pid={tid} "
+                           f"prev_prio=120 prev_state={state} ==> next_comm=x next_pid=0 "
+                           "next_prio=120")
+                out.append("\tffffffff821f8b58 __schedule ([kernel.kallsyms])")
+                out.append(f"\t{tid:x} f{draw(st.integers(0, 3))} (/bin/w)")
+                out.append("")
+            preempt = draw(st.booleans())
+            out.append(head + f"{rec} OUT{' preempt' if preempt else ''}  next pid/tid:  0/0 ")
+        else:
+            out.append(head + f"{rec} IN  prev pid/tid:  0/0 ")
+        if draw(st.integers(0, 9)) > 0:  # now and then a record lost, left in its state
+            on[tid] = not on[tid]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(captures(), st.sampled_from([None, [101, 102], [101, 102, 103]]), st.integers(0, 250),
+       st.sampled_from([None, 81269_000_500_000]))
+def test_tracker_reads_captures_as_python_reads(body: list[str], at_start: list[int] | None,
+                                                cut: int, window: int | None) -> None:
+    head = "\n".join(body[:cut]).encode()
+    tail = "\n".join(body[cut:]).encode()
+    ways = []
+    for how in ("tracker", "python"):
+        s = SampledSched(FoldOptions().get_rules())
+        if at_start is not None or window is not None:
+            s.set_window(window or 0, None, at_start)
+        for chunk in (head, tail):
+            s.feed(io.BytesIO(chunk), native_lines=how != "python")
+        ways.append(s)
+    assert state(ways[0]) == state(ways[1])
+    profiles = [Profile(), Profile()]
+    for s, p in zip(ways, profiles, strict=True):
+        s.finish(p, {"stack_period": 1})
+    assert profiles[0].stacks == profiles[1].stacks
+    assert profiles[0].meta.extra == profiles[1].meta.extra

@@ -18,6 +18,8 @@
  *                      the page's embedded data.
  *   switch_lines       the scheduler capture's switch records read from perf script's text
  *                      (fold/perf/sampled_switches.py), the other lines left to Python.
+ *   SwitchTracker      those records applied to each thread's state as well (the same
+ *                      module's per-record methods), the other lines left to Python.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -1459,6 +1461,743 @@ static PyObject *switch_lines(PyObject *module, PyObject *arg)
     return out;
 }
 
+/* ---- SwitchTracker ---------------------------------------------------------------------- */
+
+/* The scheduler capture's switch records applied to each thread's state without a Python
+ * call per record: ``SampledSched._switch`` and what it calls (``_record``, ``_target``,
+ * ``_switch_out``, ``_switch_in``, ``_close``), statement by statement, on a table of
+ * threads kept here.  ``run(sched, block, pos)`` reads the lines of ``block`` from ``pos``
+ * while each is a switch record ``switch_lines`` reads as one, and returns where the first
+ * other line starts (``len(block) + 1`` when none is left): Python reads that line as
+ * before (stack samples, task events, lost records) and calls ``run`` again.  The capture's
+ * counters and sets stay ``sched``'s attributes, read at each call's start and written back
+ * at its end; a stack sample reaches a thread through ``pending``.  ``export()`` hands every
+ * thread and interval over to Python (``SampledSched._handover``), which ``finish`` and the
+ * tests read as the Python reader leaves them. */
+
+typedef struct {
+    int64_t *v;
+    Py_ssize_t n, cap;
+} i64vec;
+
+static int i64_push(i64vec *a, int64_t x)
+{
+    if (a->n == a->cap) {
+        Py_ssize_t cap = a->cap ? a->cap * 2 : 16;
+        int64_t *v = PyMem_Realloc(a->v, (size_t)cap * sizeof(int64_t));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+typedef struct {
+    int64_t tid, pid;
+    PyObject *comm;                 /* str */
+    int64_t switches, samples, leading, lead_start, on_since;
+    char has_on_since, seen;
+    /* an OUT without its IN yet */
+    char has_open, open_runnable;
+    int64_t open_start, open_period;
+    PyObject *open_frames, *open_state;  /* NULL: no sample */
+    /* a sample waiting for its OUT */
+    char has_pending;
+    int64_t pend_t, pend_period;
+    PyObject *pend_frames, *pend_state;
+    i64vec on_cpu, ins;
+} SwThread;
+
+typedef struct {
+    PyObject_HEAD
+    SwThread *th;
+    Py_ssize_t nth, cap;
+    int32_t *index;        /* open addressing: slot + 1, 0 empty */
+    Py_ssize_t icap;
+    /* the interval log's columns */
+    i64vec ltid, lstart, ldur, lperiod, lsample;
+    char *lkind;
+    Py_ssize_t lkind_cap;
+    PyObject *samples, *sindex;  /* IntervalLog.samples (list) and ._index (dict) */
+    /* the capture's figures, as sched's attributes during a run */
+    int64_t first_time, last_time, window_start;
+    char has_first, has_window, every_cpu;
+    int64_t foreign, lines, exact, inferred;
+    PyObject *at_start, *targets;  /* borrowed during a run: a set or None; a set */
+    int64_t last_target;           /* a pid found in targets (0: none) */
+} SwitchTracker;
+
+static uint64_t sw_hash(int64_t k)
+{
+    uint64_t x = (uint64_t)k * 0x9E3779B97F4A7C15ULL;
+    return x ^ (x >> 29);
+}
+
+static int sw_reindex(SwitchTracker *s, Py_ssize_t icap)
+{
+    int32_t *ix = PyMem_Calloc((size_t)icap, sizeof(int32_t));
+    if (ix == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < s->nth; i++) {
+        uint64_t h = sw_hash(s->th[i].tid) & (uint64_t)(icap - 1);
+        while (ix[h])
+            h = (h + 1) & (uint64_t)(icap - 1);
+        ix[h] = (int32_t)(i + 1);
+    }
+    PyMem_Free(s->index);
+    s->index = ix;
+    s->icap = icap;
+    return 0;
+}
+
+/* The thread's slot, or -1 when it has none. */
+static Py_ssize_t sw_find(SwitchTracker *s, int64_t tid)
+{
+    if (s->icap == 0)
+        return -1;
+    uint64_t h = sw_hash(tid) & (uint64_t)(s->icap - 1);
+    while (s->index[h]) {
+        Py_ssize_t i = s->index[h] - 1;
+        if (s->th[i].tid == tid)
+            return i;
+        h = (h + 1) & (uint64_t)(s->icap - 1);
+    }
+    return -1;
+}
+
+/* 1 when the bytes are the str's UTF-8. */
+static int sw_same(PyObject *str, const char *b, Py_ssize_t n)
+{
+    Py_ssize_t len;
+    const char *u = PyUnicode_AsUTF8AndSize(str, &len);
+    if (u == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return len == n && memcmp(u, b, (size_t)n) == 0;
+}
+
+/* ``SampledSched._thread``: the slot of tid (made with pid and comm when new); a non-empty
+ * comm becomes the thread's.  comm is either ``str`` (then cb is NULL) or the bytes cb, cn. */
+static Py_ssize_t sw_thread(SwitchTracker *s, int64_t tid, int64_t pid, PyObject *str,
+                            const char *cb, Py_ssize_t cn)
+{
+    Py_ssize_t i = sw_find(s, tid);
+    int nonempty = str != NULL ? PyUnicode_GET_LENGTH(str) > 0 : cn > 0;
+    if (i >= 0) {
+        SwThread *th = &s->th[i];
+        if (nonempty) {
+            if (str != NULL) {
+                Py_INCREF(str);
+                Py_SETREF(th->comm, str);
+            } else if (!sw_same(th->comm, cb, cn)) {
+                PyObject *c = PyUnicode_DecodeUTF8(cb, cn, "replace");
+                if (c == NULL)
+                    return -1;
+                Py_SETREF(th->comm, c);
+            }
+        }
+        return i;
+    }
+    if (s->nth == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
+        SwThread *t = PyMem_Realloc(s->th, (size_t)cap * sizeof(SwThread));
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->th = t;
+        s->cap = cap;
+    }
+    if ((s->nth + 1) * 2 > s->icap && sw_reindex(s, s->icap ? s->icap * 2 : 128) < 0)
+        return -1;
+    PyObject *c = str != NULL ? (Py_INCREF(str), str) : PyUnicode_DecodeUTF8(cb, cn, "replace");
+    if (c == NULL)
+        return -1;
+    i = s->nth++;
+    SwThread *th = &s->th[i];
+    memset(th, 0, sizeof(*th));
+    th->tid = tid;
+    th->pid = pid;
+    th->comm = c;
+    uint64_t h = sw_hash(tid) & (uint64_t)(s->icap - 1);
+    while (s->index[h])
+        h = (h + 1) & (uint64_t)(s->icap - 1);
+    s->index[h] = (int32_t)(i + 1);
+    return i;
+}
+
+/* ``x in set`` for an int; -1 on an error. */
+static int sw_in(PyObject *set, int64_t x)
+{
+    PyObject *k = PyLong_FromLongLong(x);
+    if (k == NULL)
+        return -1;
+    int r = PySet_Contains(set, k);
+    Py_DECREF(k);
+    return r;
+}
+
+/* ``SampledSched._target``: 1, 0, -1 on an error. */
+static int sw_target(SwitchTracker *s, int64_t pid, int64_t tid)
+{
+    if (tid <= 0 || pid <= 0)
+        return 0;
+    if (s->at_start == Py_None || pid == s->last_target)
+        return 1;
+    int r = sw_in(s->targets, pid);
+    if (r != 0) {
+        if (r > 0)
+            s->last_target = pid;
+        return r;
+    }
+    r = sw_in(s->at_start, tid);
+    if (r <= 0)
+        return r;
+    PyObject *k = PyLong_FromLongLong(pid);
+    if (k == NULL || PySet_Add(s->targets, k) < 0) {
+        Py_XDECREF(k);
+        return -1;
+    }
+    Py_DECREF(k);
+    s->last_target = pid;
+    return 1;
+}
+
+/* ``SampledSched._existed``. */
+static int sw_existed(SwitchTracker *s, int64_t tid)
+{
+    return s->at_start == Py_None ? 1 : sw_in(s->at_start, tid);
+}
+
+/* ``IntervalLog.add`` (kind 0 blocked, 1 runnable, 2 leading); frames NULL: no sample. */
+static int sw_log(SwitchTracker *s, int64_t tid, int64_t start, int64_t dur, int kind,
+                  PyObject *frames, PyObject *state, int64_t period)
+{
+    int64_t si = -1;
+    if (frames != NULL) {
+        PyObject *st1 = PyUnicode_Substring(state, 0, 1);
+        PyObject *key = st1 == NULL ? NULL : PyTuple_Pack(2, frames, st1);
+        Py_XDECREF(st1);
+        if (key == NULL)
+            return -1;
+        PyObject *found = PyDict_GetItemWithError(s->sindex, key);
+        if (found != NULL) {
+            si = PyLong_AsLongLong(found);
+        } else if (PyErr_Occurred()) {
+            si = -2;
+        } else {
+            si = PyList_GET_SIZE(s->samples);
+            PyObject *n = PyLong_FromLongLong(si);
+            if (n == NULL || PyDict_SetItem(s->sindex, key, n) < 0 ||
+                    PyList_Append(s->samples, key) < 0)
+                si = -2;
+            Py_XDECREF(n);
+        }
+        Py_DECREF(key);
+        if (si < -1 || (si == -1 && PyErr_Occurred()))
+            return -1;
+    } else {
+        period = 0;
+    }
+    Py_ssize_t n = s->ltid.n;
+    if (n == s->lkind_cap) {
+        Py_ssize_t cap = s->lkind_cap ? s->lkind_cap * 2 : 1024;
+        char *k = PyMem_Realloc(s->lkind, (size_t)cap);
+        if (k == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->lkind = k;
+        s->lkind_cap = cap;
+    }
+    if (i64_push(&s->ltid, tid) < 0 || i64_push(&s->lstart, start) < 0 ||
+            i64_push(&s->ldur, dur) < 0 || i64_push(&s->lsample, si) < 0 ||
+            i64_push(&s->lperiod, period) < 0)
+        return -1;
+    s->lkind[n] = (char)kind;
+    return 0;
+}
+
+/* ``SampledSched._close``. */
+static int sw_close(SwitchTracker *s, SwThread *th, int64_t t, int exact)
+{
+    th->has_open = 0;
+    PyObject *frames = th->open_frames, *state = th->open_state;
+    th->open_frames = th->open_state = NULL;
+    int64_t d = t - th->open_start;
+    int r = 0;
+    if (d > 0) {
+        if (exact)
+            s->exact++;
+        else
+            s->inferred++;
+        r = sw_log(s, th->tid, th->open_start, d, th->open_runnable ? 1 : 0, frames, state,
+                   th->open_period);
+    }
+    Py_XDECREF(frames);
+    Py_XDECREF(state);
+    return r;
+}
+
+/* ``SampledSched._switch_out``. */
+static int sw_out(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py_ssize_t cn,
+                  int64_t t, int preempt)
+{
+    Py_ssize_t i = sw_thread(s, tid, pid, NULL, cb, cn);
+    if (i < 0)
+        return -1;
+    SwThread *th = &s->th[i];
+    th->switches++;
+    int has = th->has_on_since;
+    int64_t since = th->on_since;
+    if (!has && !th->seen) {
+        int e = sw_existed(s, tid);
+        if (e < 0)
+            return -1;
+        if (e) {
+            has = 1;
+            since = s->has_window ? s->window_start
+                                  : (s->has_first && s->first_time ? s->first_time : t);
+        }
+    }
+    if (has && t > since && (i64_push(&th->on_cpu, since) < 0 || i64_push(&th->on_cpu, t) < 0))
+        return -1;
+    th->has_on_since = 0;
+    th->seen = 1;
+    if (th->has_open && sw_close(s, th, t, 0) < 0)
+        return -1;
+    PyObject *frames = NULL, *state = NULL;
+    int64_t period = 0;
+    if (th->has_pending) {
+        th->has_pending = 0;
+        int64_t lead = t - th->pend_t;
+        if (lead >= 0 && lead <= 10000000) {  /* MAX_SAMPLE_LEAD_NS */
+            frames = th->pend_frames;
+            state = th->pend_state;
+            period = th->pend_period;
+        } else {
+            Py_DECREF(th->pend_frames);
+            Py_DECREF(th->pend_state);
+        }
+        th->pend_frames = th->pend_state = NULL;
+    }
+    int runnable = preempt;
+    if (!runnable && state != NULL) {
+        runnable = PyUnicode_GET_LENGTH(state) > 0 && PyUnicode_READ_CHAR(state, 0) == 'R';
+    }
+    th->has_open = 1;
+    th->open_start = t;
+    th->open_runnable = (char)runnable;
+    th->open_frames = frames;
+    th->open_state = state;
+    th->open_period = period;
+    return 0;
+}
+
+/* ``SampledSched._switch_in``. */
+static int sw_in_rec(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb,
+                     Py_ssize_t cn, int64_t t)
+{
+    Py_ssize_t i = sw_find(s, tid);
+    if (i < 0 || !s->th[i].seen) {
+        i = sw_thread(s, tid, pid, NULL, cb, cn);
+        if (i < 0)
+            return -1;
+        SwThread *th = &s->th[i];
+        if (i64_push(&th->ins, t) < 0)
+            return -1;
+        th->seen = 1;
+        th->has_on_since = 1;
+        th->on_since = t;
+        if (s->has_first && t > s->first_time) {
+            int e = sw_existed(s, tid);
+            if (e < 0)
+                return -1;
+            if (e) {
+                th->leading += t - s->first_time;
+                th->lead_start = s->first_time;
+                return sw_log(s, tid, s->first_time, t - s->first_time, 2, NULL, NULL, 0);
+            }
+        }
+        return 0;
+    }
+    SwThread *th = &s->th[i];
+    if (i64_push(&th->ins, t) < 0)
+        return -1;
+    th->has_on_since = 1;
+    th->on_since = t;
+    if (th->has_open)
+        return sw_close(s, th, t, 1);
+    return 0;
+}
+
+/* One switch record, as ``SampledSched.feed_lines`` takes a tuple: 0 or -1 on an error. */
+static int sw_apply(SwitchTracker *s, int kind, int64_t pid, int64_t tid, int64_t t,
+                    const char *cb, Py_ssize_t cn)
+{
+    if (kind & 4) {
+        s->every_cpu = 1;
+        int r = sw_target(s, pid, tid);
+        if (r < 0)
+            return -1;
+        if (!r) {
+            s->foreign++;
+            return 0;
+        }
+    }
+    if (!s->has_first || t < s->first_time) {
+        s->first_time = t;
+        s->has_first = 1;
+    }
+    if (t > s->last_time)
+        s->last_time = t;
+    if (kind & 1)
+        return sw_out(s, tid, pid, cb, cn, t, (kind & 2) != 0);
+    return sw_in_rec(s, tid, pid, cb, cn, t);
+}
+
+static int sw_get_i64(PyObject *o, const char *name, int64_t *v, char *has)
+{
+    PyObject *x = PyObject_GetAttrString(o, name);
+    if (x == NULL)
+        return -1;
+    if (has != NULL)
+        *has = x != Py_None;
+    if (x != Py_None)
+        *v = PyLong_AsLongLong(x);
+    Py_DECREF(x);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int sw_set_i64(PyObject *o, const char *name, int64_t v)
+{
+    PyObject *x = PyLong_FromLongLong(v);
+    int r = x == NULL ? -1 : PyObject_SetAttrString(o, name, x);
+    Py_XDECREF(x);
+    return r;
+}
+
+/* Reads sched's figures before a run. */
+static int sw_load(SwitchTracker *s, PyObject *sched)
+{
+    int64_t ft = 0;
+    if (sw_get_i64(sched, "first_time", &ft, &s->has_first) < 0 ||
+            sw_get_i64(sched, "last_time", &s->last_time, NULL) < 0 ||
+            sw_get_i64(sched, "foreign", &s->foreign, NULL) < 0 ||
+            sw_get_i64(sched, "lines", &s->lines, NULL) < 0 ||
+            sw_get_i64(sched, "exact", &s->exact, NULL) < 0 ||
+            sw_get_i64(sched, "inferred", &s->inferred, NULL) < 0)
+        return -1;
+    s->first_time = ft;
+    PyObject *w = PyObject_GetAttrString(sched, "window");
+    if (w == NULL)
+        return -1;
+    s->has_window = w != Py_None;
+    if (s->has_window) {
+        PyObject *w0 = PySequence_GetItem(w, 0);
+        s->window_start = w0 == NULL ? 0 : PyLong_AsLongLong(w0);
+        Py_XDECREF(w0);
+    }
+    Py_DECREF(w);
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *e = PyObject_GetAttrString(sched, "every_cpu");
+    if (e == NULL)
+        return -1;
+    s->every_cpu = (char)PyObject_IsTrue(e);
+    Py_DECREF(e);
+    s->at_start = PyObject_GetAttrString(sched, "at_start");
+    s->targets = PyObject_GetAttrString(sched, "target_pids");
+    if (s->at_start == NULL || s->targets == NULL)
+        return -1;
+    if ((s->at_start != Py_None && !PyAnySet_Check(s->at_start)) || !PySet_Check(s->targets)) {
+        PyErr_SetString(PyExc_TypeError, "at_start and target_pids must be sets");
+        return -1;
+    }
+    s->last_target = 0;
+    return 0;
+}
+
+/* Writes sched's figures back after a run (consumed: whether any record was read). */
+static int sw_store(SwitchTracker *s, PyObject *sched, int consumed)
+{
+    int r = 0;
+    if (s->has_first)
+        r |= sw_set_i64(sched, "first_time", s->first_time);
+    r |= sw_set_i64(sched, "last_time", s->last_time);
+    r |= sw_set_i64(sched, "foreign", s->foreign);
+    r |= sw_set_i64(sched, "lines", s->lines);
+    r |= sw_set_i64(sched, "exact", s->exact);
+    r |= sw_set_i64(sched, "inferred", s->inferred);
+    r |= PyObject_SetAttrString(sched, "every_cpu", s->every_cpu ? Py_True : Py_False);
+    if (consumed)
+        r |= PyObject_SetAttrString(sched, "_skip", Py_False);
+    return r ? -1 : 0;
+}
+
+static PyObject *SwitchTracker_run(SwitchTracker *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t pos;
+    if (nargs != 3 || (pos = PyLong_AsSsize_t(args[2])) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "run(sched, block, pos)");
+        return NULL;
+    }
+    PyObject *sched = args[0];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *data = view.buf, *end = data + view.len;
+    int err = sw_load(s, sched) < 0;
+    int consumed = 0;
+    const char *line = data + (pos < view.len ? pos : view.len);
+    Py_ssize_t next = pos;
+    while (!err && pos <= view.len) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *stop = nl ? nl : end;
+        long long pid = 0, tid = 0, t = 0;
+        const char *comm_end = line;
+        int kind = sw_line(line, stop, &pid, &tid, &t, &comm_end);
+        if (kind < 0)
+            break;
+        if (!consumed) {  /* feed_lines ends a sample before a switch record */
+            PyObject *cur = PyObject_GetAttrString(sched, "_cur");
+            if (cur == NULL) {
+                err = 1;
+                break;
+            }
+            int open = cur != Py_None;
+            Py_DECREF(cur);
+            if (open) {
+                PyObject *r = PyObject_CallMethod(sched, "_end_sample", NULL);
+                if (r == NULL) {
+                    err = 1;
+                    break;
+                }
+                Py_DECREF(r);
+            }
+            consumed = 1;
+        }
+        const char *a = line, *b = comm_end;
+        while (a < b && *a == ' ')
+            a++;
+        while (b > a && b[-1] == ' ')
+            b--;
+        s->lines++;
+        if (sw_apply(s, kind, pid, tid, t, a, b - a) < 0) {
+            err = 1;
+            break;
+        }
+        if (nl == NULL) {
+            next = view.len + 1;
+            break;
+        }
+        line = nl + 1;
+        next = line - data;
+    }
+    if (!err && sw_store(s, sched, consumed) < 0)
+        err = 1;
+    Py_CLEAR(s->at_start);
+    Py_CLEAR(s->targets);
+    PyBuffer_Release(&view);
+    return err ? NULL : PyLong_FromSsize_t(next);
+}
+
+/* switch(sched, kind, pid, tid, t, comm): one switch record Python read
+ * (``SampledSched._switch``: a line ``sw_line`` leaves to Python, such as a comm out of
+ * printable ASCII). */
+static PyObject *SwitchTracker_switch(SwitchTracker *s, PyObject *args)
+{
+    PyObject *sched, *comm;
+    int kind;
+    long long pid, tid, t;
+    if (!PyArg_ParseTuple(args, "OiLLLU", &sched, &kind, &pid, &tid, &t, &comm))
+        return NULL;
+    Py_ssize_t cn;
+    const char *cb = PyUnicode_AsUTF8AndSize(comm, &cn);
+    if (cb == NULL)
+        return NULL;
+    int err = sw_load(s, sched) < 0 || sw_apply(s, kind, pid, tid, t, cb, cn) < 0;
+    if (!err && sw_store(s, sched, 0) < 0)
+        err = 1;
+    Py_CLEAR(s->at_start);
+    Py_CLEAR(s->targets);
+    if (err)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* pending(tid, pid, comm, t, frames, state, period): a stack sample waiting for the thread's
+ * next OUT (``SampledSched._end_sample``), the thread made or named as ``_thread`` does. */
+static PyObject *SwitchTracker_pending(SwitchTracker *s, PyObject *args)
+{
+    long long tid, pid, t, period;
+    PyObject *comm, *frames, *state;
+    if (!PyArg_ParseTuple(args, "LLULO!UL", &tid, &pid, &comm, &t, &PyTuple_Type, &frames,
+                          &state, &period))
+        return NULL;
+    Py_ssize_t i = sw_thread(s, tid, pid, comm, NULL, 0);
+    if (i < 0)
+        return NULL;
+    SwThread *th = &s->th[i];
+    if (th->has_pending) {
+        Py_CLEAR(th->pend_frames);
+        Py_CLEAR(th->pend_state);
+    }
+    Py_INCREF(frames);
+    Py_INCREF(state);
+    th->has_pending = 1;
+    th->pend_t = t;
+    th->pend_frames = frames;
+    th->pend_state = state;
+    th->pend_period = period;
+    th->samples++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *sw_bytes(const void *v, Py_ssize_t n)
+{
+    return PyBytes_FromStringAndSize(n ? (const char *)v : "", n);
+}
+
+/* export() -> (threads, log): each thread as (tid, pid, comm, switches, samples, leading,
+ * lead_start, on_since or None, seen, open or None, pending or None, on_cpu bytes, ins
+ * bytes), open as (start, runnable, (frames, state, period) or None), pending as (t,
+ * frames, state, period); the log's columns as bytes of int64 (tid, start, dur, sample,
+ * period) and int8 (kind). */
+static PyObject *SwitchTracker_export(SwitchTracker *s, PyObject *unused)
+{
+    (void)unused;
+    PyObject *threads = PyList_New(0);
+    for (Py_ssize_t i = 0; threads != NULL && i < s->nth; i++) {
+        SwThread *th = &s->th[i];
+        PyObject *open = Py_None, *pending = Py_None, *sample = Py_None;
+        Py_INCREF(Py_None);
+        Py_INCREF(Py_None);
+        if (th->has_open) {
+            if (th->open_frames != NULL) {
+                sample = Py_BuildValue("(OOL)", th->open_frames, th->open_state,
+                                       (long long)th->open_period);
+            } else {
+                Py_INCREF(Py_None);
+            }
+            Py_DECREF(open);
+            open = sample == NULL ? NULL :
+                Py_BuildValue("(LON)", (long long)th->open_start,
+                              th->open_runnable ? Py_True : Py_False, sample);
+        }
+        if (th->has_pending) {
+            Py_DECREF(pending);
+            pending = Py_BuildValue("(LOOL)", (long long)th->pend_t, th->pend_frames,
+                                    th->pend_state, (long long)th->pend_period);
+        }
+        PyObject *since = th->has_on_since ? PyLong_FromLongLong(th->on_since)
+                                           : (Py_INCREF(Py_None), Py_None);
+        if (open == NULL || pending == NULL || since == NULL) {
+            Py_XDECREF(open);
+            Py_XDECREF(pending);
+            Py_XDECREF(since);
+            Py_CLEAR(threads);
+            break;
+        }
+        /* Py_BuildValue takes the N references, whether it succeeds or not */
+        PyObject *row = Py_BuildValue("(LLOLLLLNONNNN)", (long long)th->tid, (long long)th->pid,
+                                      th->comm, (long long)th->switches,
+                                      (long long)th->samples, (long long)th->leading,
+                                      (long long)th->lead_start, since,
+                                      th->seen ? Py_True : Py_False, open, pending,
+                                      sw_bytes(th->on_cpu.v, th->on_cpu.n * 8),
+                                      sw_bytes(th->ins.v, th->ins.n * 8));
+        if (row == NULL) {
+            Py_CLEAR(threads);
+            break;
+        }
+        if (PyList_Append(threads, row) < 0)
+            Py_CLEAR(threads);
+        Py_DECREF(row);
+    }
+    if (threads == NULL)
+        return NULL;
+    Py_ssize_t n = s->ltid.n;
+    return Py_BuildValue("(N(NNNNNN))", threads, sw_bytes(s->ltid.v, n * 8),
+                         sw_bytes(s->lstart.v, n * 8), sw_bytes(s->ldur.v, n * 8),
+                         sw_bytes(s->lkind, n), sw_bytes(s->lsample.v, n * 8),
+                         sw_bytes(s->lperiod.v, n * 8));
+}
+
+static int SwitchTracker_init(SwitchTracker *s, PyObject *args, PyObject *kw)
+{
+    PyObject *samples, *sindex;
+    static char *names[] = {"samples", "index", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!", names, &PyList_Type, &samples,
+                                     &PyDict_Type, &sindex))
+        return -1;
+    Py_INCREF(samples);
+    Py_INCREF(sindex);
+    Py_XSETREF(s->samples, samples);
+    Py_XSETREF(s->sindex, sindex);
+    return 0;
+}
+
+static void SwitchTracker_dealloc(SwitchTracker *s)
+{
+    for (Py_ssize_t i = 0; i < s->nth; i++) {
+        SwThread *th = &s->th[i];
+        Py_XDECREF(th->comm);
+        Py_XDECREF(th->open_frames);
+        Py_XDECREF(th->open_state);
+        Py_XDECREF(th->pend_frames);
+        Py_XDECREF(th->pend_state);
+        PyMem_Free(th->on_cpu.v);
+        PyMem_Free(th->ins.v);
+    }
+    PyMem_Free(s->th);
+    PyMem_Free(s->index);
+    PyMem_Free(s->ltid.v);
+    PyMem_Free(s->lstart.v);
+    PyMem_Free(s->ldur.v);
+    PyMem_Free(s->lperiod.v);
+    PyMem_Free(s->lsample.v);
+    PyMem_Free(s->lkind);
+    Py_XDECREF(s->samples);
+    Py_XDECREF(s->sindex);
+    Py_XDECREF(s->at_start);
+    Py_XDECREF(s->targets);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef SwitchTracker_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))SwitchTracker_run, METH_FASTCALL,
+     "run(sched, block, pos) -> int: the switch records from pos applied; where the first "
+     "other line starts (len(block) + 1: none)"},
+    {"switch", (PyCFunction)SwitchTracker_switch, METH_VARARGS,
+     "switch(sched, kind, pid, tid, t, comm): one switch record read by Python"},
+    {"pending", (PyCFunction)SwitchTracker_pending, METH_VARARGS,
+     "pending(tid, pid, comm, t, frames, state, period): a stack sample for the next OUT"},
+    {"export", (PyCFunction)SwitchTracker_export, METH_NOARGS,
+     "export() -> (threads, log columns)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SwitchTrackerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "wallflame._speedups.SwitchTracker",
+    .tp_basicsize = sizeof(SwitchTracker),
+    .tp_dealloc = (destructor)SwitchTracker_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The scheduler's switch records applied per thread (fold/perf/sampled_switches.py).",
+    .tp_methods = SwitchTracker_methods,
+    .tp_init = (initproc)SwitchTracker_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
  * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
 static PyObject *ints_json(PyObject *module, PyObject *list)
@@ -2330,6 +3069,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
         return NULL;
     if (PyType_Ready(&PerfFolderType) < 0)
         return NULL;
+    if (PyType_Ready(&SwitchTrackerType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
@@ -2346,6 +3087,12 @@ PyMODINIT_FUNC PyInit__speedups(void)
     Py_INCREF(&PerfFolderType);
     if (PyModule_AddObject(m, "PerfFolder", (PyObject *)&PerfFolderType) < 0) {
         Py_DECREF(&PerfFolderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&SwitchTrackerType);
+    if (PyModule_AddObject(m, "SwitchTracker", (PyObject *)&SwitchTrackerType) < 0) {
+        Py_DECREF(&SwitchTrackerType);
         Py_DECREF(m);
         return NULL;
     }

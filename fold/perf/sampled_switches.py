@@ -104,6 +104,12 @@ _WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+\s*$")
 #: ``(kind, pid, tid, t_ns, comm)`` tuples, read as ``SampledSched._header`` reads them (the
 #: tests hold the two to the same results); ``None``: every line is read by ``_header``.
 SWITCH_LINES = None if native is None else native.switch_lines
+#: The native reader that also applies those records to each thread's state
+#: (``_speedups.SwitchTracker``: ``_switch`` and what it calls, without a Python call per
+#: record; the tests hold it to the Python reader's results); ``None``: not built, or the
+#: log's ``sample`` column is not 64-bit here.
+TRACKER = None if native is None or array("l").itemsize != 8 else \
+    getattr(native, "SwitchTracker", None)
 #: Ids, times and periods at or beyond this are not read (the columns hold 64-bit integers;
 #: the native reader takes none of 19 digits or more).
 BOUND = 1 << 62
@@ -151,7 +157,7 @@ class SampledSched:
     def __init__(self, rules: Rules, kernel: bool = True) -> None:
         self.rules = rules
         self.kernel = kernel
-        self.threads: dict[int, _Thread] = {}
+        self._threads: dict[int, _Thread] = {}
         self.first_time: int | None = None
         self.last_time = 0
         self.lost = 0
@@ -184,7 +190,42 @@ class SampledSched:
         #: blocked ns per wait class and bin (``BIN_NS``), set by ``finish``
         self.class_bins: dict[str, dict[int, int]] = {}
         #: Every interval in time order, for the run's timeline (``wallflame.timeline``).
-        self.log = IntervalLog()
+        self._log = IntervalLog()
+        #: While ``feed`` reads natively, the threads and intervals are kept by ``TRACKER``
+        #: and handed over to ``threads`` and ``log`` when either is first read.
+        self._tracker: Any = None
+        self._handed_over = False
+
+    @property
+    def threads(self) -> dict[int, _Thread]:
+        if self._tracker is not None:
+            self._handover()
+        return self._threads
+
+    @property
+    def log(self) -> IntervalLog:
+        if self._tracker is not None:
+            self._handover()
+        return self._log
+
+    def _handover(self) -> None:
+        """The native tracker's threads and intervals into ``_threads`` and ``_log``; the
+        capture is read in Python from then on."""
+        tracker, self._tracker = self._tracker, None
+        self._handed_over = True
+        rows, cols = tracker.export()
+        for (tid, pid, comm, switches, samples, leading, lead_start, on_since, seen, open_,
+             pending, on_cpu, ins) in rows:
+            th = self._threads[tid] = _Thread(comm, pid, tid)
+            th.switches, th.samples, th.leading, th.lead_start = (switches, samples, leading,
+                                                                  lead_start)
+            th.on_since, th.seen, th.open, th.pending = on_since, seen, open_, pending
+            th.on_cpu.frombytes(on_cpu)
+            th.ins.frombytes(ins)
+        log = self._log
+        for col, data in zip((log.tid, log.start, log.dur, log.kind, log.sample, log.period),
+                             cols, strict=True):
+            col.frombytes(data)
 
     def set_window(self, start: int, end: int | None = None,
                    at_start: Iterable[int] | None = None) -> None:
@@ -223,7 +264,15 @@ class SampledSched:
 
     def feed(self, f: BinaryIO, native_lines: bool = True) -> None:
         """Read one chunk's ``perf script`` text (a file or a pipe) to its end
-        (``native_lines``: with ``SWITCH_LINES`` where it is built)."""
+        (``native_lines``: with ``TRACKER``, or ``SWITCH_LINES``, where it is built)."""
+        if native_lines and TRACKER is not None and self._tracker is None and \
+                not self._handed_over and not self._threads and not len(self._log):
+            self._tracker = TRACKER(self._log.samples, self._log._index)
+        if native_lines and self._tracker is not None:
+            for block in line_blocks(f):
+                self._feed_tracked(self._tracker, block)
+            self._end_sample()
+            return
         split = SWITCH_LINES if native_lines else None
         for block in line_blocks(f):
             if split is not None:
@@ -231,6 +280,21 @@ class SampledSched:
             else:
                 self.feed_lines(block.decode("utf-8", "replace").split("\n"))
         self._end_sample()
+
+    def _feed_tracked(self, tracker: Any, block: bytes) -> None:
+        """A block's lines as ``feed_lines`` reads them: the runs of switch records by the
+        tracker, every other line here."""
+        pos, n = 0, len(block)
+        while pos <= n:
+            pos = tracker.run(self, block, pos)
+            if pos > n:
+                return
+            nl = block.find(b"\n", pos)
+            end = n if nl < 0 else nl
+            self.feed_lines((block[pos:end].decode("utf-8", "replace"),))
+            if nl < 0:
+                return
+            pos = nl + 1
 
     def feed_lines(self, lines: Iterable[str | tuple[int, int, int, int, str]]) -> None:
         cache = self._frame_cache
@@ -341,6 +405,9 @@ class SampledSched:
 
     def _switch(self, kind: int, pid: int, tid: int, t: int, comm: str) -> None:
         """A switch record (``kind``: ``SW_OUT``, ``SW_PREEMPT``, ``SW_WIDE`` bits)."""
+        if self._tracker is not None:
+            self._tracker.switch(self, kind, pid, tid, t, comm)
+            return
         if not self._record(bool(kind & SW_WIDE), pid, tid, t):
             return
         if kind & SW_OUT:
@@ -384,17 +451,21 @@ class SampledSched:
             return
         self._cur = None
         pid, tid, comm, t, state, period = cur
-        th = self._thread(tid, pid, comm)
-        th.pending = (t, tuple(reversed(self._frames)), state, period)
-        th.samples += 1
+        frames = tuple(reversed(self._frames))
+        if self._tracker is not None:
+            self._tracker.pending(tid, pid, comm, t, frames, state, period)
+        else:
+            th = self._thread(tid, pid, comm)
+            th.pending = (t, frames, state, period)
+            th.samples += 1
         self.samples += 1
         self.periods += period
         self._frames = []
 
     def _thread(self, tid: int, pid: int, comm: str) -> _Thread:
-        th = self.threads.get(tid)
+        th = self._threads.get(tid)
         if th is None:
-            th = self.threads[tid] = _Thread(comm, pid, tid)
+            th = self._threads[tid] = _Thread(comm, pid, tid)
         elif comm:
             th.comm = comm
         return th
@@ -422,7 +493,7 @@ class SampledSched:
         th.open = (t, runnable, sample)
 
     def _switch_in(self, tid: int, pid: int, comm: str, t: int) -> None:
-        th = self.threads.get(tid)
+        th = self._threads.get(tid)
         if th is None or not th.seen:
             th = self._thread(tid, pid, comm)
             th.ins.append(t)
@@ -431,7 +502,7 @@ class SampledSched:
             if self.first_time is not None and t > self.first_time and self._existed(tid):
                 th.leading += t - self.first_time
                 th.lead_start = self.first_time
-                self.log.add(tid, self.first_time, t - self.first_time, LOG_LEADING, None)
+                self._log.add(tid, self.first_time, t - self.first_time, LOG_LEADING, None)
             return
         th.ins.append(t)
         th.on_since = t
@@ -576,17 +647,8 @@ class SampledSched:
             self.exact += 1
         else:
             self.inferred += 1
-        self.log.add(th.tid, start, d, LOG_RUNNABLE if runnable else LOG_BLOCKED, sample)
-        if runnable:
-            th.runnable += d
-            return
-        th.blocked += d
-        if sample is not None:
-            frames, state, period = sample
-            key = (frames, state[:1])
-            th.stacks[key] = th.stacks.get(key, 0) + period * d
-            th.sampled_weight += period * d
-            _add_to_bins(th.bins, self._class_of(key), start, t, period)
+        # the totals, stacks and bins are made from the log (``_clip``)
+        self._log.add(th.tid, start, d, LOG_RUNNABLE if runnable else LOG_BLOCKED, sample)
 
     def _class_of(self, key: tuple[tuple[str, ...], str]) -> str:
         wait = self._classes.get(key)
