@@ -196,3 +196,71 @@ def test_tracker_reads_captures_as_python_reads(body: list[str], at_start: list[
         s.finish(p, {"stack_period": 1})
     assert profiles[0].stacks == profiles[1].stacks
     assert profiles[0].meta.extra == profiles[1].meta.extra
+
+
+@contextlib.contextmanager
+def patched(**values: Any) -> Iterator[None]:
+    saved = {k: getattr(sampled_switches, k) for k in values}
+    for k, v in values.items():
+        setattr(sampled_switches, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(sampled_switches, k, v)
+
+
+@settings(max_examples=300, deadline=None)
+@given(captures(), st.sampled_from([None, [101, 102], [101, 102, 103]]),
+       st.lists(st.tuples(st.sampled_from([101, 102, 103, 201]), st.integers(0, 100),
+                          st.sampled_from([-1_000, -1, 0, 1, 5_000])), max_size=30),
+       st.sampled_from([None, (81269_000_500_000, 81269_100_000_000),
+                        (81269_000_000_000, 81270_000_000_000)]),
+       st.integers(-30_000, 30_000), st.booleans())
+def test_finish_passes_as_python(body: list[str], at_start: list[int] | None,
+                                 wakes: list[tuple[int, int, int]],
+                                 window: tuple[int, int] | None,
+                                 late: int, listed: bool) -> None:
+    """``finish`` with its native passes (the wake-ups' split and merge, the switch-in caps
+    and lag, the clip to the window) leaves the threads, the log, the bins and the profile
+    as the Python passes do, with the lag applied (its minimum lowered to one switch-in)
+    or not."""
+    text = "\n".join(body).encode()
+    # wake-ups at the records' times (an interval's very end or start) and near them
+    times = sorted({int(line.split(": ")[0].split()[-1].replace(".", ""))
+                    for line in body if line and not line.startswith("\t")}) or [0]
+    wake_text = "".join(f"{7:>7} {t // 10**9}.{t % 10**9:09d}: sched:sched_wakeup: comm=w "
+                        f"pid={tid} prio=120 target_cpu=001\n"
+                        for tid, t in ((tid, times[k % len(times)] + off)
+                                       for tid, k, off in wakes) if t > 0)
+    ways = []
+    for passes in (sampled_switches.PASSES, None):
+        s = SampledSched(FoldOptions().get_rules())
+        if at_start is not None:
+            s.set_window(window[0] if window else 0, None, at_start)
+        s.feed_wakes(io.BytesIO(wake_text.encode()))
+        s.feed(io.BytesIO(text))
+        listings = None
+        if listed:  # the kernel's run time: the records' on-CPU time, ``late`` per switch-in
+            lo, hi = window or (81269_000_000_000, 81270_000_000_000)
+            rows = {"start": [], "end": []}
+            for tid, th in s.threads.items():
+                pairs = list(th.on_cpu)
+                if th.on_since is not None and hi > th.on_since:
+                    pairs += [th.on_since, hi]
+                ran = sum(max(0, min(hi, b) - max(lo, a))
+                          for a, b in zip(pairs[::2], pairs[1::2], strict=True))
+                ran += late * sum(1 for t in th.ins if lo <= t < hi)
+                rows["start"].append({"tid": tid, "schedstat": [0, 0, 0]})
+                rows["end"].append({"tid": tid, "schedstat": [max(0, ran), 0, 0]})
+            listings = {"start": {"mono_ns": lo, "threads": rows["start"]},
+                        "end": {"mono_ns": hi, "threads": rows["end"]}}
+        p = Profile()
+        with patched(PASSES=passes, LAG_MIN_SWITCH_INS=1):
+            s.finish(p, {"stack_period": 1}, window, listings)
+        ways.append((s, p))
+    (a, pa), (b, pb) = ways
+    assert state(a) == state(b)
+    assert pa.stacks == pb.stacks
+    assert pa.meta.extra == pb.meta.extra
+    assert a.class_bins == b.class_bins

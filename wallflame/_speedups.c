@@ -20,6 +20,8 @@
  *                      (fold/perf/sampled_switches.py), the other lines left to Python.
  *   SwitchTracker      those records applied to each thread's state as well (the same
  *                      module's per-record methods), the other lines left to Python.
+ *   wake_split, in_caps, apply_lag, clip_log
+ *                      the passes of that module's finish over its intervals.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -2198,6 +2200,610 @@ static PyTypeObject SwitchTrackerType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- the scheduler's finish passes ------------------------------------------------------ */
+
+/* Each mirrors a pass of ``SampledSched.finish`` (fold/perf/sampled_switches.py) over the
+ * interval log's columns and each thread's switch-ins and on-CPU pairs, which the Python
+ * code keeps as ``array`` objects; the tests hold each to the Python pass it stands for. */
+
+/* A buffer of int64 (``array('q')``, or ``'l'`` where a long is 64-bit), or of int8 when
+ * itemsize is 1; writable on request. */
+static int sk_buf(PyObject *o, Py_buffer *v, Py_ssize_t itemsize, int writable)
+{
+    if (PyObject_GetBuffer(o, v, (writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) | PyBUF_FORMAT) < 0)
+        return -1;
+    if (v->itemsize != itemsize || v->len % itemsize) {
+        PyBuffer_Release(v);
+        PyErr_SetString(PyExc_TypeError, "an array of 64-bit (or 8-bit) integers expected");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t sk_bisect_left(const int64_t *a, Py_ssize_t n, int64_t x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static Py_ssize_t sk_bisect_right(const int64_t *a, Py_ssize_t n, int64_t x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (x < a[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+typedef struct {
+    int64_t start;
+    int64_t i;
+} sk_order;
+
+static int sk_order_cmp(const void *a, const void *b)
+{
+    const sk_order *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* wake_split(tid, start, dur, kind, sample, period, wakes) -> None or (woken, tid, start,
+ * dur, kind, sample, period): ``SampledSched._apply_wakes`` with ``_merge_log``.  wakes:
+ * {tid: sorted list of wake-up times}.  Each blocked or leading interval ends at its thread's
+ * last wake-up inside it; the rest becomes a runnable interval with the same sample; the
+ * columns come back as bytes, every row in start order (ties: the log's rows first, in
+ * their order, then the new ones in theirs).  None: no interval was woken. */
+static PyObject *wake_split(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7 || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "wake_split(tid, start, dur, kind, sample, period, "
+                        "wakes)");
+        return NULL;
+    }
+    Py_buffer b[6];
+    int got = 0;
+    for (; got < 6; got++)
+        if (sk_buf(args[got], &b[got], got == 3 ? 1 : 8, 0) < 0)
+            break;
+    PyObject *out = NULL;
+    int64_t *cols[6] = {NULL};
+    int64_t *wv = NULL, *wt = NULL;
+    int32_t *wix = NULL;
+    sk_order *order = NULL;
+    if (got < 6)
+        goto done;
+    Py_ssize_t n = b[0].len / 8;
+    for (int k = 1; k < 6; k++)
+        if ((k == 3 ? b[k].len : b[k].len / 8) != n) {
+            PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+            goto done;
+        }
+    const int64_t *tid = b[0].buf, *start = b[1].buf, *dur = b[2].buf, *sample = b[4].buf,
+                  *period = b[5].buf;
+    const signed char *kind = b[3].buf;
+    /* every row, then at most one new row per row */
+    for (int k = 0; k < 6; k++) {
+        cols[k] = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(int64_t));
+        if (cols[k] == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cols[0][i] = tid[i];
+        cols[1][i] = start[i];
+        cols[2][i] = dur[i];
+        cols[3][i] = kind[i];
+        cols[4][i] = sample[i];
+        cols[5][i] = period[i];
+    }
+    /* every thread's wake-ups as a C array, found by tid (wt: tid, offset, count) */
+    Py_ssize_t nw = PyDict_GET_SIZE(args[6]), wcap = 16, wtotal = 0, wused = 0;
+    while (wcap < 2 * nw + 2)
+        wcap *= 2;
+    wix = PyMem_Calloc((size_t)wcap, sizeof(int32_t));
+    wt = PyMem_Malloc((size_t)(3 * nw + 3) * sizeof(int64_t));
+    if (wix == NULL || wt == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *key, *list;
+    Py_ssize_t it = 0;
+    while (PyDict_Next(args[6], &it, &key, &list)) {
+        Py_ssize_t len = PySequence_Size(list);
+        if (len < 0)
+            goto done;
+        wtotal += len;
+    }
+    wv = PyMem_Malloc((size_t)(wtotal + 1) * sizeof(int64_t));
+    if (wv == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    it = 0;
+    Py_ssize_t nwt = 0;
+    while (PyDict_Next(args[6], &it, &key, &list)) {
+        int64_t t = PyLong_AsLongLong(key);
+        PyObject *seq = PySequence_Fast(list, "wake-ups must be a sequence");
+        if (seq == NULL || PyErr_Occurred()) {
+            Py_XDECREF(seq);
+            goto done;
+        }
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+        if (wused + len > wtotal) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_RuntimeError, "wake-ups changed while read");
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < len; k++)
+            wv[wused + k] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, k));
+        Py_DECREF(seq);
+        if (PyErr_Occurred())
+            goto done;
+        wt[3 * nwt] = t;
+        wt[3 * nwt + 1] = wused;
+        wt[3 * nwt + 2] = len;
+        uint64_t h = sw_hash(t) & (uint64_t)(wcap - 1);
+        while (wix[h])
+            h = (h + 1) & (uint64_t)(wcap - 1);
+        wix[h] = (int32_t)(nwt + 1);
+        nwt++;
+        wused += len;
+    }
+    Py_ssize_t m = n;
+    long long woken = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kind[i] != 0 && kind[i] != 2)  /* LOG_BLOCKED, LOG_LEADING */
+            continue;
+        uint64_t h = sw_hash(tid[i]) & (uint64_t)(wcap - 1);
+        Py_ssize_t r = -1;
+        while (wix[h]) {
+            if (wt[3 * (wix[h] - 1)] == tid[i]) {
+                r = wix[h] - 1;
+                break;
+            }
+            h = (h + 1) & (uint64_t)(wcap - 1);
+        }
+        if (r < 0 || !wt[3 * r + 2])
+            continue;
+        const int64_t *found = wv + wt[3 * r + 1];
+        Py_ssize_t wn = wt[3 * r + 2];
+        int64_t s = start[i], e = start[i] + dur[i];
+        Py_ssize_t j = sk_bisect_right(found, wn, e);
+        if (!j || found[j - 1] <= s || found[j - 1] >= e)
+            continue;
+        int64_t w = found[j - 1];
+        cols[2][i] = w - s;
+        cols[0][m] = tid[i];
+        cols[1][m] = w;
+        cols[2][m] = e - w;
+        cols[3][m] = 1;  /* LOG_RUNNABLE */
+        cols[4][m] = sample[i];
+        cols[5][m] = period[i];
+        m++;
+        woken++;
+    }
+    if (!woken) {
+        Py_INCREF(Py_None);
+        out = Py_None;
+        goto done;
+    }
+    order = PyMem_Malloc((size_t)m * sizeof(sk_order));
+    if (order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        order[i].start = cols[1][i];
+        order[i].i = i;
+    }
+    qsort(order, (size_t)m, sizeof(sk_order), sk_order_cmp);
+    PyObject *parts[6] = {NULL};
+    for (int k = 0; k < 6; k++) {
+        Py_ssize_t size = k == 3 ? 1 : 8;
+        parts[k] = PyBytes_FromStringAndSize(NULL, m * size);
+        if (parts[k] == NULL) {
+            for (int q = 0; q < k; q++)
+                Py_DECREF(parts[q]);
+            goto done;
+        }
+        char *dst = PyBytes_AS_STRING(parts[k]);
+        for (Py_ssize_t r = 0; r < m; r++) {
+            if (k == 3)
+                dst[r] = (char)cols[3][order[r].i];
+            else
+                memcpy(dst + r * 8, &cols[k][order[r].i], 8);
+        }
+    }
+    out = Py_BuildValue("(LNNNNNN)", woken, parts[0], parts[1], parts[2], parts[3], parts[4],
+                        parts[5]);
+done:
+    for (int k = 0; k < got; k++)
+        PyBuffer_Release(&b[k]);
+    for (int k = 0; k < 6; k++)
+        PyMem_Free(cols[k]);
+    PyMem_Free(wv);
+    PyMem_Free(wt);
+    PyMem_Free(wix);
+    PyMem_Free(order);
+    return out;
+}
+
+/* in_caps(tids, ins, pairs, log_tid, log_start, log_dur) -> [(off, at, on, pair)]:
+ * ``SampledSched._in_caps``, the four as bytes of int64 for each thread in the order of
+ * tids.  ins[k]: thread tids[k]'s switch-ins in order; pairs[k]: its on-CPU (start, end)
+ * pairs; the log's columns whole (a row of a thread not in tids is passed over). */
+static PyObject *in_caps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+            !PyList_Check(args[2]) || PyList_GET_SIZE(args[1]) != PyList_GET_SIZE(args[0]) ||
+            PyList_GET_SIZE(args[2]) != PyList_GET_SIZE(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "in_caps(tids, ins, pairs, log_tid, log_start, "
+                        "log_dur): three lists of one length, then three arrays");
+        return NULL;
+    }
+    Py_ssize_t nt = PyList_GET_SIZE(args[0]);
+    Py_buffer lb[3];
+    int lgot = 0;
+    for (; lgot < 3; lgot++)
+        if (sk_buf(args[3 + lgot], &lb[lgot], 8, 0) < 0)
+            break;
+    Py_buffer *ib = PyMem_Calloc((size_t)(2 * nt + 1), sizeof(Py_buffer));
+    int64_t **res = PyMem_Calloc((size_t)(4 * nt + 1), sizeof(int64_t *));
+    PyObject *objs = PyList_New(0);  /* the result's bytes, four a thread */
+    int32_t *ix = NULL;
+    Py_ssize_t igot = 0, icap = 16;
+    PyObject *out = NULL;
+    if (lgot < 3 || ib == NULL || res == NULL || objs == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (; igot < 2 * nt; igot++)
+        if (sk_buf(PyList_GET_ITEM(igot < nt ? args[1] : args[2], igot % nt), &ib[igot], 8,
+                   0) < 0)
+            goto done;
+    while (icap < 2 * nt)
+        icap *= 2;
+    ix = PyMem_Calloc((size_t)icap, sizeof(int32_t));
+    int64_t *tids = PyMem_Malloc((size_t)(nt + 1) * sizeof(int64_t));
+    if (ix == NULL || tids == NULL) {
+        PyMem_Free(tids);
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        tids[k] = PyLong_AsLongLong(PyList_GET_ITEM(args[0], k));
+        if (PyErr_Occurred()) {
+            PyMem_Free(tids);
+            goto done;
+        }
+        uint64_t h = sw_hash(tids[k]) & (uint64_t)(icap - 1);
+        while (ix[h])
+            h = (h + 1) & (uint64_t)(icap - 1);
+        ix[h] = (int32_t)(k + 1);
+    }
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        Py_ssize_t n = ib[k].len / 8, np = ib[nt + k].len / 8;
+        const int64_t *ins = ib[k].buf, *pairs = ib[nt + k].buf;
+        for (int q = 0; q < 4; q++) {
+            PyObject *o = PyBytes_FromStringAndSize(NULL, n * 8);
+            if (o == NULL || PyList_Append(objs, o) < 0) {
+                Py_XDECREF(o);
+                PyMem_Free(tids);
+                goto done;
+            }
+            Py_DECREF(o);
+            res[4 * k + q] = (int64_t *)PyBytes_AS_STRING(o);
+        }
+        int64_t *off = res[4 * k], *at = res[4 * k + 1], *on = res[4 * k + 2],
+                *pair = res[4 * k + 3];
+        for (Py_ssize_t j = 0; j < n; j++) {
+            off[j] = on[j] = 0;
+            at[j] = pair[j] = -1;
+        }
+        for (Py_ssize_t q = 0; q + 1 < np; q += 2) {
+            Py_ssize_t j = sk_bisect_left(ins, n, pairs[q]);
+            if (j < n && ins[j] == pairs[q]) {
+                on[j] = pairs[q + 1] - pairs[q];
+                pair[j] = q;
+            }
+        }
+    }
+    const int64_t *lt = lb[0].buf, *ls = lb[1].buf, *ld = lb[2].buf;
+    Py_ssize_t nl = lb[0].len / 8;
+    if (lb[1].len / 8 != nl || lb[2].len / 8 != nl) {
+        PyMem_Free(tids);
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < nl; r++) {
+        uint64_t h = sw_hash(lt[r]) & (uint64_t)(icap - 1);
+        Py_ssize_t k = -1;
+        while (ix[h]) {
+            if (tids[ix[h] - 1] == lt[r]) {
+                k = ix[h] - 1;
+                break;
+            }
+            h = (h + 1) & (uint64_t)(icap - 1);
+        }
+        if (k < 0)
+            continue;
+        const int64_t *ins = ib[k].buf;
+        Py_ssize_t n = ib[k].len / 8;
+        int64_t e = ls[r] + ld[r];
+        Py_ssize_t j = sk_bisect_left(ins, n, e);
+        if (j < n && ins[j] == e) {
+            res[4 * k][j] = ld[r];
+            res[4 * k + 1][j] = r;
+        }
+    }
+    PyMem_Free(tids);
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        Py_ssize_t n = ib[k].len / 8;
+        for (Py_ssize_t j = 0; j < n; j++)
+            if (res[4 * k + 1][j] < 0 || res[4 * k + 3][j] < 0)
+                res[4 * k][j] = res[4 * k + 2][j] = 0;
+    }
+    out = PyList_New(nt);
+    for (Py_ssize_t k = 0; out != NULL && k < nt; k++) {
+        PyObject *t = PyTuple_Pack(4, PyList_GET_ITEM(objs, 4 * k),
+                                   PyList_GET_ITEM(objs, 4 * k + 1),
+                                   PyList_GET_ITEM(objs, 4 * k + 2),
+                                   PyList_GET_ITEM(objs, 4 * k + 3));
+        if (t == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, k, t);
+    }
+done:
+    for (int k = 0; k < lgot; k++)
+        PyBuffer_Release(&lb[k]);
+    for (Py_ssize_t k = 0; k < igot; k++)
+        PyBuffer_Release(&ib[k]);
+    PyMem_Free(ib);
+    PyMem_Free(res);
+    PyMem_Free(ix);
+    Py_XDECREF(objs);
+    return out;
+}
+
+/* apply_lag(lag, off, at, on, pair, dur, pairs) -> moved: the loop of
+ * ``SampledSched._switch_in_lag`` that moves one thread's switch-ins (dur: the log's
+ * column, pairs: the thread's on-CPU pairs, both changed in place). */
+static PyObject *apply_lag(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    long long lag;
+    if (nargs != 7 || ((lag = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "apply_lag(lag, off, at, on, pair, dur, pairs)");
+        return NULL;
+    }
+    Py_buffer b[6];
+    int got = 0;
+    for (; got < 6; got++)
+        if (sk_buf(args[got + 1], &b[got], 8, got >= 4) < 0)
+            break;
+    PyObject *out = NULL;
+    if (got < 6)
+        goto done;
+    const int64_t *off = b[0].buf, *at = b[1].buf, *on = b[2].buf, *pair = b[3].buf;
+    int64_t *dur = b[4].buf, *pairs = b[5].buf;
+    Py_ssize_t n = b[0].len / 8, nd = b[4].len / 8, np = b[5].len / 8;
+    if (b[1].len / 8 != n || b[2].len / 8 != n || b[3].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    long long moved = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t d = lag > 0 ? (lag < off[j] ? lag : off[j]) : -(-lag < on[j] ? -lag : on[j]);
+        if (!d)
+            continue;
+        if (at[j] < 0 || at[j] >= nd || pair[j] < 0 || pair[j] >= np) {
+            PyErr_SetString(PyExc_IndexError, "an interval or pair out of range");
+            goto done;
+        }
+        dur[at[j]] -= d;
+        pairs[pair[j]] -= d;
+        moved += d;
+    }
+    out = PyLong_FromLongLong(moved);
+done:
+    for (int k = 0; k < got; k++)
+        PyBuffer_Release(&b[k]);
+    return out;
+}
+
+/* Floor division, as Python's // on ints. */
+static int64_t sk_floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns) -> (outside, totals, runnable
+ * bins, sampled): the part of ``SampledSched._clip`` that needs no stack.  totals: [(tid,
+ * blocked, runnable, leading)] in order of each thread's first row; runnable bins: [(bin,
+ * ns)]; sampled: bytes of int64, the rows with a sample and a part inside [lo, hi) (their
+ * stacks and bins are Python's). */
+static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    long long lo, hi, bin_ns;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "clip_log(tid, start, dur, kind, sample, lo, hi, "
+                        "bin_ns)");
+        return NULL;
+    }
+    lo = PyLong_AsLongLong(args[5]);
+    hi = PyLong_AsLongLong(args[6]);
+    bin_ns = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (bin_ns <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bin_ns must be positive");
+        return NULL;
+    }
+    Py_buffer b[5];
+    int got = 0;
+    for (; got < 5; got++)
+        if (sk_buf(args[got], &b[got], got == 3 ? 1 : 8, 0) < 0)
+            break;
+    PyObject *out = NULL, *totals = NULL, *bins = NULL;
+    i64vec sampled = {0}, tt = {0}, bb = {0};  /* sampled rows; (tid, b, r, l); (bin, ns) */
+    int32_t *ix = NULL;
+    Py_ssize_t icap = 0;
+    if (got < 5)
+        goto done;
+    const int64_t *tid = b[0].buf, *start = b[1].buf, *dur = b[2].buf, *sample = b[4].buf;
+    const signed char *kind = b[3].buf;
+    Py_ssize_t n = b[0].len / 8;
+    if (b[1].len / 8 != n || b[2].len / 8 != n || b[3].len != n || b[4].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    long long outside = 0;
+    Py_ssize_t nt = 0, last = -1;
+    int64_t bin_lo = 0, bin_hi = -1;  /* the runnable bins kept so far: [bin_lo, bin_hi] */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = start[i], d = dur[i];
+        int64_t a = s > lo ? s : lo, e = s + d < hi ? s + d : hi;
+        int64_t c = e - a > 0 ? e - a : 0;
+        outside += d - c;
+        if (!c)
+            continue;
+        /* the thread's row */
+        Py_ssize_t row;
+        if (last >= 0 && tt.v[4 * last] == tid[i]) {
+            row = last;
+        } else {
+            if ((nt + 1) * 2 > icap) {
+                Py_ssize_t cap = icap ? icap * 2 : 256;
+                int32_t *nix = PyMem_Calloc((size_t)cap, sizeof(int32_t));
+                if (nix == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                for (Py_ssize_t r = 0; r < nt; r++) {
+                    uint64_t h = sw_hash(tt.v[4 * r]) & (uint64_t)(cap - 1);
+                    while (nix[h])
+                        h = (h + 1) & (uint64_t)(cap - 1);
+                    nix[h] = (int32_t)(r + 1);
+                }
+                PyMem_Free(ix);
+                ix = nix;
+                icap = cap;
+            }
+            uint64_t h = sw_hash(tid[i]) & (uint64_t)(icap - 1);
+            row = -1;
+            while (ix[h]) {
+                if (tt.v[4 * (ix[h] - 1)] == tid[i]) {
+                    row = ix[h] - 1;
+                    break;
+                }
+                h = (h + 1) & (uint64_t)(icap - 1);
+            }
+            if (row < 0) {
+                row = nt++;
+                if (i64_push(&tt, tid[i]) < 0 || i64_push(&tt, 0) < 0 ||
+                        i64_push(&tt, 0) < 0 || i64_push(&tt, 0) < 0)
+                    goto done;
+                ix[h] = (int32_t)(row + 1);
+            }
+            last = row;
+        }
+        if (kind[i] == 1) {  /* LOG_RUNNABLE */
+            tt.v[4 * row + 2] += c;
+            for (int64_t x = a; x < e;) {
+                int64_t bin = sk_floordiv(x, bin_ns);
+                int64_t edge = (bin + 1) * bin_ns < e ? (bin + 1) * bin_ns : e;
+                if (bin_hi < bin_lo) {
+                    bin_lo = bin_hi = bin;
+                    if (i64_push(&bb, 0) < 0)
+                        goto done;
+                } else if (bin < bin_lo || bin > bin_hi) {
+                    /* widen the dense range (the bins of one capture are few) */
+                    int64_t nlo = bin < bin_lo ? bin : bin_lo, nhi = bin > bin_hi ? bin : bin_hi;
+                    if (nhi - nlo > 100000000) {
+                        PyErr_SetString(PyExc_ValueError, "a capture too long for its bins");
+                        goto done;
+                    }
+                    i64vec nb = {0};
+                    for (int64_t k = nlo; k <= nhi; k++)
+                        if (i64_push(&nb, k >= bin_lo && k <= bin_hi ? bb.v[k - bin_lo] : 0) < 0) {
+                            PyMem_Free(nb.v);
+                            goto done;
+                        }
+                    PyMem_Free(bb.v);
+                    bb = nb;
+                    bin_lo = nlo;
+                    bin_hi = nhi;
+                }
+                bb.v[bin - bin_lo] += edge - x;
+                x = edge;
+            }
+            if (sample[i] >= 0 && i64_push(&sampled, i) < 0)
+                goto done;
+        } else if (kind[i] == 2) {  /* LOG_LEADING */
+            tt.v[4 * row + 3] += c;
+        } else {
+            tt.v[4 * row + 1] += c;
+            if (sample[i] >= 0 && i64_push(&sampled, i) < 0)
+                goto done;
+        }
+    }
+    totals = PyList_New(nt);
+    if (totals == NULL)
+        goto done;
+    for (Py_ssize_t r = 0; r < nt; r++) {
+        PyObject *t = Py_BuildValue("(LLLL)", (long long)tt.v[4 * r], (long long)tt.v[4 * r + 1],
+                                    (long long)tt.v[4 * r + 2], (long long)tt.v[4 * r + 3]);
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(totals, r, t);
+    }
+    bins = PyList_New(0);
+    if (bins == NULL)
+        goto done;
+    for (int64_t k = bin_lo; k <= bin_hi; k++) {
+        if (!bb.v[k - bin_lo])
+            continue;
+        PyObject *t = Py_BuildValue("(LL)", (long long)k, (long long)bb.v[k - bin_lo]);
+        if (t == NULL || PyList_Append(bins, t) < 0) {
+            Py_XDECREF(t);
+            goto done;
+        }
+        Py_DECREF(t);
+    }
+    out = Py_BuildValue("(LOON)", outside, totals, bins,
+                        sw_bytes(sampled.v, sampled.n * 8));
+done:
+    Py_XDECREF(totals);
+    Py_XDECREF(bins);
+    PyMem_Free(sampled.v);
+    PyMem_Free(tt.v);
+    PyMem_Free(bb.v);
+    PyMem_Free(ix);
+    for (int k = 0; k < got; k++)
+        PyBuffer_Release(&b[k]);
+    return out;
+}
+
 /* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
  * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
 static PyObject *ints_json(PyObject *module, PyObject *list)
@@ -3025,6 +3631,15 @@ static PyMethodDef module_methods[] = {
     {"switch_lines", (PyCFunction)switch_lines, METH_O,
      "switch_lines(block) -> list: the block's lines, switch records read as (kind, pid, tid, "
      "t_ns, comm) tuples"},
+    {"wake_split", (PyCFunction)(void (*)(void))wake_split, METH_FASTCALL,
+     "wake_split(tid, start, dur, kind, sample, period, wakes) -> None or (woken, columns...)"},
+    {"in_caps", (PyCFunction)(void (*)(void))in_caps, METH_FASTCALL,
+     "in_caps(tids, ins, pairs, log_tid, log_start, log_dur) -> [(off, at, on, pair)]"},
+    {"apply_lag", (PyCFunction)(void (*)(void))apply_lag, METH_FASTCALL,
+     "apply_lag(lag, off, at, on, pair, dur, pairs) -> moved"},
+    {"clip_log", (PyCFunction)(void (*)(void))clip_log, METH_FASTCALL,
+     "clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns) -> (outside, totals, bins, "
+     "sampled)"},
     {"ints_json", (PyCFunction)ints_json, METH_O,
      "ints_json(list) -> str: the JSON array of a list of 64-bit ints"},
     {NULL, NULL, 0, NULL},

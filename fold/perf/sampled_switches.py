@@ -110,6 +110,10 @@ SWITCH_LINES = None if native is None else native.switch_lines
 #: log's ``sample`` column is not 64-bit here.
 TRACKER = None if native is None or array("l").itemsize != 8 else \
     getattr(native, "SwitchTracker", None)
+#: The native passes of ``finish`` over the log (``_speedups.wake_split``, ``in_caps``,
+#: ``apply_lag``, ``clip_log``); ``None``: each pass in Python (the tests hold the two to the
+#: same results).
+PASSES = None if TRACKER is None else native
 #: Ids, times and periods at or beyond this are not read (the columns hold 64-bit integers;
 #: the native reader takes none of 19 digits or more).
 BOUND = 1 << 62
@@ -522,6 +526,17 @@ class SampledSched:
         for tid in wakes:
             wakes[tid].sort()
         log = self.log
+        if PASSES is not None:
+            got = PASSES.wake_split(log.tid, log.start, log.dur, log.kind, log.sample,
+                                    log.period, wakes)
+            if got is not None:
+                self.woken += got[0]
+                for name, data in zip(("tid", "start", "dur", "kind", "sample", "period"),
+                                      got[1:], strict=True):
+                    col = array(getattr(log, name).typecode)
+                    col.frombytes(data)
+                    setattr(log, name, col)
+            return
         extra: list[tuple[int, int, int, int, int, int]] = []
         for i in range(len(log)):
             if log.kind[i] not in (LOG_BLOCKED, LOG_LEADING):
@@ -596,6 +611,9 @@ class SampledSched:
         moved = 0
         for tid, (off, at, on, pair) in caps.items():
             pairs = self.threads[tid].on_cpu
+            if PASSES is not None:
+                moved += PASSES.apply_lag(lag, off, at, on, pair, self.log.dur, pairs)
+                continue
             for j in range(len(off)):
                 i, k = at[j], pair[j]
                 d = min(lag, off[j]) if lag > 0 else -min(-lag, on[j])
@@ -612,6 +630,22 @@ class SampledSched:
         off-CPU interval it ends and that interval's index in the log (-1: none), the length
         of the on-CPU interval it starts and that interval's start's index in ``on_cpu``."""
         caps: dict[int, tuple[array[int], array[int], array[int], array[int]]] = {}
+        log = self.log
+        if PASSES is not None:
+            tids = list(self.threads)
+            for th in self.threads.values():
+                th.ins = array("q", sorted(th.ins))
+            got = PASSES.in_caps(tids, [self.threads[t].ins for t in tids],
+                                 [self.threads[t].on_cpu for t in tids], log.tid, log.start,
+                                 log.dur)
+            for tid, parts in zip(tids, got, strict=True):
+                cols = []
+                for data in parts:
+                    col = array("q")
+                    col.frombytes(data)
+                    cols.append(col)
+                caps[tid] = (cols[0], cols[1], cols[2], cols[3])
+            return caps
         for tid, th in self.threads.items():
             ins = th.ins = array("q", sorted(th.ins))
             n = len(ins)
@@ -623,7 +657,6 @@ class SampledSched:
                 if j < n and ins[j] == pairs[k]:
                     on[j], pair[j] = pairs[k + 1] - pairs[k], k
             caps[tid] = (off, at, on, pair)
-        log = self.log
         for i, (tid, start, dur) in enumerate(zip(log.tid, log.start, log.dur, strict=True)):
             ins = self.threads[tid].ins
             j = bisect_left(ins, start + dur)
@@ -668,26 +701,41 @@ class SampledSched:
             th.lead_start = max(th.lead_start, start)
         outside = 0
         runnable_bins: dict[tuple[str, int], int] = {}
-        for i in range(len(log)):
+        rows: Iterable[int] = range(len(log))
+        if PASSES is not None:  # the totals and runnable bins; the sampled rows below
+            outside, totals, rbins, sampled = PASSES.clip_log(log.tid, log.start, log.dur,
+                                                              log.kind, log.sample, start, end,
+                                                              BIN_NS)
+            for tid, blocked, runnable, leading in totals:
+                th = self.threads[tid]
+                th.blocked, th.runnable, th.leading = blocked, runnable, leading
+            runnable_bins = {(RUNNABLE, b): ns for b, ns in rbins}
+            rows = array("q")
+            rows.frombytes(sampled)
+        for i in rows:
             s, d = log.start[i], log.dur[i]
             c = max(0, min(end, s + d) - max(start, s))
-            outside += d - c
+            if PASSES is None:
+                outside += d - c
             if not c:
                 continue
             th = self.threads[log.tid[i]]
             kind = log.kind[i]
             if kind == LOG_RUNNABLE:
-                th.runnable += c
-                # runnable time is exact per interval: its bins need no scaling
-                _add_to_bins(runnable_bins, RUNNABLE, max(s, start), min(s + d, end), 1)
+                if PASSES is None:
+                    th.runnable += c
+                    # runnable time is exact per interval: its bins need no scaling
+                    _add_to_bins(runnable_bins, RUNNABLE, max(s, start), min(s + d, end), 1)
                 si = log.sample[i]
                 if si >= 0:
                     key = log.samples[si]
                     th.rstacks[key] = th.rstacks.get(key, 0) + max(1, log.period[i]) * c
             elif kind == LOG_LEADING:
-                th.leading += c
+                if PASSES is None:
+                    th.leading += c
             else:
-                th.blocked += c
+                if PASSES is None:
+                    th.blocked += c
                 si = log.sample[i]
                 if si >= 0:
                     key, p = log.samples[si], max(1, log.period[i])
