@@ -264,3 +264,41 @@ def test_finish_passes_as_python(body: list[str], at_start: list[int] | None,
     assert pa.stacks == pb.stacks
     assert pa.meta.extra == pb.meta.extra
     assert a.class_bins == b.class_bins
+
+
+WAKE_FIELDS = ["comm=w pid={p} prio=120 target_cpu=001", "comm=w pid={p} prio=-1 success=1 "
+               "target_cpu=001  ", "comm=pid=7 prio=1 target_cpu=1 pid={p} prio=120 "
+               "target_cpu=000", "comm=w pid={p} prio=120 target_cpu=", "comm=ppid={p} "
+               "prio=120 target_cpu=3", "comm=w pid={p} prio=120 success=x target_cpu=1",
+               "comm=é pid={p} prio=120 target_cpu=001", "pid={p} prio=120 target_cpu=001\t"]
+
+
+@st.composite
+def wake_lines(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 4))
+    if kind == 0:
+        return draw(st.text(max_size=40))
+    tid = draw(st.sampled_from(["18", "10631", "0", "-1", "9" * 19]))
+    sec = draw(st.sampled_from(["9298", "0", "1" * 10]))
+    frac = draw(st.sampled_from(["795674968", "79567496", "7956749680"]))
+    pad = draw(st.sampled_from([" ", "  ", "\t"]))
+    event = draw(st.sampled_from(["sched:sched_wakeup: ", "sched:sched_wakeup:", "x: "]))
+    fields = draw(st.sampled_from(WAKE_FIELDS)).format(
+        p=draw(st.sampled_from(["101", "0", "9" * 19, "102"])))
+    return f"{pad}{tid}{pad}{sec}.{frac}:{pad}{event}{fields}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(wake_lines(), max_size=30), st.binary(max_size=3))
+def test_wake_lines_read_as_python_reads(body: list[str], junk: bytes) -> None:
+    """``_speedups.wake_run`` reads the wake-up capture as ``feed_wakes``'s expressions do
+    (the same wake-ups in the same order, the same counts), whatever the lines hold."""
+    text = "\n".join(body).encode("utf-8", "surrogateescape") + junk
+    ways = []
+    for passes in (sampled_switches.PASSES, None):
+        s = SampledSched(FoldOptions().get_rules())
+        with patched(PASSES=passes):
+            s.feed_wakes(io.BytesIO(text))
+        ways.append(s)
+    assert ways[0].wakes == ways[1].wakes
+    assert (ways[0].wake_records, ways[0].unparsed) == (ways[1].wake_records, ways[1].unparsed)

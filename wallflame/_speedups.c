@@ -22,6 +22,8 @@
  *                      module's per-record methods), the other lines left to Python.
  *   wake_split, in_caps, apply_lag, clip_log
  *                      the passes of that module's finish over its intervals.
+ *   wake_run           the wake-up capture's lines read from perf script's text (the same
+ *                      module), the others left to Python.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -2804,6 +2806,201 @@ done:
     return out;
 }
 
+/* wake_run(block, pos, wakes) -> (next, records, unparsed): the wake-up capture's lines from
+ * pos (``SampledSched.feed_wakes``: ``WAKE_HEADER_RE``, then ``_WAKEE`` on its fields), each
+ * wake-up's time appended to wakes[wakee] (a dict of lists); stops at the first line it
+ * leaves to Python (a byte out of printable ASCII, or numbers too long to read here) and
+ * returns where it starts (len(block) + 1: none). */
+static int wk_digits(const char **pp, const char *end, long long *v, int max)
+{
+    const char *p = *pp;
+    long long x = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (p - *pp >= max)
+            return -1;
+        x = x * 10 + (*p - '0');
+        p++;
+    }
+    if (p == *pp)
+        return 0;
+    *v = x;
+    *pp = p;
+    return 1;
+}
+
+/* _WAKEE matched at p to the end: 1 (wakee set), 0 no, -1 leave it to Python. */
+static int wk_wakee_at(const char *p, const char *end, long long *wakee)
+{
+    int r;
+    if (end - p < 4 || memcmp(p, "pid=", 4) != 0)
+        return 0;
+    p += 4;
+    if ((r = wk_digits(&p, end, wakee, 18)) != 1)
+        return r;
+    if (end - p < 6 || memcmp(p, " prio=", 6) != 0)
+        return 0;
+    p += 6;
+    if (p < end && *p == '-')
+        p++;
+    long long ignored;
+    const char *q = p;
+    while (q < end && *q >= '0' && *q <= '9')
+        q++;
+    if (q == p || q >= end || *q != ' ')
+        return 0;
+    p = q + 1;
+    if (end - p >= 8 && memcmp(p, "success=", 8) == 0) {
+        q = p + 8;
+        const char *d = q;
+        while (q < end && *q >= '0' && *q <= '9')
+            q++;
+        if (q > d && q < end && *q == ' ')
+            p = q + 1;
+    }
+    (void)ignored;
+    if (end - p < 11 || memcmp(p, "target_cpu=", 11) != 0)
+        return 0;
+    p += 11;
+    q = p;
+    while (q < end && *q >= '0' && *q <= '9')
+        q++;
+    if (q == p)
+        return 0;
+    while (q < end && *q == ' ')
+        q++;
+    return q == end;
+}
+
+/* One line: 1 a wake-up (wakee, t), 2 unparsed, 0 not a header, -1 leave it to Python. */
+static int wk_line(const char *p, const char *end, long long *wakee, long long *t)
+{
+    for (const char *c = p; c < end; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            return -1;
+    long long tid, sec, ns = 0;
+    int r;
+    while (p < end && *p == ' ')
+        p++;
+    if ((r = wk_digits(&p, end, &tid, 18)) != 1)
+        return r;
+    if (p >= end || *p != ' ')
+        return 0;
+    while (p < end && *p == ' ')
+        p++;
+    if ((r = wk_digits(&p, end, &sec, 9)) != 1)
+        return r;
+    if (p >= end || *p != '.')
+        return 0;
+    p++;
+    for (int k = 0; k < 9; k++, p++) {
+        if (p >= end || *p < '0' || *p > '9')
+            return 0;
+        ns = ns * 10 + (*p - '0');
+    }
+    if (p >= end || *p != ':')
+        return 0;
+    p++;
+    if (p >= end || *p != ' ')
+        return 0;
+    while (p < end && *p == ' ')
+        p++;
+    static const char ev[] = "sched:sched_wakeup: ";
+    if ((size_t)(end - p) < sizeof(ev) - 1 || memcmp(p, ev, sizeof(ev) - 1) != 0)
+        return 0;
+    p += sizeof(ev) - 1;
+    for (; p < end; p++) {  /* _WAKEE.search: the first place it matches to the end */
+        if (*p != 'p')
+            continue;
+        r = wk_wakee_at(p, end, wakee);
+        if (r < 0)
+            return -1;
+        if (r == 1) {
+            *t = sec * 1000000000LL + ns;
+            return 1;
+        }
+    }
+    return 2;
+}
+
+static PyObject *wake_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Py_ssize_t pos;
+    if (nargs != 3 || !PyDict_Check(args[2]) || (pos = PyLong_AsSsize_t(args[1])) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "wake_run(block, pos, wakes)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *data = view.buf, *end = data + view.len;
+    const char *line = data + (pos < view.len ? pos : view.len);
+    Py_ssize_t next = line - data;
+    long long records = 0, unparsed = 0;
+    int err = 0;
+    PyObject *last_key = NULL, *last_list = NULL;  /* the wakee of the line before */
+    long long last_wakee = -1;
+    for (;;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *stop = nl ? nl : end;
+        long long wakee = 0, t = 0;
+        int r = wk_line(line, stop, &wakee, &t);
+        if (r < 0)
+            break;
+        if (r == 2) {
+            unparsed++;
+        } else if (r == 1) {
+            records++;
+            if (last_list == NULL || wakee != last_wakee) {
+                Py_CLEAR(last_key);
+                last_key = PyLong_FromLongLong(wakee);
+                if (last_key == NULL) {
+                    err = 1;
+                    break;
+                }
+                last_list = PyDict_GetItemWithError(args[2], last_key);
+                if (last_list == NULL) {
+                    if (PyErr_Occurred() || (last_list = PyList_New(0)) == NULL) {
+                        err = 1;
+                        break;
+                    }
+                    int bad = PyDict_SetItem(args[2], last_key, last_list) < 0;
+                    Py_DECREF(last_list);  /* the dict holds it */
+                    if (bad) {
+                        err = 1;
+                        break;
+                    }
+                }
+                if (!PyList_Check(last_list)) {
+                    PyErr_SetString(PyExc_TypeError, "wake-ups must be lists");
+                    err = 1;
+                    break;
+                }
+                last_wakee = wakee;
+            }
+            PyObject *v = PyLong_FromLongLong(t);
+            if (v == NULL || PyList_Append(last_list, v) < 0) {
+                Py_XDECREF(v);
+                err = 1;
+                break;
+            }
+            Py_DECREF(v);
+        }
+        if (nl == NULL) {
+            next = view.len + 1;
+            break;
+        }
+        line = nl + 1;
+        next = line - data;
+    }
+    Py_XDECREF(last_key);
+    PyBuffer_Release(&view);
+    if (err)
+        return NULL;
+    return Py_BuildValue("(nLL)", next, records, unparsed);
+}
+
 /* ints_json(list) -> str: json.dumps(list, separators=(",", ":")) for a list of ints (exact
  * ``int`` within 64 bits; anything else raises TypeError or OverflowError). */
 static PyObject *ints_json(PyObject *module, PyObject *list)
@@ -3640,6 +3837,8 @@ static PyMethodDef module_methods[] = {
     {"clip_log", (PyCFunction)(void (*)(void))clip_log, METH_FASTCALL,
      "clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns) -> (outside, totals, bins, "
      "sampled)"},
+    {"wake_run", (PyCFunction)(void (*)(void))wake_run, METH_FASTCALL,
+     "wake_run(block, pos, wakes) -> (next, records, unparsed)"},
     {"ints_json", (PyCFunction)ints_json, METH_O,
      "ints_json(list) -> str: the JSON array of a list of 64-bit ints"},
     {NULL, NULL, 0, NULL},

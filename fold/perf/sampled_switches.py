@@ -252,17 +252,36 @@ class SampledSched:
         self.expect_wakes()
         assert self.wakes is not None
         for block in line_blocks(f):
-            for line in block.decode("utf-8", "replace").split("\n"):
-                m = WAKE_HEADER_RE.match(line)
-                if m is None:
-                    continue
-                w = _WAKEE.search(m.group(4))
-                if w is None:
-                    self.unparsed += 1
-                    continue
-                self.wake_records += 1
-                t = int(m.group(2)) * 1_000_000_000 + int(m.group(3))
-                self.wakes.setdefault(int(w.group(1)), []).append(t)
+            if PASSES is None:
+                self._wake_lines(block.decode("utf-8", "replace").split("\n"))
+                continue
+            pos, n = 0, len(block)
+            while pos <= n:  # natively, but for the lines left to Python
+                pos, records, unparsed = PASSES.wake_run(block, pos, self.wakes)
+                self.wake_records += records
+                self.unparsed += unparsed
+                if pos > n:
+                    break
+                nl = block.find(b"\n", pos)
+                end = n if nl < 0 else nl
+                self._wake_lines((block[pos:end].decode("utf-8", "replace"),))
+                if nl < 0:
+                    break
+                pos = nl + 1
+
+    def _wake_lines(self, lines: Iterable[str]) -> None:
+        assert self.wakes is not None
+        for line in lines:
+            m = WAKE_HEADER_RE.match(line)
+            if m is None:
+                continue
+            w = _WAKEE.search(m.group(4))
+            if w is None:
+                self.unparsed += 1
+                continue
+            self.wake_records += 1
+            t = int(m.group(2)) * 1_000_000_000 + int(m.group(3))
+            self.wakes.setdefault(int(w.group(1)), []).append(t)
 
     # -- input ----------------------------------------------------------------------------
 
