@@ -369,12 +369,15 @@ def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
 
 
 def script_command(chunk: Path, sched: bool, pid: int | str | None = None,
-                   kallsyms: bool | None = None, inline: bool = True) -> list[str]:
+                   kallsyms: bool | None = None, inline: bool = True,
+                   switches: bool = True) -> list[str]:
     """``perf script`` of one chunk; ``pid``: only the samples of that process (or of those
     processes, joined by commas): a system-wide on-CPU capture holds every process's.
     ``kallsyms``: read the kernel's symbols from ``raw/`` (``save_kallsyms``); ``None``: when
     the copy is there.  ``inline``: inlined frames resolved (``CollectOptions.inline_frames``);
-    without, perf does not run ``addr2line``."""
+    without, perf does not run ``addr2line``.  ``switches``: the scheduler's switch records
+    printed too (without: they are read from the chunk itself,
+    ``wallflame.fold.perf.sampled_switches.read_switches``)."""
     cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
     if not inline:
         cmd.append("--no-inline")
@@ -390,7 +393,8 @@ def script_command(chunk: Path, sched: bool, pid: int | str | None = None,
         # The fields wallflame.fold.perf.sampled_switches reads; nanosecond times.
         # Task events: which process each thread belongs to (a capture on every CPU names
         # only the thread switched in).
-        cmd += ["--ns", "--show-switch-events", "--show-task-events", "-F", SCHED_FIELDS]
+        cmd += ["--ns", *(["--show-switch-events"] if switches else []),
+                "--show-task-events", "-F", SCHED_FIELDS]
     return cmd
 
 

@@ -97,7 +97,9 @@ class Cost:
 class ChunkSink(Protocol):
     """What the text of the chunks is fed to (``wallflame.fold.perf.chunks.ChunkFolder``)."""
 
-    def feed(self, stem: str, stream: IO[bytes]) -> None: ...
+    def feed(self, stem: str, stream: IO[bytes], switches: Any = None) -> None: ...
+
+    def read_switches(self, chunk: Path) -> Any: ...
 
     def expect_wakes(self) -> None: ...
 
@@ -134,7 +136,11 @@ class Folded:
             self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
         who = self.pid
         pids = (",".join(str(p) for p in who()) or None) if callable(who) else who
-        cmd = perf.script_command(chunk, stem == "sched", pids, inline=self.inline)
+        # the scheduler's switch records read from the chunk itself where it can be: perf
+        # script then prints only the stack samples and task events
+        switches = self.folder.read_switches(chunk) if stem == "sched" else None
+        cmd = perf.script_command(chunk, stem == "sched", pids, inline=self.inline,
+                                  switches=switches is None)
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
                                     stdin=subprocess.DEVNULL, env=tool_env())
@@ -144,7 +150,9 @@ class Folded:
         assert proc.stdout is not None
         self.child = proc.pid
         try:
-            if stem in ("sched", perf.WAKE):
+            if stem == "sched" and switches is not None:
+                self.folder.feed(stem, proc.stdout, switches)
+            elif stem in ("sched", perf.WAKE):
                 self.folder.feed(stem, proc.stdout)
             else:  # the on-CPU text is kept in raw/perf.script as it is folded
                 if self._script is None:

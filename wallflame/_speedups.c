@@ -24,6 +24,8 @@
  *                      the passes of that module's finish over its intervals.
  *   wake_run           the wake-up capture's lines read from perf script's text (the same
  *                      module), the others left to Python.
+ *   perf_switches      a scheduler chunk's switch records read from its perf.data, for
+ *                      SwitchTracker.until (perf script then prints only the stack samples).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +36,8 @@
 #include <time.h>
 #include <errno.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 /* ---- Interner ------------------------------------------------------------------------- */
 
@@ -1533,6 +1537,9 @@ typedef struct {
     int64_t foreign, lines, exact, inferred;
     PyObject *at_start, *targets;  /* borrowed during a run: a set or None; a set */
     int64_t last_target;           /* a pid found in targets (0: none) */
+    /* records read from a chunk's perf.data (perf_switches), applied by ``until`` */
+    PyObject *recs, *rcomms, *names;  /* bytes, list, {tid: comm} */
+    Py_ssize_t rpos;
 } SwitchTracker;
 
 static uint64_t sw_hash(int64_t k)
@@ -2174,7 +2181,345 @@ static void SwitchTracker_dealloc(SwitchTracker *s)
     Py_XDECREF(s->sindex);
     Py_XDECREF(s->at_start);
     Py_XDECREF(s->targets);
+    Py_XDECREF(s->recs);
+    Py_XDECREF(s->rcomms);
+    Py_XDECREF(s->names);
     Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+/* ---- perf_switches ---------------------------------------------------------------------- */
+
+/* perf_switches(path) -> None or (records, comms): the switch records of one chunk of the
+ * scheduler's perf.data read from the file itself, not from ``perf script``'s text (which
+ * costs perf about three quarters of its time on a busy server's chunk, and the folder the
+ * parsing of every line).  records: bytes of ``SW_REC`` in time order (ties: the file's order,
+ * as perf's ordered events keep it); comms: the names the records refer to.  Besides the
+ * switches (kind 0-7, as ``switch_lines``), each ``PERF_RECORD_COMM`` (kind 8: comm[a] =
+ * comms[b]) and ``PERF_RECORD_FORK`` (kind 16: comm[a] = comm[b], as perf names a new thread
+ * after the one that created it), so that the tracker names each thread as perf script would.
+ * None: a file this reader does not take (another byte order, no timestamps or thread ids in
+ * its records, events whose records end differently, a truncated header): its text is read
+ * as before. */
+
+typedef struct {
+    int64_t t;
+    int64_t seq;
+    int32_t kind, pid, tid, a, b, pad;
+} SW_REC;
+
+#define PR_COMM 3
+#define PR_FORK 7
+#define PR_SWITCH 14
+#define PR_SWITCH_CPU_WIDE 15
+#define PS_TID (1ULL << 1)
+#define PS_TIME (1ULL << 2)
+#define PS_ID (1ULL << 6)
+#define PS_CPU (1ULL << 7)
+#define PS_STREAM_ID (1ULL << 9)
+#define PS_IDENTIFIER (1ULL << 16)
+#define PS_ID_ALL (PS_TID | PS_TIME | PS_ID | PS_CPU | PS_STREAM_ID | PS_IDENTIFIER)
+
+static int rec_cmp(const void *x, const void *y)
+{
+    const SW_REC *a = x, *b = y;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    return a->seq < b->seq ? -1 : (a->seq > b->seq);
+}
+
+static uint64_t rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static uint32_t rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static PyObject *perf_switches(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *path = NULL;
+    if (!PyUnicode_FSConverter(arg, &path))
+        return NULL;
+    FILE *f = fopen(PyBytes_AS_STRING(path), "rb");
+    Py_DECREF(path);
+    if (f == NULL)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    unsigned char *buf = NULL;
+    void *map = NULL;
+    size_t map_len = 0;
+    SW_REC *recs = NULL;
+    PyObject *comms = NULL, *index = NULL, *out = NULL;
+    Py_ssize_t nrec = 0, rcap = 0;
+    unsigned char head[104];
+    int unsupported = 1;
+    if (fread(head, 1, sizeof(head), f) != sizeof(head) || memcmp(head, "PERFILE2", 8) != 0)
+        goto done;
+    uint64_t attr_size = rd64(head + 16), attrs_off = rd64(head + 24),
+             attrs_size = rd64(head + 32), data_off = rd64(head + 40), data_size = rd64(head + 48);
+    if (attr_size < 16 + 48 || attr_size > 4096 || attrs_size == 0 || attrs_size % attr_size ||
+            attrs_size / attr_size > 64 || data_size == 0 || data_size > ((uint64_t)1 << 40))
+        goto done;
+    /* every event's records end with the same fields (sample_id_all) */
+    uint64_t id_bits = 0;
+    unsigned char attr[4096];
+    for (uint64_t k = 0; k < attrs_size / attr_size; k++) {
+        if (fseeko(f, (off_t)(attrs_off + k * attr_size), SEEK_SET) != 0 ||
+                fread(attr, 1, (size_t)attr_size, f) != attr_size)
+            goto done;
+        uint64_t sample_type = rd64(attr + 24), flags = rd64(attr + 40);
+        if (!(flags & (1ULL << 18)))  /* sample_id_all */
+            goto done;
+        uint64_t bits = sample_type & PS_ID_ALL;
+        if (k > 0 && bits != id_bits)
+            goto done;
+        id_bits = bits;
+    }
+    if ((id_bits & (PS_TID | PS_TIME)) != (PS_TID | PS_TIME))
+        goto done;
+    size_t trailer = 8 * (size_t)(1 + 1 + !!(id_bits & PS_ID) + !!(id_bits & PS_STREAM_ID) +
+                                  !!(id_bits & PS_CPU) + !!(id_bits & PS_IDENTIFIER));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size <= data_off)
+        goto done;
+    size_t got = (size_t)((uint64_t)st.st_size - data_off < data_size
+                          ? (uint64_t)st.st_size - data_off : data_size);
+    map_len = (size_t)data_off + got;
+    map = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    if (map == MAP_FAILED) {
+        map = NULL;
+        goto done;
+    }
+    buf = (unsigned char *)map + data_off;
+    comms = PyList_New(0);
+    index = PyDict_New();
+    if (comms == NULL || index == NULL)
+        goto done;
+    unsupported = 0;
+    size_t pos = 0;
+    int64_t seq = 0;
+    while (pos + 8 <= got) {
+        uint32_t type = rd32(buf + pos);
+        uint16_t misc, size;
+        memcpy(&misc, buf + pos + 4, 2);
+        memcpy(&size, buf + pos + 6, 2);
+        if (size < 8 || pos + size > got)
+            break;  /* a chunk cut short: what was whole is kept, as perf script does */
+        const unsigned char *r = buf + pos, *end = buf + pos + size;
+        pos += size;
+        if (type != PR_COMM && type != PR_FORK && type != PR_SWITCH &&
+                type != PR_SWITCH_CPU_WIDE)
+            continue;
+        if ((size_t)(end - r) < 8 + trailer)
+            continue;
+        const unsigned char *id = end - trailer;
+        SW_REC rec = {0};
+        rec.pid = (int32_t)rd32(id);
+        rec.tid = (int32_t)rd32(id + 4);
+        rec.t = (int64_t)rd64(id + 8);
+        rec.seq = seq++;
+        if (type == PR_SWITCH || type == PR_SWITCH_CPU_WIDE) {
+            rec.kind = (type == PR_SWITCH_CPU_WIDE ? 4 : 0) |
+                       ((misc & (1 << 13)) ? 1 : 0) | ((misc & (1 << 14)) ? 2 : 0);
+            if (!(rec.kind & 1))
+                rec.kind &= ~2;  /* preempt is a switch-out's */
+        } else if (type == PR_FORK) {
+            if (id - r < 8 + 24)
+                continue;
+            rec.kind = 16;
+            rec.a = (int32_t)rd32(r + 16);  /* tid */
+            rec.b = (int32_t)rd32(r + 20);  /* ptid */
+            rec.t = (int64_t)rd64(r + 24);
+        } else {
+            if (id - r < 8 + 8)
+                continue;
+            const unsigned char *name = r + 16;
+            size_t n = 0;
+            while (name + n < id && name[n])
+                n++;
+            PyObject *s = PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)n, "replace");
+            if (s == NULL)
+                goto fail;
+            PyObject *found = PyDict_GetItemWithError(index, s);
+            Py_ssize_t ci;
+            if (found != NULL) {
+                ci = PyLong_AsSsize_t(found);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(s);
+                goto fail;
+            } else {
+                ci = PyList_GET_SIZE(comms);
+                PyObject *v = PyLong_FromSsize_t(ci);
+                int bad = v == NULL || PyDict_SetItem(index, s, v) < 0 ||
+                          PyList_Append(comms, s) < 0;
+                Py_XDECREF(v);
+                if (bad) {
+                    Py_DECREF(s);
+                    goto fail;
+                }
+            }
+            Py_DECREF(s);
+            rec.kind = 8;
+            rec.a = (int32_t)rd32(r + 12);  /* tid */
+            rec.b = (int32_t)ci;
+        }
+        if (nrec == rcap) {
+            Py_ssize_t cap = rcap ? rcap * 2 : 4096;
+            SW_REC *v = PyMem_Realloc(recs, (size_t)cap * sizeof(SW_REC));
+            if (v == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            recs = v;
+            rcap = cap;
+        }
+        recs[nrec++] = rec;
+    }
+    if (nrec)
+        qsort(recs, (size_t)nrec, sizeof(SW_REC), rec_cmp);
+    out = Py_BuildValue("(NO)", sw_bytes(recs, nrec * (Py_ssize_t)sizeof(SW_REC)), comms);
+    goto done;
+fail:
+    unsupported = 0;
+done:
+    if (map != NULL)
+        munmap(map, map_len);
+    fclose(f);
+    PyMem_Free(recs);
+    Py_XDECREF(comms);
+    Py_XDECREF(index);
+    if (out == NULL && unsupported && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
+}
+
+/* load(records, comms): the records ``perf_switches`` read from the next chunk. */
+static PyObject *SwitchTracker_load(SwitchTracker *s, PyObject *args)
+{
+    PyObject *recs, *comms;
+    if (!PyArg_ParseTuple(args, "SO!", &recs, &PyList_Type, &comms))
+        return NULL;
+    if (PyBytes_GET_SIZE(recs) % (Py_ssize_t)sizeof(SW_REC)) {
+        PyErr_SetString(PyExc_ValueError, "not records of perf_switches");
+        return NULL;
+    }
+    Py_INCREF(recs);
+    Py_XSETREF(s->recs, recs);
+    Py_INCREF(comms);
+    Py_XSETREF(s->rcomms, comms);
+    s->rpos = 0;
+    Py_RETURN_NONE;
+}
+
+/* The name perf gives thread tid now (NULL: none known; borrowed). */
+static PyObject *sw_comm_of(SwitchTracker *s, int64_t tid)
+{
+    PyObject *k = PyLong_FromLongLong(tid);
+    if (k == NULL)
+        return NULL;
+    PyObject *v = PyDict_GetItemWithError(s->names, k);
+    Py_DECREF(k);
+    return v;
+}
+
+static int sw_set_comm(SwitchTracker *s, int64_t tid, PyObject *name)
+{
+    PyObject *k = PyLong_FromLongLong(tid);
+    int r = k == NULL ? -1 : PyDict_SetItem(s->names, k, name);
+    Py_XDECREF(k);
+    return r;
+}
+
+/* until(sched, t): the loaded records before time t applied (t None: all that are left);
+ * returns how many switch records were. */
+static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "until(sched, t)");
+        return NULL;
+    }
+    int64_t limit = INT64_MAX;
+    if (args[1] != Py_None) {
+        limit = PyLong_AsLongLong(args[1]);
+        if (limit == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (s->recs == NULL)
+        return PyLong_FromLong(0);
+    const SW_REC *recs = (const SW_REC *)PyBytes_AS_STRING(s->recs);
+    Py_ssize_t n = PyBytes_GET_SIZE(s->recs) / (Py_ssize_t)sizeof(SW_REC);
+    if (s->rpos >= n || recs[s->rpos].t >= limit)
+        return PyLong_FromLong(0);
+    PyObject *sched = args[0];
+    if (s->names == NULL && (s->names = PyDict_New()) == NULL)
+        return NULL;
+    int err = sw_load(s, sched) < 0;
+    long long applied = 0;
+    int consumed = 0;
+    while (!err && s->rpos < n && recs[s->rpos].t < limit) {
+        const SW_REC *r = &recs[s->rpos];
+        if (r->kind == 8) {
+            if (r->b < 0 || r->b >= PyList_GET_SIZE(s->rcomms) ||
+                    sw_set_comm(s, r->a, PyList_GET_ITEM(s->rcomms, r->b)) < 0)
+                err = 1;
+            s->rpos++;
+            continue;
+        }
+        if (r->kind == 16) {
+            PyObject *parent = sw_comm_of(s, r->b);
+            if (parent == NULL && PyErr_Occurred())
+                err = 1;
+            else if (parent != NULL && sw_set_comm(s, r->a, parent) < 0)
+                err = 1;
+            s->rpos++;
+            continue;
+        }
+        if (!consumed) {  /* a sample read before these records is ended first */
+            PyObject *cur = PyObject_GetAttrString(sched, "_cur");
+            if (cur == NULL) {
+                err = 1;
+                break;
+            }
+            int open = cur != Py_None;
+            Py_DECREF(cur);
+            if (open) {
+                PyObject *res = PyObject_CallMethod(sched, "_end_sample", NULL);
+                if (res == NULL) {
+                    err = 1;
+                    break;
+                }
+                Py_DECREF(res);
+                recs = (const SW_REC *)PyBytes_AS_STRING(s->recs);
+                r = &recs[s->rpos];
+            }
+            consumed = 1;
+        }
+        PyObject *name = sw_comm_of(s, r->tid);
+        Py_ssize_t cn = 0;
+        const char *cb = "";
+        if (name != NULL) {
+            cb = PyUnicode_AsUTF8AndSize(name, &cn);
+            if (cb == NULL)
+                err = 1;
+        } else if (PyErr_Occurred()) {
+            err = 1;
+        }
+        s->rpos++;
+        if (!err && sw_apply(s, r->kind, r->pid, r->tid, r->t, cb, cn) < 0)
+            err = 1;
+        applied++;
+    }
+    if (!err && sw_store(s, sched, consumed) < 0)
+        err = 1;
+    Py_CLEAR(s->at_start);
+    Py_CLEAR(s->targets);
+    return err ? NULL : PyLong_FromLongLong(applied);
 }
 
 static PyMethodDef SwitchTracker_methods[] = {
@@ -2185,6 +2530,10 @@ static PyMethodDef SwitchTracker_methods[] = {
      "switch(sched, kind, pid, tid, t, comm): one switch record read by Python"},
     {"pending", (PyCFunction)SwitchTracker_pending, METH_VARARGS,
      "pending(tid, pid, comm, t, frames, state, period): a stack sample for the next OUT"},
+    {"load", (PyCFunction)SwitchTracker_load, METH_VARARGS,
+     "load(records, comms): the records perf_switches read from the next chunk"},
+    {"until", (PyCFunction)(void (*)(void))SwitchTracker_until, METH_FASTCALL,
+     "until(sched, t) -> int: the loaded records before t (None: all) applied"},
     {"export", (PyCFunction)SwitchTracker_export, METH_NOARGS,
      "export() -> (threads, log columns)"},
     {NULL, NULL, 0, NULL},
@@ -3837,6 +4186,8 @@ static PyMethodDef module_methods[] = {
     {"clip_log", (PyCFunction)(void (*)(void))clip_log, METH_FASTCALL,
      "clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns) -> (outside, totals, bins, "
      "sampled)"},
+    {"perf_switches", (PyCFunction)perf_switches, METH_O,
+     "perf_switches(path) -> None or (records, comms): a scheduler chunk's switch records"},
     {"wake_run", (PyCFunction)(void (*)(void))wake_run, METH_FASTCALL,
      "wake_run(block, pos, wakes) -> (next, records, unparsed)"},
     {"ints_json", (PyCFunction)ints_json, METH_O,

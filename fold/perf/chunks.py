@@ -14,11 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.reader import fold_stream
-from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched, shares
+from wallflame.fold.perf.sampled_switches import (
+    BIN_NS,
+    UNSAMPLED,
+    SampledSched,
+    read_switches,
+    shares,
+)
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, SCHED_BINS, WAKE_STEM, Capture
 
@@ -32,16 +38,23 @@ class ChunkFolder:
         self.oncpu = Profile()
         self.sched = SampledSched(self.options.get_rules(), self.options.kernel)
 
-    def feed(self, stem: str, stream: IO[bytes]) -> None:
-        """The ``perf script`` text of one chunk of the recording ``stem``."""
+    def feed(self, stem: str, stream: IO[bytes], switches: Any = None) -> None:
+        """The ``perf script`` text of one chunk of the recording ``stem`` (``switches``: the
+        scheduler's switch records read from the chunk itself, ``read_switches``; its text
+        then holds the rest)."""
         if stem == "sched":
-            self.sched.feed(stream)  # type: ignore[arg-type]
+            self.sched.feed(stream, switches=switches)  # type: ignore[arg-type]
         elif stem == WAKE_STEM:
             self.sched.feed_wakes(stream)  # type: ignore[arg-type]
         else:
             part = Profile()
             fold_stream(stream, self.options, part, PERF_SCRIPT)  # type: ignore[arg-type]
             self.oncpu.merge(part)
+
+    def read_switches(self, chunk: Path) -> Any:
+        """The switch records of a scheduler chunk, read from the file for ``feed``
+        (``None``: they are to be read from its text)."""
+        return read_switches(chunk)
 
     def expect_wakes(self) -> None:
         """A wake-up capture is (or will be) fed: no warning that it is missing."""

@@ -54,11 +54,13 @@ Memory holds per-thread totals and the distinct (stack, state) pairs, never the 
 from __future__ import annotations
 
 import re
+import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import le
+from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 from wallflame import stops
@@ -285,12 +287,19 @@ class SampledSched:
 
     # -- input ----------------------------------------------------------------------------
 
-    def feed(self, f: BinaryIO, native_lines: bool = True) -> None:
+    def feed(self, f: BinaryIO, native_lines: bool = True, switches: Any = None) -> None:
         """Read one chunk's ``perf script`` text (a file or a pipe) to its end
-        (``native_lines``: with ``TRACKER``, or ``SWITCH_LINES``, where it is built)."""
-        if native_lines and TRACKER is not None and self._tracker is None and \
-                not self._handed_over and not self._threads and not len(self._log):
+        (``native_lines``: with ``TRACKER``, or ``SWITCH_LINES``, where it is built).
+        ``switches``: the chunk's switch records as ``read_switches`` read them from its
+        perf.data (the text then holds none), applied in time order among the text's
+        records."""
+        if (native_lines or switches is not None) and TRACKER is not None and \
+                self._tracker is None and not self._handed_over and not self._threads and \
+                not len(self._log):
             self._tracker = TRACKER(self._log.samples, self._log._index)
+        if switches is not None:
+            self._feed_merged(f, self._tracker or _Records(), switches)
+            return
         if native_lines and self._tracker is not None:
             for block in line_blocks(f):
                 self._feed_tracked(self._tracker, block)
@@ -302,6 +311,20 @@ class SampledSched:
                 self.feed_lines(split(block))
             else:
                 self.feed_lines(block.decode("utf-8", "replace").split("\n"))
+        self._end_sample()
+
+    def _feed_merged(self, f: BinaryIO, tracker: Any, switches: Any) -> None:
+        """The text's lines (stack samples, task events, lost records), each header after
+        the switch records before its time."""
+        tracker.load(*switches)
+        for block in line_blocks(f):
+            for line in block.decode("utf-8", "replace").split("\n"):
+                if line and line[0] != "\t":
+                    m = NS_HEADER_RE.match(line)
+                    if m is not None:
+                        tracker.until(self, int(m.group(4)) * 1_000_000_000 + int(m.group(5)))
+                self.feed_lines((line,))
+        tracker.until(self, None)
         self._end_sample()
 
     def _feed_tracked(self, tracker: Any, block: bytes) -> None:
@@ -987,4 +1010,57 @@ def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: in
         b += 1
 
 
-__all__ = ["BIN_NS", "SCHED_BINS", "UNSAMPLED", "SampledSched", "shares"]
+#: One record of ``_speedups.perf_switches``: time, order in the file, kind, pid, tid, and
+#: two more (a COMM record: the thread and the index of its name; a FORK: the thread and
+#: the thread that made it).
+_REC = struct.Struct("=qqiiiiii")
+
+
+class _Records:
+    """``SwitchTracker.load`` and ``until`` in Python, for a capture read by the Python
+    reader (``SampledSched``'s state in Python): each switch record goes to ``_switch`` with
+    the name perf gives its thread."""
+
+    def __init__(self) -> None:
+        self.recs: list[tuple[int, ...]] = []
+        self.comms: list[str] = []
+        self.pos = 0
+        self.names: dict[int, str] = {}
+
+    def load(self, recs: bytes, comms: list[str]) -> None:
+        self.recs = [r for r in _REC.iter_unpack(recs)]
+        self.comms, self.pos = comms, 0
+
+    def until(self, sched: SampledSched, t: int | None) -> int:
+        applied = 0
+        while self.pos < len(self.recs) and (t is None or self.recs[self.pos][0] < t):
+            rt, _, kind, pid, tid, a, b, _ = self.recs[self.pos]
+            self.pos += 1
+            if kind == 8:
+                self.names[a] = self.comms[b]
+            elif kind == 16:
+                if b in self.names:
+                    self.names[a] = self.names[b]
+            else:
+                if not applied and sched._cur is not None:
+                    sched._end_sample()
+                sched._skip = False
+                sched._switch(kind, pid, tid, rt, self.names.get(tid, ""))
+                applied += 1
+        return applied
+
+
+def read_switches(chunk: Path) -> Any:
+    """The switch records of one chunk of the scheduler's perf.data, read from the file
+    (``_speedups.perf_switches``), for ``SampledSched.feed``; ``None``: read them from
+    ``perf script``'s text (the native module is not built, the file is not one the reader
+    takes, or it cannot be read)."""
+    if PASSES is None or getattr(PASSES, "perf_switches", None) is None:
+        return None
+    try:
+        return PASSES.perf_switches(str(chunk))
+    except OSError:
+        return None
+
+
+__all__ = ["BIN_NS", "SCHED_BINS", "UNSAMPLED", "SampledSched", "read_switches", "shares"]
