@@ -11,6 +11,7 @@ tracer stopped it (``wallflame.stops``), as ``finish`` does for the folded stack
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 from wallflame import lockshare, stops
@@ -19,6 +20,7 @@ from wallflame.fold import locks
 from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
 from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, Capture, Window
+from wallflame.speedups import native
 from wallflame.timeline import (
     LOG_RUNNABLE,
     RUNNABLE,
@@ -28,6 +30,10 @@ from wallflame.timeline import (
     Timeline,
 )
 from wallflame.waitclasses import FALLBACK
+
+#: The native loop of ``add_spans`` (``_speedups.span_rows``); ``None``: the loop in Python
+#: (the tests hold the two to the same timeline).
+SPAN_ROWS = getattr(native, "span_rows", None) if native is not None else None
 
 #: perf.script is read this many bytes at a time (records never straddle two reads).
 _CHUNK = 1 << 22
@@ -180,6 +186,9 @@ def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
     unsampled), stack, period and observed locks."""
     classes: dict[int, tuple[int, int]] = {}  # sample index -> (kind, stack id)
     sets: dict[tuple[int, int], int] = {}     # (tid, sample index) -> lock set
+    if SPAN_ROWS is not None and array("l").itemsize == 8:
+        _span_rows(tl, log, rules, evidence, tracer_stops, classes, sets)
+        return
     for i in range(len(log)):
         tid, si = log.tid[i], log.sample[i]
         th = tl.thread(tid)
@@ -212,6 +221,41 @@ def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
         th.p_kind.append(kind)
         th.p_stack.append(sid)
         th.p_locks.append(ref)
+
+
+def _span_rows(tl: Timeline, log: IntervalLog, rules: Rules,
+               evidence: locks.LockEvidence | None, tracer_stops: bool,
+               classes: dict[int, tuple[int, int]], sets: dict[tuple[int, int], int]) -> None:
+    """``add_spans``'s loop by ``_speedups.span_rows``: the same rows, stacks interned in the
+    same order (each sample's kind and stack worked out here the first time a row meets
+    it)."""
+
+    def resolve(si: int, runnable: bool) -> tuple[int, int]:
+        frames = log.samples[si][0]
+        if runnable:
+            sid = classes[si][1] if si in classes else _intern(tl, log, si)
+            return (STOPPED if tracer_stops and stops.is_tracer_stop(frames) else RUNNABLE,
+                    sid)
+        got = classes.get(si)
+        if got is None:
+            k = STOPPED if tracer_stops and stops.is_tracer_stop(frames) else \
+                WAIT_CLASSES.index(_known(classify(frames, log.samples[si][1], rules)))
+            got = classes[si] = (k, tl.stacks.intern(frames))
+        return got
+
+    def ref_of(tid: int, si: int) -> int:
+        ref = sets.get((tid, si), -1)
+        if ref < 0:
+            assert evidence is not None
+            ref = sets[(tid, si)] = tl.lock_set(
+                locks.observed_locks(evidence, tid, log.samples[si][0]))
+        return ref
+
+    lock_kinds = bytes(int(c in lockshare.LOCK_WAITS) for c in WAIT_CLASSES[:UNSAMPLED]) \
+        if evidence is not None else b""
+    assert SPAN_ROWS is not None
+    SPAN_ROWS(tl.thread, log.tid, log.start, log.dur, log.kind, log.sample, log.period,
+              resolve, lock_kinds, ref_of, RUNNABLE, UNSAMPLED)
 
 
 def _intern(tl: Timeline, log: IntervalLog, si: int) -> int:
