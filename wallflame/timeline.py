@@ -27,6 +27,7 @@ import os
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import le, sub
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +153,12 @@ class ThreadLine:
     p_locks: list[int] = field(default_factory=list)   # index in Timeline.lock_sets + 1
 
     def sort(self) -> None:
-        if any(b < a for a, b in zip(self.s_time, self.s_time[1:], strict=False)):
+        if not all(map(le, self.s_time[:-1], self.s_time[1:])):
             order = sorted(range(len(self.s_time)), key=self.s_time.__getitem__)
             for name in ("s_time", "s_weight", "s_stack"):
                 col = getattr(self, name)
                 setattr(self, name, [col[i] for i in order])
-        if any(b < a for a, b in zip(self.p_start, self.p_start[1:], strict=False)):
+        if not all(map(le, self.p_start[:-1], self.p_start[1:])):
             order = sorted(range(len(self.p_start)), key=self.p_start.__getitem__)
             for name in ("p_start", "p_dur", "p_kind", "p_stack", "p_period", "p_locks"):
                 col = getattr(self, name)
@@ -282,12 +283,11 @@ def _ints(column: Any) -> list[int]:
 
 
 def _deltas(times: list[int], base: int) -> list[int]:
-    out = []
-    prev = base
-    for t in times:
-        out.append(t - prev)
-        prev = t
-    return out
+    """Each time less the one before it (the first less ``base``), by ``map`` (a minute of a
+    busy server is millions of spans)."""
+    if not times:
+        return []
+    return [times[0] - base, *map(sub, times[1:], times[:-1])]
 
 
 def _undelta(deltas: list[Any], base: int) -> list[int]:
