@@ -134,7 +134,10 @@ def fed(tmp: Path, data: bytes, text: str, how: str,
     path.write_bytes(data)
     switches = read_switches(path)
     assert switches is not None
-    with patched(TRACKER=None if how == "python" else sampled_switches.TRACKER):
+    # "file1": the records applied one per call of ``until`` (the batches a busy server's
+    # chunk is applied in)
+    with patched(TRACKER=None if how == "python" else sampled_switches.TRACKER,
+                 UNTIL_BATCH=1 if how == "file1" else sampled_switches.UNTIL_BATCH):
         s.feed(io.BytesIO(b""), switches=switches)
     return s
 
@@ -146,9 +149,10 @@ def test_records_read_from_the_file_as_from_text(tmp_path_factory: pytest.TempPa
                                                  at_start: list[int] | None) -> None:
     tmp = tmp_path_factory.mktemp("chunk")
     data, text = capture
-    ways = {how: fed(tmp, data, text, how, at_start) for how in ("text", "file", "python")}
+    ways = {how: fed(tmp, data, text, how, at_start)
+            for how in ("text", "file", "file1", "python")}
     want = state(ways["text"])
-    for how in ("file", "python"):
+    for how in ("file", "file1", "python"):
         got = state(ways[how])
         got["lines"] = want["lines"]  # text lines counted, records not
         assert got == want, how

@@ -2382,8 +2382,12 @@ static PyObject *perf_switches(PyObject *module, PyObject *arg)
         }
         recs[nrec++] = rec;
     }
-    if (nrec)
+    if (nrec) {
+        /* the other threads of the collect (the samplers) run meanwhile */
+        Py_BEGIN_ALLOW_THREADS
         qsort(recs, (size_t)nrec, sizeof(SW_REC), rec_cmp);
+        Py_END_ALLOW_THREADS
+    }
     out = Py_BuildValue("(NO)", sw_bytes(recs, nrec * (Py_ssize_t)sizeof(SW_REC)), comms);
     goto done;
 fail:
@@ -2437,12 +2441,15 @@ static int sw_set_comm(SwitchTracker *s, int64_t tid, PyObject *name)
     return r;
 }
 
-/* until(sched, t): the loaded records before time t applied (t None: all that are left);
- * returns how many switch records were. */
+/* until(sched, t, most): the loaded records before time t applied (t None: all that are
+ * left), at most ``most`` of them (so that the caller lets the collect's other threads run
+ * between calls); returns how many records were read. */
 static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "until(sched, t)");
+    Py_ssize_t most;
+    if (nargs != 3 || (most = PyLong_AsSsize_t(args[2])) <= 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "until(sched, t, most): most > 0");
         return NULL;
     }
     int64_t limit = INT64_MAX;
@@ -2461,10 +2468,11 @@ static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py
     if (s->names == NULL && (s->names = PyDict_New()) == NULL)
         return NULL;
     int err = sw_load(s, sched) < 0;
-    long long applied = 0;
+    long long applied = 0, read = 0;
     int consumed = 0;
-    while (!err && s->rpos < n && recs[s->rpos].t < limit) {
+    while (!err && s->rpos < n && recs[s->rpos].t < limit && read < most) {
         const SW_REC *r = &recs[s->rpos];
+        read++;
         if (r->kind == 8) {
             if (r->b < 0 || r->b >= PyList_GET_SIZE(s->rcomms) ||
                     sw_set_comm(s, r->a, PyList_GET_ITEM(s->rcomms, r->b)) < 0)
@@ -2516,11 +2524,12 @@ static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py
             err = 1;
         applied++;
     }
+    (void)applied;
     if (!err && sw_store(s, sched, consumed) < 0)
         err = 1;
     Py_CLEAR(s->at_start);
     Py_CLEAR(s->targets);
-    return err ? NULL : PyLong_FromLongLong(applied);
+    return err ? NULL : PyLong_FromLongLong(read);
 }
 
 static PyMethodDef SwitchTracker_methods[] = {
@@ -2534,7 +2543,8 @@ static PyMethodDef SwitchTracker_methods[] = {
     {"load", (PyCFunction)SwitchTracker_load, METH_VARARGS,
      "load(records, comms): the records perf_switches read from the next chunk"},
     {"until", (PyCFunction)(void (*)(void))SwitchTracker_until, METH_FASTCALL,
-     "until(sched, t) -> int: the loaded records before t (None: all) applied"},
+     "until(sched, t, most) -> int: at most most of the loaded records before t (None: "
+     "all) applied; how many were read"},
     {"export", (PyCFunction)SwitchTracker_export, METH_NOARGS,
      "export() -> (threads, log columns)"},
     {NULL, NULL, 0, NULL},

@@ -322,10 +322,17 @@ class SampledSched:
                 if line and line[0] != "\t":
                     m = NS_HEADER_RE.match(line)
                     if m is not None:
-                        tracker.until(self, int(m.group(4)) * 1_000_000_000 + int(m.group(5)))
+                        self._until(tracker,
+                                    int(m.group(4)) * 1_000_000_000 + int(m.group(5)))
                 self.feed_lines((line,))
-        tracker.until(self, None)
+        self._until(tracker, None)
         self._end_sample()
+
+    def _until(self, tracker: Any, t: int | None) -> None:
+        """The records before ``t`` (``None``: all), ``UNTIL_BATCH`` at a time: between two
+        calls the interpreter lets the collect's other threads run (a call holds its lock)."""
+        while tracker.until(self, t, UNTIL_BATCH) == UNTIL_BATCH:
+            pass
 
     def _feed_tracked(self, tracker: Any, block: bytes) -> None:
         """A block's lines as ``feed_lines`` reads them: the runs of switch records by the
@@ -1010,6 +1017,9 @@ def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: in
         b += 1
 
 
+#: Records applied per call of ``SwitchTracker.until`` (about 10 ms of a busy server's chunk).
+UNTIL_BATCH = 32_768
+
 #: One record of ``_speedups.perf_switches``: time, order in the file, kind, pid, tid, and
 #: two more (a COMM record: the thread and the index of its name; a FORK: the thread and
 #: the thread that made it).
@@ -1031,11 +1041,13 @@ class _Records:
         self.recs = [r for r in _REC.iter_unpack(recs)]
         self.comms, self.pos = comms, 0
 
-    def until(self, sched: SampledSched, t: int | None) -> int:
-        applied = 0
-        while self.pos < len(self.recs) and (t is None or self.recs[self.pos][0] < t):
+    def until(self, sched: SampledSched, t: int | None, most: int) -> int:
+        applied = read = 0
+        while self.pos < len(self.recs) and (t is None or self.recs[self.pos][0] < t) and \
+                read < most:
             rt, _, kind, pid, tid, a, b, _ = self.recs[self.pos]
             self.pos += 1
+            read += 1
             if kind == 8:
                 self.names[a] = self.comms[b]
             elif kind == 16:
@@ -1047,7 +1059,7 @@ class _Records:
                 sched._skip = False
                 sched._switch(kind, pid, tid, rt, self.names.get(tid, ""))
                 applied += 1
-        return applied
+        return read
 
 
 def read_switches(chunk: Path) -> Any:
