@@ -128,17 +128,22 @@ class Folded:
         self.child: int | None = None  # the perf script running now
         self._err: IO[bytes] | None = None
 
-    def process(self, stem: str, chunk: Path) -> None:
-        """``perf script`` of one chunk into its folder (chunks of a stem in order)."""
+    def process(self, stem: str, chunk: Path, in_window: bool = False) -> None:
+        """``perf script`` of one chunk into its folder (chunks of a stem in order).
+        ``in_window``: the window is still open (the target is being measured)."""
         t0 = time.monotonic()
         c0 = time.thread_time()
         if self._err is None:
             self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
         who = self.pid
         pids = (",".join(str(p) for p in who()) or None) if callable(who) else who
-        # the scheduler's switch records read from the chunk itself where it can be: perf
-        # script then prints only the stack samples and task events
-        switches = self.folder.read_switches(chunk) if stem == "sched" else None
+        # Once the window has closed, the scheduler's switch records are read from the chunk
+        # itself where they can be (perf script then prints only the stack samples and task
+        # events: a third of its CPU).  During the window they are read from the text: in four
+        # sysbench runs MariaDB did 2-6 points worse with the file read in the window, though
+        # it takes less CPU (benchmarks/README.md, "The scheduler read from perf.data").
+        switches = self.folder.read_switches(chunk) \
+            if stem == "sched" and not in_window else None
         cmd = perf.script_command(chunk, stem == "sched", pids, inline=self.inline,
                                   switches=switches is None)
         try:
@@ -248,7 +253,7 @@ class Streamer(threading.Thread):
             for c in chunks:
                 if c.name in self.folded.done[r.stem]:
                     continue
-                self.folded.process(r.stem, c)
+                self.folded.process(r.stem, c, in_window=self.window_closed is None)
                 if self.window_closed is None:
                     self.folded.cost.during_window += 1
                 did = True
