@@ -57,7 +57,7 @@ import re
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import le
 from pathlib import Path
@@ -257,19 +257,14 @@ class SampledSched:
             if PASSES is None:
                 self._wake_lines(block.decode("utf-8", "replace").split("\n"))
                 continue
-            pos, n = 0, len(block)
-            while pos <= n:  # natively, but for the lines left to Python
-                pos, records, unparsed = PASSES.wake_run(block, pos, self.wakes)
-                self.wake_records += records
-                self.unparsed += unparsed
-                if pos > n:
-                    break
-                nl = block.find(b"\n", pos)
-                end = n if nl < 0 else nl
-                self._wake_lines((block[pos:end].decode("utf-8", "replace"),))
-                if nl < 0:
-                    break
-                pos = nl + 1
+            _runs(block, self._wake_run, lambda line: self._wake_lines((line,)))
+
+    def _wake_run(self, block: bytes, pos: int) -> int:
+        assert PASSES is not None
+        pos, records, unparsed = PASSES.wake_run(block, pos, self.wakes)
+        self.wake_records += records
+        self.unparsed += unparsed
+        return int(pos)
 
     def _wake_lines(self, lines: Iterable[str]) -> None:
         assert self.wakes is not None
@@ -337,17 +332,8 @@ class SampledSched:
     def _feed_tracked(self, tracker: Any, block: bytes) -> None:
         """A block's lines as ``feed_lines`` reads them: the runs of switch records by the
         tracker, every other line here."""
-        pos, n = 0, len(block)
-        while pos <= n:
-            pos = tracker.run(self, block, pos)
-            if pos > n:
-                return
-            nl = block.find(b"\n", pos)
-            end = n if nl < 0 else nl
-            self.feed_lines((block[pos:end].decode("utf-8", "replace"),))
-            if nl < 0:
-                return
-            pos = nl + 1
+        _runs(block, lambda b, pos: int(tracker.run(self, b, pos)),
+              lambda line: self.feed_lines((line,)))
 
     def feed_lines(self, lines: Iterable[str | tuple[int, int, int, int, str]]) -> None:
         cache = self._frame_cache
@@ -1015,6 +1001,23 @@ def _add_to_bins(bins: dict[tuple[str, int], int], cls: str, start: int, end: in
         bins[key] = bins.get(key, 0) + period * (edge - start)
         start = edge
         b += 1
+
+
+def _runs(block: bytes, step: Callable[[bytes, int], int], line: Callable[[str], None]) -> None:
+    """A block's lines: runs of them read natively by ``step`` (from a position to where the
+    first line it leaves starts; ``len(block) + 1`` when it leaves none), each line it leaves
+    by ``line``, in order."""
+    pos, n = 0, len(block)
+    while pos <= n:
+        pos = step(block, pos)
+        if pos > n:
+            return
+        nl = block.find(b"\n", pos)
+        end = n if nl < 0 else nl
+        line(block[pos:end].decode("utf-8", "replace"))
+        if nl < 0:
+            return
+        pos = nl + 1
 
 
 #: Records applied per call of ``SwitchTracker.until`` (about 10 ms of a busy server's chunk).
