@@ -77,13 +77,15 @@ def state(s: SampledSched) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def without_tracker() -> Iterator[None]:
-    saved = sampled_switches.TRACKER
-    sampled_switches.TRACKER = None
+def patched(**values: Any) -> Iterator[None]:
+    saved = {k: getattr(sampled_switches, k) for k in values}
+    for k, v in values.items():
+        setattr(sampled_switches, k, v)
     try:
         yield
     finally:
-        sampled_switches.TRACKER = saved
+        for k, v in saved.items():
+            setattr(sampled_switches, k, v)
 
 
 def read(chunks: list[bytes], how: str, at_start: list[int] | None) -> SampledSched:
@@ -92,7 +94,7 @@ def read(chunks: list[bytes], how: str, at_start: list[int] | None) -> SampledSc
     s = SampledSched(FoldOptions().get_rules())
     if at_start is not None:
         s.set_window(0, None, at_start)
-    with without_tracker() if how == "lines" else contextlib.nullcontext():
+    with patched(TRACKER=None if how == "lines" else sampled_switches.TRACKER):
         for chunk in chunks:
             s.feed(io.BytesIO(chunk), native_lines=how != "python")
     return s
@@ -197,17 +199,6 @@ def test_tracker_reads_captures_as_python_reads(body: list[str], at_start: list[
     assert profiles[0].stacks == profiles[1].stacks
     assert profiles[0].meta.extra == profiles[1].meta.extra
 
-
-@contextlib.contextmanager
-def patched(**values: Any) -> Iterator[None]:
-    saved = {k: getattr(sampled_switches, k) for k in values}
-    for k, v in values.items():
-        setattr(sampled_switches, k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(sampled_switches, k, v)
 
 
 @settings(max_examples=300, deadline=None)

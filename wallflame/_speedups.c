@@ -2468,7 +2468,7 @@ static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py
     if (s->names == NULL && (s->names = PyDict_New()) == NULL)
         return NULL;
     int err = sw_load(s, sched) < 0;
-    long long applied = 0, read = 0;
+    long long read = 0;
     int consumed = 0;
     while (!err && s->rpos < n && recs[s->rpos].t < limit && read < most) {
         const SW_REC *r = &recs[s->rpos];
@@ -2522,9 +2522,7 @@ static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py
         s->rpos++;
         if (!err && sw_apply(s, r->kind, r->pid, r->tid, r->t, cb, cn) < 0)
             err = 1;
-        applied++;
     }
-    (void)applied;
     if (!err && sw_store(s, sched, consumed) < 0)
         err = 1;
     Py_CLEAR(s->at_start);
@@ -3202,7 +3200,6 @@ static int wk_wakee_at(const char *p, const char *end, long long *wakee)
     p += 6;
     if (p < end && *p == '-')
         p++;
-    long long ignored;
     const char *q = p;
     while (q < end && *q >= '0' && *q <= '9')
         q++;
@@ -3217,7 +3214,6 @@ static int wk_wakee_at(const char *p, const char *end, long long *wakee)
         if (q > d && q < end && *q == ' ')
             p = q + 1;
     }
-    (void)ignored;
     if (end - p < 11 || memcmp(p, "target_cpu=", 11) != 0)
         return 0;
     p += 11;
