@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from wallflame import rundir
 from wallflame.collect import budget, perf, releases, stream, threads
+from wallflame.collect import machine as machine_load
 from wallflame.collect.elfinfo import has_debug_info
 from wallflame.collect.launch import Launched, end_child
 from wallflame.collect.libdw import libdw_version
@@ -537,6 +538,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
             Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched", kallsyms=ksyms,
             inline=opts.inlined)
     rel: releases.ReleaseRecorder | None = None
+    load = machine_load.LoadMeter(procs.watch.pids)
     t_start = time.time_ns()
     mono_start = time.monotonic_ns()
     m_start = time.monotonic()
@@ -561,6 +563,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
         col.threads["start"] = _listing(procs.all_targets())
+        load.start()
         t_start = time.time_ns()
         mono_start = time.monotonic_ns()
         m_start = time.monotonic()
@@ -585,6 +588,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         mono_end = time.monotonic_ns()
         main_cpu = time.thread_time() - main_cpu
         stop.set()
+        col.machine = load.stop() or {}
         if col.window.mono_start_ns:  # nothing after the window's end is counted
             if folder is not None:
                 folder.set_window(col.window.mono_start_ns, mono_end)

@@ -39,6 +39,7 @@ from wallflame.report.gate import (
     cpu_per_work,
     frame_estimates,
     frame_measure,
+    interleaved,
     label_growth,
     make_run,
     side_estimates,
@@ -94,17 +95,23 @@ class Thresholds:
                         (default 0.8).
     run_cv:             how much CPU per unit of work moves between runs of the unchanged
                         program, relative, when no side is a series (one run cannot show it;
-                        a series measures it instead).  Default 0.04: 60 runs of
-                        samples/handlers over an hour on a shared 2-core machine spread by
-                        4.3% (MariaDB under sysbench: 12%; docs/check.md).
+                        a series collected in turns with the other side measures it
+                        instead; for sides collected at different times it is a floor).
+                        Default 0.04: 60 runs of samples/handlers over an hour on a shared
+                        2-core machine spread by 4.3% (MariaDB under sysbench: 12%;
+                        docs/check.md).
     wait_run_cv:        the same for wait classes, beyond what a run's slices show (default
                         0.3: measured 2-13% for mix's waits, 41-43% for MariaDB's latch and
                         commit waits).
     frame_run_excess:   how many times more frames' values differ between runs than their
-                        slices predict (in variance), when no side is a series (a series
-                        measures it, and the check prints the figure).  Default 1: measured
-                        1.01-1.12 for the samples' runs collected back to back; MariaDB under
-                        sysbench 0.97 one day and 2.65-3.50 another (docs/check.md).
+                        slices predict (in variance), when no side is a series, and at least
+                        that when the sides were not collected in turns (a series measures
+                        it, and the check prints the figure).  Default 3: runs collected
+                        minutes apart on a shared machine, whose load or neighbours changed
+                        in between, differ 2.5-3.5x (mix 2.48x over 20 runs, 3.11x over runs
+                        with and without other processes busy; MariaDB under sysbench
+                        2.65-3.50x one day, 0.97x another); runs back to back under the
+                        same load 0.4-1.1x (docs/check.md).
     wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``lock``
                         (database row and table locks), ``io``: contention and I/O;
                         ``condvar``, ``poll`` and ``sleep`` grow whenever a program is less
@@ -118,6 +125,12 @@ class Thresholds:
                         whose share measures how busy the machine was, not the program.
     rate_tolerance:     sampling rates of the runs may differ by this fraction before they
                         count as collected differently (default 0.10).
+    max_load_difference: the share of the machine's CPUs that other processes and the
+                        hypervisor (steal) took may differ this much between the sides
+                        (their means) before the runs count as collected under different
+                        load: inconclusive, since a program's profile moves with its
+                        machine's load (default 0.25; one busy process on a 2-CPU machine
+                        is about 0.45).  Runs that did not record it are not compared.
     max_loss_share:     losses up to this share of a run's evidence widen the intervals;
                         beyond it the run cannot be compared (default 0.25).  Truncated or
                         unreadable input, lost perf chunks and an early target exit are
@@ -135,10 +148,11 @@ class Thresholds:
     power: float = 0.8
     run_cv: float = 0.04
     wait_run_cv: float = 0.3
-    frame_run_excess: float = 1.0
+    frame_run_excess: float = 3.0
     wait_classes: list[str] = field(default_factory=lambda: ["mutex", "rwlock", "lock", "io"])
     ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
     rate_tolerance: float = 0.10
+    max_load_difference: float = 0.25
     max_loss_share: float = 0.25
     allowed_losses: list[str] = field(default_factory=list)
     top: int = 8
@@ -340,7 +354,8 @@ class Verdict:
 
 def judge(before: list[Run], after: list[Run], diff: Diff, t: Thresholds) -> Verdict:
     """The verdict on two sides, each a list of runs (see the module docstring)."""
-    quality = [complete_data(before, after, t), same_collectors(before, after, t)]
+    quality = [complete_data(before, after, t), same_collectors(before, after, t),
+               same_load(before, after, t)]
     judged, method = _judge_quantities(before, after, t)
     results = [*quality, *_results(judged, t, before, after), sensitivity(judged, t)]
     if any(r.status == INCONCLUSIVE for r in quality):
@@ -396,7 +411,13 @@ def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
 
 def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, work: bool,
            lock_names: list[str], t: Thresholds
-           ) -> tuple[list[dict[str, Estimate]], float, float, dict[str, tuple[float, float]]]:
+           ) -> tuple[list[dict[str, Estimate]], float, float, float,
+                      dict[str, tuple[float, float]]]:
+    """Each side's estimates, with the between-run noise: the frames' excess used, the one
+    measured in the series (and its degrees of freedom: 0 with one run per side) and the
+    other quantities' run-to-run variation.  Sides collected at different times (not
+    ``interleaved``) differ by what moves between sittings, which the spread within a side
+    does not show: the priors are then floors, never lowered by a series."""
     # per unit of work, waits too: at the baseline's rate of work, in seconds per second
     rate_ref = work_rate(before) if measure == PER_WORK else None
     per_side = [_estimates(runs, names, measure, work, lock_names, t, rate_ref)
@@ -407,12 +428,14 @@ def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, 
         for side in per_side:
             for d in side:
                 d.pop("cpu_per_work", None)
-    excess, dof = between_excess(per_side)
-    if not dof:  # one run per side: the prior
-        excess = max(1.0, t.frame_run_excess)
+    measured, dof = between_excess(per_side)
+    apart = not interleaved(before, after)
+    excess = max(1.0, t.frame_run_excess) if not dof or apart else measured
+    if dof and apart:
+        excess = max(excess, measured)
     cv, per_side = add_run_noise(
         per_side, lambda k: t.run_cv if k == "cpu_per_work" else t.wait_run_cv,
-        lambda k: 0.0 if k == "cpu_per_work" else WAIT_EPS)
+        lambda k: 0.0 if k == "cpu_per_work" else WAIT_EPS, at_least_prior=apart)
     if measure == PER_WORK:
         # per unit of work, a frame moves between runs as CPU per unit of work does
         c = cv.get("cpu_per_work", (t.run_cv, 0.0))[0]
@@ -423,7 +446,7 @@ def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, 
                         d[k] = Estimate(e.value, e.var + (c * e.value) ** 2, e.df)
     sides = [side_estimates(runs, per_run, excess)
              for runs, per_run in zip((before, after), per_side, strict=True)]
-    return sides, excess, dof, cv
+    return sides, excess, measured, dof, cv
 
 
 def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
@@ -437,7 +460,8 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
     lock_names = sorted({n for r in (*before, *after) for n in r.locks
                          if r.lock_class.get(n) in t.wait_classes})
     measure = SHARE
-    sides, excess, dof, cv = _sides(before, after, names, measure, work, lock_names, t)
+    sides, excess, measured, dof, cv = _sides(before, after, names, measure, work,
+                                              lock_names, t)
     judged_as = "share of on-CPU time"
     if "cpu_per_work" in sides[0] and "cpu_per_work" in sides[1]:
         fell = compare(sides[1]["cpu_per_work"], sides[0]["cpu_per_work"], t.alpha)
@@ -445,7 +469,8 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
             # The same work with significantly less CPU: every other frame's share grows
             # although none got slower, so frames are judged per unit of work instead.
             measure = PER_WORK
-            sides, excess, dof, cv = _sides(before, after, names, measure, work, lock_names, t)
+            sides, excess, measured, dof, cv = _sides(before, after, names, measure, work,
+                                                      lock_names, t)
             judged_as = ("on-CPU time per unit of work (CPU per unit of work fell "
                          f"significantly, p={fell.p:.2g}: shares grow when anything else "
                          "shrinks), and waits per unit of work too (as seconds per second "
@@ -483,18 +508,31 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
         j.cmp = compare(j.cmp.a, j.cmp.b, alpha_each, 0.95, t.power)
     for j, rej in zip(tested, holm([j.cmp.p for j in tested], t.alpha), strict=True):
         j.regression = rej and j.delta > j.min_effect
-    between = (f"between-run noise measured over {dof:g} degrees of freedom: runs differ "
-               f"{excess:.2f}x as much as their slices predict" if dof else
-               "one run per side: between-run noise not measured (taken to be "
-               + ("what the slices of each run show" if t.frame_run_excess <= 1 else
-                  f"{t.frame_run_excess:g}x what the slices of each run show") +
-               ": frame_run_excess)")
-    measured = [f"{k.split(':')[-1].replace('_', ' ')} {100 * c:.1f}% ({d:g} df)"
-                for k, (c, d) in sorted(cv.items()) if d and c > 0 and not k.startswith("lock:")]
-    run_noise = ("run-to-run spread measured in the series: " + ", ".join(measured)
-                 if measured else "run-to-run spread not measurable with one run per side: "
-                 f"taken as {100 * t.run_cv:g}% for CPU per unit of work (run_cv) and "
-                 f"{100 * t.wait_run_cv:g}% for waits (wait_run_cv)")
+    prior = ("what the slices of each run show" if t.frame_run_excess <= 1 else
+             f"{t.frame_run_excess:g}x what the slices of each run show")
+    if not dof:
+        between = f"one run per side: between-run noise not measured (taken to be {prior}: " \
+                  "frame_run_excess)"
+    else:
+        between = (f"between-run noise measured over {dof:g} degrees of freedom: runs differ "
+                   f"{measured:.2f}x as much as their slices predict")
+        if excess > measured:
+            between += (f"; the sides were not collected in turns, so what moves between "
+                        f"sittings is not in that figure: taken to be {prior} "
+                        "(frame_run_excess)")
+    spread = [f"{k.split(':')[-1].replace('_', ' ')} {100 * c:.1f}% ({d:g} df)"
+              for k, (c, d) in sorted(cv.items()) if d and c > 0 and not k.startswith("lock:")]
+    priors = (f"{100 * t.run_cv:g}% for CPU per unit of work (run_cv) and "
+              f"{100 * t.wait_run_cv:g}% for waits (wait_run_cv)")
+    if not dof:
+        run_noise = f"run-to-run spread not measurable with one run per side: taken as {priors}"
+    elif not interleaved(before, after):
+        run_noise = ("run-to-run spread measured in the series: " + (", ".join(spread) or
+                                                                     "none above the priors")
+                     + f"; sides not collected in turns: never below {priors}")
+    else:
+        run_noise = "run-to-run spread measured in the series: " + (", ".join(spread) or
+                                                                    "none")
     method = (f"Welch's t-test, one-sided (an increase), on {len(tested)} quantities; Holm's "
               f"correction holds the chance of a false alarm at {t.alpha:g} for the whole "
               f"check; noise from the spread over each run's slices, never below sampling "
@@ -634,6 +672,41 @@ def complete_data(before: list[Run], after: list[Run], t: Thresholds) -> Result:
     if minor:
         return Result("complete_data", PASS, "losses widen the intervals: " + "; ".join(minor))
     return Result("complete_data", PASS, "no losses")
+
+
+def others_share(machine: Any) -> float | None:
+    """The share of the machine's CPUs that neither the target nor the collect used over a
+    run's window: other processes and the hypervisor's steal (``machine`` of meta.json), or
+    None when the run did not record it."""
+    if not isinstance(machine, dict):
+        return None
+    try:
+        cpus = float(machine["cpus"])
+        taken = float(machine["other_cpus"]) + float(machine.get("steal_cpus", 0.0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return taken / cpus if cpus > 0 and math.isfinite(taken) else None
+
+
+def same_load(before: list[Run], after: list[Run], t: Thresholds) -> Result:
+    """Whether the sides were collected under the same load of the rest of the machine
+    (``max_load_difference``)."""
+    shares = [[others_share(r.meta.get("machine")) for r in side] for side in (before, after)]
+    if any(x is None for side in shares for x in side):
+        return Result("same_load", SKIPPED, "the machine's load was not recorded for every "
+                      "run (runs collected by an older wallflame, or folded from files)")
+    a, b = (sum(side) / len(side) for side in shares)  # type: ignore[arg-type]
+    said = (f"other processes and the hypervisor took {100 * a:.0f}% of the machine's CPUs "
+            f"during the baseline, {100 * b:.0f}% during the current")
+    if abs(b - a) > t.max_load_difference:
+        busier = "current" if b > a else "baseline"
+        return Result("same_load", INCONCLUSIVE,
+                      f"collected under different load: {said} (more than "
+                      f"{100 * t.max_load_difference:g} points apart: max_load_difference); "
+                      f"a program's profile moves with its machine's load, so the {busier}'s "
+                      "could differ with no change to the code: collect both sides under the "
+                      "same load")
+    return Result("same_load", PASS, said)
 
 
 def same_collectors(before: list[Run], after: list[Run], t: Thresholds) -> Result:

@@ -333,7 +333,8 @@ def side_estimates(runs: Sequence[Run], per_run: Sequence[dict[str, Estimate]],
 
 
 def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
-                  prior_cv: Callable[[str], float], eps: Callable[[str], float]
+                  prior_cv: Callable[[str], float], eps: Callable[[str], float],
+                  at_least_prior: bool = False
                   ) -> tuple[dict[str, tuple[float, float]], list[list[dict[str, Estimate]]]]:
     """CPU per unit of work and wait classes, on a log scale, with how much they move between
     runs of the same program added (CPU frequency, caches, neighbours, contention: the slices
@@ -343,9 +344,10 @@ def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
     (a log-normal quantity's; the delta method's ``var / (x + eps)^2`` for small spreads)
     plus the run-to-run variance: measured as the variance of the logs of the
     runs of the sides' series (pooled over both sides, with its degrees of freedom) when a
-    side has two or more runs, else ``prior_cv(name)^2``.  Returns, per quantity, the
-    coefficient of variation used and its degrees of freedom (0: the prior), and the
-    estimates."""
+    side has two or more runs, else ``prior_cv(name)^2``; with ``at_least_prior`` (sides
+    collected at different times: what moves between sittings is not in the spread within
+    a side), never below the prior.  Returns, per quantity, the coefficient of variation
+    used and its degrees of freedom (0: the prior), and the estimates."""
     names = {k for side in per_side for d in side for k in d if not k.startswith("frame:")}
     used: dict[str, tuple[float, float]] = {}
     out = [[dict(d) for d in side] for side in per_side]
@@ -362,6 +364,8 @@ def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
             ss += sum((v - mean) ** 2 for v in logs)
             dof += len(logs) - 1
         cv2, df = (ss / dof, float(dof)) if dof else (prior_cv(name) ** 2, math.inf)
+        if dof and at_least_prior and prior_cv(name) ** 2 > cv2:
+            cv2, df, dof = prior_cv(name) ** 2, math.inf, 0
         used[name] = (math.sqrt(cv2), float(dof))
         for side in out:
             for d in side:
@@ -391,6 +395,17 @@ def _zero_var(d: dict[str, Estimate], name: str) -> float:
     return min(others) if others else 0.0
 
 
+def interleaved(before: Sequence[Run], after: Sequence[Run]) -> bool:
+    """Whether the two sides were collected in turns (each side's first run started before
+    the other side's last): then what moves between sittings is in the spread within each
+    side too.  False when a run does not say when it was collected."""
+    starts = [[r.meta.get("window_start_ns") for r in side] for side in (before, after)]
+    if any(not isinstance(x, int) or not x for side in starts for x in side):
+        return False
+    a, b = starts
+    return len(a) > 1 and len(b) > 1 and max(min(a), min(b)) < min(max(a), max(b))
+
+
 def between_excess(series: Sequence[Sequence[dict[str, Estimate]]]) -> tuple[float, float]:
     """The between-run excess (``pooled_excess``) of the frames, over every series given."""
     per_quantity = []
@@ -417,6 +432,7 @@ __all__ = [
     "cpu_per_work",
     "frame_estimates",
     "frame_measure",
+    "interleaved",
     "label_growth",
     "make_run",
     "read_work_file",

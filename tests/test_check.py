@@ -4,7 +4,9 @@ output.  The profiles here have no per-slice figures: their noise is sampling er
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -77,13 +79,17 @@ def test_identical_runs_pass_and_say_what_they_could_have_seen() -> None:
     # critical_section: 25% of 5,000 samples each side, binomial SE 0.61 points per side;
     # 3 quantities tested (mix_hash, critical_section, mutex wait: worker_loop is all of the
     # on-CPU time, rwlock and io waits are zero), so the strictest level is 0.01 / 3:
-    # (z(1 - 0.0033) + z(0.8)) * 0.866 = 3.08 points
+    # (z(1 - 0.0033) + z(0.8)) * 0.866 = 3.08 points with the slices' noise alone, times
+    # sqrt(3) with single runs' default frame_run_excess (3): 5.33 points
     r = result(v, "sensitivity")
-    assert "critical_section" in r.message and "+3.08 points" in r.message, r.message
+    assert "critical_section" in r.message and "+5.33 points" in r.message, r.message
+    r = result(check(run(), run(), frame_run_excess=1), "sensitivity")
+    assert "+3.08 points" in r.message, r.message
     assert "on 3 quantities" in v.method
     text = markdown(v)
     assert "What changed, and what these runs could have seen" in text
-    assert "critical\\_section | 25.00% | 25.00% | +0.00 points (95% CI -1.70 points" in text
+    # 1.96 * 0.866 * sqrt(3) = 2.94 points
+    assert "critical\\_section | 25.00% | 25.00% | +0.00 points (95% CI -2.94 points" in text
 
 
 def test_extra_cpu_in_one_function_fails_and_names_it_with_its_interval() -> None:
@@ -92,7 +98,7 @@ def test_extra_cpu_in_one_function_fails_and_names_it_with_its_interval() -> Non
     r = result(v, "frames")
     assert r.status == FAIL and r.changes[0].name == "extra_work"
     assert r.changes[0].b == pytest.approx(0.2)  # 2 of 10 ms of CPU per cycle
-    assert "extra_work 0.00% -> 20.00%, +20.00 points (95% CI +18.89 points" in r.message
+    assert "extra_work 0.00% -> 20.00%, +20.00 points (95% CI +18.08 points" in r.message
     text = markdown(v, "diff.html")
     assert "extra\\_work" in text and "+20.00 points" in text and "`diff.html`" in text
     assert "**regression**" in text
@@ -117,20 +123,51 @@ def test_mutex_contention_fails_and_names_the_lock() -> None:
     assert "+1.500 s/s" in markdown(v)
 
 
+def started(profiles: list[Profile], *starts_s: float) -> list[Profile]:
+    """``profiles`` collected at these times (seconds): ``interleaved`` reads them."""
+    for p, t in zip(profiles, starts_s, strict=True):
+        p.meta.extra["window_start_ns"] = int((1_800_000_000 + t) * 1e9)
+    return profiles
+
+
 def test_frame_run_excess_widens_single_run_frames_only() -> None:
     """One run per side cannot measure how much more its frames move between runs than
-    within one: ``frame_run_excess`` is the prior (a series measures it instead)."""
+    within one: ``frame_run_excess`` is the prior (default 3)."""
     a, b = run(), run(extra_ms=2)
-    plain = next(j for j in check(a, b).judged if j.name == "extra_work")
+    plain = next(j for j in check(a, b, frame_run_excess=1).judged if j.name == "extra_work")
     wide_v = check(a, b, frame_run_excess=4.0)
     wide = next(j for j in wide_v.judged if j.name == "extra_work")
     assert wide.cmp.se == pytest.approx(2 * plain.cmp.se)  # variance x4
     assert "4x what the slices of each run show: frame_run_excess" in wide_v.method
+    default = next(j for j in check(a, b).judged if j.name == "extra_work")
+    assert default.cmp.se == pytest.approx(math.sqrt(3) * plain.cmp.se)
     below = check(a, a, frame_run_excess=0.5)  # never below what the slices show
     assert next(j for j in below.judged if j.name == "mix_hash").cmp.se == pytest.approx(
-        next(j for j in check(a, a).judged if j.name == "mix_hash").cmp.se)
-    series = check([run(), run()], [run(extra_ms=2), run(extra_ms=2)], frame_run_excess=4.0)
-    assert "frame_run_excess" not in series.method  # measured in the series instead
+        next(j for j in check(a, a, frame_run_excess=1).judged if j.name == "mix_hash").cmp.se)
+
+
+def test_series_collected_apart_keep_the_prior_and_in_turns_measure_it() -> None:
+    """A series measures how much its runs differ, but only for what moves while it is
+    collected: sides collected at different times (a stored baseline, or BASELINE's runs
+    all before CURRENT's) also differ by what moved in between, so the priors stay floors;
+    sides collected in turns measure all of it."""
+    def sides(*starts: float) -> tuple[list[Profile], list[Profile]]:
+        a, b = [run(), run()], [run(extra_ms=2), run(extra_ms=2)]
+        started([*a, *b], *starts)
+        return a, b
+
+    apart = check(*sides(0, 10, 20, 30), frame_run_excess=4.0)
+    assert "not collected in turns" in apart.method and "4x what the slices" in apart.method
+    assert "never below 4% for CPU per unit of work (run_cv)" in apart.method
+    turns = check(*sides(0, 20, 10, 30), frame_run_excess=4.0)
+    assert "frame_run_excess" not in turns.method  # measured in the series instead
+    se = {name: next(j for j in v.judged if j.name == "extra_work").cmp.se
+          for name, v in (("apart", apart), ("turns", turns))}
+    assert se["apart"] == pytest.approx(2 * se["turns"])  # the series' runs are identical
+    unknown = check([run(), run()], [run(), run()])  # no start times: taken as apart
+    assert "not collected in turns" in unknown.method
+    # the sides' runs collected at the same times: not in turns either
+    assert "not collected in turns" in check(*sides(0, 10, 10, 20)).method
 
 
 def test_a_grown_wait_class_names_the_rule_when_no_lock_is_identified() -> None:
@@ -194,9 +231,10 @@ def test_too_few_samples_is_inconclusive_and_says_what_would_go_unseen() -> None
 
 def test_losses_widen_the_intervals_and_too_many_make_it_inconclusive() -> None:
     after = run(extra_ms=2)
-    clean = next(j for j in check(run(), after).judged if j.name == "extra_work")
+    clean = next(j for j in check(run(), after, frame_run_excess=1).judged
+                 if j.name == "extra_work")
     after.meta.lose("lost perf events", 0, 300, "perf lost 300 events")  # 5.6% of 5,400
-    v = check(run(), after)
+    v = check(run(), after, frame_run_excess=1)
     lossy = next(j for j in v.judged if j.name == "extra_work")
     assert v.status == FAIL  # a few percent lost: still judged ...
     # ... with a wider interval: the lost 5.6% may have held up to 5.6% of the 20% share
@@ -210,7 +248,8 @@ def test_losses_widen_the_intervals_and_too_many_make_it_inconclusive() -> None:
     v = check(run(), after)
     assert v.status == INCONCLUSIVE and "39.3% of the evidence lost" in \
         result(v, "complete_data").message
-    assert check(run(), after, allowed_losses="lost perf events").status == FAIL
+    assert check(run(), after, allowed_losses="lost perf events",
+                 frame_run_excess=1).status == FAIL
 
 
 def test_truncated_data_is_inconclusive_however_little() -> None:
@@ -306,6 +345,12 @@ def test_a_series_with_a_run_without_work_per_slice_skips_cpu_per_work() -> None
 
 
 def test_series_use_the_spread_between_their_runs() -> None:
+    """Series collected in turns (their spread holds all of the between-run noise)."""
+    def check(a: list[Profile], b: list[Profile]) -> Verdict:
+        a = started([copy.deepcopy(p) for p in a], 0, 20, 40)
+        b = started([copy.deepcopy(p) for p in b], 10, 30, 50)
+        return judge_profiles(a, b, Thresholds())
+
     v = check([run(), run(), run()], [run(), run(), run()])
     assert v.status == PASS and v.runs == (3, 3)
     assert "between-run noise measured over" in v.method
@@ -366,7 +411,8 @@ def test_junit_one_case_per_test_with_intervals() -> None:
     root = ET.fromstring(junit(v))
     cases = root.findall("./testsuite/testcase")
     assert [c.get("name") for c in cases] == [r.name for r in v.results]
-    assert len(cases) == 2 + 2 + len(Thresholds().wait_classes) + 1
+    # complete_data, same_collectors, same_load; frames, cpu_per_work; the classes; sensitivity
+    assert len(cases) == 3 + 2 + len(Thresholds().wait_classes) + 1
     frame = next(c for c in cases if c.get("name") == "frames")
     failure = frame.find("failure")
     assert failure is not None and "95% CI" in (failure.text or "")

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,10 +41,13 @@ from wallflame.rundir import ONCPU, load_run_dir
 
 pytestmark = pytest.mark.live
 
-DURATION_S = 4
+DURATION_S = 10
 SAME = [f"same{i}" for i in range(1, 5)]
 VARIANTS = {**{name: [] for name in SAME}, "extra": ["--extra-ms", "2"],
-            "hold": ["--hold-ms", "20"], "short": []}
+            "hold": ["--hold-ms", "20"], "short": [], "loaded": []}
+#: The unchanged program collected while this many other processes spin (not the target's,
+#: not the collect's): the rest of the machine busy.
+SPINNERS = 2
 #: False alarms tolerated among the 12 unchanged pairs (see MEASURED: more than the 1% the gate
 #: states for runs whose slices show all their noise, because runs of mix collected minutes
 #: apart under other jobs' load differ more than their slices predict: one run whose
@@ -75,9 +79,23 @@ def runs(live: None, sample_bin: Path, tmp_path_factory: pytest.TempPathFactory
     out = {}
     for name, args in VARIANTS.items():
         out[name] = root / name
-        # "short": the same program, collected for 0.3 s only (a few hundred samples)
-        collect(out[name], sample_bin / "mix", args, 0.3 if name == "short" else DURATION_S)
+        spinners = [spin() for _ in range(SPINNERS)] if name == "loaded" else []
+        try:
+            # "short": the same program, collected for 0.3 s only (a few hundred samples)
+            collect(out[name], sample_bin / "mix", args, 0.3 if name == "short" else DURATION_S)
+        finally:
+            for pid in spinners:
+                os.kill(pid, signal.SIGKILL)
     return out
+
+
+def spin() -> int:
+    """A process that spins for a minute, started through a shell that exits at once: not
+    a descendant of this process, so neither the target's nor the collect's."""
+    code = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+    r = subprocess.run(["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable,
+                        code], capture_output=True, text=True, check=True)
+    return int(r.stdout.split()[0])
 
 
 def check(a: Path, b: Path) -> Verdict:
@@ -93,12 +111,14 @@ def result(v: Verdict, name: str):  # type: ignore[no-untyped-def]
 
 def incomparable(v: Verdict) -> list[str]:
     """Why two captures cannot be compared (a machine so loaded that perf lost more than a
-    quarter of the evidence), if they cannot; the gate must then say "inconclusive"."""
-    r = result(v, "complete_data")
-    if r.status == INCONCLUSIVE:
-        assert v.status == INCONCLUSIVE
-        print(f"\nnot judged (inconclusive, as it must be): {r.message}")
-        return [r.message]
+    quarter of the evidence, or other processes kept it busier during one side), if they
+    cannot; the gate must then say "inconclusive"."""
+    for name in ("complete_data", "same_load"):
+        r = result(v, name)
+        if r.status == INCONCLUSIVE:
+            assert v.status == INCONCLUSIVE
+            print(f"\nnot judged (inconclusive, as it must be): {r.message}")
+            return [r.message]
     return []
 
 
@@ -146,6 +166,32 @@ def test_unchanged_series_pass(runs: dict[str, Path], tmp_path: Path) -> None:
         return
     assert v.runs == (2, 2) and "between-run noise measured" in v.method
     assert v.status != FAIL, [r.message for r in v.results if r.status == FAIL]
+
+
+def test_a_run_under_other_load_is_not_judged_against_a_quiet_one(
+        runs: dict[str, Path]) -> None:
+    """The unchanged program collected while two other processes spin: each run's
+    ``machine`` record (the kernel's counters over the window) shows the rest of the machine
+    busy, and the gate says the runs were collected under different load instead of
+    judging them (a profile moves with its machine's load: critical_section's share of mix
+    measured 28% on a quiet machine, 33% beside two spinning processes, unchanged code).
+    Two spinners beside mix (about 1.1 CPUs) on 2 CPUs got 0.9-1.3 CPUs between them; a
+    quiet run's rest of the machine measured 0.04-0.12 CPUs."""
+    loaded = json.loads((runs["loaded"] / "meta.json").read_text())["machine"]
+    print(f"\nloaded: {loaded}")
+    assert loaded["other_cpus"] >= 0.6 and loaded["target_cpus"] > 0.5, loaded
+    quiet = [json.loads((runs[n] / "meta.json").read_text())["machine"] for n in SAME]
+    print("quiet: " + "; ".join(f"other {m['other_cpus']}, target {m['target_cpus']}"
+                               for m in quiet))
+    for name in SAME:
+        for a, b in ((runs[name], runs["loaded"]), (runs["loaded"], runs[name])):
+            v = check(a, b)
+            load = result(v, "same_load")
+            if load.status == PASS:  # the quiet run was not quiet: nothing to show here
+                print(f"\n{a.name} vs {b.name}: same load: {load.message}")
+                continue
+            assert v.status == INCONCLUSIVE and load.status == INCONCLUSIVE, load.message
+            assert "collected under different load" in load.message
 
 
 @pytest.fixture(scope="module")

@@ -221,6 +221,8 @@ class Capture:
     launched: dict[str, Any] = field(default_factory=dict)
     owners: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
+    #: How busy the rest of the machine was over the window (``collect.machine``).
+    machine: dict[str, Any] = field(default_factory=dict)
     # the target's threads when the window opened and closed (``collect.threads.listing``)
     threads: dict[str, Any] = field(default_factory=dict)
     #: Multi-process targets: what was named (``collect.procs.Selection``: pids, trees,
@@ -292,6 +294,7 @@ class RunMeta:
     ended_by: str = ""
     owners: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
     version: int = FORMAT
 
     @classmethod
@@ -302,7 +305,7 @@ class RunMeta:
                    losses={k: v.count for k, v in sorted(meta.losses.items())},
                    pause=cap.pmp.pause if cap.pmp else None, pmp=cap.pmp, perf=cap.perf,
                    warnings=meta.warnings, ended_by=cap.ended_by, owners=cap.owners,
-                   postprocess=postprocess)
+                   postprocess=postprocess, machine=cap.machine)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -478,6 +481,10 @@ def load_run_dir(path: str | os.PathLike[str]) -> Profile:
     if os.path.exists(os.path.join(p, MEMORY)):
         profile.meta.extra["memory"] = read_json(os.path.join(p, MEMORY))
     profile.meta.extra.setdefault("run_dir", os.path.normpath(p))
+    if meta.window.start_ns:  # when it was collected (the gate: were two sides interleaved?)
+        profile.meta.extra.setdefault("window_start_ns", meta.window.start_ns)
+    if meta.machine:  # and under which load (the gate: were they collected alike?)
+        profile.meta.extra.setdefault("machine", meta.machine)
     return profile
 
 

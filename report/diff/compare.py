@@ -279,6 +279,8 @@ def _meta_digest(profile: Profile) -> dict[str, Any]:
         "warnings": list(m.warnings),
         "sources": [{k: v for k, v in s.items() if k != "path"} for s in m.sources],
         "work": m.extra.get("work"),
+        "window_start_ns": m.extra.get("window_start_ns"),
+        "machine": m.extra.get("machine"),
     }
 
 
