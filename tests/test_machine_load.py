@@ -85,7 +85,7 @@ SPIN = ("import time\nend = time.process_time() + {s}\n"
 def _spin_elsewhere(seconds: float) -> int:
     """A process spinning for ``seconds`` of CPU that is not this process's descendant
     (started through a shell that exits at once): another process on the machine."""
-    out = subprocess.run(["sh", "-c", f'"$0" -c "$1" >/dev/null 2>&1 & echo $!',
+    out = subprocess.run(["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!',
                           sys.executable, SPIN.format(s=seconds)],
                          capture_output=True, text=True, check=True)
     return int(out.stdout.split()[0])
