@@ -399,10 +399,10 @@ def interleaved(before: Sequence[Run], after: Sequence[Run]) -> bool:
     """Whether the two sides were collected in turns (each side's first run started before
     the other side's last): then what moves between sittings is in the spread within each
     side too.  False when a run does not say when it was collected."""
-    starts = [[r.meta.get("window_start_ns") for r in side] for side in (before, after)]
-    if any(not isinstance(x, int) or not x for side in starts for x in side):
+    raw = [[r.meta.get("window_start_ns") for r in side] for side in (before, after)]
+    if any(not isinstance(x, int) or not x for side in raw for x in side):
         return False
-    a, b = starts
+    a, b = ([int(x) for x in side] for side in raw)  # type: ignore[arg-type]
     return len(a) > 1 and len(b) > 1 and max(min(a), min(b)) < min(max(a), max(b))
 
 
