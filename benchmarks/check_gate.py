@@ -13,6 +13,13 @@ alike.  Then, with ``wallflame check``'s default settings:
 * series: rounds in groups of three, ``base-a`` x3 against ``slow`` x3 (and against
   ``base-b`` x3 for false alarms of series).
 
+``--busy K`` collects every other round (rounds 1, 3, 5, ...) beside K processes that spin
+(not the target's, not the collect's): the rest of the machine busy for those rounds, quiet
+for the others, as a shared CI machine is at one time and not at another.  Each run records
+the machine's load (``machine`` in meta.json); ``--noise`` then shows how much more runs
+differ across rounds than within them, and the pairs across rounds how the gate treats runs
+collected under different load.
+
 ``--noise`` prints how much the unchanged runs differ from one another (``between_runs``):
 CPU per unit of work and each wait class on the log scale the check uses (their run-to-run
 coefficient of variation, which one run per side must assume: ``run_cv``, ``wait_run_cv``),
@@ -39,6 +46,7 @@ import fcntl
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -73,7 +81,19 @@ def collect(run: Path, slow: bool, seconds: float) -> None:
                  f"{r.stderr.strip().splitlines()[-1:]}")
 
 
-def collect_rounds(out: Path, rounds: int, seconds: float) -> None:
+def spinners(count: int) -> list[int]:
+    """``count`` processes spinning for ten minutes at most, started through a shell that
+    exits at once (so not descendants of this process); their PIDs."""
+    code = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass\n"
+    pids = []
+    for _ in range(count):
+        r = subprocess.run(["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!',
+                            sys.executable, code], capture_output=True, text=True, check=True)
+        pids.append(int(r.stdout.split()[0]))
+    return pids
+
+
+def collect_rounds(out: Path, rounds: int, seconds: float, busy: int = 0) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for r in range(rounds):
         todo = [k for k in KINDS if not (out / f"{k}-{r:02d}" / "meta.json").exists()]
@@ -82,13 +102,19 @@ def collect_rounds(out: Path, rounds: int, seconds: float) -> None:
         order = [KINDS[(r + i) % 3] for i in range(3)]  # rotate: no kind always first
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            for kind in order:
-                if kind in todo:
-                    run = out / f"{kind}-{r:02d}"
-                    if run.exists():
-                        subprocess.run(["rm", "-rf", str(run)], check=True)
-                    collect(run, kind == "slow", seconds)
-        print(f"round {r + 1}/{rounds} collected ({', '.join(order)})", flush=True)
+            spinning = spinners(busy) if busy and r % 2 == 1 else []
+            try:
+                for kind in order:
+                    if kind in todo:
+                        run = out / f"{kind}-{r:02d}"
+                        if run.exists():
+                            subprocess.run(["rm", "-rf", str(run)], check=True)
+                        collect(run, kind == "slow", seconds)
+            finally:
+                for pid in spinning:
+                    os.kill(pid, signal.SIGKILL)
+        print(f"round {r + 1}/{rounds} collected ({', '.join(order)})"
+              + (f", beside {busy} spinning processes" if spinning else ""), flush=True)
         time.sleep(ROUND_PAUSE_S)  # let other measurements waiting for the lock take it
 
 
@@ -237,11 +263,15 @@ def judge_all_pairs(out: Path) -> None:
     slow = rounds["slow"]
     loaded = {p: load_side(str(p), p.name, cut) for p in (*base, *slow)}
 
+    load_differed = {"n": 0}
+
     def verdict(a: Path, b: Path) -> tuple[str, bool, float]:
         (ra, pa), (rb, pb) = loaded[a], loaded[b]
         v = judge(ra, rb, compare(pa, pb, (a.name, b.name)), t)
         auth = next((j for j in v.judged if j.name == frame), None)
         named = v.status == FAIL and bool(auth and auth.regression)
+        load_differed["n"] += any(r.name == "same_load" and r.status == INCONCLUSIVE
+                                  for r in v.results)
         return v.status, named, auth.delta if auth else float("nan")
 
     for what, pairs in (("unchanged, all ordered pairs", [(a, b) for a in base for b in base
@@ -249,6 +279,7 @@ def judge_all_pairs(out: Path) -> None:
                         ("slower, all (unchanged, slower) pairs",
                          [(a, b) for a in base for b in slow])):
         counts = {FAIL: 0, INCONCLUSIVE: 0, "pass": 0}
+        load_differed["n"] = 0
         named = 0
         alarms = []
         for a, b in pairs:
@@ -259,6 +290,8 @@ def judge_all_pairs(out: Path) -> None:
                 alarms.append(f"{a.name} vs {b.name}")
         line = (f"{what}: {len(pairs)} checks, {counts[FAIL]} judged a regression, "
                 f"{counts['pass']} pass, {counts[INCONCLUSIVE]} inconclusive")
+        if load_differed["n"]:
+            line += f" ({load_differed['n']} of them collected under different load)"
         if what.startswith("slower"):
             line += f"; caught and {frame} named {named}/{len(pairs)}"
         print(line + (f" ({', '.join(alarms)})" if alarms else ""), flush=True)
@@ -331,6 +364,8 @@ def main() -> int:
     ap.add_argument("--all-pairs", action="store_true",
                     help="also judge every pair of runs across rounds (in this process)")
     ap.add_argument("--sample", choices=sorted(SAMPLES), default="handlers")
+    ap.add_argument("--busy", type=int, default=0, metavar="K",
+                    help="collect every other round beside K spinning processes")
     ap.add_argument("--noise", action="store_true",
                     help="also print how much the unchanged runs differ from one another")
     ap.add_argument("-t", dest="thresholds", action="append", default=[],
@@ -342,7 +377,7 @@ def main() -> int:
     if not program.exists():
         sys.exit(f"check_gate: {program} missing: make -C samples bin/{program.name}")
     if not args.judge_only:
-        collect_rounds(args.out, args.rounds, args.seconds)
+        collect_rounds(args.out, args.rounds, args.seconds, args.busy)
     os.environ.setdefault("WALLFLAME_NO_CACHE", "1")
     code = judge(args.out)
     if args.all_pairs:
