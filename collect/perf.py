@@ -15,7 +15,6 @@ the symbols that was 0.08 s of CPU a second of collect; 10 s chunks with the cop
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import shutil
@@ -61,28 +60,15 @@ def version() -> str:
     return r.stdout.strip()
 
 
-@functools.cache
-def _build_options() -> str:
+def supports_off_cpu() -> bool:
+    """``perf record --off-cpu`` needs perf built with BPF skeletons (Debian's 6.1 is not:
+    it ignores the option with a warning), so detect it rather than assume."""
     try:
         r = subprocess.run([perf_path(), "version", "--build-options"], capture_output=True,
                            text=True, timeout=20, env=tool_env(), check=False)
     except (OSError, subprocess.SubprocessError):
-        return ""
-    return r.stdout
-
-
-def supports_off_cpu() -> bool:
-    """``perf record --off-cpu`` needs perf built with BPF skeletons (Debian's 6.1 is not:
-    it ignores the option with a warning), so detect it rather than assume."""
-    return bool(re.search(r"bpf_skeletons:\s*\[\s*on", _build_options()))
-
-
-def compress() -> list[str]:
-    """``-z`` (zstd, level 1) for the recorders whose data grows with the switch rate, when
-    perf was built with zstd: a busy server's switch and wake-up records shrink several
-    times (measured in benchmarks/README.md) for a few percent of one CPU in perf.  perf
-    script reads them as before; the native reader of switch records decompresses them."""
-    return ["-z"] if re.search(r"zstd:\s*\[\s*on", _build_options()) else []
+        return False
+    return bool(re.search(r"bpf_skeletons:\s*\[\s*on", r.stdout))
 
 
 def system_wide_allowed() -> bool:
@@ -182,7 +168,7 @@ def record_command(pid: int | str, out: Path, opts: PerfOptions,
         SLEEP_MARGIN_S
     call_graph = opts.call_graph
     if opts.sched and opts.system_wide and opts.switch_filter is not None:
-        return [*_switches_command(opts), *compress(), *CLOCK, "-a", "-o", str(out),
+        return [*_switches_command(opts), *CLOCK, "-a", "-o", str(out),
                 f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
     if opts.sched:
         cmd = [perf_path(), "record", "-e", "sched:sched_switch"]
@@ -196,7 +182,6 @@ def record_command(pid: int | str, out: Path, opts: PerfOptions,
             cmd += ["-m", "2M"]
         if call_graph == "dwarf":
             call_graph = f"dwarf,{opts.stack_bytes}"
-        cmd += compress()
     else:
         cmd = [perf_path(), "record", "-e", "cpu-clock", "-F", str(opts.freq_hz)]
     who = ["-a"] if opts.system_wide and not opts.sched else ["-p", str(pid)]
@@ -243,7 +228,7 @@ def wake_command(out: Path, wakee_filter: str, duration_s: float | None) -> list
     cmd = [perf_path(), "record", "-e", "sched:sched_wakeup"]
     if wakee_filter:
         cmd += ["--filter", wakee_filter]
-    cmd += ["-c", "1", "-a", *compress(), *CLOCK]
+    cmd += ["-c", "1", "-a", *CLOCK]
     if os.geteuid() == 0:
         cmd += ["-m", "1M"]
     return [*cmd, "-o", str(out), f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]

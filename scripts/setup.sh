@@ -18,7 +18,7 @@ LAUNCHER=${WALLFLAME_LAUNCHER:-/usr/local/bin/wallflame}
 
 APT_PACKAGES=(
   linux-perf gdb elfutils libdw1 g++ make
-  libicu-dev libconcurrentqueue-dev libzstd-dev pkg-config golang-go
+  libicu-dev libconcurrentqueue-dev pkg-config golang-go
   libtcmalloc-minimal4 libjemalloc2
   percona-toolkit hyperfine
   python3 python3-venv python3-dev

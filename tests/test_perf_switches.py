@@ -11,10 +11,8 @@ same on a capture perf recorded."""
 from __future__ import annotations
 
 import io
-import itertools
 import struct
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -210,131 +208,6 @@ def test_corrupt_files_never_raise(tmp_path_factory: pytest.TempPathFactory,
     path.write_bytes(bytes(data[: max(1, len(data) - cut % 200)]))
     got = read_switches(path)
     if got is not None:  # folded as a collect folds it: within its window
-        s = SampledSched(FoldOptions().get_rules())
-        s.set_window(81269_000_000_000, 81270_000_000_000, [101, 102])
-        s.feed(io.BytesIO(b""), switches=got)
-        s.finish(Profile(), {"stack_period": 1})
-
-
-# --- files perf record -z wrote: PERF_RECORD_COMPRESSED, one zstd stream over the file ---
-
-def _zstd() -> object | None:
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("zstd")
-    if name is None:
-        return None
-    lib = ctypes.CDLL(name)
-    lib.ZSTD_createCStream.restype = ctypes.c_void_p
-    lib.ZSTD_initCStream.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.ZSTD_initCStream.restype = ctypes.c_size_t
-    lib.ZSTD_compressStream2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                         ctypes.c_int]
-    lib.ZSTD_compressStream2.restype = ctypes.c_size_t
-    lib.ZSTD_freeCStream.argtypes = [ctypes.c_void_p]
-    return lib
-
-
-ZSTD = _zstd()
-needs_zstd = pytest.mark.skipif(ZSTD is None, reason="libzstd not found")
-PR_COMPRESSED = 81
-
-
-def compressed(data: bytes, cuts: list[int], record_max: int = 4000) -> bytes:
-    """``data`` (a file's records) as perf record -z writes them: cut at ``cuts`` (records
-    straddle the pieces), each piece compressed and flushed into one zstd stream, its output
-    in PERF_RECORD_COMPRESSED records of at most ``record_max`` bytes."""
-    import ctypes
-
-    class Buf(ctypes.Structure):
-        _fields_ = [("p", ctypes.c_void_p), ("size", ctypes.c_size_t),
-                    ("pos", ctypes.c_size_t)]
-
-    lib: Any = ZSTD
-    cs = lib.ZSTD_createCStream()
-    lib.ZSTD_initCStream(cs, 1)
-    out = []
-    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
-    try:
-        for a, b in itertools.pairwise(bounds):
-            src = ctypes.create_string_buffer(data[a:b], b - a)
-            dst = ctypes.create_string_buffer(2 * (b - a) + 1024)
-            inb = Buf(ctypes.cast(src, ctypes.c_void_p), b - a, 0)
-            outb = Buf(ctypes.cast(dst, ctypes.c_void_p), len(dst), 0)
-            while True:
-                left = lib.ZSTD_compressStream2(cs, ctypes.byref(outb), ctypes.byref(inb), 1)
-                if left == 0:
-                    break
-            z = dst.raw[:outb.pos]
-            for i in range(0, len(z), record_max):
-                part = z[i:i + record_max]
-                out.append(struct.pack("=IHH", PR_COMPRESSED, 0, 8 + len(part)) + part)
-    finally:
-        lib.ZSTD_freeCStream(cs)
-    return b"".join(out)
-
-
-def records_of(data: bytes) -> bytes:
-    """The records of a file built by ``perf_data``."""
-    data_off = struct.unpack_from("=Q", data, 40)[0]
-    return data[data_off:]
-
-
-def with_records(data: bytes, records: bytes) -> bytes:
-    data_off = struct.unpack_from("=Q", data, 40)[0]
-    head = bytearray(data[:data_off])
-    struct.pack_into("=Q", head, 48, len(records))
-    return bytes(head) + records
-
-
-@needs_zstd
-@settings(max_examples=200, deadline=None)
-@given(captures(), st.lists(st.integers(0, 10**6), max_size=6), st.sampled_from([7, 60, 4000]))
-def test_compressed_files_read_as_the_plain_ones(tmp_path_factory: pytest.TempPathFactory,
-                                                 capture: tuple[bytes, str], cuts: list[int],
-                                                 record_max: int) -> None:
-    tmp = tmp_path_factory.mktemp("z")
-    plain = tmp / "plain"
-    plain.write_bytes(capture[0])
-    z = tmp / "z"
-    z.write_bytes(with_records(capture[0], compressed(records_of(capture[0]), cuts,
-                                                      record_max)))
-    want, got = read_switches(plain), read_switches(z)
-    assert want is not None and got == want
-
-
-@needs_zstd
-def test_a_compressed_chunk_cut_short_keeps_its_whole_records(tmp_path: Path) -> None:
-    recs = b"".join([switch(True, True, 100, 101, 30), switch(False, False, 100, 101, 10),
-                     comm(100, 101, b"w", 0), switch(True, False, 100, 102, 20)])
-    last = len(switch(True, False, 100, 102, 20))
-    z = compressed(recs[:-last], [5]) + compressed(recs[-last:], [])[:9]
-    path = tmp_path / "cut"
-    # the last record's compressed bytes cut short: a zstd frame that never completes
-    path.write_bytes(with_records(perf_data([switch(True, True, 1, 1, 1)]), z))
-    got = read_switches(path)
-    assert got is not None
-    rows = list(struct.iter_unpack("=qqiiiiii", got[0]))
-    assert [(r[0], r[2], r[4]) for r in rows] == [(0, 8, 101), (10, 4, 101), (30, 7, 101)]
-
-
-@needs_zstd
-@settings(max_examples=300, deadline=None)
-@given(captures(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
-                            max_size=8), st.integers(0, 10**6))
-def test_corrupt_compressed_files_never_raise(tmp_path_factory: pytest.TempPathFactory,
-                                              capture: tuple[bytes, str],
-                                              flips: list[tuple[int, int]], cut: int) -> None:
-    z = with_records(capture[0], compressed(records_of(capture[0]), [cut], 300))
-    data = bytearray(z)
-    head = struct.unpack_from("=Q", z, 40)[0]
-    for at, value in flips:  # in the compressed records
-        data[head + at % max(1, len(data) - head)] = value
-    path = tmp_path_factory.mktemp("badz") / "sched.data.1"
-    path.write_bytes(bytes(data[: max(1, len(data) - cut % 200)]))
-    got = read_switches(path)
-    if got is not None:
         s = SampledSched(FoldOptions().get_rules())
         s.set_window(81269_000_000_000, 81270_000_000_000, [101, 102])
         s.feed(io.BytesIO(b""), switches=got)

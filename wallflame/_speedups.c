@@ -39,9 +39,6 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#ifdef WALLFLAME_ZSTD
-#include <zstd.h>
-#endif
 
 /* ---- Interner ------------------------------------------------------------------------- */
 
@@ -2215,7 +2212,6 @@ typedef struct {
 #define PR_FORK 7
 #define PR_SWITCH 14
 #define PR_SWITCH_CPU_WIDE 15
-#define PR_COMPRESSED 81
 #define PS_TID (1ULL << 1)
 #define PS_TIME (1ULL << 2)
 #define PS_ID (1ULL << 6)
@@ -2246,113 +2242,6 @@ static uint32_t rd32(const unsigned char *p)
     return v;
 }
 
-/* What ``perf_switches`` has read so far. */
-typedef struct {
-    SW_REC *recs;
-    Py_ssize_t nrec, rcap;
-    PyObject *comms, *index;
-    int64_t seq;
-    size_t trailer;
-} SW_READ;
-
-/* One record of the file (``size`` bytes at ``r``, whole): kept when it is a switch, comm or
- * fork record.  0, or -1 with a Python error. */
-static int sw_take(SW_READ *c, const unsigned char *r, size_t size)
-{
-    uint32_t type = rd32(r);
-    uint16_t misc;
-    memcpy(&misc, r + 4, 2);
-    const unsigned char *end = r + size;
-    if (type != PR_COMM && type != PR_FORK && type != PR_SWITCH &&
-            type != PR_SWITCH_CPU_WIDE)
-        return 0;
-    if (size < 8 + c->trailer)
-        return 0;
-    const unsigned char *id = end - c->trailer;
-    SW_REC rec = {0};
-    rec.pid = (int32_t)rd32(id);
-    rec.tid = (int32_t)rd32(id + 4);
-    rec.t = (int64_t)rd64(id + 8);
-    rec.seq = c->seq++;
-    if (type == PR_SWITCH || type == PR_SWITCH_CPU_WIDE) {
-        rec.kind = (type == PR_SWITCH_CPU_WIDE ? 4 : 0) |
-                   ((misc & (1 << 13)) ? 1 : 0) | ((misc & (1 << 14)) ? 2 : 0);
-        if (!(rec.kind & 1))
-            rec.kind &= ~2;  /* preempt is a switch-out's */
-    } else if (type == PR_FORK) {
-        if (id - r < 8 + 24)
-            return 0;
-        rec.kind = 16;
-        rec.a = (int32_t)rd32(r + 16);  /* tid */
-        rec.b = (int32_t)rd32(r + 20);  /* ptid */
-        rec.t = (int64_t)rd64(r + 24);
-    } else {
-        if (id - r < 8 + 8)
-            return 0;
-        const unsigned char *name = r + 16;
-        size_t n = 0;
-        while (name + n < id && name[n])
-            n++;
-        PyObject *s = PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)n, "replace");
-        if (s == NULL)
-            return -1;
-        PyObject *found = PyDict_GetItemWithError(c->index, s);
-        Py_ssize_t ci;
-        if (found != NULL) {
-            ci = PyLong_AsSsize_t(found);
-        } else if (PyErr_Occurred()) {
-            Py_DECREF(s);
-            return -1;
-        } else {
-            ci = PyList_GET_SIZE(c->comms);
-            PyObject *v = PyLong_FromSsize_t(ci);
-            int bad = v == NULL || PyDict_SetItem(c->index, s, v) < 0 ||
-                      PyList_Append(c->comms, s) < 0;
-            Py_XDECREF(v);
-            if (bad) {
-                Py_DECREF(s);
-                return -1;
-            }
-        }
-        Py_DECREF(s);
-        rec.kind = 8;
-        rec.a = (int32_t)rd32(r + 12);  /* tid */
-        rec.b = (int32_t)ci;
-    }
-    if (c->nrec == c->rcap) {
-        Py_ssize_t cap = c->rcap ? c->rcap * 2 : 4096;
-        SW_REC *v = PyMem_Realloc(c->recs, (size_t)cap * sizeof(SW_REC));
-        if (v == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        c->recs = v;
-        c->rcap = cap;
-    }
-    c->recs[c->nrec++] = rec;
-    return 0;
-}
-
-/* The whole records in ``buf[0:len]``: taken (``sw_take``); how many bytes they span (the
- * rest is the start of a record not yet whole), or -1 with a Python error, -2 at a record
- * that cannot be (shorter than its header). */
-static Py_ssize_t sw_take_all(SW_READ *c, const unsigned char *buf, size_t len)
-{
-    size_t pos = 0;
-    while (pos + 8 <= len) {
-        uint16_t size;
-        memcpy(&size, buf + pos + 6, 2);
-        if (size < 8)
-            return -2;
-        if (pos + size > len)
-            break;
-        if (sw_take(c, buf + pos, size) < 0)
-            return -1;
-        pos += size;
-    }
-    return (Py_ssize_t)pos;
-}
-
 static PyObject *perf_switches(PyObject *module, PyObject *arg)
 {
     (void)module;
@@ -2366,13 +2255,9 @@ static PyObject *perf_switches(PyObject *module, PyObject *arg)
     unsigned char *buf = NULL;
     void *map = NULL;
     size_t map_len = 0;
-    SW_READ c = {0};
-    PyObject *out = NULL;
-#ifdef WALLFLAME_ZSTD
-    ZSTD_DStream *zs = NULL;
-    unsigned char *dec = NULL;
-    size_t dec_len = 0, dec_cap = 0;
-#endif
+    SW_REC *recs = NULL;
+    PyObject *comms = NULL, *index = NULL, *out = NULL;
+    Py_ssize_t nrec = 0, rcap = 0;
     unsigned char head[104];
     int unsupported = 1;
     if (fread(head, 1, sizeof(head), f) != sizeof(head) || memcmp(head, "PERFILE2", 8) != 0)
@@ -2399,8 +2284,8 @@ static PyObject *perf_switches(PyObject *module, PyObject *arg)
     }
     if ((id_bits & (PS_TID | PS_TIME)) != (PS_TID | PS_TIME))
         goto done;
-    c.trailer = 8 * (size_t)(1 + 1 + !!(id_bits & PS_ID) + !!(id_bits & PS_STREAM_ID) +
-                             !!(id_bits & PS_CPU) + !!(id_bits & PS_IDENTIFIER));
+    size_t trailer = 8 * (size_t)(1 + 1 + !!(id_bits & PS_ID) + !!(id_bits & PS_STREAM_ID) +
+                                  !!(id_bits & PS_CPU) + !!(id_bits & PS_IDENTIFIER));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size <= data_off)
         goto done;
@@ -2413,74 +2298,97 @@ static PyObject *perf_switches(PyObject *module, PyObject *arg)
         goto done;
     }
     buf = (unsigned char *)map + data_off;
-    c.comms = PyList_New(0);
-    c.index = PyDict_New();
-    if (c.comms == NULL || c.index == NULL)
+    comms = PyList_New(0);
+    index = PyDict_New();
+    if (comms == NULL || index == NULL)
         goto done;
+    unsupported = 0;
     size_t pos = 0;
+    int64_t seq = 0;
     while (pos + 8 <= got) {
         uint32_t type = rd32(buf + pos);
-        uint16_t size;
+        uint16_t misc, size;
+        memcpy(&misc, buf + pos + 4, 2);
         memcpy(&size, buf + pos + 6, 2);
         if (size < 8 || pos + size > got)
             break;  /* a chunk cut short: what was whole is kept, as perf script does */
-        const unsigned char *r = buf + pos;
+        const unsigned char *r = buf + pos, *end = buf + pos + size;
         pos += size;
-        if (type != PR_COMPRESSED) {
-            if (sw_take(&c, r, size) < 0)
-                goto fail;
+        if (type != PR_COMM && type != PR_FORK && type != PR_SWITCH &&
+                type != PR_SWITCH_CPU_WIDE)
             continue;
+        if ((size_t)(end - r) < 8 + trailer)
+            continue;
+        const unsigned char *id = end - trailer;
+        SW_REC rec = {0};
+        rec.pid = (int32_t)rd32(id);
+        rec.tid = (int32_t)rd32(id + 4);
+        rec.t = (int64_t)rd64(id + 8);
+        rec.seq = seq++;
+        if (type == PR_SWITCH || type == PR_SWITCH_CPU_WIDE) {
+            rec.kind = (type == PR_SWITCH_CPU_WIDE ? 4 : 0) |
+                       ((misc & (1 << 13)) ? 1 : 0) | ((misc & (1 << 14)) ? 2 : 0);
+            if (!(rec.kind & 1))
+                rec.kind &= ~2;  /* preempt is a switch-out's */
+        } else if (type == PR_FORK) {
+            if (id - r < 8 + 24)
+                continue;
+            rec.kind = 16;
+            rec.a = (int32_t)rd32(r + 16);  /* tid */
+            rec.b = (int32_t)rd32(r + 20);  /* ptid */
+            rec.t = (int64_t)rd64(r + 24);
+        } else {
+            if (id - r < 8 + 8)
+                continue;
+            const unsigned char *name = r + 16;
+            size_t n = 0;
+            while (name + n < id && name[n])
+                n++;
+            PyObject *s = PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)n, "replace");
+            if (s == NULL)
+                goto fail;
+            PyObject *found = PyDict_GetItemWithError(index, s);
+            Py_ssize_t ci;
+            if (found != NULL) {
+                ci = PyLong_AsSsize_t(found);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(s);
+                goto fail;
+            } else {
+                ci = PyList_GET_SIZE(comms);
+                PyObject *v = PyLong_FromSsize_t(ci);
+                int bad = v == NULL || PyDict_SetItem(index, s, v) < 0 ||
+                          PyList_Append(comms, s) < 0;
+                Py_XDECREF(v);
+                if (bad) {
+                    Py_DECREF(s);
+                    goto fail;
+                }
+            }
+            Py_DECREF(s);
+            rec.kind = 8;
+            rec.a = (int32_t)rd32(r + 12);  /* tid */
+            rec.b = (int32_t)ci;
         }
-        /* perf record -z: one zstd stream over the file, cut into records; the records it
-         * holds may straddle two of them */
-#ifdef WALLFLAME_ZSTD
-        if (zs == NULL) {
-            zs = ZSTD_createDStream();
-            if (zs == NULL || ZSTD_isError(ZSTD_initDStream(zs))) {
+        if (nrec == rcap) {
+            Py_ssize_t cap = rcap ? rcap * 2 : 4096;
+            SW_REC *v = PyMem_Realloc(recs, (size_t)cap * sizeof(SW_REC));
+            if (v == NULL) {
                 PyErr_NoMemory();
                 goto fail;
             }
+            recs = v;
+            rcap = cap;
         }
-        ZSTD_inBuffer in = {r + 8, (size_t)size - 8, 0};
-        int broken = 0;
-        while (in.pos < in.size && !broken) {
-            if (dec_cap - dec_len < ((size_t)1 << 16)) {
-                size_t cap = dec_cap ? dec_cap * 2 : ((size_t)1 << 20);
-                unsigned char *v = PyMem_Realloc(dec, cap);
-                if (v == NULL) {
-                    PyErr_NoMemory();
-                    goto fail;
-                }
-                dec = v;
-                dec_cap = cap;
-            }
-            ZSTD_outBuffer o = {dec + dec_len, dec_cap - dec_len, 0};
-            size_t before = in.pos;
-            size_t ret = ZSTD_decompressStream(zs, &o, &in);
-            dec_len += o.pos;
-            if (ZSTD_isError(ret) || (o.pos == 0 && in.pos == before))
-                broken = 1;
-        }
-        Py_ssize_t used = sw_take_all(&c, dec, dec_len);
-        if (used == -1)
-            goto fail;
-        if (used == -2 || broken)
-            break;  /* corrupt: what was whole is kept */
-        memmove(dec, dec + used, dec_len - (size_t)used);
-        dec_len -= (size_t)used;
-#else
-        goto done;  /* not built with zstd: the file's text is read instead */
-#endif
+        recs[nrec++] = rec;
     }
-    unsupported = 0;
-    if (c.nrec) {
+    if (nrec) {
         /* the other threads of the collect (the samplers) run meanwhile */
         Py_BEGIN_ALLOW_THREADS
-        qsort(c.recs, (size_t)c.nrec, sizeof(SW_REC), rec_cmp);
+        qsort(recs, (size_t)nrec, sizeof(SW_REC), rec_cmp);
         Py_END_ALLOW_THREADS
     }
-    out = Py_BuildValue("(NO)", sw_bytes(c.recs, c.nrec * (Py_ssize_t)sizeof(SW_REC)),
-                        c.comms);
+    out = Py_BuildValue("(NO)", sw_bytes(recs, nrec * (Py_ssize_t)sizeof(SW_REC)), comms);
     goto done;
 fail:
     unsupported = 0;
@@ -2488,14 +2396,9 @@ done:
     if (map != NULL)
         munmap(map, map_len);
     fclose(f);
-#ifdef WALLFLAME_ZSTD
-    if (zs != NULL)
-        ZSTD_freeDStream(zs);
-    PyMem_Free(dec);
-#endif
-    PyMem_Free(c.recs);
-    Py_XDECREF(c.comms);
-    Py_XDECREF(c.index);
+    PyMem_Free(recs);
+    Py_XDECREF(comms);
+    Py_XDECREF(index);
     if (out == NULL && unsupported && !PyErr_Occurred())
         Py_RETURN_NONE;
     return out;
