@@ -7,6 +7,7 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -183,7 +184,23 @@ def quality(profile: Profile, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "samples": dict(sorted(m.samples.items())),
         "rates": dict(sorted(m.rates.items())),
         "coverage": {str(r["tid"]): r.get("coverage") for r in rows if r["tid"]},
+        "machine": machine_load(m.extra.get("machine")),
     }
+
+
+#: What ``machine`` of meta.json says, in CPUs over the window (``collect.machine``).
+MACHINE_KEYS = ("cpus", "busy_cpus", "target_cpus", "collect_cpus", "other_cpus", "steal_cpus")
+
+
+def machine_load(raw: Any) -> dict[str, float]:
+    """The run's record of the rest of the machine's load, its numbers only (a meta.json
+    edited by hand is not trusted to hold numbers)."""
+    if not isinstance(raw, dict):
+        return {}
+    out = {k: float(raw[k]) for k in MACHINE_KEYS if isinstance(raw.get(k), int | float)
+           and not isinstance(raw.get(k), bool) and math.isfinite(float(raw[k]))
+           and float(raw[k]) >= 0}
+    return out if out.get("cpus") else {}
 
 
 def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> dict[str, Any]:

@@ -176,3 +176,24 @@ def test_others_share_of_hostile_records() -> None:
                 {"cpus": 2, "other_cpus": float("inf")}, {"cpus": -1, "other_cpus": 1}):
         assert others_share(bad) is None, bad
     assert not math.isnan(others_share({"cpus": 2, "other_cpus": 0}) or 0.0)
+
+
+def test_the_report_shows_the_load_and_trusts_only_numbers() -> None:
+    from wallflame.report.html import render_html
+    from wallflame.report.summary import machine_load
+
+    p = profile_under(0.3)
+    p.meta.extra["machine"].update(target_cpus=1.25, collect_cpus=0.05, steal_cpus=0.2)
+    html = render_html(p)
+    assert "other processes used 0.60 of the machine's 2 CPUs and the hypervisor " \
+           "took 0.20 more (steal); the target 1.25, the collect 0.05" in html
+    hostile = {"cpus": 2, "other_cpus": "<script>alert(1)</script>", "target_cpus": float("nan"),
+               "collect_cpus": True, "steal_cpus": -1, "busy_cpus": 1.5, "x": "<b>"}
+    assert machine_load(hostile) == {"cpus": 2.0, "busy_cpus": 1.5}
+    for bad in (None, [], "x", {"cpus": 0}, {"cpus": "2"}, {"other_cpus": 1}):
+        assert machine_load(bad) == {}
+    p.meta.extra["machine"] = hostile
+    html = render_html(p)
+    assert "<script>alert(1)</script>" not in html and "other processes used 0.00" in html
+    p.meta.extra.pop("machine")
+    assert "Machine load" not in render_html(p)
