@@ -117,8 +117,8 @@ class LoadMeter:
             target |= _descendants(t, procs)
         ours = _descendants(os.getpid(), procs) - target
         return {"t": time.monotonic(), "busy": m[0], "steal": m[1], "own": _own_ticks(),
-                "target": {p: procs[p][1] for p in target if p in procs},
-                "ours": {p: procs[p][1] for p in ours}}
+                "ticks": {p: v[1] for p, v in procs.items()},
+                "target": sorted(p for p in target if p in procs), "ours": sorted(ours)}
 
     def start(self) -> None:
         self._start = self._read()
@@ -132,9 +132,12 @@ class LoadMeter:
         return load_figures(a, b, os.cpu_count() or 1)
 
 
-def _grown(before: dict[int, int], after: dict[int, int]) -> float:
-    """Ticks the processes gained: a process seen only at the end counts all of its own."""
-    return float(sum(max(0, t - before.get(p, 0)) for p, t in after.items()))
+def _grown(a: dict[str, Any], b: dict[str, Any], pids: list[int]) -> float:
+    """Ticks the processes ``pids`` (as the second reading classed them) gained between the
+    readings: a process that did not exist at the first counts all of its own (it started
+    within the window)."""
+    return float(sum(max(0, b["ticks"][p] - a["ticks"].get(p, 0)) for p in pids
+                     if p in b["ticks"]))
 
 
 def load_figures(a: dict[str, Any], b: dict[str, Any], cpus: int) -> dict[str, Any] | None:
@@ -144,8 +147,8 @@ def load_figures(a: dict[str, Any], b: dict[str, Any], cpus: int) -> dict[str, A
         return None
     per_s = TICK_S / seconds
     busy = (b["busy"] - a["busy"]) * per_s
-    target = _grown(a["target"], b["target"]) * per_s
-    collect = (_grown(a["ours"], b["ours"]) + b["own"] - a["own"]) * per_s
+    target = _grown(a, b, b["target"]) * per_s
+    collect = (_grown(a, b, b["ours"]) + b["own"] - a["own"]) * per_s
     return {"cpus": cpus, "seconds": round(seconds, 3), "busy_cpus": round(busy, 3),
             "target_cpus": round(target, 3), "collect_cpus": round(collect, 3),
             "other_cpus": round(max(0.0, busy - target - collect), 3),

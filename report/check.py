@@ -430,9 +430,12 @@ def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, 
                 d.pop("cpu_per_work", None)
     measured, dof = between_excess(per_side)
     apart = not interleaved(before, after)
-    excess = max(1.0, t.frame_run_excess) if not dof or apart else measured
-    if dof and apart:
-        excess = max(excess, measured)
+    if not dof:  # one run per side: the prior
+        excess = max(1.0, t.frame_run_excess)
+    elif apart:  # the series' figure, but never below the prior
+        excess = max(1.0, t.frame_run_excess, measured)
+    else:
+        excess = measured
     cv, per_side = add_run_noise(
         per_side, lambda k: t.run_cv if k == "cpu_per_work" else t.wait_run_cv,
         lambda k: 0.0 if k == "cpu_per_work" else WAIT_EPS, at_least_prior=apart)

@@ -64,10 +64,14 @@ def test_parse_stat_never_raises(text: str) -> None:
 
 def test_load_figures_subtract_the_target_and_the_collect() -> None:
     hz = 1 / TICK_S
-    a = {"t": 10.0, "busy": 0, "steal": 0, "own": 0.0, "target": {1: 10 * hz, 2: 0},
-         "ours": {5: 0}}
+    # process 4 had run for 100 s before the window and joined the target during it: only
+    # what it used within the window counts; 3 and 6 started within it
+    a = {"t": 10.0, "busy": 0, "steal": 0, "own": 0.0,
+         "ticks": {1: 10 * hz, 2: 0, 4: 100 * hz, 5: 0, 9: 7 * hz}, "target": [1, 2], "ours": [5]}
     b = {"t": 12.0, "busy": 3 * hz, "steal": 0.2 * hz, "own": 0.1 * hz,
-         "target": {1: 11 * hz, 2: 0.5 * hz, 3: 0.5 * hz}, "ours": {5: 0.1 * hz, 6: 0.2 * hz}}
+         "ticks": {1: 10.5 * hz, 2: 0.5 * hz, 3: 0.5 * hz, 4: 100.5 * hz, 5: 0.1 * hz,
+                   6: 0.2 * hz, 9: 8 * hz},
+         "target": [1, 2, 3, 4], "ours": [5, 6]}
     m = load_figures(a, b, 2)
     assert m is not None
     # 3 CPU-seconds busy over 2 s; the target 2 of them; the collect 0.4; the rest 0.6
