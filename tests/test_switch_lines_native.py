@@ -155,6 +155,10 @@ def captures(draw: st.DrawFn) -> list[str]:
         comm = draw(st.sampled_from(["mariadbd", "w", "é", "x y", ""]))
         rec = "PERF_RECORD_SWITCH_CPU_WIDE" if wide else "PERF_RECORD_SWITCH"
         head = f"{comm:>16} {pid:>6}/{tid:<6} {t // 10**9}.{t % 10**9:09d}: "
+        if draw(st.integers(0, 14)) == 0:
+            # the thread exits (its final switch-out may follow; its TID may come back)
+            out.append(head + f"PERF_RECORD_EXIT({pid}:{tid}):({pid}:{pid})")
+            continue
         if on[tid]:
             if draw(st.booleans()):  # its stack sample first
                 state = draw(st.sampled_from(["S", "D", "R", "R+"]))
@@ -293,3 +297,33 @@ def test_wake_lines_read_as_python_reads(body: list[str], junk: bytes) -> None:
         ways.append(s)
     assert ways[0].wakes == ways[1].wakes
     assert (ways[0].wake_records, ways[0].unparsed) == (ways[1].wake_records, ways[1].unparsed)
+
+
+def test_a_thread_ends_at_its_exit() -> None:
+    """IN, then EXIT: on-CPU until the exit, and nothing after it, whether its final
+    switch-out follows (it opens no interval) or not; a thread taking its TID again counts
+    from its own switch-in.  Python and the native tracker alike."""
+    def line(tid: int, t_us: int, what: str) -> str:
+        t = 81269_000_000_000 + t_us * 1000
+        return f"{'w':>16} {100:>6}/{tid:<6} {t // 10**9}.{t % 10**9:09d}: {what}"
+
+    body = [line(101, 0, "PERF_RECORD_SWITCH_CPU_WIDE IN  prev pid/tid:  0/0 "),
+            line(102, 0, "PERF_RECORD_SWITCH_CPU_WIDE IN  prev pid/tid:  0/0 "),
+            line(101, 300, "PERF_RECORD_EXIT(100:101):(100:100)"),
+            line(102, 400, "PERF_RECORD_EXIT(100:102):(100:100)"),
+            line(102, 405, "PERF_RECORD_SWITCH_CPU_WIDE OUT  next pid/tid:  0/0 "),
+            line(101, 700, "PERF_RECORD_SWITCH_CPU_WIDE IN  prev pid/tid:  0/0 "),
+            line(101, 800, "PERF_RECORD_SWITCH_CPU_WIDE OUT preempt  next pid/tid:  0/0 ")]
+    end = 81269_000_000_000 + 1_000_000  # the window: 1 ms
+    for how in ("tracker", "python"):
+        s = SampledSched(FoldOptions().get_rules())
+        s.set_window(81269_000_000_000, end, [101, 102])
+        s.feed(io.BytesIO("\n".join(body).encode()), native_lines=how != "python")
+        p = Profile()
+        s.finish(p, {"stack_period": 1})
+        exact = p.meta.extra["sched_threads"]
+        # 101: 300 us to its exit, then 100 us as a new thread, then runnable to the end
+        assert exact["101"]["on_ns"] == 300_000 + 100_000, how
+        assert exact["101"]["runnable_ns"] == 200_000, how
+        # 102: 400 us, its final switch-out 5 us later opens nothing
+        assert exact["102"] == {"on_ns": 400_000, "runnable_ns": 0, "blocked_ns": 0}, how

@@ -1509,7 +1509,7 @@ typedef struct {
     int64_t tid, pid;
     PyObject *comm;                 /* str */
     int64_t switches, samples, leading, lead_start, on_since;
-    char has_on_since, seen;
+    char has_on_since, seen, gone;
     /* an OUT without its IN yet */
     char has_open, open_runnable;
     int64_t open_start, open_period;
@@ -1758,6 +1758,41 @@ static int sw_close(SwitchTracker *s, SwThread *th, int64_t t, int exact)
     return r;
 }
 
+/* ``SampledSched._exit``. */
+static int sw_exit(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py_ssize_t cn,
+                   int64_t t)
+{
+    Py_ssize_t i = sw_thread(s, tid, pid, NULL, cb, cn);
+    if (i < 0)
+        return -1;
+    SwThread *th = &s->th[i];
+    int has = th->has_on_since;
+    int64_t since = th->on_since;
+    if (!has && !th->seen) {
+        int e = sw_existed(s, tid);
+        if (e < 0)
+            return -1;
+        if (e) {
+            has = 1;
+            since = s->has_window ? s->window_start
+                                  : (s->has_first && s->first_time ? s->first_time : t);
+        }
+    }
+    if (has && t > since && (i64_push(&th->on_cpu, since) < 0 || i64_push(&th->on_cpu, t) < 0))
+        return -1;
+    th->has_on_since = 0;
+    th->seen = 1;
+    if (th->has_open && sw_close(s, th, t, 0) < 0)
+        return -1;
+    if (th->has_pending) {
+        th->has_pending = 0;
+        Py_CLEAR(th->pend_frames);
+        Py_CLEAR(th->pend_state);
+    }
+    th->gone = 1;
+    return 0;
+}
+
 /* ``SampledSched._switch_out``. */
 static int sw_out(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py_ssize_t cn,
                   int64_t t, int preempt)
@@ -1766,6 +1801,8 @@ static int sw_out(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py
     if (i < 0)
         return -1;
     SwThread *th = &s->th[i];
+    if (th->gone)
+        return 0;  /* the final switch-out after its exit */
     th->switches++;
     int has = th->has_on_since;
     int64_t since = th->on_since;
@@ -1841,6 +1878,7 @@ static int sw_in_rec(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb,
         return 0;
     }
     SwThread *th = &s->th[i];
+    th->gone = 0;  /* its TID taken again by a new thread */
     if (i64_push(&th->ins, t) < 0)
         return -1;
     th->has_on_since = 1;
@@ -1870,6 +1908,8 @@ static int sw_apply(SwitchTracker *s, int kind, int64_t pid, int64_t tid, int64_
     }
     if (t > s->last_time)
         s->last_time = t;
+    if (kind & 8)
+        return sw_exit(s, tid, pid, cb, cn, t);
     if (kind & 1)
         return sw_out(s, tid, pid, cb, cn, t, (kind & 2) != 0);
     return sw_in_rec(s, tid, pid, cb, cn, t);
@@ -2081,7 +2121,7 @@ static PyObject *sw_bytes(const void *v, Py_ssize_t n)
 
 /* export() -> (threads, log): each thread as (tid, pid, comm, switches, samples, leading,
  * lead_start, on_since or None, seen, open or None, pending or None, on_cpu bytes, ins
- * bytes), open as (start, runnable, (frames, state, period) or None), pending as (t,
+ * bytes, gone), open as (start, runnable, (frames, state, period) or None), pending as (t,
  * frames, state, period); the log's columns as bytes of int64 (tid, start, dur, sample,
  * period) and int8 (kind). */
 static PyObject *SwitchTracker_export(SwitchTracker *s, PyObject *unused)
@@ -2120,13 +2160,14 @@ static PyObject *SwitchTracker_export(SwitchTracker *s, PyObject *unused)
             break;
         }
         /* Py_BuildValue takes the N references, whether it succeeds or not */
-        PyObject *row = Py_BuildValue("(LLOLLLLNONNNN)", (long long)th->tid, (long long)th->pid,
-                                      th->comm, (long long)th->switches,
+        PyObject *row = Py_BuildValue("(LLOLLLLNONNNNO)", (long long)th->tid,
+                                      (long long)th->pid, th->comm, (long long)th->switches,
                                       (long long)th->samples, (long long)th->leading,
                                       (long long)th->lead_start, since,
                                       th->seen ? Py_True : Py_False, open, pending,
                                       sw_bytes(th->on_cpu.v, th->on_cpu.n * 8),
-                                      sw_bytes(th->ins.v, th->ins.n * 8));
+                                      sw_bytes(th->ins.v, th->ins.n * 8),
+                                      th->gone ? Py_True : Py_False);
         if (row == NULL) {
             Py_CLEAR(threads);
             break;

@@ -98,6 +98,10 @@ MAX_SAMPLE_LEAD_NS = 10_000_000
 #: target's to choose: the ids are read from the end of the line.
 _FORK = re.compile(r"^PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
 _COMM = re.compile(r"^PERF_RECORD_COMM.*:(\d+)/(\d+)\s*$")
+#: ``PERF_RECORD_EXIT(pid:tid):(ppid:ptid)``: the thread's last moment.  Its final switch-out
+#: comes after it, when it comes at all (MariaDB's connection threads: none in one case of
+#: three), so a thread that exits is closed here and nothing of it counts afterwards.
+_EXIT = re.compile(r"^PERF_RECORD_EXIT\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
 
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
 # chosen by the target and may hold anything, ``pid=`` included).
@@ -120,7 +124,7 @@ PASSES = None if TRACKER is None else native
 #: the native reader takes none of 19 digits or more).
 BOUND = 1 << 62
 #: ``kind`` bits of a switch record (``SampledSched._switch``).
-SW_OUT, SW_PREEMPT, SW_WIDE = 1, 2, 4
+SW_OUT, SW_PREEMPT, SW_WIDE, SW_EXIT = 1, 2, 4, 8
 
 #: Width of the bins of ``class_bins``: a twentieth of a second, so that a window's ten
 #: slices (``wallflame check``) are cut from them to within half a bin.
@@ -155,6 +159,8 @@ class _Thread:
     open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
     # a sample waiting for its OUT: (time, frames, state, period)
     pending: tuple[int, tuple[str, ...], str, int] | None = None
+    # exited (``PERF_RECORD_EXIT``): its final switch-out opens no interval
+    gone: bool = False
 
 
 class SampledSched:
@@ -221,11 +227,12 @@ class SampledSched:
         self._handed_over = True
         rows, cols = tracker.export()
         for (tid, pid, comm, switches, samples, leading, lead_start, on_since, seen, open_,
-             pending, on_cpu, ins) in rows:
+             pending, on_cpu, ins, gone) in rows:
             th = self._threads[tid] = _Thread(comm, pid, tid)
             th.switches, th.samples, th.leading, th.lead_start = (switches, samples, leading,
                                                                   lead_start)
             th.on_since, th.seen, th.open, th.pending = on_since, seen, open_, pending
+            th.gone = gone
             th.on_cpu.frombytes(on_cpu)
             th.ins.frombytes(ins)
         log = self._log
@@ -386,6 +393,15 @@ class SampledSched:
         if rest.startswith(("PERF_RECORD_FORK", "PERF_RECORD_COMM")):
             self._task(rest, t)
             return
+        if rest.startswith("PERF_RECORD_EXIT"):
+            x = _EXIT.match(rest)
+            if x is not None and -BOUND < int(x.group(2)) < BOUND and \
+                    -BOUND < int(x.group(1)) < BOUND:
+                self._switch(SW_EXIT | (SW_WIDE if self.every_cpu else 0), int(x.group(1)),
+                             int(x.group(2)), t, comm)
+            else:
+                self.unparsed += 1
+            return
         wide = rest.startswith("PERF_RECORD_SWITCH_CPU_WIDE")
         if wide:
             rest = "PERF_RECORD_SWITCH" + rest[len("PERF_RECORD_SWITCH_CPU_WIDE"):]
@@ -449,7 +465,9 @@ class SampledSched:
             return
         if not self._record(bool(kind & SW_WIDE), pid, tid, t):
             return
-        if kind & SW_OUT:
+        if kind & SW_EXIT:
+            self._exit(tid, pid, comm, t)
+        elif kind & SW_OUT:
             self._switch_out(tid, pid, comm, t, bool(kind & SW_PREEMPT))
         else:
             self._switch_in(tid, pid, comm, t)
@@ -509,8 +527,25 @@ class SampledSched:
             th.comm = comm
         return th
 
+    def _exit(self, tid: int, pid: int, comm: str, t: int) -> None:
+        """The thread exits at ``t``: on-CPU until then (it runs to exit), nothing after."""
+        th = self._thread(tid, pid, comm)
+        since = th.on_since
+        if since is None and not th.seen and self._existed(tid):
+            since = self.window[0] if self.window is not None else (self.first_time or t)
+        if since is not None and t > since:
+            th.on_cpu.extend((since, t))
+        th.on_since = None
+        th.seen = True
+        if th.open is not None:  # its IN is missing
+            self._close(th, t, exact=False)
+        th.pending = None
+        th.gone = True
+
     def _switch_out(self, tid: int, pid: int, comm: str, t: int, preempt: bool) -> None:
         th = self._thread(tid, pid, comm)
+        if th.gone:  # the final switch-out after its exit
+            return
         th.switches += 1
         since = th.on_since
         if since is None and not th.seen and self._existed(tid):
@@ -543,6 +578,7 @@ class SampledSched:
                 th.lead_start = self.first_time
                 self._log.add(tid, self.first_time, t - self.first_time, LOG_LEADING, None)
             return
+        th.gone = False  # its TID taken again by a new thread
         th.ins.append(t)
         th.on_since = t
         if th.open is not None:
