@@ -63,12 +63,13 @@ def call_site(frames: tuple[str, ...]) -> str:
 
 
 def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
-               stopped: int = 0) -> dict[str, Any]:
+               stopped: int = 0, alive: int | None = None) -> dict[str, Any]:
     """One thread's split of the window: on-CPU, runnable (waiting for a CPU: preempted, or
     woken and not yet running), blocked (``off_cpu_s``, by class in ``wait``) and stopped by
-    the collect; ``coverage`` is their sum over the window.  ``runqueue``: the run-queue time
-    the metadata records, used only for a profile without runnable stacks (folded before
-    runnable time had stacks of its own)."""
+    the collect; ``coverage`` is their sum over the window, or over the part of it the
+    thread lived (``alive``: it began or exited within the window; ``alive_s``).
+    ``runqueue``: the run-queue time the metadata records, used only for a profile without
+    runnable stacks (folded before runnable time had stacks of its own)."""
     runnable = t.runnable or runqueue
     row: dict[str, Any] = {
         "tid": t.tid,
@@ -80,9 +81,21 @@ def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
         "runqueue_s": seconds(runnable, unit),  # the same figure, under its former name
         "stopped_s": seconds(stopped, unit),  # stopped by the collect's own tracer
     }
-    if window and unit == UNIT_NS:
-        row["coverage"] = round((t.on + runnable + t.off + stopped) / window, 4)
+    if window and unit == UNIT_NS and t.tid >= 0:  # -1: samples perf could not name
+        lived = window
+        if alive is not None and 0 < alive < window:
+            lived = alive
+            row["alive_s"] = seconds(alive, unit)
+        row["coverage"] = round((t.on + runnable + t.off + stopped) / lived, 4)
     return row
+
+
+def _alive(profile: Profile, tid: int) -> int | None:
+    """The part of the window a thread lived, when it began or exited within it (the
+    scheduler's ``sched_threads``)."""
+    row = (profile.meta.extra.get("sched_threads") or {}).get(str(tid))
+    v = row.get("alive_ns") if isinstance(row, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def runnable_after(profile: Profile, groups: Iterable[Group] | None = None
@@ -214,7 +227,8 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
     threads = profile.per_thread(groups)
     stopped = stopped_ns(profile)
     rows = [thread_row(t, unit, window, rq.get(t.tid, 0) if t.tid else 0,
-                       stopped.get(t.tid, 0) if t.tid else 0) for t in threads]
+                       stopped.get(t.tid, 0) if t.tid else 0,
+                       _alive(profile, t.tid) if t.tid else None) for t in threads]
     after, inside = runnable_after(profile, groups), on_cpu_in(profile)
     for r in rows:
         for key, per in (("runnable_after", after), ("on_cpu_in", inside)):

@@ -632,3 +632,17 @@ def test_header_precheck_rejects_only_non_headers(line: str) -> None:
     if (heads._PERF_DIGIT_WORD.search(line, 0, heads.PERF_TID_END) is None
             and heads._PERF_TIME.search(line) is None):
         assert parse_header(line) is None
+
+
+def test_a_sample_perf_could_not_name_is_tid_minus_one() -> None:
+    """An exiting thread's last samples (inside ``do_exit``, after perf dropped it) come as
+    ``:-1 -1``: tid -1, never the period taken for a thread id."""
+    from wallflame.fold.perf.lines import parse_header
+
+    h = parse_header(":-1    -1 [001] 23418.037926:    2004008 cpu-clock: ")
+    assert h is not None and (h.comm, h.pid, h.tid, h.period, h.event) == \
+        (":-1", 0, -1, 2004008, "cpu-clock")
+    h = parse_header("python 11669/-1    23415.198133765:          1 sched:sched_switch: x")
+    assert h is not None and (h.pid, h.tid) == (11669, -1)
+    h = parse_header("python 11862 [001] 23418.035922:    2004008 cpu-clock: ")
+    assert h is not None and (h.tid, h.period) == (11862, 2004008)

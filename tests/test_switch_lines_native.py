@@ -20,6 +20,8 @@ from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf import sampled_switches
 from wallflame.fold.perf.sampled_switches import SampledSched
 from wallflame.profile import Profile
+from wallflame.report.summary import build_summary
+from wallflame.window import exact_oncpu
 
 pytestmark = pytest.mark.skipif(sampled_switches.SWITCH_LINES is None or
                                 sampled_switches.TRACKER is None,
@@ -311,6 +313,10 @@ def test_a_thread_ends_at_its_exit() -> None:
             line(102, 0, "PERF_RECORD_SWITCH_CPU_WIDE IN  prev pid/tid:  0/0 "),
             line(101, 300, "PERF_RECORD_EXIT(100:101):(100:100)"),
             line(102, 400, "PERF_RECORD_EXIT(100:102):(100:100)"),
+            # its final switch's sample: perf no longer names the thread (tid -1)
+            line(-1, 404, "         1 sched:sched_switch: prev_comm=w prev_pid=102 "
+                 "prev_prio=120 prev_state=X ==> next_comm=x next_pid=0 next_prio=120"),
+            "\tffffffff821f8b58 __schedule ([kernel.kallsyms])", "",
             line(102, 405, "PERF_RECORD_SWITCH_CPU_WIDE OUT  next pid/tid:  0/0 "),
             line(101, 700, "PERF_RECORD_SWITCH_CPU_WIDE IN  prev pid/tid:  0/0 "),
             line(101, 800, "PERF_RECORD_SWITCH_CPU_WIDE OUT preempt  next pid/tid:  0/0 ")]
@@ -322,8 +328,17 @@ def test_a_thread_ends_at_its_exit() -> None:
         p = Profile()
         s.finish(p, {"stack_period": 1})
         exact = p.meta.extra["sched_threads"]
+        assert s.unparsed == 0 and s.exit_switch_samples == 1, how
+        assert p.meta.extra["sched"]["exited_threads"] == 2, how
         # 101: 300 us to its exit, then 100 us as a new thread, then runnable to the end
         assert exact["101"]["on_ns"] == 300_000 + 100_000, how
         assert exact["101"]["runnable_ns"] == 200_000, how
-        # 102: 400 us, its final switch-out 5 us later opens nothing
-        assert exact["102"] == {"on_ns": 400_000, "runnable_ns": 0, "blocked_ns": 0}, how
+        # 102: 400 us, its final switch-out 5 us later opens nothing; it lived 400 us of the
+        # window, and its coverage is over those
+        assert exact["102"] == {"on_ns": 400_000, "runnable_ns": 0, "blocked_ns": 0,
+                                "alive_ns": 400_000}, how
+        assert "alive_ns" not in exact["101"]  # a thread with its TID lived to the end
+        p.meta.window_ns = 1_000_000
+        exact_oncpu(p, exact)  # as finish does: the on-CPU time without samples
+        rows = {r["tid"]: r for r in build_summary(p)["threads"]}
+        assert rows[102]["coverage"] == 1.0 and rows[102]["alive_s"] == 0.0004, how

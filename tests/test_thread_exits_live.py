@@ -61,3 +61,8 @@ def test_threads_that_exit_count_until_their_exit(tmp_path: Path, live: None) ->
     # outside the spread and a thousand times inside the error it guards against.
     assert threads > 60
     assert abs(on - kernel) <= 0.10 * kernel + 0.05, (on, kernel)
+    # and each thread's time adds up to the part of the window it lived (its first switch-in
+    # to its exit): coverage as the report checks it, 90-110%
+    cov = sorted(t["coverage"] for t in summary["threads"] if t["tid"] > 0)
+    print(f"coverage {cov[0]:.4f} to {cov[-1]:.4f}")
+    assert cov[0] >= 0.9 and cov[-1] <= 1.1

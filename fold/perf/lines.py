@@ -18,7 +18,7 @@ OFFCPU = "offcpu-time"
 #: Events whose period is nanoseconds of thread time.
 TIME_EVENTS = ("cpu-clock", "task-clock", OFFCPU)
 
-_TID = re.compile(r"(?:^|(?<=\s))(\d+)(?:/(\d+))?(?=\s|$)")
+_TID = re.compile(r"(?:^|(?<=\s))(-1|\d+)(?:/(-1|\d+))?(?=\s|$)")
 _EVENT = r"([A-Za-z_][\w.\-]*(?::[\w.\-]+)*):(?=\s|$)\s*(.*)"
 _TAIL = re.compile(r"\s*(?:\[\d+\]\s+)?(?:(\d+\.\d+):\s*)?(?:(\d+)\s+)?(?:" + _EVENT + r")?$")
 _RECORD = re.compile(r"\s*(?:\[\d+\]\s+)?(?:(\d+\.\d+):\s*)?(PERF_RECORD_[A-Z_]+)\b:?\s*(.*)$")
@@ -118,7 +118,8 @@ def parse_header(line: str) -> Header | None:
 
 
 def _tid_candidates(line: str) -> Iterator[re.Match[str]]:
-    """All-digit words (``tid`` or ``pid/tid``) that start within ``TID_WINDOW``."""
+    """All-digit words (``tid`` or ``pid/tid``; -1 where perf could not name an exiting
+    thread) that start within ``TID_WINDOW``."""
     end = min(len(line), TID_WINDOW + 24)
     for m in _TID.finditer(line, 0, end):
         if m.start() > TID_WINDOW:

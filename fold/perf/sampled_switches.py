@@ -179,6 +179,9 @@ class SampledSched:
         self.samples = 0
         self.periods = 0
         self.lines = 0
+        #: each thread's exit (``PERF_RECORD_EXIT``), in the capture's clock
+        self.exits: dict[int, int] = {}
+        self.exit_switch_samples = 0
         self.window: tuple[int, int | None] | None = None
         self.at_start: set[int] | None = None
         # wake-up times per thread; None: no wake-up capture (wake-up latency then stays in
@@ -397,6 +400,7 @@ class SampledSched:
             x = _EXIT.match(rest)
             if x is not None and -BOUND < int(x.group(2)) < BOUND and \
                     -BOUND < int(x.group(1)) < BOUND:
+                self.exits[int(x.group(2))] = t
                 self._switch(SW_EXIT | (SW_WIDE if self.every_cpu else 0), int(x.group(1)),
                              int(x.group(2)), t, comm)
             else:
@@ -430,6 +434,12 @@ class SampledSched:
             self.unparsed += 1
             return
         fields = parse_switch_fields(pm.group(3))
+        if fields is not None and tid == -1 and fields[0] in self.exits:
+            # the final switch of a thread that has exited: perf no longer names it (tid -1);
+            # its time ended at the exit
+            self.exit_switch_samples += 1
+            self._skip = True
+            return
         if fields is None or fields[0] != tid:
             self.unparsed += 1
             return
@@ -583,6 +593,21 @@ class SampledSched:
         th.on_since = t
         if th.open is not None:
             self._close(th, t, exact=True)
+
+    def _alive(self, th: _Thread, window: tuple[int, int] | None) -> int | None:
+        """How much of the window a thread that began or ended within it lived: from its
+        first switch-in (a thread not listed when the window opened) to its exit; None for
+        one that lived through the window (or without a window to measure it in)."""
+        if window is None:
+            return None
+        start, end = window
+        born = th.ins[0] if not self._existed(th.tid) and th.ins else start
+        died = self.exits.get(th.tid, end)
+        if th.gone is False and th.tid in self.exits and th.ins and th.ins[-1] > died:
+            died = end  # its TID taken again after the exit: a thread alive at the end
+        if born <= start and died >= end:
+            return None
+        return max(0, min(died, end) - max(born, start))
 
     def _existed(self, tid: int) -> bool:
         """Whether ``tid`` existed when the window opened (unknown: assume it did)."""
@@ -863,6 +888,9 @@ class SampledSched:
             exact[str(tid)] = {"on_ns": _clipped_sum(th.on_cpu, window),
                                "runnable_ns": th.runnable,
                                "blocked_ns": th.blocked + th.leading}
+            alive = self._alive(th, window)
+            if alive is not None:
+                exact[str(tid)]["alive_ns"] = alive
             self._split_runnable(profile, th)
             total = th.blocked + th.leading
             leading_ns += th.leading
@@ -883,6 +911,8 @@ class SampledSched:
         sched = meta.extra.setdefault("sched", {})
         sched.update({"switch_outs": switch_outs, "exact_switch_in": self.exact,
                       "inferred_switch_in": self.inferred, "closed_at_end": closed_at_end,
+                      "exited_threads": sum(1 for t in self.exits if t in self.threads),
+                      "exit_switch_samples": self.exit_switch_samples,
                       "stack_samples": self.samples, "sampled_switches": self.periods,
                       "leading_ns": leading_ns, "unsampled_ns": unsampled_ns,
                       "wakeups": self.wake_records if self.wakes is not None else None,
