@@ -1758,18 +1758,13 @@ static int sw_close(SwitchTracker *s, SwThread *th, int64_t t, int exact)
     return r;
 }
 
-/* ``SampledSched._exit``. */
-static int sw_exit(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py_ssize_t cn,
-                   int64_t t)
+/* ``SampledSched._ran_until``: the thread stops running at ``t``. */
+static int sw_ran_until(SwitchTracker *s, SwThread *th, int64_t t)
 {
-    Py_ssize_t i = sw_thread(s, tid, pid, NULL, cb, cn);
-    if (i < 0)
-        return -1;
-    SwThread *th = &s->th[i];
     int has = th->has_on_since;
     int64_t since = th->on_since;
     if (!has && !th->seen) {
-        int e = sw_existed(s, tid);
+        int e = sw_existed(s, th->tid);
         if (e < 0)
             return -1;
         if (e) {
@@ -1783,6 +1778,19 @@ static int sw_exit(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, P
     th->has_on_since = 0;
     th->seen = 1;
     if (th->has_open && sw_close(s, th, t, 0) < 0)
+        return -1;
+    return 0;
+}
+
+/* ``SampledSched._exit``. */
+static int sw_exit(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py_ssize_t cn,
+                   int64_t t)
+{
+    Py_ssize_t i = sw_thread(s, tid, pid, NULL, cb, cn);
+    if (i < 0)
+        return -1;
+    SwThread *th = &s->th[i];
+    if (sw_ran_until(s, th, t) < 0)
         return -1;
     if (th->has_pending) {
         th->has_pending = 0;
@@ -1804,23 +1812,7 @@ static int sw_out(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb, Py
     if (th->gone)
         return 0;  /* the final switch-out after its exit */
     th->switches++;
-    int has = th->has_on_since;
-    int64_t since = th->on_since;
-    if (!has && !th->seen) {
-        int e = sw_existed(s, tid);
-        if (e < 0)
-            return -1;
-        if (e) {
-            has = 1;
-            since = s->has_window ? s->window_start
-                                  : (s->has_first && s->first_time ? s->first_time : t);
-        }
-    }
-    if (has && t > since && (i64_push(&th->on_cpu, since) < 0 || i64_push(&th->on_cpu, t) < 0))
-        return -1;
-    th->has_on_since = 0;
-    th->seen = 1;
-    if (th->has_open && sw_close(s, th, t, 0) < 0)
+    if (sw_ran_until(s, th, t) < 0)
         return -1;
     PyObject *frames = NULL, *state = NULL;
     int64_t period = 0;

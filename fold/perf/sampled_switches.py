@@ -540,33 +540,30 @@ class SampledSched:
     def _exit(self, tid: int, pid: int, comm: str, t: int) -> None:
         """The thread exits at ``t``: on-CPU until then (it runs to exit), nothing after."""
         th = self._thread(tid, pid, comm)
-        since = th.on_since
-        if since is None and not th.seen and self._existed(tid):
-            since = self.window[0] if self.window is not None else (self.first_time or t)
-        if since is not None and t > since:
-            th.on_cpu.extend((since, t))
-        th.on_since = None
-        th.seen = True
-        if th.open is not None:  # its IN is missing
-            self._close(th, t, exact=False)
+        self._ran_until(th, t)
         th.pending = None
         th.gone = True
 
-    def _switch_out(self, tid: int, pid: int, comm: str, t: int, preempt: bool) -> None:
-        th = self._thread(tid, pid, comm)
-        if th.gone:  # the final switch-out after its exit
-            return
-        th.switches += 1
+    def _ran_until(self, th: _Thread, t: int) -> None:
+        """The thread stops running at ``t`` (a switch-out or its exit): its on-CPU interval
+        ends, and an OUT whose IN is missing is closed (it ran again by now)."""
         since = th.on_since
-        if since is None and not th.seen and self._existed(tid):
+        if since is None and not th.seen and self._existed(th.tid):
             # running since before the capture (clipped to the window at the end)
             since = self.window[0] if self.window is not None else (self.first_time or t)
         if since is not None and t > since:
             th.on_cpu.extend((since, t))
         th.on_since = None
         th.seen = True
-        if th.open is not None:  # its IN is missing: it ran again by now
+        if th.open is not None:
             self._close(th, t, exact=False)
+
+    def _switch_out(self, tid: int, pid: int, comm: str, t: int, preempt: bool) -> None:
+        th = self._thread(tid, pid, comm)
+        if th.gone:  # the final switch-out after its exit
+            return
+        th.switches += 1
+        self._ran_until(th, t)
         sample = None
         if th.pending is not None:
             st, frames, state, period = th.pending
