@@ -59,8 +59,9 @@ def test_threads_that_exit_count_until_their_exit(tmp_path: Path, live: None) ->
     # one (1.225 s against 1.130 s), on about 1.2 s of CPU; before exits were read, 181-185 s
     # against 1.21-1.25 s (each exited thread on-CPU to the window's end).  The margin,
     # 10% + 0.05 s, lies outside the spread and a thousand times inside the error it guards
-    # against.  Coverage: 1.0000 for every thread in the last 10 runs.
-    assert threads > 60
+    # against.  Coverage: 1.0000 for every thread in the last 10 runs.  Beside two spinning
+    # processes (3 runs): within 0.01 s of the kernel's 0.66-0.75 s.
+    assert threads > 30  # 117-120 on a quiet machine, 97-106 beside two spinning processes
     assert abs(on - kernel) <= 0.10 * kernel + 0.05, (on, kernel)
     # and each thread's time adds up to the part of the window it lived (its first switch-in
     # to its exit): coverage as the report checks it, 90-110%
