@@ -1880,6 +1880,24 @@ static int sw_in_rec(SwitchTracker *s, int64_t tid, int64_t pid, const char *cb,
     return 0;
 }
 
+/* ``SampledSched._end_sample`` when a sample is open (``_cur``): 1 if one was ended, 0 if none
+ * was open, -1 on an error. */
+static int sw_end_sample(PyObject *sched)
+{
+    PyObject *cur = PyObject_GetAttrString(sched, "_cur");
+    if (cur == NULL)
+        return -1;
+    int open = cur != Py_None;
+    Py_DECREF(cur);
+    if (!open)
+        return 0;
+    PyObject *r = PyObject_CallMethod(sched, "_end_sample", NULL);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 1;
+}
+
 /* One switch record, as ``SampledSched.feed_lines`` takes a tuple: 0 or -1 on an error. */
 static int sw_apply(SwitchTracker *s, int kind, int64_t pid, int64_t tid, int64_t t,
                     const char *cb, Py_ssize_t cn)
@@ -2012,20 +2030,9 @@ static PyObject *SwitchTracker_run(SwitchTracker *s, PyObject *const *args, Py_s
         if (kind < 0)
             break;
         if (!consumed) {  /* feed_lines ends a sample before a switch record */
-            PyObject *cur = PyObject_GetAttrString(sched, "_cur");
-            if (cur == NULL) {
+            if (sw_end_sample(sched) < 0) {
                 err = 1;
                 break;
-            }
-            int open = cur != Py_None;
-            Py_DECREF(cur);
-            if (open) {
-                PyObject *r = PyObject_CallMethod(sched, "_end_sample", NULL);
-                if (r == NULL) {
-                    err = 1;
-                    break;
-                }
-                Py_DECREF(r);
             }
             consumed = 1;
         }
@@ -2523,20 +2530,12 @@ static PyObject *SwitchTracker_until(SwitchTracker *s, PyObject *const *args, Py
             continue;
         }
         if (!consumed) {  /* a sample read before these records is ended first */
-            PyObject *cur = PyObject_GetAttrString(sched, "_cur");
-            if (cur == NULL) {
+            int ended = sw_end_sample(sched);
+            if (ended < 0) {
                 err = 1;
                 break;
             }
-            int open = cur != Py_None;
-            Py_DECREF(cur);
-            if (open) {
-                PyObject *res = PyObject_CallMethod(sched, "_end_sample", NULL);
-                if (res == NULL) {
-                    err = 1;
-                    break;
-                }
-                Py_DECREF(res);
+            if (ended) {
                 recs = (const SW_REC *)PyBytes_AS_STRING(s->recs);
                 r = &recs[s->rpos];
             }

@@ -600,7 +600,7 @@ class SampledSched:
         start, end = window
         born = th.ins[0] if not self._existed(th.tid) and th.ins else start
         died = self.exits.get(th.tid, end)
-        if th.gone is False and th.tid in self.exits and th.ins and th.ins[-1] > died:
+        if not th.gone and th.tid in self.exits and th.ins and th.ins[-1] > died:
             died = end  # its TID taken again after the exit: a thread alive at the end
         if born <= start and died >= end:
             return None
