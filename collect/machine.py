@@ -149,8 +149,17 @@ def load_figures(a: dict[str, Any], b: dict[str, Any], cpus: int) -> dict[str, A
     busy = (b["busy"] - a["busy"]) * per_s
     target = _grown(a, b, b["target"]) * per_s
     collect = (_grown(a, b, b["ours"]) + b["own"] - a["own"]) * per_s
-    return {"cpus": cpus, "seconds": round(seconds, 3), "busy_cpus": round(busy, 3),
-            "target_cpus": round(target, 3), "collect_cpus": round(collect, 3),
-            "other_cpus": round(max(0.0, busy - target - collect), 3),
-            "steal_cpus": round(max(0.0, (b["steal"] - a["steal"]) * per_s), 3)}
+    out: dict[str, Any] = {
+        "cpus": cpus, "seconds": round(seconds, 3), "busy_cpus": round(busy, 3),
+        "target_cpus": round(target, 3), "collect_cpus": round(collect, 3),
+        "other_cpus": round(max(0.0, busy - target - collect), 3),
+        "steal_cpus": round(max(0.0, (b["steal"] - a["steal"]) * per_s), 3)}
+    gone = [p for p in a["target"] if p not in b["ticks"]]
+    if gone:
+        # A target process that ended within the window cannot be read at its end: what it
+        # used after the first reading is missing from target_cpus (a launched command,
+        # reaped by the collect, counts in collect_cpus instead).  The rest of the machine
+        # (other_cpus) is unaffected: it is the busy time less both.
+        out["target_exited"] = len(gone)
+    return out
 

@@ -69,9 +69,10 @@ MEASURED = "0 false alarms in 120 unchanged pairs (5 of the 10 runs under changi
     "caught 10/10"
 
 
-def collect(out: Path, mix: Path, args: list[str], window_s: float) -> None:
+def collect(out: Path, mix: Path, args: list[str], window_s: float, slack_s: float = 1
+            ) -> None:
     cmd = [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration",
-           str(window_s), "--", str(mix), "--duration", str(window_s + 1), *args]
+           str(window_s), "--", str(mix), "--duration", str(window_s + slack_s), *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stderr}"
 
@@ -84,9 +85,12 @@ def runs(live: None, sample_bin: Path, tmp_path_factory: pytest.TempPathFactory
     for name, args in VARIANTS.items():
         out[name] = root / name
         spinners = [spin() for _ in range(SPINNERS)] if name == "loaded" else []
+        # beside the spinners perf starts slowly: mix gets longer, so that it outlives the
+        # window (once in ten it ended inside it, its last second counted as the collect's)
         try:
             # "short": the same program, collected for 0.3 s only (a few hundred samples)
-            collect(out[name], sample_bin / "mix", args, 0.3 if name == "short" else DURATION_S)
+            collect(out[name], sample_bin / "mix", args, 0.3 if name == "short" else DURATION_S,
+                    slack_s=5 if spinners else 1)
         finally:
             for pid in spinners:
                 os.kill(pid, signal.SIGKILL)
@@ -183,7 +187,9 @@ def test_a_run_under_other_load_is_not_judged_against_a_quiet_one(
     quiet run's rest of the machine measured 0.04-0.12 CPUs."""
     loaded = json.loads((runs["loaded"] / "meta.json").read_text())["machine"]
     print(f"\nloaded: {loaded}")
-    assert loaded["other_cpus"] >= 0.6 and loaded["target_cpus"] > 0.5, loaded
+    assert loaded["other_cpus"] >= 0.6, loaded
+    if not loaded.get("target_exited"):  # mix ended within the window: its CPU may count
+        assert loaded["target_cpus"] > 0.5, loaded  # as the collect's (collect.machine)
     quiet = [json.loads((runs[n] / "meta.json").read_text())["machine"] for n in SAME]
     print("quiet: " + "; ".join(f"other {m['other_cpus']}, target {m['target_cpus']}"
                                for m in quiet))

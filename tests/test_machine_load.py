@@ -78,6 +78,10 @@ def test_load_figures_subtract_the_target_and_the_collect() -> None:
     assert m["busy_cpus"] == 1.5 and m["target_cpus"] == 1.0 and m["collect_cpus"] == 0.2
     assert m["other_cpus"] == 0.3 and m["steal_cpus"] == 0.1 and m["cpus"] == 2
     assert load_figures(a, {**b, "t": 10.0}, 2) is None
+    assert "target_exited" not in m
+    # process 2 of the target ended within the window: said so
+    ended = load_figures(a, {**b, "ticks": {k: v for k, v in b["ticks"].items() if k != 2}}, 2)
+    assert ended is not None and ended["target_exited"] == 1
     busy_less = load_figures(a, {**b, "busy": 0}, 2)
     assert busy_less is not None and busy_less["other_cpus"] == 0.0  # never below zero
 
