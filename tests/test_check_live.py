@@ -85,12 +85,13 @@ def runs(live: None, sample_bin: Path, tmp_path_factory: pytest.TempPathFactory
     for name, args in VARIANTS.items():
         out[name] = root / name
         spinners = [spin() for _ in range(SPINNERS)] if name == "loaded" else []
-        # beside the spinners perf starts slowly: mix gets longer, so that it outlives the
-        # window (once in ten it ended inside it, its last second counted as the collect's)
+        # mix must outlive the window: the window opens only once every perf is ready,
+        # which took seconds now and then (with 1 s of slack mix ended 4 s into one
+        # window of a fresh clone's run, and inside the loaded run's once in ten)
         try:
             # "short": the same program, collected for 0.3 s only (a few hundred samples)
             collect(out[name], sample_bin / "mix", args, 0.3 if name == "short" else DURATION_S,
-                    slack_s=5 if spinners else 1)
+                    slack_s=8)
         finally:
             for pid in spinners:
                 os.kill(pid, signal.SIGKILL)
