@@ -27,7 +27,7 @@ from wallflame import rundir
 from wallflame.collect import budget, perf, releases, stream, threads
 from wallflame.collect import machine as machine_load
 from wallflame.collect.elfinfo import has_debug_info
-from wallflame.collect.launch import Launched, end_child
+from wallflame.collect.launch import Launched, end_child, runnable
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.owners import OwnerSampler
@@ -244,6 +244,8 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     targets: list[Target] = []
     if select is not None:  # before anything is written or started
         targets, notes = open_targets(select, own_tree())
+    if command:
+        runnable(command)
     perf.perf_path()
     if opts.off_cpu in ("pmp", "both"):
         make_backend(opts.pmp_backend, 0)  # the tool is installed (nothing is started)
@@ -381,6 +383,22 @@ class _Processes:
 
     def alive(self) -> bool:
         return any(t.alive() for t in self.all_targets())
+
+    def released(self, child: Launched) -> Target:
+        """The launched command's process once it runs the command (``Launched.release``):
+        the same process as the held one (same PID and start time), with the command's own
+        name and executable (or, if it has already ended, the command it was given)."""
+        held = self.targets[0]
+        try:
+            target = open_target(child.pid, allow_own_child=True)
+        except WallflameError:  # ended at once
+            target = replace(held, comm=Path(child.command[0]).name[:15],
+                             exe=shutil.which(child.command[0]) or child.command[0],
+                             cmdline=list(child.command))
+        with self.lock:
+            self.targets[0] = target
+        self.col.target = target.identity()
+        return target
 
     def start(self, target: Target, primary: bool) -> None:
         """The snapshot loop and the owner sampler of one process."""
@@ -545,9 +563,12 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     main_cpu = time.thread_time()
     try:
         mem.start()
-        # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.
-        for i, t in enumerate(procs.targets):
-            procs.start(t, primary=i == 0)
+        # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.  A
+        # launched command is held until the recorders are ready: its snapshots start once it
+        # runs the command's own program (below).
+        if child is None:
+            for i, t in enumerate(procs.targets):
+                procs.start(t, primary=i == 0)
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
@@ -562,11 +583,23 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
                     r.early_failure()
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
-        col.threads["start"] = _listing(procs.all_targets())
         load.start()
-        t_start = time.time_ns()
-        mono_start = time.monotonic_ns()
-        m_start = time.monotonic()
+        if child is not None:  # the window opens as the command is let run
+            child.release()
+            target = procs.released(child)
+            mono_start = child.released_ns if child.traced else time.monotonic_ns()
+            t_start = time.time_ns() - (time.monotonic_ns() - mono_start)
+            if not child.traced:
+                col.warn("ptrace is not permitted here, so the command could not be held "
+                         "until the recorders were ready: it ran "
+                         f"{(mono_start - child.released_ns) / 1e9:.1f} s before the window "
+                         "opened, and that time is not in the profile")
+            procs.start(target, primary=True)
+        else:
+            t_start = time.time_ns()
+            mono_start = time.monotonic_ns()
+        col.threads["start"] = _listing(procs.all_targets())
+        m_start = mono_start / 1e9
         main_cpu = time.thread_time()
         if folder is not None:
             folder.set_window(mono_start, None,
@@ -675,6 +708,7 @@ def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading
           checkpoint: Callable[[], None] | None = None) -> None:
     deadline = None if opts.duration_s is None else m_start + opts.duration_s
     saved = m_start
+    shown = 0.0
     target = procs.primary
     while not stop.is_set():
         now = time.monotonic()
@@ -704,11 +738,14 @@ def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading
         first = procs.loops[0] if procs.loops else None
         if first is not None and not first.is_alive() and first.start_error is not None:
             return
-        if progress is not None:
+        if progress is not None and now - shown >= 0.25:
+            shown = now
             st = _merged_stats(procs.loops)
             progress(Progress(now - m_start, len(recorder.chunks()), st.snapshots,
                               sum(st.pauses_ms), st.failed))
-        stop.wait(0.25 if deadline is None else min(0.25, max(deadline - now, 0.0)))
+        # A launched command's end is looked for every 20 ms: the window ends with it.
+        tick = 0.25 if child is None else 0.02
+        stop.wait(tick if deadline is None else min(tick, max(deadline - now, 0.0)))
     col.ended_by = col.ended_by or "signal"
 
 

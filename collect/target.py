@@ -187,7 +187,7 @@ def open_target(pid: int, allow_own_child: bool = False) -> Target:
         raise TargetError(f"PID {pid} ({st.comm}) is a kernel thread: it has no user stacks",
                           "profile a user process; for kernel work use perf record -a")
     tracer = tracer_of(pid)
-    if tracer and tracer != os.getpid():
+    if tracer and tracer != os.getpid() and not os.path.exists(f"/proc/self/task/{tracer}"):
         raise TargetError(f"PID {pid} ({st.comm}) is already traced by PID {tracer} "
                           f"({proc_name(tracer)})",
                           f"detach that debugger or tracer first (PID {tracer})")

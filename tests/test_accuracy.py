@@ -45,11 +45,18 @@ def test_mix_time_split_matches_its_own_measurement(live: None, sample_bin: Path
     offcpu = fold_file(str(run / "offcpu.folded"), FoldOptions(), "wallflame")
     phases = thread_phases(summary, offcpu, "wait_for_tick")
     report = []
+    alive = {t["tid"]: t.get("alive_s", window) for t in summary["threads"]}
     for mine in truth:
         phase = phases[mine["tid"]]
         coverage = phase.total / window
         report.append(f"{mine['name']}: coverage {coverage:.3f}")
         assert coverage >= 0.90, report
+        # The command is held until every recorder is ready (collect.launch): each thread's
+        # whole life, as its own clock measured it, is inside the window (started at once,
+        # mix ran 0.6-7 s before the window opened).
+        report.append(f"  alive in the window {alive[mine['tid']]:.3f} s, "
+                      f"its own wall {mine['wall_ns'] / 1e9:.3f} s")
+        assert alive[mine["tid"]] >= mine["wall_ns"] / 1e9 - 0.01, report
         report.append(f"  mutex waits under wait_for_tick: {phase.moved:.3f} s")
         for field, cls in CLASSES:
             expected = 100 * mine[field] / mine["wall_ns"]

@@ -345,6 +345,11 @@ def test_launched_command_outlives_a_killed_wallflame(live: None, sample_bin: Pa
                     child = int(pid)
         time.sleep(0.05)
     assert child, "the command was not started"
+    # Held at its exec until the recorders are ready (state t, collect.launch): killed
+    # then, it would never run; the claim is about a command that runs.
+    while time.monotonic() < deadline and \
+            Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "t":
+        time.sleep(0.05)
     time.sleep(1.0)
     col.kill()
     col.wait()

@@ -1,0 +1,105 @@
+"""Launch mode holds the command at its exec until the recorders are ready
+(``collect.launch``): nothing of it runs before ``release``, it runs in the held process (same
+PID), with the signal dispositions of a plain exec; an exec that fails is a clean error before
+anything starts, and a command never let run (the collect failed, or wallflame died) never
+runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wallflame.collect.launch import Launched, end_child, runnable
+from wallflame.errors import TargetError
+
+
+def _wait_exit(child: Launched, timeout_s: float = 10.0) -> int | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rc = child.poll()
+        if rc is not None:
+            return rc
+        time.sleep(0.01)
+    return None
+
+
+def test_nothing_runs_before_release(tmp_path: Path) -> None:
+    mark = tmp_path / "ran"
+    child = Launched(["sh", "-c", f'echo $$ > "{mark}"'], tmp_path)
+    try:
+        assert child.held
+        time.sleep(0.3)
+        assert not mark.exists()
+        # Stopped by its tracer (state t) at the exec: already the command's program.
+        state = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state == "t"
+        assert os.readlink(f"/proc/{child.pid}/exe").endswith("sh")
+        child.release()
+        assert _wait_exit(child) == 0
+        assert mark.read_text().strip() == str(child.pid)  # the held process itself
+        assert child.released_ns > 0
+    finally:
+        end_child(child)
+
+
+def test_signals_as_a_plain_exec(tmp_path: Path) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ; a command must not inherit that through the stub.
+    child = Launched(["sh", "-c", "grep -E '^Sig(Ign|Blk)' /proc/self/status"], tmp_path)
+    child.release()
+    assert _wait_exit(child) == 0
+    end_child(child)
+    status = dict(ln.split(":\t") for ln in
+                  (tmp_path / "target.stdout").read_text().splitlines())
+    assert int(status["SigIgn"], 16) == 0, status
+    assert int(status["SigBlk"], 16) == 0, status
+
+
+def test_never_released_never_runs(tmp_path: Path) -> None:
+    mark = tmp_path / "ran"
+    child = Launched(["touch", str(mark)], tmp_path)
+    rc, _ = end_child(child)  # collection failed before the release
+    assert rc == -9  # killed where the exec stopped it
+    assert not mark.exists()
+
+
+def test_exec_failure_is_a_clean_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\x00\x01\x02 not a program\n")
+    bad.chmod(0o755)
+    with pytest.raises(TargetError, match=r"cannot run .*Exec format error"):
+        Launched([str(bad)], tmp_path)
+
+
+def test_wallflame_gone_before_release_command_never_runs(tmp_path: Path) -> None:
+    """The tracer exits while holding the command: the kernel kills it (PTRACE_O_EXITKILL)
+    instead of letting it run unwatched."""
+    mark = tmp_path / "ran"
+    code = ("import os, sys, pathlib\n"
+            "from wallflame.collect.launch import Launched\n"
+            f"c = Launched(['touch', {str(mark)!r}], pathlib.Path({str(tmp_path)!r}))\n"
+            "print(c.pid, c.held, flush=True)\n"
+            "os._exit(0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, check=True)
+    pid, held = r.stdout.split()
+    assert held == "True"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("command", [["/nonexistent/prog"], ["no-such-command-here-xyz"],
+                                     [os.devnull]])
+def test_not_runnable_before_anything_starts(command: list[str], tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="cannot run"):
+        runnable(command)
+    with pytest.raises(TargetError, match="cannot run"):
+        Launched(command, tmp_path)
+    assert not (tmp_path / "target.stdout").exists()
