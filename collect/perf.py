@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from wallflame.collect import packed
 from wallflame.collect.safety import spawn, stop_tool, tool_env
 from wallflame.collect.target import read_text
 from wallflame.errors import PermissionDenied, ToolError
@@ -312,9 +313,10 @@ class PerfRecorder:
 def data_chunks(raw_dir: Path, stem: str) -> list[Path]:
     """The chunks in time order: ``STEM.data.<timestamp>`` (perf renames the file it writes
     to that when it switches output or ends), then a ``STEM.data`` perf did not get to rename
-    (it was killed)."""
-    return sorted((p for p in raw_dir.glob(f"{stem}.data*") if p.is_file()
-                   and p.stat().st_size > 0), key=lambda p: (p.name == f"{stem}.data", p.name))
+    (it was killed); each with ``.zst`` once read (``collect.packed``)."""
+    return sorted(packed.keep_packed([p for p in raw_dir.glob(f"{stem}.data*") if p.is_file()
+                                      and p.stat().st_size > 0]),
+                  key=lambda p: (packed.chunk_name(p) == f"{stem}.data", packed.chunk_name(p)))
 
 
 def lost_from_stderr(text: str) -> tuple[int, list[str]]:

@@ -636,6 +636,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
             streamer.drain()
             col.folded = streamer.folded  # type: ignore[attr-defined]
             col.postprocess["cost"] = streamer.folded.cost.to_json()
+            col.postprocess["packed"] = streamer.folded.packed.to_json()
         mem.join(5)
         procs.join_owners()
         if procs.owners:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from wallflame.collect import perf
+from wallflame.collect import packed, perf
 from wallflame.collect.safety import tool_env
 from wallflame.rundir import PERF_SCRIPT, Capture
 
@@ -113,7 +113,7 @@ class Folded:
 
     def __init__(self, raw: Path, folder: ChunkSink,
                  pid: int | str | Callable[[], list[int]] | None = None,
-                 inline: bool = True) -> None:
+                 inline: bool = True, pack: bool = True) -> None:
         """``pid``: keep only the on-CPU samples of that process, or of the processes the
         callable lists when a chunk is read (a multi-process target's members so far).
         ``inline``: perf resolves inlined frames (``CollectOptions.inline_frames``)."""
@@ -122,6 +122,9 @@ class Folded:
         self.inline = inline
         self.folder = folder
         self.done: dict[str, list[str]] = {"perf": [], "sched": [], perf.WAKE: []}
+        #: Whether each chunk read is then kept compressed (``collect.packed``), and its cost.
+        self.pack = pack
+        self.packed = packed.PackCost()
         self.bad: list[tuple[str, int]] = []
         self.cost = Cost()
         self._script: IO[bytes] | None = None
@@ -142,6 +145,22 @@ class Folded:
         # events: a third of its CPU).  During the window they are read from the text: in four
         # sysbench runs MariaDB did 2-6 points worse with the file read in the window, though
         # it takes less CPU (benchmarks/README.md, "The scheduler read from perf.data").
+        with packed.unpacked(chunk) as readable:
+            code = self._run_script(stem, readable, pids, in_window)
+        self.cost.cpu_s += time.thread_time() - c0
+        self.cost.wall_s += time.monotonic() - t0
+        self.cost.chunks += 1
+        with contextlib.suppress(OSError):
+            self.cost.bytes_in += packed.size_unpacked(chunk)
+        self.done[stem].append(packed.chunk_name(chunk))
+        if code != 0:
+            self.bad.append((chunk.name, code))
+        elif self.pack:  # read: kept compressed (not an unreadable one: left as perf wrote it)
+            packed.pack(chunk, self.packed)
+
+    def _run_script(self, stem: str, chunk: Path, pids: int | str | None,
+                    in_window: bool) -> int:
+        """``perf script`` of the (unpacked) ``chunk`` into the folder; its exit code."""
         switches = self.folder.read_switches(chunk) \
             if stem == "sched" and not in_window else None
         cmd = perf.script_command(chunk, stem == "sched", pids, inline=self.inline,
@@ -150,8 +169,7 @@ class Folded:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
                                     stdin=subprocess.DEVNULL, env=tool_env())
         except OSError:
-            self.bad.append((chunk.name, -1))
-            return
+            return -1
         assert proc.stdout is not None
         self.child = proc.pid
         try:
@@ -168,14 +186,7 @@ class Folded:
             code, usage = _wait4(proc)
             self.child = None
         self.cost.children_cpu_s += usage
-        self.cost.cpu_s += time.thread_time() - c0
-        self.cost.wall_s += time.monotonic() - t0
-        self.cost.chunks += 1
-        with contextlib.suppress(OSError):
-            self.cost.bytes_in += chunk.stat().st_size
-        self.done[stem].append(chunk.name)
-        if code != 0:
-            self.bad.append((chunk.name, code))
+        return code
 
     def close(self) -> None:
         for f in (self._script, self._err):
@@ -251,7 +262,7 @@ class Streamer(threading.Thread):
                 # switches to the next one: only the renamed ones are complete.
                 chunks = [c for c in chunks if c.name != f"{r.stem}.data"]
             for c in chunks:
-                if c.name in self.folded.done[r.stem]:
+                if packed.chunk_name(c) in self.folded.done[r.stem]:
                     continue
                 self.folded.process(r.stem, c, in_window=self.window_closed is None)
                 if self.window_closed is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -131,3 +132,29 @@ def test_a_killed_collect_is_finished(live: None, sample_bin: Path, tmp_path: Pa
     r = subprocess.run([*WALLFLAME, "report", str(run)], capture_output=True, text=True,
                        timeout=120, check=False)
     assert r.returncode == 0 and (run / "report.html").exists(), r.stderr
+
+
+def test_a_run_finished_again_from_its_compressed_chunks_is_the_same(
+        live: None, sample_bin: Path, tmp_path: Path) -> None:
+    """The chunks are kept compressed once read (collect.packed); `wallflame finish` reads them
+    again, unpacked one at a time under perf's own names, and gives the same files."""
+    run = tmp_path / "run"
+    r = subprocess.run([*WALLFLAME, "collect", "-o", str(run), "--duration", "3", "--",
+                        str(sample_bin / "mix"), "--duration", "3"], capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    data = sorted(p.name for p in (run / "raw").iterdir() if ".data" in p.name)
+    assert data and all(n.endswith(".zst") for n in data), data
+    assert {n.split(".")[0] for n in data} == {"perf", "sched", "wake"}
+    packed = load(run, "meta.json")["postprocess"]["packed"]
+    assert packed["chunks"] == len(data) and packed["mb_out"] < packed["mb_in"]
+    again = tmp_path / "again"
+    shutil.copytree(run, again)
+    r = subprocess.run([*WALLFLAME, "finish", str(again)], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (again / "raw").iterdir() if ".data" in p.name) == data
+    for name in ("oncpu.folded", "offcpu.folded", "summary.json", "slices.json"):
+        first = (run / name).read_text()
+        second = (again / name).read_text().replace(str(again), str(run))
+        assert first == second, name
