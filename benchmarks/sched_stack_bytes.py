@@ -89,7 +89,8 @@ def main() -> int:
     meta = json.loads((run / "meta.json").read_text())
     plan, cost = meta["postprocess"]["budget"], meta["postprocess"]["cost"]
     window_s = meta["window"]["window_ns"] / 1e9
-    wake = sum(p.stat().st_size for p in (run / "raw").glob("wake.data.*"))
+    from wallflame.collect import packed  # the chunks are kept compressed once read
+    wake = sum(packed.size_unpacked(p) for p in (run / "raw").glob("wake.data.*"))
     print(f"budget 4 MB/s: plan {plan['expected_mb_per_s']} MB/s at {plan['switches_per_s']:,} "
           f"switches/s (stacks {plan['stack_hz']}/s per thread, over budget: "
           f"{plan['over_budget']}); perf wrote {cost['perf_data_mb'] / window_s:.2f} MB/s; "

@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from wallflame.collect.perf import script_command  # noqa: E402
+from wallflame.collect.packed import unpacked  # noqa: E402
+from wallflame.collect.perf import data_chunks, script_command  # noqa: E402
 
 
 def timed(cmd: list[str]) -> tuple[float, bytes]:
@@ -54,24 +55,29 @@ def main() -> int:
     print(f"{a.run}: median CPU seconds of one chunk's perf script, {a.runs} runs each")
     print(f"{'chunk':28s} {'MB':>6s} {'raw/kallsyms':>13s} {'/proc/kallsyms':>15s} same text")
     for stem in ("perf", "sched", "wake"):
-        chunks = sorted(raw.glob(f"{stem}.data.*"))
+        chunks = data_chunks(raw, stem)
         if not chunks:
             continue
-        chunk = chunks[0]
-        cmd = script_command(chunk, stem == "sched", pid if stem == "perf" else None,
-                             kallsyms=True)
-        plain = [x for x in cmd if not x.startswith("--kallsyms=")]
-        with_copy, without = [], []
-        texts: set[bytes] = set()
-        for _ in range(a.runs):
-            for c, into in ((cmd, with_copy), (plain, without)):
-                cpu, out = timed(c)
-                into.append(cpu)
-                texts.add(out)
-        print(f"{chunk.name:28s} {chunk.stat().st_size / 1e6:6.1f} "
-              f"{statistics.median(with_copy):13.3f} {statistics.median(without):15.3f} "
-              f"{'yes' if len(texts) == 1 else 'NO'}")
+        with unpacked(chunks[0]) as chunk:  # kept compressed once read (collect.packed)
+            report(stem, chunk, pid, a.runs)
     return 0
+
+
+def report(stem: str, chunk: Path, pid: int, runs: int) -> None:
+    """One line: ``chunk``'s perf script CPU with and without the kernel's symbols copy."""
+    cmd = script_command(chunk, stem == "sched", pid if stem == "perf" else None,
+                         kallsyms=True)
+    plain = [x for x in cmd if not x.startswith("--kallsyms=")]
+    with_copy, without = [], []
+    texts: set[bytes] = set()
+    for _ in range(runs):
+        for c, into in ((cmd, with_copy), (plain, without)):
+            cpu, out = timed(c)
+            into.append(cpu)
+            texts.add(out)
+    print(f"{chunk.name:28s} {chunk.stat().st_size / 1e6:6.1f} "
+          f"{statistics.median(with_copy):13.3f} {statistics.median(without):15.3f} "
+          f"{'yes' if len(texts) == 1 else 'NO'}")
 
 
 if __name__ == "__main__":

@@ -273,7 +273,7 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
 
 
 def thin_check(run: Path, every: list[int]) -> None:
-    from wallflame.collect import perf
+    from wallflame.collect import packed, perf
     from wallflame.fold import FoldOptions
     from wallflame.fold.perf.sampled_switches import SampledSched
     from wallflame.profile import OFF, Profile
@@ -301,16 +301,17 @@ def thin_check(run: Path, every: list[int]) -> None:
     chunks = perf.data_chunks(run / "raw", "sched")
     readers = {n: Thinned(n) for n in [1, *every]}
     for c in chunks:
-        p = subprocess.Popen(perf.script_command(c, True), stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
-        assert p.stdout is not None
-        for block in line_blocks(p.stdout):  # type: ignore[arg-type]
-            lines = block.decode("utf-8", "replace").split("\n")
+        with packed.unpacked(c) as readable:
+            p = subprocess.Popen(perf.script_command(readable, True), stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+            assert p.stdout is not None
+            for block in line_blocks(p.stdout):  # type: ignore[arg-type]
+                lines = block.decode("utf-8", "replace").split("\n")
+                for r in readers.values():
+                    r.feed_lines(lines)
             for r in readers.values():
-                r.feed_lines(lines)
-        for r in readers.values():
-            r._end_sample()
-        p.wait()
+                r._end_sample()
+            p.wait()
     from wallflame.fold import fold_file
     from wallflame.fold.perf.chunks import from_snapshots
 
