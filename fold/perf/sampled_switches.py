@@ -154,6 +154,10 @@ class _Thread:
     seen: bool = False
     # (wait class, bin index) -> sum of period x the part of the interval in that bin
     bins: dict[tuple[str, int], int] = field(default_factory=dict)
+    # sampled stacks only: blocked ns per duration stratum (``_stratum``) over every interval,
+    # and ((frames, kernel state), stratum) -> period x duration of the sampled ones
+    strata: dict[int, int] = field(default_factory=dict)
+    sstacks: dict[tuple[tuple[tuple[str, ...], str], int], int] = field(default_factory=dict)
     lead_start: int = 0  # where ``leading`` began (the capture's first record)
     # an OUT without its IN yet: (time, runnable, sample or None)
     open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
@@ -790,8 +794,14 @@ class SampledSched:
         log = self.log
         for th in self.threads.values():
             th.blocked = th.runnable = th.leading = th.sampled_weight = 0
-            th.stacks, th.bins, th.rstacks = {}, {}, {}
+            th.stacks, th.bins, th.rstacks, th.strata, th.sstacks = {}, {}, {}, {}, {}
             th.lead_start = max(th.lead_start, start)
+        # With sampled stacks (a period above 1) a thread's blocked time is split stratum by
+        # stratum of the intervals' durations (``_split_stratified``): every interval's
+        # duration is known, only a sample of them has a stack.
+        stratified = max(log.period, default=0) > 1
+        if stratified:
+            self._strata(start, end)
         outside = 0
         runnable_bins: dict[tuple[str, int], int] = {}
         rows: Iterable[int] = range(len(log))
@@ -834,6 +844,9 @@ class SampledSched:
                     key, p = log.samples[si], max(1, log.period[i])
                     th.stacks[key] = th.stacks.get(key, 0) + p * c
                     th.sampled_weight += p * c
+                    if stratified:
+                        sk = (key, _stratum(d))
+                        th.sstacks[sk] = th.sstacks.get(sk, 0) + p * c
                     _add_to_bins(th.bins, self._class_of(key), max(s, start),
                                  min(s + d, end), p)
         out = profile.meta.extra.setdefault("outside_window", {})
@@ -841,6 +854,21 @@ class SampledSched:
         for (cls, b), ns in runnable_bins.items():
             bins = self.class_bins.setdefault(cls, {})
             bins[b] = bins.get(b, 0) + ns
+
+    def _strata(self, start: int, end: int) -> None:
+        """Each thread's blocked time inside ``[start, end)`` per stratum of its intervals'
+        whole durations (``_Thread.strata``)."""
+        log = self.log
+        threads = self.threads
+        for tid, s, d, kind in zip(log.tid, log.start, log.dur, log.kind, strict=True):
+            if kind != LOG_BLOCKED:
+                continue
+            c = min(end, s + d) - max(start, s)
+            if c <= 0:
+                continue
+            strata = threads[tid].strata
+            b = d.bit_length() >> 1  # _stratum(d), inline: every interval of the run
+            strata[b] = strata.get(b, 0) + c
 
     # -- output ---------------------------------------------------------------------------
 
@@ -898,7 +926,9 @@ class SampledSched:
                 parts = [(((UNSAMPLED,), ""), 1)]
                 unsampled_ns += total
             per_class: dict[str, int] = {}
-            for key, part in _split_blocked(parts, th.blocked, th.leading):
+            split = _split_stratified(th, parts) if th.strata and th.sampled_weight else \
+                _split_blocked(parts, th.blocked, th.leading)
+            for key, part in split:
                 wait = self._class_of(key)
                 per_class[wait] = per_class.get(wait, 0) + part
                 profile.add(StackKey(key[0], tid, th.comm, th.pid, OFF, wait), part)
@@ -985,6 +1015,41 @@ def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked
         rest = [(((UNSAMPLED,), ""), 1)]
     return (shares([(k, w) for k, w in parts if stops.is_tracer_stop(k[0])], stop_ns)
             + shares(rest, blocked + leading - stop_ns))
+
+
+def _stratum(dur: int) -> int:
+    """The duration stratum of an interval of ``dur`` ns: factors of 4 (1-4 us, 4-16 us, ...,
+    1-4 s)."""
+    return dur.bit_length() >> 1
+
+
+def _split_stratified(th: _Thread, parts: list[tuple[tuple[tuple[str, ...], str], int]]
+                      ) -> list[tuple[tuple[tuple[str, ...], str], int]]:
+    """A thread's blocked time over its sampled stacks, stratum by stratum of the intervals'
+    durations: each stratum's exact blocked time (every interval's duration is recorded) over
+    the stacks sampled in it, in proportion to period x duration.  A wait's kind goes with
+    how long it lasts (a contended mutex for microseconds, a connection waiting for its client
+    for milliseconds to seconds), so this estimates the split from the samples within each
+    stratum instead of letting a few long samples stand for many short waits of another kind;
+    with a stack at every switch it is the exact split.  Strata with no sampled stack, and the
+    time before the thread's first record, go over all its stacks as ``_split_blocked`` does.
+    The parts sum to the thread's exact blocked time."""
+    by: dict[int, list[tuple[tuple[tuple[str, ...], str], int]]] = {}
+    for (key, b), w in th.sstacks.items():
+        by.setdefault(b, []).append((key, w))
+    out: dict[tuple[tuple[str, ...], str], int] = {}
+    rest = 0
+    for b, ns in th.strata.items():
+        sampled = by.get(b)
+        if not sampled:
+            rest += ns
+            continue
+        for key, part in shares(sorted(sampled), ns):
+            out[key] = out.get(key, 0) + part
+    rest += th.blocked - sum(th.strata.values())  # none: the strata sum to the total
+    for key, part in _split_blocked(parts, rest, th.leading):
+        out[key] = out.get(key, 0) + part
+    return sorted((key, ns) for key, ns in out.items() if ns)
 
 
 def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:
