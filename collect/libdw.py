@@ -121,6 +121,8 @@ class ThreadStack:
     #: from its first frame read to its last: certainly stopped throughout (``stop_ms`` ends
     #: when this process reads its clock after the release, which can wait for the GIL)
     held_ms: float = 0.0
+    #: ``CLOCK_MONOTONIC`` when its first frame was read: the thread was in its stop then
+    stopped_ns: int = 0
 
 
 class _Lib:
@@ -353,7 +355,8 @@ class Unwinder:
         error = self.lib.error() if rc != 0 and not self._pcs else ""
         read = (self._read or StopRead()) if reads is not None else None
         return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error,
-                           read, (self._t_held - self._t_stopped) / 1e6)
+                           read, (self._t_held - self._t_stopped) / 1e6,
+                           self._t_stopped if self._pcs else 0)
 
     def _stack_native(self, tid: int, reads: StopReads | None, cb: int, call: Any,
                       f: _Frames) -> ThreadStack:
@@ -385,7 +388,7 @@ class Unwinder:
                 read.syscall, read.syscall_error = _got(f.sys_buf, f.sys_got, f.sys_errno,
                                                         reads.sys_fd, None)
         return ThreadStack(tid, pcs, (t1 - stopped) / 1e6, (t1 - t0) / 1e6, error, read,
-                           (held - stopped) / 1e6)
+                           (held - stopped) / 1e6, stopped if f.n else 0)
 
     def name(self, pc: int, activation: bool) -> str:
         """``NAME``, ``- MODULE`` or nothing, for an eu-stack frame line."""

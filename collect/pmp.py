@@ -52,6 +52,9 @@ class Dump:
     #: per thread stopped one at a time (libdw): tid -> (first frame read to last, attach
     #: request to release), in ms: a lower and an upper bound of the stop that thread saw
     stops: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: per thread stopped one at a time (libdw): tid -> ``CLOCK_MONOTONIC`` ns at which it was
+    #: in its stop (its first frame read), the clock of perf's records
+    stopped_at: dict[int, int] = field(default_factory=dict)
 
 
 def _tool(name: str, package: str) -> str:
@@ -221,7 +224,9 @@ class LibdwBackend:
         realtime = self.realtime = bool(self.unwinder.realtime)
         pause = sum(st.stop_ms if realtime else st.span_ms for st in live) / len(live)
         return Dump(text, pause, span,
-                    stops={st.tid: (st.held_ms, st.span_ms) for st in stacks if not st.error})
+                    stops={st.tid: (st.held_ms, st.span_ms) for st in stacks if not st.error},
+                    stopped_at={st.tid: st.stopped_ns for st in stacks
+                                if not st.error and st.stopped_ns})
 
     def close(self) -> None:
         if self.unwinder is not None:
@@ -374,6 +379,8 @@ class SnapshotLoop(threading.Thread):
         if dump.stops:
             snap["stops"] = {str(tid): [round(lo, 3), round(hi, 3)]
                              for tid, (lo, hi) in sorted(dump.stops.items())}
+        if dump.stopped_at:
+            snap["stopped_mono_ns"] = {str(tid): ns for tid, ns in sorted(dump.stopped_at.items())}
         w(SNAPSHOT_LINE + json.dumps(snap, sort_keys=True) + "\n")
         w(ts_line(t_ns) + "\n")
         self.log.flush()

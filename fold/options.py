@@ -26,6 +26,9 @@ class FoldOptions:
     stops_window_ns: the collect's window (ns since the epoch): the tracer's timing of its
                     own stops counts only what lies inside it, as the scheduler's view of them
                     does (``fold.snapshots.windowed_stops``).
+    stop_marks:     keep where each blocked thread was stopped (``wallflame.stops.STOP_MARKS``
+                    in ``meta.extra``, which the caller pops): ``wallflame finish`` gives them
+                    to the scheduler's split.
     """
 
     event: str | None = None
@@ -36,6 +39,7 @@ class FoldOptions:
     snapshot_interval_ns: int = 1_000_000_000
     include_running: bool = False
     stops_window_ns: tuple[int, int] | None = None
+    stop_marks: bool = False
 
     def get_rules(self) -> Rules:
         from wallflame.classify import default_rules

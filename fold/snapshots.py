@@ -33,7 +33,7 @@ from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Meta, Profile, StackKey
 from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
-from wallflame.stops import MEASURED_STOPS, add_stops, stops_json
+from wallflame.stops import MEASURED_STOPS, STOP_MARKS, add_stops, stops_json
 from wallflame.textio import iter_lines
 from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
 
@@ -148,6 +148,7 @@ class Accumulator:
         self.snapshots = 0
         self.untimed = 0
         self.mismatches = 0
+        self.marks: list[list[Any]] = []  # STOP_MARKS
 
     def header(self, text: str, line: int) -> None:
         self.wallflame_log = True
@@ -213,6 +214,12 @@ class Accumulator:
         running_tid = 0
         if blocked:
             key, holder_key = self._blocked(th, frames, name, pid, proc, dump, by_tid)
+            at = _int_or_none((dump.pause.get("stopped_mono_ns") or {}).get(str(th.tid))) \
+                if isinstance(dump.pause.get("stopped_mono_ns"), dict) else None
+            if self.options.stop_marks and at is not None and at > 0 and \
+                    kstate in _WAITING_STATES and \
+                    find_wait(frames, self.rules) is not None:
+                self.marks.append([th.tid, at, list(frames), kstate])
         else:
             key = StackKey(frames, th.tid, name, pid, ON)
             if proc is not None or self.wallflame_log:
@@ -304,6 +311,8 @@ class Accumulator:
             }
         if self.stops:
             meta.extra[MEASURED_STOPS] = stops_json(self.stops)
+        if self.marks:
+            meta.extra[STOP_MARKS] = self.marks
         source.update(snapshots=self.snapshots, first_snapshot_ns=w)
 
 

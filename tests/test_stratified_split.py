@@ -7,6 +7,7 @@ of another (the pooled split's error on such a thread, against the stratified on
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -92,3 +93,124 @@ def test_short_waits_are_not_outweighed_by_long_samples() -> None:
             errors[name].append(max(abs(got.get(k, 0) - v) / total for k, v in exact.items()))
     mean = {name: sum(e) / len(e) for name, e in errors.items()}
     assert mean["stratified"] * 3 < mean["pooled"], mean
+
+
+# -- the snapshots' stops (SampledSched.set_marks) ------------------------------------------
+
+from wallflame.classify import default_rules  # noqa: E402
+from wallflame.fold.perf.sampled_switches import SampledSched, _blocked_split  # noqa: E402
+from wallflame.profile import Profile  # noqa: E402
+from wallflame.timeline import LOG_BLOCKED, LOG_RUNNABLE, IntervalLog  # noqa: E402
+
+MS = 1_000_000
+COND_FRAMES = ["start_thread", "worker", "pthread_cond_wait", "__futex_abstimed_wait_common"]
+
+
+def _sched(rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]],
+           marks: list[list[object]]) -> _Thread:
+    """One thread (tid 7) with these (start, dur, kind, sample) intervals, clipped to a window
+    that holds them all, and the snapshots' stops ``marks``."""
+    sched = SampledSched(default_rules())
+    th = _Thread(tid=7, pid=7, comm="worker", seen=True)
+    sched._threads[7] = th
+    log = IntervalLog()
+    for start, dur, kind, sample in rows:
+        log.add(7, start, dur, kind, sample)
+    sched._log = log
+    sched.set_marks(marks)
+    sched._clip(Profile(), -1, 10**12)
+    return th
+
+
+def _long_wait_rows() -> list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]]:
+    mutex = (tuple(MUTEX[0]), "S", 10)
+    rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]] = []
+    for i in range(100):  # 100 mutex waits of 50 us, one in 10 with its stack
+        rows.append((1000 * MS + i * MS, 50_000, LOG_BLOCKED, mutex if i % 10 == 0 else None))
+    rows += [
+        (-3 * MS, 2 * MS, LOG_BLOCKED, None),     # a short wait ending 3.5 ms before the stop
+        (0, 400 * MS, LOG_BLOCKED, None),         # the long wait the stop ends (0.5 ms later)
+        (400 * MS, 300_000, LOG_RUNNABLE, None),  # woken by the stop, waiting for a CPU
+        (400_400_000, 20_000, LOG_BLOCKED, None),  # the stop itself (too short to match)
+        (401 * MS, 300 * MS, LOG_BLOCKED, None),  # the wait restarted after it
+    ]
+    return rows
+
+
+def test_a_stop_gives_its_stack_to_the_wait_it_ended_and_restarted() -> None:
+    marks = [[7, 400 * MS + 500_000, COND_FRAMES, "S"]]
+    th = _sched(_long_wait_rows(), marks)
+    split, unsampled = _blocked_split(th)
+    by = dict(split)
+    cond = (tuple(COND_FRAMES), "S")
+    assert by[cond] == 700 * MS  # the two pieces, exactly; the short wait 3.5 ms off: not
+    assert sum(by.values()) == th.blocked and unsampled == 0
+    assert th.known_ns == 700 * MS
+
+
+def test_without_the_stop_the_long_wait_goes_to_the_sampled_short_ones() -> None:
+    """What the split did before: 700 ms of one wait given to a mutex sampled at 50 us."""
+    th = _sched(_long_wait_rows(), [])
+    by = dict(_blocked_split(th)[0])
+    assert list(by) == [(tuple(MUTEX[0]), "S")] and sum(by.values()) == th.blocked
+
+
+def test_a_stop_too_far_from_an_interval_gives_nothing() -> None:
+    far = [[7, 406 * MS, COND_FRAMES, "S"]]  # 6 ms after the wait's end, inside the restart
+    th = _sched(_long_wait_rows(), far)
+    by = dict(_blocked_split(th)[0])
+    assert (tuple(COND_FRAMES), "S") not in by and th.known_ns == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 50), st.booleans()),
+                min_size=1, max_size=60),
+       st.lists(st.integers(0, 2100), max_size=10),
+       st.lists(st.text(max_size=8), min_size=0, max_size=3))
+def test_marks_keep_the_total(rows: list[tuple[int, int, bool]], at_ms: list[int],
+                              hostile: list[str]) -> None:
+    """Whatever the stops (also malformed ones), the split sums to the measured total."""
+    mutex = (tuple(MUTEX[0]), "S", 4)
+    log_rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]] = []
+    t = 0
+    for gap, dur, sampled in rows:
+        t += gap * 100_000
+        log_rows.append((t, dur * MS // 10, LOG_BLOCKED, mutex if sampled else None))
+        t += dur * MS // 10
+    marks: list[list[object]] = [[7, a * MS, COND_FRAMES, "S"] for a in at_ms]
+    marks += [[h, h, h, h] for h in hostile] + [[7, "x", None, 3], [7]]
+    th = _sched(log_rows, marks)
+    split, _ = _blocked_split(th)
+    assert sum(ns for _, ns in split) == th.blocked
+    assert all(ns > 0 for _, ns in split)
+
+
+def test_the_snapshot_fold_reports_where_blocked_threads_were_stopped(tmp_path: Any) -> None:
+    """``# wallflame-snapshot`` lines carry each thread's stop instant (libdw); the fold turns a
+    blocked thread's into a mark when asked, and ignores malformed instants."""
+    import json
+
+    from wallflame.fold import FoldOptions, fold_file
+    from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+    from wallflame.stops import STOP_MARKS
+
+    lines = [SNAPSHOTS_MAGIC + ' {"backend": "libdw", "pid": 5, "rate_hz": 2.0}']
+    for n, at in enumerate((123_456_789, "x", -5)):
+        lines += ["PID 5 - process", "TID 5:",
+                  "#0  0x00007f0000001000 __futex_abstimed_wait_common",
+                  "#1  0x00007f0000002000 pthread_cond_wait@@GLIBC_2.3.2",
+                  "#2  0x00005500000003000 worker", "#3  0x00007f0000004000 start_thread",
+                  "TID 6:", "#0  0x00005500000005000 spin", "#1  0x00007f0000004000 start_thread",
+                  PROC_LINE + json.dumps({"tid": 5, "state": "S", "comm": "w"}),
+                  PROC_LINE + json.dumps({"tid": 6, "state": "R", "comm": "s"}),
+                  SNAPSHOT_LINE + json.dumps({"t_ns": 10**18 + n * 5 * 10**8, "pause_ms": 0.1,
+                                              "stopped_mono_ns": {"5": at, "6": 99}}),
+                  f"TS {1_000_000_000 + n // 2}.{(n % 2) * 500_000_000:09d}"]
+    log = tmp_path / "snapshots.log"
+    log.write_text("\n".join(lines) + "\n")
+    plain = fold_file(str(log), FoldOptions(), "eu-stack")
+    assert STOP_MARKS not in plain.meta.extra
+    marked = fold_file(str(log), FoldOptions(stop_marks=True), "eu-stack")
+    assert marked.meta.extra[STOP_MARKS] == [
+        [5, 123_456_789, ["start_thread", "worker", "pthread_cond_wait",
+                          "__futex_abstimed_wait_common"], "S"]]

@@ -110,18 +110,20 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     for name, code in folded.bad:
         warnings.append(f"perf script could not read {name} (exit {code})")
     warnings.extend(chunks.budget_warnings(cap))
-    perf_profile, sched_profile = folded.folder.profiles(raw, cap, folded.done)
     bad_chunks = len(folded.bad)
     pmp_profile = None
     backend = cap.pmp.backend if cap.pmp else cap.options.pmp_backend
     measured: list[Any] = [stops.stops_json(evidence.stops)]  # the tracer's own stop timings
+    marks: list[Any] = []  # where the snapshots found threads blocked, for the scheduler's split
     for log in logs(raw, SNAPSHOT_LOG):  # one per process
         one = _fold(log, _snapshot_format(backend), warnings, FoldOptions(
             stops_window_ns=(cap.window.start_ns, cap.window.end_ns)
-            if cap.window.end_ns > cap.window.start_ns else None))
+            if cap.window.end_ns > cap.window.start_ns else None, stop_marks=True))
         if one is not None:
             measured.append(one.meta.extra.pop(stops.MEASURED_STOPS, None))
+            marks.extend(one.meta.extra.pop(stops.STOP_MARKS, None) or [])
             pmp_profile = one if pmp_profile is None else pmp_profile.merge(one)
+    perf_profile, sched_profile = folded.folder.profiles(raw, cap, folded.done, marks)
     profile = Profile()
     if perf_profile is not None:
         profile.merge(perf_profile.on_cpu())

@@ -77,16 +77,19 @@ class ChunkFolder:
         tids = [int(r["tid"]) for r in rows or [] if isinstance(r, dict) and "tid" in r]
         self.set_window(*window, tids if rows is not None else None)
 
-    def profiles(self, raw: Path, cap: Capture, done: dict[str, list[str]]
-                 ) -> tuple[Profile | None, Profile | None]:
+    def profiles(self, raw: Path, cap: Capture, done: dict[str, list[str]],
+                 marks: list[Any] | None = None) -> tuple[Profile | None, Profile | None]:
         """The on-CPU profile and the scheduler's off-CPU profile (``None`` when nothing of
         that recording was fed: ``done`` lists the chunks that were, by stem); writes
-        ``raw/sched.bins.json``."""
+        ``raw/sched.bins.json``.  ``marks``: the snapshots' blocked threads at their stops
+        (``wallflame.stops.STOP_MARKS``), for the split of sampled stacks."""
         opts = cap.options
         on = self.oncpu if done.get("perf") else None
         off = None
         if opts.sched and done.get("sched"):
             off = Profile()
+            # The stops' instants are CLOCK_MONOTONIC: perf's clock only when it recorded with it
+            self.sched.set_marks(marks or [] if cap.window.perf_clock == "mono" else [])
             self.sched.finish(off, {"stack_hz": opts.sched_stack_hz or 0.0,
                                     "stack_period": opts.sched_stack_period,
                                     "call_graph": opts.sched_call_graph},

@@ -158,6 +158,10 @@ class _Thread:
     # and ((frames, kernel state), stratum) -> period x duration of the sampled ones
     strata: dict[int, int] = field(default_factory=dict)
     sstacks: dict[tuple[tuple[tuple[str, ...], str], int], int] = field(default_factory=dict)
+    # sampled stacks only: blocked ns of unsampled intervals a snapshot's stop ended or
+    # restarted (``SampledSched.marks``), by the snapshot's (frames, kernel state)
+    known: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
+    known_ns: int = 0
     lead_start: int = 0  # where ``leading`` began (the capture's first record)
     # an OUT without its IN yet: (time, runnable, sample or None)
     open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
@@ -174,6 +178,8 @@ class SampledSched:
         self.rules = rules
         self.kernel = kernel
         self._threads: dict[int, _Thread] = {}
+        #: ``set_marks``: tid -> (stop instants, their (frames, kernel state)), sorted
+        self.marks: dict[int, tuple[array[int], list[tuple[tuple[str, ...], str]]]] = {}
         self.first_time: int | None = None
         self.last_time = 0
         self.lost = 0
@@ -795,6 +801,7 @@ class SampledSched:
         for th in self.threads.values():
             th.blocked = th.runnable = th.leading = th.sampled_weight = 0
             th.stacks, th.bins, th.rstacks, th.strata, th.sstacks = {}, {}, {}, {}, {}
+            th.known, th.known_ns = {}, 0
             th.lead_start = max(th.lead_start, start)
         # With sampled stacks (a period above 1) a thread's blocked time is split stratum by
         # stratum of the intervals' durations (``_split_stratified``): every interval's
@@ -855,20 +862,70 @@ class SampledSched:
             bins = self.class_bins.setdefault(cls, {})
             bins[b] = bins.get(b, 0) + ns
 
+    def set_marks(self, marks: list[Any]) -> None:
+        """The snapshots' blocked threads at the instant each was stopped
+        (``wallflame.stops.STOP_MARKS``: ``[tid, mono_ns, frames, kernel state]``), on this
+        capture's clock.  A stop interrupts the wait it finds a thread in: the interval that
+        ends just before it and the one that starts just after it (the wait restarted) are
+        that wait, whose stack the snapshot read."""
+        by: dict[int, list[tuple[int, tuple[tuple[str, ...], str]]]] = {}
+        for m in marks:
+            try:
+                tid, at, frames, state = int(m[0]), int(m[1]), m[2], str(m[3])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if isinstance(frames, list) and frames:
+                by.setdefault(tid, []).append((at, (tuple(str(f) for f in frames), state)))
+        self.marks = {tid: (array("q", [a for a, _ in v]), [k for _, k in v])
+                      for tid, v in ((t, sorted(v)) for t, v in by.items())}
+
     def _strata(self, start: int, end: int) -> None:
         """Each thread's blocked time inside ``[start, end)`` per stratum of its intervals'
-        whole durations (``_Thread.strata``)."""
+        whole durations (``_Thread.strata``), but for the unsampled intervals a snapshot's
+        stop ended or restarted (``set_marks``), whose stack is known (``_Thread.known``): for
+        each stop, the last interval of its thread that ended within ``MARK_WINDOW_NS`` before
+        it, and the first that started within that after it."""
         log = self.log
         threads = self.threads
-        for tid, s, d, kind in zip(log.tid, log.start, log.dur, log.kind, strict=True):
+        marks = self.marks
+        win = MARK_WINDOW_NS
+        rows: list[tuple[int, int, int]] = []  # candidates: (tid, clipped ns, stratum)
+        # (tid, stop, 0: the wait it ended / 1: the wait it restarted) -> (distance, row)
+        best: dict[tuple[int, int, int], tuple[int, int]] = {}
+        for tid, s, d, kind, si in zip(log.tid, log.start, log.dur, log.kind, log.sample,
+                                       strict=True):
             if kind != LOG_BLOCKED:
                 continue
             c = min(end, s + d) - max(start, s)
             if c <= 0:
                 continue
-            strata = threads[tid].strata
             b = d.bit_length() >> 1  # _stratum(d), inline: every interval of the run
+            if si < 0 and d >= MARK_MIN_NS and tid in marks:
+                at = marks[tid][0]
+                e = s + d
+                found = False
+                i = bisect_left(at, e)  # the stop just after it ended
+                if i < len(at) and at[i] - e <= win:
+                    found = _closer(best, (tid, i, 0), at[i] - e, len(rows)) or found
+                i = bisect_right(at, s) - 1  # the stop just before it started
+                if i >= 0 and s - at[i] <= win:
+                    found = _closer(best, (tid, i, 1), s - at[i], len(rows)) or found
+                if found:
+                    rows.append((tid, c, b))
+                    continue
+            strata = threads[tid].strata
             strata[b] = strata.get(b, 0) + c
+        chosen: dict[int, tuple[int, int]] = {}  # row -> (tid, stop): its wait's stack
+        for (tid, i, _), (_, r) in sorted(best.items()):
+            chosen.setdefault(r, (tid, i))
+        for r, (tid, c, b) in enumerate(rows):
+            th = threads[tid]
+            if r in chosen:
+                key = marks[tid][1][chosen[r][1]]
+                th.known[key] = th.known.get(key, 0) + c
+                th.known_ns += c
+            else:  # another interval was closer to that stop
+                th.strata[b] = th.strata.get(b, 0) + c
 
     # -- output ---------------------------------------------------------------------------
 
@@ -921,14 +978,12 @@ class SampledSched:
             leading_ns += th.leading
             if not total:
                 continue
-            parts = sorted(th.stacks.items())
-            if not th.sampled_weight:
-                parts = [(((UNSAMPLED,), ""), 1)]
-                unsampled_ns += total
+            split, unsampled = _blocked_split(th)
+            unsampled_ns += unsampled
             per_class: dict[str, int] = {}
-            split = _split_stratified(th, parts) if th.strata and th.sampled_weight else \
-                _split_blocked(parts, th.blocked, th.leading)
             for key, part in split:
+                if not part:
+                    continue
                 wait = self._class_of(key)
                 per_class[wait] = per_class.get(wait, 0) + part
                 profile.add(StackKey(key[0], tid, th.comm, th.pid, OFF, wait), part)
@@ -1017,6 +1072,40 @@ def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked
             + shares(rest, blocked + leading - stop_ns))
 
 
+#: A snapshot's stop (``SampledSched.set_marks``) ends the wait it interrupts within this of
+#: the instant its registers were read (0.2-1.7 ms on MariaDB under sysbench: the wake-up, then
+#: waiting for a CPU, before the stop), and the restarted wait begins within it after.
+MARK_WINDOW_NS = 5_000_000
+#: Shorter unsampled intervals are not matched to a stop: a tracer's stop itself is one (10 us
+#: to a few ms), and short waits are not where the split goes wrong.
+MARK_MIN_NS = 1_000_000
+
+
+def _blocked_split(th: _Thread) -> tuple[list[tuple[tuple[tuple[str, ...], str], int]], int]:
+    """A thread's blocked time (in its intervals and before its first record) over stacks,
+    and how much of it had none (``[unsampled]``)."""
+    parts = sorted(th.stacks.items())
+    unsampled = 0
+    if not th.sampled_weight:
+        parts = [(((UNSAMPLED,), ""), 1)]
+        unsampled = th.blocked + th.leading - th.known_ns
+    if not th.sampled_weight and th.known_ns:
+        return [*sorted(th.known.items()),
+                *_split_blocked(parts, th.blocked - th.known_ns, th.leading)], unsampled
+    if (th.strata or th.known_ns) and th.sampled_weight:
+        return _split_stratified(th, parts), unsampled
+    return _split_blocked(parts, th.blocked, th.leading), unsampled
+
+
+def _closer(best: dict[tuple[int, int, int], tuple[int, int]], key: tuple[int, int, int],
+            dist: int, row: int) -> bool:
+    """Keep ``row`` as ``key``'s interval if none closer is known; True (a candidate)."""
+    old = best.get(key)
+    if old is None or dist < old[0]:
+        best[key] = (dist, row)
+    return True
+
+
 def _stratum(dur: int) -> int:
     """The duration stratum of an interval of ``dur`` ns: factors of 4 (1-4 us, 4-16 us, ...,
     1-4 s)."""
@@ -1046,7 +1135,9 @@ def _split_stratified(th: _Thread, parts: list[tuple[tuple[tuple[str, ...], str]
             continue
         for key, part in shares(sorted(sampled), ns):
             out[key] = out.get(key, 0) + part
-    rest += th.blocked - sum(th.strata.values())  # none: the strata sum to the total
+    for key, ns in th.known.items():  # the intervals a snapshot's stop ended or restarted
+        out[key] = out.get(key, 0) + ns
+    rest += th.blocked - sum(th.strata.values()) - th.known_ns  # none: all are in one of them
     for key, part in _split_blocked(parts, rest, th.leading):
         out[key] = out.get(key, 0) + part
     return sorted((key, ns) for key, ns in out.items() if ns)
