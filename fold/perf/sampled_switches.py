@@ -17,6 +17,10 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   proportion to ``period x duration`` of each (a ratio estimator: the sampled intervals stand
   for the others in their part of the run, and the split sums exactly to the measured total).
   With ``-c 1`` (every switch sampled) every period is 1 and the split is the exact one.
+  With sampled stacks the split is made within each stratum of the intervals' durations
+  (``_split_stratified``), and an unsampled interval that a snapshot's ptrace stop ended, or
+  that restarted the wait after it, takes the snapshot's stack (``set_marks``): the long waits,
+  few and each a large part of its thread's time, are those the snapshots interrupt.
 * A thread whose first record is an ``IN`` was off-CPU since before the capture: that leading
   span counts as blocked (from the capture's first record) and is split like the rest.  A
   blocked thread with no sampled stack at all gets the pseudo-frame ``[unsampled]``.
