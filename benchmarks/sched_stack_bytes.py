@@ -90,7 +90,7 @@ def main() -> int:
     plan, cost = meta["postprocess"]["budget"], meta["postprocess"]["cost"]
     window_s = meta["window"]["window_ns"] / 1e9
     from wallflame.collect import packed  # the chunks are kept compressed once read
-    wake = sum(packed.size_unpacked(p) for p in (run / "raw").glob("wake.data.*"))
+    wake = sum(max(0, packed.size_unpacked(p)) for p in (run / "raw").glob("wake.data.*"))
     print(f"budget 4 MB/s: plan {plan['expected_mb_per_s']} MB/s at {plan['switches_per_s']:,} "
           f"switches/s (stacks {plan['stack_hz']}/s per thread, over budget: "
           f"{plan['over_budget']}); perf wrote {cost['perf_data_mb'] / window_s:.2f} MB/s; "

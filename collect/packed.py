@@ -32,6 +32,9 @@ SUFFIX = ".zst"
 #: 10% smaller ratio at 1.5x the speed, level 6 5% better ratio at a quarter of the speed.
 LEVEL = 3
 _UNPACKED = ".unpacked-"
+#: What unpacking a damaged chunk raises (``unpacked``): the chunk is then unreadable, as one
+#: perf script fails on.
+UNREADABLE = (zstandard.ZstdError, OSError)
 
 
 def chunk_name(path: Path) -> str:
@@ -95,7 +98,9 @@ def unpacked(path: Path) -> Iterator[Path]:
     part = path.with_name(_UNPACKED + chunk_name(path) + ".part")
     try:
         with open(path, "rb") as src, open(part, "wb") as dst:
-            zstandard.ZstdDecompressor().copy_stream(src, dst)
+            _, wrote = zstandard.ZstdDecompressor().copy_stream(src, dst)
+        if wrote != size_unpacked(path):  # a stream cut short ends without an error
+            raise zstandard.ZstdError(f"{path.name}: cut short ({wrote} bytes unpacked)")
         os.replace(part, out)
         yield out
     finally:
@@ -113,7 +118,8 @@ def keep_packed(paths: list[Path]) -> list[Path]:
 
 
 def size_unpacked(path: Path) -> int:
-    """The chunk's size as perf wrote it (from the zstd frame header, which records it)."""
+    """The chunk's size as perf wrote it (from the zstd frame header, which records it; -1
+    for a damaged header)."""
     if not path.name.endswith(SUFFIX):
         return path.stat().st_size
     with open(path, "rb") as f:
@@ -121,5 +127,5 @@ def size_unpacked(path: Path) -> int:
     try:
         size = zstandard.frame_content_size(head)
     except zstandard.ZstdError:
-        return path.stat().st_size
-    return size if size >= 0 else path.stat().st_size
+        return -1
+    return size if size >= 0 else -1

@@ -145,13 +145,16 @@ class Folded:
         # events: a third of its CPU).  During the window they are read from the text: in four
         # sysbench runs MariaDB did 2-6 points worse with the file read in the window, though
         # it takes less CPU (benchmarks/README.md, "The scheduler read from perf.data").
-        with packed.unpacked(chunk) as readable:
-            code = self._run_script(stem, readable, pids, in_window)
+        try:
+            with packed.unpacked(chunk) as readable:
+                code = self._run_script(stem, readable, pids, in_window)
+        except packed.UNREADABLE:  # a compressed chunk cut short or damaged: counted as bad
+            code = -2
         self.cost.cpu_s += time.thread_time() - c0
         self.cost.wall_s += time.monotonic() - t0
         self.cost.chunks += 1
         with contextlib.suppress(OSError):
-            self.cost.bytes_in += packed.size_unpacked(chunk)
+            self.cost.bytes_in += max(0, packed.size_unpacked(chunk))
         self.done[stem].append(packed.chunk_name(chunk))
         if code != 0:
             self.bad.append((chunk.name, code))

@@ -105,3 +105,19 @@ def test_only_chunks_perf_read_are_compressed(tmp_path: Path) -> None:
     folded.close()
     assert (tmp_path / "sched.data.1").exists() and folded.bad
     assert folded.packed.chunks == 0
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage", "empty frame"])
+def test_a_damaged_compressed_chunk_is_counted_not_fatal(tmp_path: Path, damage: str) -> None:
+    chunk = tmp_path / "sched.data.1"
+    chunk.write_bytes(os.urandom(50_000))
+    out = packed.pack(chunk)
+    data = out.read_bytes()
+    out.write_bytes({"cut": data[: len(data) // 2], "garbage": b"\x28\xb5\x2f\xfd" + b"x" * 99,
+                     "empty frame": data[:4]}[damage])
+    folded = Folded(tmp_path, _Folder())
+    folded.process("sched", out)
+    folded.close()
+    assert folded.bad == [(out.name, -2)] and folded.done["sched"] == ["sched.data.1"]
+    assert out.exists() and not chunk.exists()  # kept as it is, nothing left unpacked
+    assert sorted(p.name for p in tmp_path.iterdir() if "data" in p.name) == [out.name]
