@@ -4,14 +4,13 @@ a stack, on a run that has a stack at every switch (so that the exact split is k
 The run's scheduler intervals are read as ``wallflame finish`` reads them.  Then, for each N
 and each of N phases, one blocked interval in N of each thread keeps its stack (standing for
 N) and the others lose it, and the split is made again by the code ``finish`` runs
-(``SampledSched._clip`` and ``_blocked_split``), three ways:
+(``SampledSched._clip`` and ``_blocked_split``), two ways:
 
 * ``pooled``: every sampled interval stands for its thread's others, in proportion to period x
-  duration (the split before duration strata);
-* ``strata``: the same within each stratum of the intervals' durations (factors of 4);
-* ``marks``: and the unsampled intervals a snapshot's stop ended or restarted take the
-  snapshot's stack (the default now; needs a run whose ``snapshots.log`` has the stops'
-  instants).
+  duration (the split before the stops were used);
+* ``marks``: the unsampled intervals a snapshot's stop ended or restarted take the snapshot's
+  stack, and the rest is split as ``pooled`` (the default; needs a run whose
+  ``snapshots.log`` has the stops' instants).
 
 Printed per N: the error of the per-class totals of the threads with a stack (in points of
 their blocked time; mean and largest over the phases), and the median over threads of each
@@ -83,7 +82,7 @@ def main() -> int:
     sample0, period0 = array("l", log.sample), array("q", log.period)
     sched.marks = {}
     sched._clip(Profile(), *window)
-    exact = {tid: per for tid, (per, _) in splits(sched, "strata").items()}
+    exact = {tid: per for tid, (per, _) in splits(sched, "marks").items()}
     unsampled = sum(per.get("unsampled", 0) for per in exact.values())
     total = sum(sum(per.values()) for per in exact.values())
     print(f"{a.run.name}: {len(exact)} threads, {len(log):,} intervals, {len(marks)} stops of "
@@ -102,7 +101,7 @@ def main() -> int:
           f"{'per thread (median)':>20}")
     for n in (int(x) for x in a.every.split(",")):
         res: dict[str, tuple[list[float], list[float]]] = {h: ([], []) for h in
-                                                            ("pooled", "strata", "marks")}
+                                                            ("pooled", "marks")}
         for phase in range(n):
             seen: dict[int, int] = {}
             for i in range(len(log)):
@@ -113,7 +112,7 @@ def main() -> int:
                 keep = (k + phase) % n == 0
                 log.sample[i] = sample0[i] if keep else -1
                 log.period[i] = n if keep else 0
-            for how in ("pooled", "strata", "marks"):
+            for how in ("pooled", "marks"):
                 sched.marks = all_marks if how == "marks" else {}
                 sched._clip(Profile(), *window)
                 got = splits(sched, how)

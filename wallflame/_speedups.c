@@ -3028,23 +3028,26 @@ static int64_t sk_floordiv(int64_t a, int64_t b)
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-/* clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns) -> (outside, totals, runnable
- * bins, sampled): the part of ``SampledSched._clip`` that needs no stack.  totals: [(tid,
- * blocked, runnable, leading)] in order of each thread's first row; runnable bins: [(bin,
- * ns)]; sampled: bytes of int64, the rows with a sample and a part inside [lo, hi) (their
- * stacks and bins are Python's). */
+/* clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns[, long_ns]) -> (outside, totals,
+ * runnable bins, sampled): the part of ``SampledSched._clip`` that needs no stack.  totals:
+ * [(tid, blocked, runnable, leading)] in order of each thread's first row; runnable bins:
+ * [(bin, ns)]; sampled: bytes of int64, the rows with a sample and a part inside [lo, hi)
+ * (their stacks and bins are Python's), and with long_ns > 0 the blocked rows without one
+ * lasting at least long_ns (matched to the snapshots' stops in Python). */
 static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    long long lo, hi, bin_ns;
-    if (nargs != 8) {
+    long long lo, hi, bin_ns, long_ns = 0;
+    if (nargs != 8 && nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "clip_log(tid, start, dur, kind, sample, lo, hi, "
-                        "bin_ns)");
+                        "bin_ns[, long_ns])");
         return NULL;
     }
     lo = PyLong_AsLongLong(args[5]);
     hi = PyLong_AsLongLong(args[6]);
     bin_ns = PyLong_AsLongLong(args[7]);
+    if (nargs == 9)
+        long_ns = PyLong_AsLongLong(args[8]);
     if (PyErr_Occurred())
         return NULL;
     if (bin_ns <= 0) {
@@ -3155,7 +3158,7 @@ static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t na
             tt.v[4 * row + 3] += c;
         } else {
             tt.v[4 * row + 1] += c;
-            if (sample[i] >= 0 && i64_push(&sampled, i) < 0)
+            if ((sample[i] >= 0 || (long_ns > 0 && d >= long_ns)) && i64_push(&sampled, i) < 0)
                 goto done;
         }
     }
@@ -4422,7 +4425,7 @@ static PyMethodDef module_methods[] = {
     {"apply_lag", (PyCFunction)(void (*)(void))apply_lag, METH_FASTCALL,
      "apply_lag(lag, off, at, on, pair, dur, pairs) -> moved"},
     {"clip_log", (PyCFunction)(void (*)(void))clip_log, METH_FASTCALL,
-     "clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns) -> (outside, totals, bins, "
+     "clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns[, long_ns]) -> (outside, totals, bins, "
      "sampled)"},
     {"perf_switches", (PyCFunction)perf_switches, METH_O,
      "perf_switches(path) -> None or (records, comms): a scheduler chunk's switch records"},

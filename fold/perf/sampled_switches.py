@@ -17,10 +17,10 @@ comm,pid,tid,time,period,event,trace,ip,sym,dso``, chunk after chunk, by one ``S
   proportion to ``period x duration`` of each (a ratio estimator: the sampled intervals stand
   for the others in their part of the run, and the split sums exactly to the measured total).
   With ``-c 1`` (every switch sampled) every period is 1 and the split is the exact one.
-  With sampled stacks the split is made within each stratum of the intervals' durations
-  (``_split_stratified``), and an unsampled interval that a snapshot's ptrace stop ended, or
-  that restarted the wait after it, takes the snapshot's stack (``set_marks``): the long waits,
-  few and each a large part of its thread's time, are those the snapshots interrupt.
+  With sampled stacks, an unsampled interval that a snapshot's ptrace stop ended, or that
+  restarted the wait after it, takes the snapshot's stack (``set_marks``), and only the rest
+  is split over the samples: the long waits, few and each a large part of its thread's time,
+  are those the snapshots interrupt.
 * A thread whose first record is an ``IN`` was off-CPU since before the capture: that leading
   span counts as blocked (from the capture's first record) and is split like the rest.  A
   blocked thread with no sampled stack at all gets the pseudo-frame ``[unsampled]``.
@@ -158,12 +158,8 @@ class _Thread:
     seen: bool = False
     # (wait class, bin index) -> sum of period x the part of the interval in that bin
     bins: dict[tuple[str, int], int] = field(default_factory=dict)
-    # sampled stacks only: blocked ns per duration stratum (``_stratum``) over every interval,
-    # and ((frames, kernel state), stratum) -> period x duration of the sampled ones
-    strata: dict[int, int] = field(default_factory=dict)
-    sstacks: dict[tuple[tuple[tuple[str, ...], str], int], int] = field(default_factory=dict)
     # sampled stacks only: blocked ns of unsampled intervals a snapshot's stop ended or
-    # restarted (``SampledSched.marks``), by the snapshot's (frames, kernel state)
+    # restarted (``SampledSched.set_marks``), by the snapshot's (frames, kernel state)
     known: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
     known_ns: int = 0
     lead_start: int = 0  # where ``leading`` began (the capture's first record)
@@ -804,22 +800,20 @@ class SampledSched:
         log = self.log
         for th in self.threads.values():
             th.blocked = th.runnable = th.leading = th.sampled_weight = 0
-            th.stacks, th.bins, th.rstacks, th.strata, th.sstacks = {}, {}, {}, {}, {}
+            th.stacks, th.bins, th.rstacks = {}, {}, {}
             th.known, th.known_ns = {}, 0
             th.lead_start = max(th.lead_start, start)
-        # With sampled stacks (a period above 1) a thread's blocked time is split stratum by
-        # stratum of the intervals' durations (``_split_stratified``): every interval's
-        # duration is known, only a sample of them has a stack.
-        stratified = max(log.period, default=0) > 1
-        if stratified:
-            self._strata(start, end)
+        # With sampled stacks (a period above 1), the unsampled intervals long enough to have
+        # been ended or restarted by a snapshot's stop are matched to the stops (``_known``).
+        marks = self.marks if max(log.period, default=0) > 1 else {}
+        candidates: list[tuple[int, int, int, int]] = []  # (tid, start, dur, clipped)
         outside = 0
         runnable_bins: dict[tuple[str, int], int] = {}
         rows: Iterable[int] = range(len(log))
         if PASSES is not None:  # the totals and runnable bins; the sampled rows below
-            outside, totals, rbins, sampled = PASSES.clip_log(log.tid, log.start, log.dur,
-                                                              log.kind, log.sample, start, end,
-                                                              BIN_NS)
+            outside, totals, rbins, sampled = PASSES.clip_log(
+                log.tid, log.start, log.dur, log.kind, log.sample, start, end, BIN_NS,
+                MARK_MIN_NS if marks else 0)
             for tid, blocked, runnable, leading in totals:
                 th = self.threads[tid]
                 th.blocked, th.runnable, th.leading = blocked, runnable, leading
@@ -851,15 +845,16 @@ class SampledSched:
                 if PASSES is None:
                     th.blocked += c
                 si = log.sample[i]
-                if si >= 0:
-                    key, p = log.samples[si], max(1, log.period[i])
-                    th.stacks[key] = th.stacks.get(key, 0) + p * c
-                    th.sampled_weight += p * c
-                    if stratified:
-                        sk = (key, _stratum(d))
-                        th.sstacks[sk] = th.sstacks.get(sk, 0) + p * c
-                    _add_to_bins(th.bins, self._class_of(key), max(s, start),
-                                 min(s + d, end), p)
+                if si < 0:
+                    if marks and d >= MARK_MIN_NS and log.tid[i] in marks:
+                        candidates.append((log.tid[i], s, d, c))
+                    continue
+                key, p = log.samples[si], max(1, log.period[i])
+                th.stacks[key] = th.stacks.get(key, 0) + p * c
+                th.sampled_weight += p * c
+                _add_to_bins(th.bins, self._class_of(key), max(s, start), min(s + d, end), p)
+        if candidates:
+            self._known(candidates, start, end)
         out = profile.meta.extra.setdefault("outside_window", {})
         out["sched_ns"] = out.get("sched_ns", 0) + outside
         for (cls, b), ns in runnable_bins.items():
@@ -883,53 +878,36 @@ class SampledSched:
         self.marks = {tid: (array("q", [a for a, _ in v]), [k for _, k in v])
                       for tid, v in ((t, sorted(v)) for t, v in by.items())}
 
-    def _strata(self, start: int, end: int) -> None:
-        """Each thread's blocked time inside ``[start, end)`` per stratum of its intervals'
-        whole durations (``_Thread.strata``), but for the unsampled intervals a snapshot's
-        stop ended or restarted (``set_marks``), whose stack is known (``_Thread.known``): for
-        each stop, the last interval of its thread that ended within ``MARK_WINDOW_NS`` before
-        it, and the first that started within that after it."""
-        log = self.log
-        threads = self.threads
+    def _known(self, candidates: list[tuple[int, int, int, int]], start: int, end: int
+               ) -> None:
+        """The unsampled intervals (``(tid, start, dur, clipped)``, in the log's order) that a
+        snapshot's stop ended or restarted (``set_marks``), whose stack is known
+        (``_Thread.known``): for each stop, the last interval of its thread that ended within
+        ``MARK_WINDOW_NS`` before it, and the first that started within that after it."""
         marks = self.marks
         win = MARK_WINDOW_NS
-        rows: list[tuple[int, int, int]] = []  # candidates: (tid, clipped ns, stratum)
-        # (tid, stop, 0: the wait it ended / 1: the wait it restarted) -> (distance, row)
+        # (tid, stop, 0: the wait it ended / 1: the wait it restarted) -> (distance, candidate)
         best: dict[tuple[int, int, int], tuple[int, int]] = {}
-        for tid, s, d, kind, si in zip(log.tid, log.start, log.dur, log.kind, log.sample,
-                                       strict=True):
-            if kind != LOG_BLOCKED:
-                continue
-            c = min(end, s + d) - max(start, s)
-            if c <= 0:
-                continue
-            b = d.bit_length() >> 1  # _stratum(d), inline: every interval of the run
-            if si < 0 and d >= MARK_MIN_NS and tid in marks:
-                at = marks[tid][0]
-                e = s + d
-                found = False
-                i = bisect_left(at, e)  # the stop just after it ended
-                if i < len(at) and at[i] - e <= win:
-                    found = _closer(best, (tid, i, 0), at[i] - e, len(rows)) or found
-                i = bisect_right(at, s) - 1  # the stop just before it started
-                if i >= 0 and s - at[i] <= win:
-                    found = _closer(best, (tid, i, 1), s - at[i], len(rows)) or found
-                if found:
-                    rows.append((tid, c, b))
-                    continue
-            strata = threads[tid].strata
-            strata[b] = strata.get(b, 0) + c
-        chosen: dict[int, tuple[int, int]] = {}  # row -> (tid, stop): its wait's stack
+        for r, (tid, s, d, _) in enumerate(candidates):
+            at = marks[tid][0]
+            e = s + d
+            i = bisect_left(at, e)  # the stop just after it ended
+            if i < len(at) and at[i] - e <= win:
+                _closer(best, (tid, i, 0), at[i] - e, r)
+            i = bisect_right(at, s) - 1  # the stop just before it started
+            if i >= 0 and s - at[i] <= win:
+                _closer(best, (tid, i, 1), s - at[i], r)
+        chosen: dict[int, tuple[int, int]] = {}  # candidate -> (tid, stop): its wait's stack
         for (tid, i, _), (_, r) in sorted(best.items()):
             chosen.setdefault(r, (tid, i))
-        for r, (tid, c, b) in enumerate(rows):
-            th = threads[tid]
-            if r in chosen:
-                key = marks[tid][1][chosen[r][1]]
-                th.known[key] = th.known.get(key, 0) + c
-                th.known_ns += c
-            else:  # another interval was closer to that stop
-                th.strata[b] = th.strata.get(b, 0) + c
+        for r, (tid, stop) in chosen.items():
+            th = self.threads[tid]
+            key = marks[tid][1][stop]
+            _, s, d, c = candidates[r]
+            th.known[key] = th.known.get(key, 0) + c
+            th.known_ns += c
+            # its own time in the class bins (weight 1: it stands for itself alone)
+            _add_to_bins(th.bins, self._class_of(key), max(s, start), min(s + d, end), 1)
 
     # -- output ---------------------------------------------------------------------------
 
@@ -1087,64 +1065,27 @@ MARK_MIN_NS = 1_000_000
 
 def _blocked_split(th: _Thread) -> tuple[list[tuple[tuple[tuple[str, ...], str], int]], int]:
     """A thread's blocked time (in its intervals and before its first record) over stacks,
-    and how much of it had none (``[unsampled]``)."""
+    and how much of it had none (``[unsampled]``): the intervals whose stack a snapshot's
+    stop showed (``_Thread.known``) exactly, the rest over the sampled stacks."""
     parts = sorted(th.stacks.items())
     unsampled = 0
     if not th.sampled_weight:
         parts = [(((UNSAMPLED,), ""), 1)]
         unsampled = th.blocked + th.leading - th.known_ns
-    if not th.sampled_weight and th.known_ns:
-        return [*sorted(th.known.items()),
-                *_split_blocked(parts, th.blocked - th.known_ns, th.leading)], unsampled
-    if (th.strata or th.known_ns) and th.sampled_weight:
-        return _split_stratified(th, parts), unsampled
-    return _split_blocked(parts, th.blocked, th.leading), unsampled
+    if not th.known_ns:
+        return _split_blocked(parts, th.blocked, th.leading), unsampled
+    out = dict(th.known)
+    for key, part in _split_blocked(parts, th.blocked - th.known_ns, th.leading):
+        out[key] = out.get(key, 0) + part
+    return sorted((key, ns) for key, ns in out.items() if ns), unsampled
 
 
 def _closer(best: dict[tuple[int, int, int], tuple[int, int]], key: tuple[int, int, int],
-            dist: int, row: int) -> bool:
-    """Keep ``row`` as ``key``'s interval if none closer is known; True (a candidate)."""
+            dist: int, row: int) -> None:
+    """Keep ``row`` as ``key``'s interval if none closer is known."""
     old = best.get(key)
     if old is None or dist < old[0]:
         best[key] = (dist, row)
-    return True
-
-
-def _stratum(dur: int) -> int:
-    """The duration stratum of an interval of ``dur`` ns: factors of 4 (1-4 us, 4-16 us, ...,
-    1-4 s)."""
-    return dur.bit_length() >> 1
-
-
-def _split_stratified(th: _Thread, parts: list[tuple[tuple[tuple[str, ...], str], int]]
-                      ) -> list[tuple[tuple[tuple[str, ...], str], int]]:
-    """A thread's blocked time over its sampled stacks, stratum by stratum of the intervals'
-    durations: each stratum's exact blocked time (every interval's duration is recorded) over
-    the stacks sampled in it, in proportion to period x duration.  A wait's kind goes with
-    how long it lasts (a contended mutex for microseconds, a connection waiting for its client
-    for milliseconds to seconds), so this estimates the split from the samples within each
-    stratum instead of letting a few long samples stand for many short waits of another kind;
-    with a stack at every switch it is the exact split.  Strata with no sampled stack, and the
-    time before the thread's first record, go over all its stacks as ``_split_blocked`` does.
-    The parts sum to the thread's exact blocked time."""
-    by: dict[int, list[tuple[tuple[tuple[str, ...], str], int]]] = {}
-    for (key, b), w in th.sstacks.items():
-        by.setdefault(b, []).append((key, w))
-    out: dict[tuple[tuple[str, ...], str], int] = {}
-    rest = 0
-    for b, ns in th.strata.items():
-        sampled = by.get(b)
-        if not sampled:
-            rest += ns
-            continue
-        for key, part in shares(sorted(sampled), ns):
-            out[key] = out.get(key, 0) + part
-    for key, ns in th.known.items():  # the intervals a snapshot's stop ended or restarted
-        out[key] = out.get(key, 0) + ns
-    rest += th.blocked - sum(th.strata.values()) - th.known_ns  # none: all are in one of them
-    for key, part in _split_blocked(parts, rest, th.leading):
-        out[key] = out.get(key, 0) + part
-    return sorted((key, ns) for key, ns in out.items() if ns)
 
 
 def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:

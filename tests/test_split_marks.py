@@ -1,106 +1,26 @@
-"""A thread's blocked time over its sampled stacks, stratum by stratum of the intervals'
-durations (``fold.perf.sampled_switches._split_stratified``): the parts sum exactly to the
-thread's measured blocked time, a stack at every switch gives the exact split, and with one
-stack in N a kind of wait that goes with its duration is not outweighed by a few long samples
-of another (the pooled split's error on such a thread, against the stratified one's)."""
+"""The scheduler's split with sampled stacks and the snapshots' stops
+(``fold.perf.sampled_switches``): a snapshot's ptrace stop interrupts the wait it finds a
+thread in, so the unsampled interval it ended and the one that restarted the wait take the
+snapshot's stack (``SampledSched.set_marks``), and only the rest is split over the sampled
+stacks.  The split sums exactly to the thread's measured blocked time whatever the stops,
+the native pass gives the same as the Python one, and the snapshot fold reports the stops'
+instants only when asked."""
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wallflame.fold.perf.sampled_switches import (
-    _split_blocked,
-    _split_stratified,
-    _stratum,
-    _Thread,
-)
+from wallflame.classify import default_rules
+from wallflame.fold.perf import sampled_switches
+from wallflame.fold.perf.sampled_switches import SampledSched, _blocked_split, _Thread
+from wallflame.profile import Profile
+from wallflame.timeline import LOG_BLOCKED, LOG_RUNNABLE, IntervalLog
 
-MUTEX = (("__lll_lock_wait", "worker"), "S")
-CONDVAR = (("pthread_cond_wait", "worker"), "S")
-POLL = (("poll", "main"), "S")
-
-
-def _thread(intervals: list[tuple[tuple[tuple[str, ...], str], int]], every: int,
-            leading: int = 0, phase: int = 0) -> _Thread:
-    """A thread with these (stack, duration) blocked intervals, one in ``every`` sampled."""
-    th = _Thread(leading=leading)
-    for i, (key, d) in enumerate(intervals):
-        th.blocked += d
-        b = _stratum(d)
-        th.strata[b] = th.strata.get(b, 0) + d
-        if (i + phase) % every == 0:
-            th.stacks[key] = th.stacks.get(key, 0) + every * d
-            th.sstacks[(key, b)] = th.sstacks.get((key, b), 0) + every * d
-            th.sampled_weight += every * d
-    return th
-
-
-def _exact(intervals: list[tuple[tuple[tuple[str, ...], str], int]]
-           ) -> dict[tuple[tuple[str, ...], str], int]:
-    out: dict[tuple[tuple[str, ...], str], int] = {}
-    for key, d in intervals:
-        out[key] = out.get(key, 0) + d
-    return out
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([MUTEX, CONDVAR, POLL]),
-                          st.integers(1, 5_000_000_000)), min_size=1, max_size=300),
-       st.integers(1, 40), st.integers(0, 10**9), st.integers(0, 39))
-def test_parts_sum_to_the_measured_total(intervals: list[tuple[tuple[tuple[str, ...], str],
-                                                                int]],
-                                         every: int, leading: int, phase: int) -> None:
-    th = _thread(intervals, every, leading, phase % every)
-    if not th.sampled_weight:
-        return
-    parts = _split_stratified(th, sorted(th.stacks.items()))
-    assert sum(ns for _, ns in parts) == th.blocked + th.leading
-    assert all(ns > 0 for _, ns in parts)
-    if every == 1 and not leading:
-        assert dict(parts) == {k: v for k, v in _exact(intervals).items() if v}
-
-
-def test_short_waits_are_not_outweighed_by_long_samples() -> None:
-    """A worker: thousands of mutex waits of 20-80 us, hundreds of condvar waits of 1-4 ms,
-    sleeps of 10-20 ms; one switch in 50 sampled.  Over the 50 phases of the sampling, the
-    stratified split's error (on the class it gets most wrong, as a share of the thread's
-    blocked time) is a fraction of the pooled one's on average (measured: 4.0% against 15.6%;
-    the median phase 0 against 12.6%).  (Either is far off where a
-    phase samples none of the rare long waits: then no split can know of them.)"""
-    rng = random.Random(7)
-    intervals: list[tuple[tuple[tuple[str, ...], str], int]] = []
-    for _ in range(6000):
-        r = rng.random()
-        if r < 0.90:
-            intervals.append((MUTEX, rng.randint(20_000, 80_000)))
-        elif r < 0.98:
-            intervals.append((CONDVAR, rng.randint(1_000_000, 4_000_000)))
-        else:
-            intervals.append((POLL, rng.randint(10_000_000, 20_000_000)))
-    exact = _exact(intervals)
-    total = sum(exact.values())
-    errors: dict[str, list[float]] = {"pooled": [], "stratified": []}
-    for phase in range(50):
-        th = _thread(intervals, 50, phase=phase)
-        parts = sorted(th.stacks.items())
-        for name, split in (("pooled", _split_blocked(parts, th.blocked, 0)),
-                            ("stratified", _split_stratified(th, parts))):
-            got = dict(split)
-            errors[name].append(max(abs(got.get(k, 0) - v) / total for k, v in exact.items()))
-    mean = {name: sum(e) / len(e) for name, e in errors.items()}
-    assert mean["stratified"] * 3 < mean["pooled"], mean
-
-
-# -- the snapshots' stops (SampledSched.set_marks) ------------------------------------------
-
-from wallflame.classify import default_rules  # noqa: E402
-from wallflame.fold.perf.sampled_switches import SampledSched, _blocked_split  # noqa: E402
-from wallflame.profile import Profile  # noqa: E402
-from wallflame.timeline import LOG_BLOCKED, LOG_RUNNABLE, IntervalLog  # noqa: E402
+MUTEX = (("start_thread", "worker", "__lll_lock_wait"), "S")
 
 MS = 1_000_000
 COND_FRAMES = ["start_thread", "worker", "pthread_cond_wait", "__futex_abstimed_wait_common"]
@@ -122,6 +42,16 @@ def _sched(rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | No
     return th
 
 
+@pytest.fixture(params=["native", "python"])
+def passes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test with the native passes (``_speedups.clip_log``) and with Python's."""
+    if request.param == "python":
+        monkeypatch.setattr(sampled_switches, "PASSES", None)
+    elif sampled_switches.PASSES is None:
+        pytest.skip("the native module is not built")
+    return str(request.param)
+
+
 def _long_wait_rows() -> list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]]:
     mutex = (tuple(MUTEX[0]), "S", 10)
     rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]] = []
@@ -137,7 +67,7 @@ def _long_wait_rows() -> list[tuple[int, int, int, tuple[tuple[str, ...], str, i
     return rows
 
 
-def test_a_stop_gives_its_stack_to_the_wait_it_ended_and_restarted() -> None:
+def test_a_stop_gives_its_stack_to_the_wait_it_ended_and_restarted(passes: str) -> None:
     marks = [[7, 400 * MS + 500_000, COND_FRAMES, "S"]]
     th = _sched(_long_wait_rows(), marks)
     split, unsampled = _blocked_split(th)
@@ -148,14 +78,14 @@ def test_a_stop_gives_its_stack_to_the_wait_it_ended_and_restarted() -> None:
     assert th.known_ns == 700 * MS
 
 
-def test_without_the_stop_the_long_wait_goes_to_the_sampled_short_ones() -> None:
+def test_without_the_stop_the_long_wait_goes_to_the_sampled_short_ones(passes: str) -> None:
     """What the split did before: 700 ms of one wait given to a mutex sampled at 50 us."""
     th = _sched(_long_wait_rows(), [])
     by = dict(_blocked_split(th)[0])
     assert list(by) == [(tuple(MUTEX[0]), "S")] and sum(by.values()) == th.blocked
 
 
-def test_a_stop_too_far_from_an_interval_gives_nothing() -> None:
+def test_a_stop_too_far_from_an_interval_gives_nothing(passes: str) -> None:
     far = [[7, 406 * MS, COND_FRAMES, "S"]]  # 6 ms after the wait's end, inside the restart
     th = _sched(_long_wait_rows(), far)
     by = dict(_blocked_split(th)[0])
@@ -183,6 +113,14 @@ def test_marks_keep_the_total(rows: list[tuple[int, int, bool]], at_ms: list[int
     split, _ = _blocked_split(th)
     assert sum(ns for _, ns in split) == th.blocked
     assert all(ns > 0 for _, ns in split)
+    native = sampled_switches.PASSES
+    if native is not None:  # the Python pass gives the same
+        sampled_switches.PASSES = None
+        try:
+            th_py = _sched(log_rows, marks)
+        finally:
+            sampled_switches.PASSES = native
+        assert _blocked_split(th_py)[0] == split and th_py.known == th.known
 
 
 def test_the_snapshot_fold_reports_where_blocked_threads_were_stopped(tmp_path: Any) -> None:
