@@ -589,6 +589,9 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
             target = procs.released(child)
             mono_start = child.released_ns if child.traced else time.monotonic_ns()
             t_start = time.time_ns() - (time.monotonic_ns() - mono_start)
+            # The threads at the window's start, before the snapshots start (a thread the
+            # command starts meanwhile was not there when the window opened)
+            col.threads["start"] = _listing(procs.all_targets())
             if not child.traced:
                 col.warn("ptrace is not permitted here, so the command could not be held "
                          "until the recorders were ready: it ran "
@@ -598,7 +601,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         else:
             t_start = time.time_ns()
             mono_start = time.monotonic_ns()
-        col.threads["start"] = _listing(procs.all_targets())
+            col.threads["start"] = _listing(procs.all_targets())
         m_start = mono_start / 1e9
         main_cpu = time.thread_time()
         if folder is not None:
