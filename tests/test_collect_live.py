@@ -15,7 +15,8 @@ import pytest
 from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
 from wallflame.collect.owners import ProcReader
-from wallflame.collect.perf import script_command
+from wallflame.collect.packed import unpacked
+from wallflame.collect.perf import data_chunks, script_command
 from wallflame.collect.target import thread_states, tracer_of
 from wallflame.rundir import SNAPSHOTS_MAGIC as LOG_MAGIC
 
@@ -62,14 +63,17 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         assert mem["samples"] and mem["samples"][0]["threads"] == 5
         # Every perf script of the run reads the kernel's symbols from the copy in raw/,
         # and gives the same text as with the kernel's own /proc/kallsyms.
+        # (Each chunk is kept compressed once read, collect.packed: unpacked to be read here.)
         for stem in ("perf", "sched", "wake"):
-            chunk = sorted((run / "raw").glob(f"{stem}.data.*"))[0]
-            cmd = script_command(chunk, stem == "sched", mix.pid)
-            ksyms = [Path(a.split("=", 1)[1]) for a in cmd if a.startswith("--kallsyms=")]
-            assert len(ksyms) == 1 and ksyms[0].parent == run / "raw", cmd
-            plain = [a for a in cmd if not a.startswith("--kallsyms=")]
-            texts = [subprocess.run(c, capture_output=True, check=True).stdout
-                     for c in (cmd, plain)]
+            chunks = data_chunks(run / "raw", stem)
+            assert chunks and all(c.name.endswith(".zst") for c in chunks), chunks
+            with unpacked(chunks[0]) as chunk:
+                cmd = script_command(chunk, stem == "sched", mix.pid)
+                ksyms = [Path(a.split("=", 1)[1]) for a in cmd if a.startswith("--kallsyms=")]
+                assert len(ksyms) == 1 and ksyms[0].parent == run / "raw", cmd
+                plain = [a for a in cmd if not a.startswith("--kallsyms=")]
+                texts = [subprocess.run(c, capture_output=True, check=True).stdout
+                         for c in (cmd, plain)]
             assert texts[0] == texts[1] and texts[0], stem
         assert not harmed(mix.pid)
         assert mix.poll() is None

@@ -16,6 +16,7 @@ from livehelp import collect, start_mix, stop_mix
 from test_switch_lines_native import state
 
 from wallflame.collect import perf
+from wallflame.collect.packed import unpacked
 from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf import sampled_switches
@@ -31,16 +32,17 @@ pytestmark = [pytest.mark.live, pytest.mark.skipif(
 def read(chunks: list[Path], from_file: bool, at_start: list[int]) -> SampledSched:
     s = SampledSched(FoldOptions().get_rules())
     s.set_window(0, None, at_start)
-    for chunk in chunks:
-        switches = read_switches(chunk) if from_file else None
-        assert (switches is not None) == from_file, chunk
-        p = subprocess.Popen(perf.script_command(chunk, True, switches=not from_file),
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             env=tool_env())
-        assert p.stdout is not None
-        s.feed(p.stdout, switches=switches)  # type: ignore[arg-type]
-        p.stdout.close()
-        assert p.wait() == 0
+    for packed_chunk in chunks:  # kept compressed once read (collect.packed)
+        with unpacked(packed_chunk) as chunk:
+            switches = read_switches(chunk) if from_file else None
+            assert (switches is not None) == from_file, chunk
+            p = subprocess.Popen(perf.script_command(chunk, True, switches=not from_file),
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 env=tool_env())
+            assert p.stdout is not None
+            s.feed(p.stdout, switches=switches)  # type: ignore[arg-type]
+            p.stdout.close()
+            assert p.wait() == 0
     return s
 
 
