@@ -36,13 +36,14 @@ from typing import IO
 from wallflame.errors import TargetError
 from wallflame.rundir import TARGET_STDERR, TARGET_STDOUT
 
-#: The stub: SIGINT and the signals Python set aside (SIGPIPE and SIGXFSZ ignored would be
-#: inherited through the exec) back to their defaults, ``T`` (traced) or ``U`` (ptrace refused)
-#: into the report pipe, then the exec; an exec that fails writes ``E`` and its reason.
+#: The stub: the signals Python ignores (SIGPIPE and SIGXFSZ, which the exec would pass on)
+#: back to their defaults, as ``subprocess``'s ``restore_signals`` does (what the environment
+#: ignores stays ignored, as through any exec), ``T`` (traced) or ``U`` (ptrace refused) into
+#: the report pipe, then the exec; an exec that fails writes ``E`` and its reason.
 _STUB = """import ctypes, os, signal, sys
 report = int(sys.argv[1])
 os.set_inheritable(report, False)
-for name in ("SIGINT", "SIGPIPE", "SIGXFSZ"):
+for name in ("SIGPIPE", "SIGXFSZ"):
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
 try:
