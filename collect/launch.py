@@ -195,7 +195,25 @@ class Launched:
                 os.kill(self.pid, signal.SIGKILL)
 
     def poll(self) -> int | None:
+        """The exit status, reaping the command: only once no thread of this process traces
+        it any more (``ended`` before that)."""
         return self.proc.poll()
+
+    def ended(self) -> bool:
+        """Whether the command has exited, from /proc (a zombie, or gone): never from
+        ``wait``, which in this process can take the ptrace stop a snapshot thread is waiting
+        for (any thread's wait sees the stops of every thread's tracees).  Taken that way, a
+        stop looked like an exit (``Popen`` reads a stopped status as a return code): the
+        window ended after 1 s of a 10 s run and the snapshot thread was left waiting."""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                text = f.read()
+        except OSError:
+            return True
+        state = text[text.rfind(b")") + 2:text.rfind(b")") + 3]
+        return state in (b"Z", b"X", b"")
 
     def join(self) -> None:
         self.done.set()

@@ -722,11 +722,11 @@ def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading
         if deadline is not None and now >= deadline:
             col.ended_by = col.ended_by or "duration"
             return
-        if child is not None and child.poll() is not None:
+        if child is not None and child.ended():
             col.ended_by = "command exited"
             return
         if not procs.alive():
-            if child is not None and child.poll() is not None:  # it exited since the check
+            if child is not None and child.ended():  # it exited since the check
                 col.ended_by = "command exited"
                 return
             col.ended_by = "target exited"

@@ -113,3 +113,50 @@ def test_not_runnable_before_anything_starts(command: list[str], tmp_path: Path)
     with pytest.raises(TargetError, match="cannot run"):
         Launched(command, tmp_path)
     assert not (tmp_path / "target.stdout").exists()
+
+
+def test_a_stop_by_another_thread_is_not_an_exit(tmp_path: Path) -> None:
+    """A snapshot thread's ptrace stop of the command is visible to every thread's wait in
+    this process (the kernel shows it below); ``ended`` reads /proc instead, so the stop is
+    neither taken for an exit nor taken from the thread that waits for it."""
+    import ctypes
+    import threading
+
+    child = Launched(["sleep", "5"], tmp_path)
+    child.release()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.restype = ctypes.c_long
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    interrupted, seen = threading.Event(), threading.Event()
+
+    def tracer() -> None:
+        assert libc.ptrace(0x4206, child.pid, None, None) == 0  # PTRACE_SEIZE
+        assert libc.ptrace(0x4207, child.pid, None, None) == 0  # PTRACE_INTERRUPT
+        interrupted.set()
+        seen.wait(10)
+        os.waitpid(child.pid, 0x40000000)  # its stop (__WALL), as a snapshot thread waits
+        libc.ptrace(17, child.pid, None, None)  # PTRACE_DETACH
+
+    t = threading.Thread(target=tracer)
+    try:
+        t.start()
+        assert interrupted.wait(10)
+        info = None
+        deadline = time.monotonic() + 5
+        while info is None and time.monotonic() < deadline:
+            # stopped by a sibling thread, yet waitable from this one: what Popen.poll took
+            info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            time.sleep(0.01)
+        assert info is not None and info.si_code == os.CLD_TRAPPED, info
+        assert not child.ended()
+        assert child.proc.returncode is None
+    finally:
+        seen.set()
+        t.join(10)
+    os.kill(child.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while not child.ended() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert child.ended()
+    rc, _ = end_child(child)
+    assert rc == -signal.SIGKILL
