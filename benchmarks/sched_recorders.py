@@ -28,8 +28,14 @@ Recorders (every one is a process of its own beside the server, as a collect's a
 * ``idle_burn`` / ``idle_burn1``: no recorder, two (one) busy loops at ``SCHED_IDLE`` for the
   window: what CPU the collect's post-processing takes at that policy costs the server, whatever
   the work is;
+* ``idle_duty<N>``: no recorder, one loop at ``SCHED_IDLE`` busy N ms of every 10 (N% of a
+  CPU at most: the CPU a collect's own processes take, ``machine.collect_cpus``, without
+  their work);
+* ``wf_*_shm``: the same collect with its run directory in ``/dev/shm`` (memory), not on the
+  disk the server's data directory is on;
 * ``wf_base`` (with ``--base CHECKOUT``): a default collect run from another checkout, to
-  compare a change with the code before it in the same sysbench run;
+  compare a change with the code before it in the same sysbench run; ``--base`` given again
+  adds ``wf_base2``, ``wf_base3``... (one checkout each, in the order given);
 * ``wf_*``: a whole ``wallflame collect --pid PID --duration WINDOW`` with the options in
   ``COLLECTS`` (``wf_default``: none), its window read from its ``meta.json`` (what comes
   before and after the window, the rate read and the post-processing, is left out of the
@@ -86,6 +92,8 @@ COLLECTS = {
     "wf_sched": ["--off-cpu", "sched"],
     "wf_pmp": ["--off-cpu", "pmp"],
     "wf_snapshots": ["--off-cpu", "pmp", "--owner-rate", "0", "--pmp-rate", "2"],
+    "wf_pmp_half": ["--pmp-rate", "0.5"],
+    "wf_light": ["--pmp-rate", "0.5", "--owner-rate", "5"],
     "wf_none": ["--off-cpu", "none"],
 }
 
@@ -133,6 +141,14 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
                 "import os\n"
                 f"for _ in range({loops} - 1):\n    if os.fork() == 0: break\n"
                 "while True: pass\n"]
+    if kind.startswith("idle_duty"):  # N ms busy of every 10, one thread, SCHED_IDLE
+        busy = float(kind.removeprefix("idle_duty")) / 1000
+        return ["chrt", "-i", "0", "timeout", f"{window:g}", sys.executable, "-c",
+                "import time\n"
+                "while True:\n"
+                f"    t = time.monotonic() + {busy!r}\n"
+                "    while time.monotonic() < t: pass\n"
+                f"    time.sleep({0.010 - busy!r})\n"]
     if kind in ("p_switch", "a_switch"):
         who = ["-p", str(pid)] if kind == "p_switch" else ["-a"]
         return [*perf, "-e", "dummy", "--switch-events", *who, *sleep]
@@ -203,16 +219,19 @@ def holder_stops(out: Path) -> list[float]:
 
 
 def wallflame_window(pid: int, out: Path, window: float, extra: list[str],
-                     root: Path = ROOT, stops: list[float] | None = None
-                     ) -> tuple[float, float]:
+                     root: Path = ROOT, stops: list[float] | None = None,
+                     cpus: list[float] | None = None) -> tuple[float, float]:
     """Run one collect (``server_collect.collect``); its window in this process's
     ``time.monotonic()``, or ``(0, -1)`` (no figure) when it wrote none.  ``stops``: the
-    collect's lock-holder stops are added to it (``holder_stops``)."""
+    collect's lock-holder stops are added to it (``holder_stops``); ``cpus``: the CPUs its
+    own processes took over the window (``meta.json`` ``machine.collect_cpus``)."""
     shutil.rmtree(out, ignore_errors=True)
     try:
         c = run_collect(pid, out, window, extra, root)
         if stops is not None:
             stops.extend(holder_stops(out))
+        if cpus is not None and c["meta"].get("machine", {}).get("collect_cpus") is not None:
+            cpus.append(float(c["meta"]["machine"]["collect_cpus"]))
     except (RuntimeError, OSError, ValueError, KeyError):
         return 0.0, -1.0
     finally:
@@ -240,9 +259,20 @@ def bpf_window(pid: int, window: float, program: Path) -> tuple[float, float]:
     return start, end
 
 
+SHM = "_shm"
+
+
+def collect_kind(kind: str) -> str:
+    """The collect a kind runs (``wf_default_shm``: ``wf_default`` with its run directory in
+    ``/dev/shm``)."""
+    return kind.removesuffix(SHM)
+
+
 def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: int,
-            table_size: int, base: Path | None = None,
-            stops: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+            table_size: int, bases: dict[str, Path] | None = None,
+            base_args: list[str] | None = None,
+            stops: dict[str, list[float]] | None = None,
+            cpus: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     program = work / "accounting.bt"
     program.write_text(ACCOUNTING)
     result: dict[str, list[float]] = {k: [] for k in kinds}
@@ -251,7 +281,9 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
         db.prepare()
         db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
         # A collect also reads the rate first and post-processes after its window.
-        total = rounds * sum(window + (63 if k in COLLECTS else 3) for k in kinds) + 15
+        total = rounds * sum(window + (63 if collect_kind(k) in COLLECTS
+                                       or collect_kind(k) in (bases or {}) else 3)
+                            for k in kinds) + 15
         load = db.sysbench_start("oltp_update_index", 32, total)
         time.sleep(5)
         for r in range(rounds):
@@ -265,11 +297,18 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
-                elif kind in COLLECTS or kind == "wf_base":
-                    s, e = wallflame_window(db.pid, work / kind, window, COLLECTS.get(kind, []),
-                                            base if kind == "wf_base" and base else ROOT,
+                elif collect_kind(kind) in COLLECTS or collect_kind(kind) in (bases or {}):
+                    # ``..._shm``: the run directory in memory (``/dev/shm``), not on the disk
+                    # the server writes to
+                    name = collect_kind(kind)
+                    s, e = wallflame_window(db.pid, (Path("/dev/shm") if kind.endswith(SHM)
+                                                     else work) / f"wallflame-{kind}", window,
+                                            COLLECTS.get(name, base_args),
+                                            (bases or {}).get(name, ROOT),
                                             None if stops is None else
-                                            stops.setdefault(kind, []))
+                                            stops.setdefault(kind, []),
+                                            None if cpus is None else
+                                            cpus.setdefault(kind, []))
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
@@ -300,20 +339,31 @@ def main() -> int:
                     help=f"comma-separated, of: {', '.join([*RECORDERS, *COLLECTS])}")
     ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
     ap.add_argument("--table-size", type=int, default=THROUGHPUT_TABLE_SIZE)
-    ap.add_argument("--base", type=Path, default=None,
+    ap.add_argument("--base", type=Path, action="append", default=[],
                     help="another checkout: adds wf_base, a default collect of that checkout's "
                          "code, to compare a change with the code before it in one run")
+    ap.add_argument("--base-args", default="",
+                    help="options given to the collects of every --base checkout")
     args = ap.parse_args()
     if min(args.tables, args.table_size, args.rounds) < 1 or not 0 < args.window < 1e6:
         ap.error("--tables, --table-size and --rounds must be at least 1, --window above 0")
-    if args.base is not None and not (args.base / "wallflame" / "__init__.py").is_file():
-        ap.error(f"--base {args.base}: not a checkout of wallflame (no wallflame/__init__.py)")
+    for b in args.base:
+        if not (b / "wallflame" / "__init__.py").is_file():
+            ap.error(f"--base {b}: not a checkout of wallflame (no wallflame/__init__.py)")
     require("mariadb")
     warm_bytecode(ROOT)
     kinds = ["none", *[k for k in args.recorders.split(",") if k]]
-    if args.base is not None:
-        warm_bytecode(args.base)
-        kinds.append("wf_base")
+    for k in kinds:
+        if k != "none" and k not in RECORDERS and collect_kind(k) not in COLLECTS and not (
+                args.base and collect_kind(k).startswith("wf_base")) and not (
+                k.startswith("idle_duty") and k.removeprefix("idle_duty").isdigit()
+                and 0 < int(k.removeprefix("idle_duty")) < 10):
+            ap.error(f"--recorders: {k} is none of {', '.join([*RECORDERS, *COLLECTS])}, "
+                     "idle_duty1..idle_duty9")
+    bases = {("wf_base" if i == 0 else f"wf_base{i + 1}"): b for i, b in enumerate(args.base)}
+    for b in bases.values():
+        warm_bytecode(b)
+    kinds.extend(bases)
     if "bpf_acct" in kinds and shutil.which("bpftrace") is None:
         print("sched_recorders: bpftrace not installed (apt-get install bpftrace): "
               "bpf_acct left out", file=sys.stderr)
@@ -323,8 +373,9 @@ def main() -> int:
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             stops: dict[str, list[float]] = {}
+            cpus: dict[str, list[float]] = {}
             result = measure(kinds, args.window, args.rounds, work, args.tables,
-                             args.table_size, args.base, stops)
+                             args.table_size, bases, args.base_args.split(), stops, cpus)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
@@ -338,6 +389,9 @@ def main() -> int:
         loss = "" if kind == "none" or not base else f"  loss {100 * (1 - med / base):+.1f}%"
         print(f"{kind:9s} median {med:8,.0f} tps{loss}   rounds: "
               + ", ".join(f"{v:,.0f}" for v in values))
+        if cpus.get(kind):
+            print(f"{'':9s} the collect's own CPUs over its window: "
+                  + ", ".join(f"{c:.2f}" for c in cpus[kind]))
     for kind, held in stops.items():
         if held:
             held.sort()

@@ -14,6 +14,7 @@ import os
 import shutil
 import struct
 import subprocess
+import threading
 from dataclasses import dataclass
 
 from wallflame.collect.safety import tool_env
@@ -228,7 +229,32 @@ _DATA = "BbDdRrVvGgSs"
 _CODE = "TtWwi"
 
 
+#: ``nm``'s symbols of each file read, by the file's identity (device, inode, size, change
+#: time), for every ``Symbols`` of the collect: the owner sampler and the snapshots' /proc
+#: records each read the same libraries, for code and for data (20 runs of ``nm``, 0.7 s of
+#: CPU, in a collect of MariaDB before it was shared).
+_NM_ROWS: dict[tuple[tuple[int, int, int, int], str], list[tuple[int, int, str, str]]] = {}
+_NM_LOCK = threading.Lock()
+
+
 def _nm(nm: str, path: str, extra: list[str], types: str) -> list[tuple[int, int, str]]:
+    """The defined symbols of ``path`` whose type is one of ``types``: (value, size, name)."""
+    try:
+        st = os.stat(path)
+        key: tuple[tuple[int, int, int, int], str] | None = (
+            (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns), " ".join(extra))
+    except OSError:
+        key = None
+    with _NM_LOCK:
+        rows = _NM_ROWS.get(key) if key is not None else None
+        if rows is None:
+            rows = _nm_rows(nm, path, extra)
+            if key is not None:
+                _NM_ROWS[key] = rows
+    return [(v, size, name) for v, size, kind, name in rows if kind in types]
+
+
+def _nm_rows(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]]:
     try:
         r = subprocess.run([nm, "--defined-only", "-S", "-C", *extra, path], capture_output=True,
                            timeout=30, env=tool_env(), check=False)
@@ -237,10 +263,10 @@ def _nm(nm: str, path: str, extra: list[str], types: str) -> list[tuple[int, int
     rows = []
     for raw in r.stdout.decode("utf-8", "replace").splitlines():
         parts = raw.split(None, 3)
-        if len(parts) != 4 or parts[2] not in types:
+        if len(parts) != 4 or len(parts[2]) != 1:
             continue
         try:
-            rows.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+            rows.append((int(parts[0], 16), int(parts[1], 16), parts[2], parts[3]))
         except ValueError:
             continue
     return rows

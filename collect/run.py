@@ -91,7 +91,7 @@ def write_capture(raw: Path, col: Capture, opts: CollectOptions | None = None) -
             "pauses, perf's lost chunks, the arenas at the end) are missing")],
         running=Running(os.getpid(), me.start_ticks if me else 0, now))
     with contextlib.suppress(OSError):  # a spare copy: a full disk must not end the run
-        rundir.write_capture(raw, going)
+        rundir.write_capture(raw, going, compact=True)
 
 
 def _memory_so_far(col: Capture, mem: MemorySampler) -> Capture:

@@ -131,23 +131,21 @@ class Folded:
         self.child: int | None = None  # the perf script running now
         self._err: IO[bytes] | None = None
 
-    def process(self, stem: str, chunk: Path, in_window: bool = False) -> None:
-        """``perf script`` of one chunk into its folder (chunks of a stem in order).
-        ``in_window``: the window is still open (the target is being measured)."""
+    def process(self, stem: str, chunk: Path) -> None:
+        """``perf script`` of one chunk into its folder (chunks of a stem in order)."""
         t0 = time.monotonic()
         c0 = time.thread_time()
         if self._err is None:
             self._err = open(self.raw / "script.stderr", "ab")  # noqa: SIM115 - close()
         who = self.pid
         pids = (",".join(str(p) for p in who()) or None) if callable(who) else who
-        # Once the window has closed, the scheduler's switch records are read from the chunk
-        # itself where they can be (perf script then prints only the stack samples and task
-        # events: a third of its CPU).  During the window they are read from the text: in four
-        # sysbench runs MariaDB did 2-6 points worse with the file read in the window, though
-        # it takes less CPU (benchmarks/README.md, "The scheduler read from perf.data").
+        # The scheduler's switch records are read from the chunk itself where they can be
+        # (perf script then prints only the stack samples and task events: a third of its
+        # CPU), during the window as after it (benchmarks/README.md, "Switch records read
+        # from the file during the window").
         try:
             with packed.unpacked(chunk) as readable:
-                code = self._run_script(stem, readable, pids, in_window)
+                code = self._run_script(stem, readable, pids)
         except packed.UNREADABLE:  # a compressed chunk cut short or damaged: counted as bad
             code = -2
         self.cost.cpu_s += time.thread_time() - c0
@@ -161,11 +159,9 @@ class Folded:
         elif self.pack:  # read: kept compressed (not an unreadable one: left as perf wrote it)
             packed.pack(chunk, self.packed)
 
-    def _run_script(self, stem: str, chunk: Path, pids: int | str | None,
-                    in_window: bool) -> int:
+    def _run_script(self, stem: str, chunk: Path, pids: int | str | None) -> int:
         """``perf script`` of the (unpacked) ``chunk`` into the folder; its exit code."""
-        switches = self.folder.read_switches(chunk) \
-            if stem == "sched" and not in_window else None
+        switches = self.folder.read_switches(chunk) if stem == "sched" else None
         cmd = perf.script_command(chunk, stem == "sched", pids, inline=self.inline,
                                   switches=switches is None)
         try:
@@ -267,7 +263,7 @@ class Streamer(threading.Thread):
             for c in chunks:
                 if packed.chunk_name(c) in self.folded.done[r.stem]:
                     continue
-                self.folded.process(r.stem, c, in_window=self.window_closed is None)
+                self.folded.process(r.stem, c)
                 if self.window_closed is None:
                     self.folded.cost.during_window += 1
                 did = True

@@ -99,3 +99,33 @@ def test_name_of_data_is_the_same_with_the_bias_kept() -> None:
     first = [sym.name(a) for a in (addr, *CODE[:8])]
     again = [sym.name(a) for a in (addr, *CODE[:8])]
     assert first == again == [Symbols(os.getpid()).name(a) for a in (addr, *CODE[:8])]
+
+
+def test_nm_runs_once_per_file_for_every_symbols(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The owner sampler's and the snapshots' ``Symbols`` share each file's ``nm`` reading
+    (code and data alike), and what they read is what a fresh ``nm`` gives."""
+    monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    runs: list[tuple[str, tuple[str, ...]]] = []
+    real = mutex._nm_rows
+
+    def counted(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]]:
+        runs.append((path, tuple(extra)))
+        return real(nm, path, extra)
+
+    monkeypatch.setattr(mutex, "_nm_rows", counted)
+    a, b = Symbols(os.getpid()), Symbols(os.getpid())
+    first = [a.function(w) for w in CODE]
+    assert any(first)  # libc's functions were named
+    assert [b.function(w) for w in CODE] == first
+    assert len(runs) == len(set(runs)) and runs
+    # data symbols of the same files: no new run for a file already read with the same options
+    code_runs = set(runs)
+    libc_data = ctypes.cast(ctypes.CDLL(None).stdout, ctypes.c_void_p).value or 0
+    a.name(libc_data)
+    assert len(runs) == len(set(runs))
+    assert all(r in code_runs for r in runs[:len(code_runs)])
+    # what is shared is what nm says, split by type as before
+    for path, extra in set(runs):
+        rows = real("nm", path, list(extra))
+        assert mutex._nm("nm", path, list(extra), "Tt") == \
+            [(v, s, n) for v, s, k, n in rows if k in "Tt"]

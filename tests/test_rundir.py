@@ -60,6 +60,10 @@ def test_a_capture_reads_back_as_written(tmp_path: Path) -> None:
     back = read_capture(tmp_path)
     assert back == cap and back.problems == []
     assert json.loads((tmp_path / CAPTURE).read_text())["version"] == FORMAT
+    # the updates made while collecting are written on one line: the same capture
+    write_capture(tmp_path, cap, compact=True)
+    assert (tmp_path / CAPTURE).read_text().count("\n") == 1
+    assert read_capture(tmp_path) == cap
 
 
 def test_missing_fields_take_the_writers_defaults() -> None:

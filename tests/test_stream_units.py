@@ -1,6 +1,6 @@
-"""Which reader a scheduler chunk gets while the collect's window is open and after it
-(``collect.stream.Folded.process``): its switch records are read from the chunk's perf.data
-only once the window has closed, from perf script's text while the target is measured."""
+"""Which reader each chunk gets (``collect.stream.Folded.process``): a scheduler chunk's switch
+records are read from its perf.data, during the window as after it; the other chunks are read
+from perf script's text alone."""
 
 from __future__ import annotations
 
@@ -30,15 +30,14 @@ class Folder:
         pass
 
 
-def test_switch_records_from_the_file_only_after_the_window(tmp_path: Path) -> None:
+def test_switch_records_from_the_file_for_scheduler_chunks_only(tmp_path: Path) -> None:
     folder = Folder()
     folded = Folded(tmp_path, folder)
-    for name, in_window in (("sched.data.1", True), ("sched.data.2", False),
-                            ("wake.data.1", False)):
+    for name in ("sched.data.1", "sched.data.2", "wake.data.1", "perf.data.1"):
         (tmp_path / name).write_bytes(b"not perf data")
-        folded.process(name.split(".")[0], tmp_path / name, in_window=in_window)
+        folded.process(name.split(".")[0], tmp_path / name)
     folded.close()
-    assert folder.asked == ["sched.data.2"]
+    assert folder.asked == ["sched.data.1", "sched.data.2"]
     # every chunk was still processed (perf cannot read these: counted as bad chunks)
-    assert folded.done == {"perf": [], "sched": ["sched.data.1", "sched.data.2"],
+    assert folded.done == {"perf": ["perf.data.1"], "sched": ["sched.data.1", "sched.data.2"],
                            "wake": ["wake.data.1"]}

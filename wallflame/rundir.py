@@ -398,12 +398,14 @@ def read_capture(raw: Path) -> Capture:
     return cap
 
 
-def write_capture(raw: Path, cap: Capture) -> None:
+def write_capture(raw: Path, cap: Capture, compact: bool = False) -> None:
     """``raw/capture.json``, replaced atomically: a reader (or a finish after a SIGKILL)
-    never sees half a file."""
+    never sees half a file.  ``compact``: on one line, by the JSON module's C encoder (which
+    an indented dump does not use: 0.4 ms against 2.4 ms for a 51 KB capture), for the
+    updates made four times a second while collecting."""
     tmp = raw / f".{CAPTURE}.tmp"
-    tmp.write_text(json.dumps(cap.to_json(), indent=1, sort_keys=True) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(json.dumps(cap.to_json(), sort_keys=True, **({} if compact else {"indent": 1}))
+                   + "\n", encoding="utf-8")
     os.replace(tmp, raw / CAPTURE)
 
 
