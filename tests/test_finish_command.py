@@ -158,3 +158,31 @@ def test_a_run_finished_again_from_its_compressed_chunks_is_the_same(
         first = (run / name).read_text()
         second = (again / name).read_text().replace(str(again), str(run))
         assert first == second, name
+
+
+def test_chunks_read_in_the_window_fold_as_when_read_after_it(
+        live: None, sample_bin: Path, tmp_path: Path) -> None:
+    """An attached collect reads each finished chunk while its window is still open (its
+    scheduler chunks' switch records from the file, as `finish` reads them afterwards): a
+    14 s window closes one 10 s chunk of each recorder inside it.  Finished again from the
+    kept chunks, every chunk read after the window, the run gives the same files."""
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "40")
+    run = tmp_path / "run"
+    try:
+        r = subprocess.run([*WALLFLAME, "collect", "--pid", str(mix.pid), "-o", str(run),
+                            "--duration", "14"], capture_output=True, text=True, timeout=180,
+                           check=False)
+    finally:
+        stop_mix(mix)
+    assert r.returncode == 0, r.stderr
+    cost = load(run, "meta.json")["postprocess"]["cost"]
+    assert cost["chunks_during_window"] >= 1, cost
+    again = tmp_path / "again"
+    shutil.copytree(run, again)
+    r = subprocess.run([*WALLFLAME, "finish", str(again)], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    for name in ("oncpu.folded", "offcpu.folded", "summary.json", "slices.json"):
+        first = (run / name).read_text()
+        second = (again / name).read_text().replace(str(again), str(run))
+        assert first == second, name
