@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from wallflame.collect.target import read_stat
 from wallflame.errors import TargetError
 from wallflame.rundir import TARGET_STDERR, TARGET_STDOUT
 
@@ -207,13 +208,8 @@ class Launched:
         window ended after 1 s of a 10 s run and the snapshot thread was left waiting."""
         if self.proc.returncode is not None:
             return True
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                text = f.read()
-        except OSError:
-            return True
-        state = text[text.rfind(b")") + 2:text.rfind(b")") + 3]
-        return state in (b"Z", b"X", b"")
+        st = read_stat(self.pid)
+        return st is None or st.state in ("Z", "X")
 
     def join(self) -> None:
         self.done.set()
