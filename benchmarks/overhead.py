@@ -60,7 +60,6 @@ from wallflame.collect.pmp import SnapshotLoop, make_backend  # noqa: E402
 from wallflame.collect.run import CollectOptions  # noqa: E402
 from wallflame.collect.run import collect as wf_collect  # noqa: E402
 from wallflame.collect.target import open_target, thread_states  # noqa: E402
-from wallflame.fold.perf.chunks import ChunkFolder  # noqa: E402
 
 SPIN8 = ROOT / "samples" / "bin" / "spin8"
 
@@ -272,7 +271,7 @@ def run_wallflame(**options: Any) -> Callable[[float, float], Result]:
         ticks0 = worker_ticks(proc.pid)
         with tempfile.TemporaryDirectory() as tmp:
             col = wf_collect(Path(tmp) / "run", CollectOptions(duration_s=seconds, **options),
-                             pid=proc.pid, folder=ChunkFolder())
+                             pid=proc.pid)
         ticks1 = worker_ticks(proc.pid)
         pause = (col.pmp.pause if col.pmp else None) or {}
         res.snapshots = int(pause.get("snapshots", 0))

@@ -245,6 +245,7 @@ class PerfRecorder:
     proc: subprocess.Popen[bytes] | None = None
     stderr_path: Path = field(default_factory=Path)
     returncode: int | None = None
+    interrupted: bool = False  # asked to stop (``interrupt``), not yet waited for
 
     def start(self, pid: int) -> None:
         self.stderr_path = self.raw_dir / f"{self.stem}-record.stderr"
@@ -292,9 +293,19 @@ class PerfRecorder:
             raise ToolError(f"perf record failed ({self.proc.returncode}): {first}",
                             "run wallflame doctor")
 
+    def interrupt(self) -> None:
+        """Ask perf to stop (SIGINT) without waiting: ``stop`` then waits.  The recorders are
+        all asked first, so that none records on while another is written out (each takes
+        most of a second against a target that fills every CPU)."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGINT)
+            self.interrupted = True
+
     def stop(self) -> None:
         if self.proc is not None:
-            self.returncode = stop_tool(self.proc, grace_s=10.0)
+            self.returncode = stop_tool(self.proc, grace_s=10.0,
+                                        first=None if self.interrupted else signal.SIGINT)
         err = getattr(self, "_err", None)
         if err is not None:
             err.close()

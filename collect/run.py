@@ -226,11 +226,12 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
             command: Sequence[str] | None = None,
             progress: Callable[[Progress], None] | None = None,
             select: Selection | None = None,
-            folder: stream.ChunkSink | None = None) -> Capture:
+            stream_command: Sequence[str] | None = None) -> Capture:
     """Profile the processes ``select`` names (or ``pid``), or launch ``command`` and profile
-    it and every process it starts.  ``folder``: where perf's chunks are folded while they
-    are recorded (``wallflame.fold.perf.chunks.ChunkFolder``; the capture's ``folded`` then
-    holds them, for ``wallflame.finish``); without it they are all folded by ``finish``."""
+    it and every process it starts.  ``stream_command``: the folding process's command line
+    (``wallflame.streaming``), which folds perf's chunks while they are recorded; the
+    capture's ``streaming`` (``collect.stream.StreamProcess``) then has it write the run
+    directory.  Without it every chunk is folded by ``wallflame.finish``."""
     # Tools run with the raw folder as their working directory: every path must be absolute.
     out = out.absolute()
     if opts.off_cpu not in OFF_CPU_MODES:
@@ -289,9 +290,14 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                        _not_ours(child.pid if child is not None else None))
     try:
         with _Stop(stop) as stopper:
-            _run(procs, opts, raw, col, stop, guard, child, progress, folder)
+            _run(procs, opts, raw, col, stop, guard, child, progress, stream_command)
             if stopper.signal:
                 col.ended_by = signal.Signals(stopper.signal).name
+    except BaseException:
+        streamer = getattr(col, "streaming", None)
+        if streamer is not None:  # no finish: the chunks stay in raw/
+            streamer.abort()
+        raise
     finally:
         for t in procs.all_targets():
             _final_check(t, col)
@@ -495,7 +501,7 @@ def inline_frames(targets: Sequence[Target], attached: bool) -> bool:
 def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None,
-         folder: stream.ChunkSink | None) -> None:
+         stream_command: Sequence[str] | None) -> None:
     target = procs.primary
     mem = MemorySampler(target.pid, stop, alive=target.alive)
     sched = opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None
@@ -544,11 +550,17 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     # Attached on every CPU, the target's samples are picked out by PID: every process the
     # watch has seen by the time a chunk is read.  A launched command's perf only records
     # its own processes (with those it starts): no PID to pick out.
-    who: Callable[[], list[int]] | None = procs.watch.pids if attached else None
-    streamer = None if folder is None else stream.Streamer(
-        stream.Folded(raw, folder, who, inline=opts.inlined), recorders, stop)
-    if folder is not None and any(r.stem == perf.WAKE for r in recorders):
-        folder.expect_wakes()
+    streamer = None if stream_command is None else stream.StreamProcess(
+        list(stream_command), raw.parent, raw, [r.stem for r in recorders],
+        procs.watch.pids() if attached else None, opts.inlined,
+        any(r.stem == perf.WAKE for r in recorders))
+    if streamer is not None:
+        col.streaming = streamer  # type: ignore[attr-defined]
+
+    def checkpoint() -> None:
+        write_capture(raw, _so_far(col, mem, procs), opts)
+        if streamer is not None and attached:
+            streamer.update_pids(procs.watch.pids())
     ksyms = bool(recorders) and perf.save_kallsyms(raw)
     for r in recorders:
         col.commands[f"{r.stem}_record"] = r.command
@@ -604,21 +616,18 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
             col.threads["start"] = _listing(procs.all_targets())
         m_start = mono_start / 1e9
         main_cpu = time.thread_time()
-        if folder is not None:
-            folder.set_window(mono_start, None,
-                              [r["tid"] for r in col.threads["start"]["threads"]])
+        if streamer is not None:
+            streamer.set_window(mono_start, None,
+                                [r["tid"] for r in col.threads["start"]["threads"]])
         procs.window_open = True
         procs.watch.start()
-        if streamer is not None:
-            streamer.start()
         col.window = Window(start_ns=t_start, mono_start_ns=mono_start, perf_clock="mono")
         write_capture(raw, col, opts)
         time.sleep(0.1)
         for r in recorders:
             if target.alive():  # perf fails with ESRCH when the target is already gone
                 r.early_failure()
-        _wait(procs, opts, col, stop, child, recorders[0], m_start, progress,
-              lambda: write_capture(raw, _so_far(col, mem, procs), opts))
+        _wait(procs, opts, col, stop, child, recorders[0], m_start, progress, checkpoint)
     finally:
         t_end = time.time_ns()
         mono_end = time.monotonic_ns()
@@ -626,20 +635,23 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         stop.set()
         col.machine = load.stop() or {}
         if col.window.mono_start_ns:  # nothing after the window's end is counted
-            if folder is not None:
-                folder.set_window(col.window.mono_start_ns, mono_end)
+            if streamer is not None:
+                streamer.set_window(col.window.mono_start_ns, mono_end)
             col.threads["end"] = _listing(procs.all_targets())
+        for r in recorders:  # all asked at once, before the samplers are waited for
+            r.interrupt()
         procs.join()
         for r in recorders:
             r.stop()
         if procs.watch.is_alive():
             procs.watch.join(5)
         procs.watch.poll()  # the names at the end, and who exited
-        if streamer is not None and streamer.is_alive():  # the chunks left, then the cost
-            streamer.drain()
-            col.folded = streamer.folded  # type: ignore[attr-defined]
-            col.postprocess["cost"] = streamer.folded.cost.to_json()
-            col.postprocess["packed"] = streamer.folded.packed.to_json()
+        if streamer is not None:  # the chunks left, at the normal priority
+            if attached:
+                streamer.update_pids(procs.watch.pids())
+            streamer.close_window()
+            if streamer.error:
+                col.warn(f"{streamer.error}: every chunk is folded after the window")
         mem.join(5)
         procs.join_owners()
         if procs.owners:

@@ -69,13 +69,14 @@ def spawn(args: Sequence[str], death_signal: int, **kwargs: Any) -> subprocess.P
 
 
 def stop_tool(proc: subprocess.Popen[Any], grace_s: float = 2.0,
-              first: int = signal.SIGINT) -> int | None:
-    """Stop a tool with ``first`` (SIGINT; SIGKILL for a tracer), then SIGKILL after
-    ``grace_s``; never SIGTERM.  Returns its exit status."""
+              first: int | None = signal.SIGINT) -> int | None:
+    """Stop a tool with ``first`` (SIGINT; SIGKILL for a tracer; ``None``: it has been asked
+    already), then SIGKILL after ``grace_s``; never SIGTERM.  Returns its exit status."""
     if proc.poll() is not None:
         return proc.returncode
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(first)
+    if first is not None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(first)
     try:
         return proc.wait(grace_s)
     except subprocess.TimeoutExpired:

@@ -1,31 +1,35 @@
 """Post-processing that keeps up with recording and stays out of the target's way.
 
-``perf record --switch-output`` closes a chunk every few seconds.  While recording goes on, a
-``Streamer`` thread turns every finished chunk into folded evidence at once: ``perf script``
-piped straight into the folder the collect's caller hands it (a ``ChunkSink``:
-``wallflame.fold.perf.chunks.ChunkFolder``, which keeps the scheduler's open intervals from
-chunk to chunk), one chunk at a time, so memory never holds more than the chunk being read
-(as a stream) and the folded totals.  The on-CPU text is also kept in ``raw/perf.script``;
-the scheduler's is not (tens of MB a second on a busy server; ``raw/sched.data.*`` are kept
-and can be read again).
+``perf record --switch-output`` closes a chunk every few seconds.  While recording goes on, the
+collect's folding process (``StreamProcess``, running ``wallflame.streaming``) turns every
+finished chunk into folded evidence at once: ``perf script`` piped straight into the folder
+(``wallflame.fold.perf.chunks.ChunkFolder``, which keeps the scheduler's open intervals from
+chunk to chunk), one chunk at a time, so memory never holds more than the chunk being read (as
+a stream) and the folded totals (``Folded``).  The on-CPU text is also kept in
+``raw/perf.script``; the scheduler's is not (tens of MB a second on a busy server;
+``raw/sched.data.*`` are kept and can be read again).
 
-The thread lowers its own priority before it starts any child, and the children inherit it:
-``SCHED_IDLE`` during the window (it runs only on a CPU nothing else wants), nice 19, and the
-idle I/O class (``ioprio_set``).  Once the window has closed it takes the normal policy and
-nice 0 back (the I/O class stays idle): against a target that keeps every CPU busy, nice 19
-stretched 1-2 s of folding over more than 3 minutes after a 15 s window (spin8 with eight
-workers).  The target and the recorders keep their priority.
+The folding process lowers its own priority before it starts any child, and the children
+inherit it: ``SCHED_IDLE`` during the window (it runs only on a CPU nothing else wants), nice
+19, and the idle I/O class (``ioprio_set``).  Once the window has closed the collect gives it
+and its children the normal policy and nice 0 back (the I/O class stays idle): against a
+target that keeps every CPU busy, nice 19 stretched 1-2 s of folding over more than 3 minutes
+after a 15 s window (spin8 with eight workers).  The target, the recorders and the collect's
+own threads keep their priority; the folding is a process of its own so that its priority
+delays nothing but itself (``StreamProcess``).
 
-What it cost (CPU of the thread and of every ``perf script``, from ``wait4``; wall time; how
-much was left when the window closed and how long that took) goes to ``raw/capture.json``
-and ``meta.json`` under ``postprocess``.
+What it cost (CPU of the folding and of every ``perf script``, from ``wait4``; wall time; how
+much was left when the window closed and how long that took) goes to ``raw/capture.json`` and
+``meta.json`` under ``postprocess``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from wallflame.collect import packed, perf
-from wallflame.collect.safety import tool_env
+from wallflame.collect.safety import spawn, tool_env
 from wallflame.rundir import PERF_SCRIPT, Capture
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
@@ -128,7 +132,6 @@ class Folded:
         self.bad: list[tuple[str, int]] = []
         self.cost = Cost()
         self._script: IO[bytes] | None = None
-        self.child: int | None = None  # the perf script running now
         self._err: IO[bytes] | None = None
 
     def process(self, stem: str, chunk: Path) -> None:
@@ -170,7 +173,6 @@ class Folded:
         except OSError:
             return -1
         assert proc.stdout is not None
-        self.child = proc.pid
         try:
             if stem == "sched" and switches is not None:
                 self.folder.feed(stem, proc.stdout, switches)
@@ -183,7 +185,6 @@ class Folded:
         finally:
             proc.stdout.close()
             code, usage = _wait4(proc)
-            self.child = None
         self.cost.children_cpu_s += usage
         return code
 
@@ -227,92 +228,133 @@ def _wait4(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     return code, ru.ru_utime + ru.ru_stime
 
 
-class Streamer(threading.Thread):
-    """Processes every finished chunk of the given recorders while they record, then the
-    rest once they have stopped (``drain``)."""
+def ready_chunks(raw: Path, stem: str, final: bool, done: list[str]) -> list[Path]:
+    """The chunks of ``stem`` not yet processed: while perf records, only the ones it has
+    renamed ``STEM.data.<timestamp>`` when it switched to the next (complete); once it has
+    stopped (``final``), the rest too."""
+    chunks = perf.data_chunks(raw, stem)
+    if not final:
+        chunks = [c for c in chunks if c.name != f"{stem}.data"]
+    return [c for c in chunks if packed.chunk_name(c) not in done]
 
-    def __init__(self, folded: Folded, recorders: list[perf.PerfRecorder],
-                 stop: threading.Event) -> None:
-        super().__init__(name="wallflame-stream", daemon=True)
-        self.folded = folded
-        self.recorders = recorders
-        self.stop = stop
-        self.error: BaseException | None = None
-        self._final = threading.Event()
-        self.window_closed: float | None = None
 
-    def run(self) -> None:
-        self.folded.cost.priority = lower_priority()
+class StreamProcess:
+    """The collect's side of its folding process (``wallflame.streaming``).
+
+    Every finished chunk is folded while recording goes on, by a process of its own at
+    ``SCHED_IDLE``, nice 19 and the idle I/O class, which its ``perf script`` children
+    inherit.  A thread of the collect's own process at that priority (as the folding was
+    before) held the interpreter's lock whenever the target preempted it, and every other
+    thread of the collect waited for it: the window's end, the samplers' rounds, the
+    recorders' stop.  Against spin8's eight busy workers a 10 s window then lasted 10.1-18.4 s
+    and the collect 28-41 s; in a process of its own the window lasts 10.0 s
+    (``tests/test_stream_process_live.py``).
+
+    The messages (JSON lines on the process's standard input) are listed in
+    ``wallflame.streaming``.  When the window closes (``close_window``) the process and its
+    children get the normal policy at nice 0 back (the I/O class stays idle) and fold what is
+    left; ``finish`` has it write the run directory once ``raw/capture.json`` is final.  If
+    the process ends early, nothing is lost: the chunks it did not fold are still in raw/,
+    and ``wallflame.finish`` folds them all (``failed``)."""
+
+    def __init__(self, command: list[str], out: Path, raw: Path, stems: list[str],
+                 pids: list[int] | None, inline: bool, wakes: bool) -> None:
+        """``command``: the process's command line, to which the specification (JSON) is
+        added.  ``pids``: keep only these processes' on-CPU samples (``None``: a launched
+        command, whose perf recorded only its own); ``update_pids`` changes it."""
+        self.pids = None if pids is None else sorted(pids)
+        spec = {"out": str(out), "raw": str(raw), "stems": stems, "pids": self.pids,
+                "inline": inline, "wakes": wakes}
+        self.error = ""
+        self.proc: subprocess.Popen[bytes] | None = None
         try:
-            while not self._final.is_set():
-                if not self._step(final=False):
-                    self._final.wait(0.5)
-            self._step(final=True)
-        except BaseException as e:  # reported by drain()
-            self.error = e
+            self.proc = spawn([*command, json.dumps(spec)], signal.SIGTERM,
+                              stdin=subprocess.PIPE, env=dict(os.environ))
+        except OSError as e:
+            self.error = f"the folding process could not start: {e}"
 
-    def _step(self, final: bool) -> bool:
-        """Process the chunks ready now; returns whether there were any."""
-        did = False
-        for r in self.recorders:
-            chunks = r.chunks()
-            if not final and r.running():
-                # perf writes STEM.data and renames it STEM.data.<timestamp> when it
-                # switches to the next one: only the renamed ones are complete.
-                chunks = [c for c in chunks if c.name != f"{r.stem}.data"]
-            for c in chunks:
-                if packed.chunk_name(c) in self.folded.done[r.stem]:
-                    continue
-                self.folded.process(r.stem, c)
-                if self.window_closed is None:
-                    self.folded.cost.during_window += 1
-                did = True
-        return did
+    def _send(self, msg: dict[str, Any]) -> None:
+        proc = self.proc
+        if proc is None or proc.stdin is None or self.error:
+            return
+        try:
+            proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            proc.stdin.flush()
+        except OSError:
+            self.error = f"the folding process ended early (exit {proc.poll()})"
 
-    def drain(self, timeout_s: float | None = None) -> None:
-        """After the recorders stopped: process what is left and wait for it, at the normal
-        priority (the thread, and the perf script it is reading, if any)."""
-        self.window_closed = time.monotonic()
-        self._final.set()
+    def set_window(self, start: int, end: int | None = None,
+                   at_start: Iterable[int] | None = None) -> None:
+        """As ``ChunkSink.set_window``, in the folding process."""
+        self._send({"window": [start, end, None if at_start is None else list(at_start)]})
+
+    def update_pids(self, pids: list[int]) -> None:
+        """The processes whose on-CPU samples are kept, when they have changed."""
+        if self.pids is not None and sorted(pids) != self.pids:
+            self.pids = sorted(pids)
+            self._send({"pids": self.pids})
+
+    def close_window(self) -> list[str]:
+        """The recorders have stopped: the normal priority back for the process and what it
+        runs, then every chunk left is folded.  Returns what was applied."""
         done = []
-        for who in dict.fromkeys((self.native_id, self.folded.child,
-                                  *_descendants(self.native_id))):
-            if who is None:
-                continue
-            try:
-                os.sched_setscheduler(who, os.SCHED_OTHER, os.sched_param(0))
-                os.setpriority(os.PRIO_PROCESS, who, 0)
-                done.append("normal")
-            except OSError:
-                pass
-        self.folded.cost.priority.append(f"after the window: {'+'.join(done) or 'unchanged'}")
-        self.join(timeout_s)
-        self.folded.cost.after_window_s = time.monotonic() - self.window_closed
-        self.folded.close()
-        if self.error is not None:
-            raise self.error
+        if self.proc is not None:
+            for tid in process_tree(self.proc.pid):
+                try:
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                    os.setpriority(os.PRIO_PROCESS, tid, 0)
+                    done.append("normal")
+                except OSError:
+                    pass
+        self._send({"final": True})
+        return done[:1]
 
+    def finish(self) -> int | None:
+        """Have the process write the run directory (``raw/capture.json`` is final) and wait
+        for it: its exit status, 0 once the run directory is written (``None``: it never
+        started)."""
+        proc = self.proc
+        self._send({"finish": True})
+        if proc is None:
+            return None
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        return proc.wait()
 
-def _descendants(tid: int | None) -> list[int]:
-    """The processes started by thread ``tid`` of this process, and theirs (``perf script``
-    and the ``addr2line`` it keeps running): one started as the window closed is not yet
-    ``Folded.child``, and would keep ``SCHED_IDLE`` behind a target that fills every CPU
-    (a heartbeat run waited 93 s after its window with 1.1 s of CPU)."""
-    if tid is None:
-        return []
-    out: list[int] = []
-    todo = [f"/proc/self/task/{tid}/children"]
-    while todo and len(out) < 64:
+    def abort(self) -> None:
+        """End the process without a finish (its chunks stay in raw/)."""
+        proc = self.proc
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
         try:
-            with open(todo.pop(), encoding="ascii") as f:
-                pids = [int(x) for x in f.read().split()]
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def process_tree(pid: int) -> list[int]:
+    """Every thread of process ``pid`` and of the processes it started, and theirs (the
+    folding process's ``perf script`` and the ``addr2line`` that one keeps running)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo and len(out) < 256:
+        p = todo.pop()
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
         except (OSError, ValueError):
             continue
-        for pid in pids:
-            out.append(pid)
-            with contextlib.suppress(OSError):
-                todo.extend(f"/proc/{pid}/task/{t}/children"
-                            for t in os.listdir(f"/proc/{pid}/task"))
+        out.extend(tids)
+        for t in tids:
+            try:
+                with open(f"/proc/{p}/task/{t}/children", encoding="ascii") as f:
+                    todo.extend(int(x) for x in f.read().split())
+            except (OSError, ValueError):
+                continue
     return out
 
 
@@ -388,9 +430,11 @@ __all__ = [
     "Clock",
     "Cost",
     "Folded",
-    "Streamer",
+    "StreamProcess",
     "lower_priority",
     "postprocess_meta",
     "process_all",
     "process_capture",
+    "process_tree",
+    "ready_chunks",
 ]

@@ -309,24 +309,21 @@ def test_owner_rate_reaches_the_collect(tmp_path: Path, monkeypatch: pytest.Monk
         assert seen[-1] == want
 
 
-def test_the_processes_a_thread_started_and_theirs_are_found() -> None:
-    """The folding thread's ``perf script`` and the ``addr2line`` it starts get the normal
-    priority back when the window closes, found from ``/proc`` (not only the one the thread
-    last recorded)."""
-    import threading
-
-    from wallflame.collect.stream import _descendants
+def test_the_folding_process_and_what_it_started_are_found() -> None:
+    """The folding process's threads, its ``perf script`` and the ``addr2line`` that one starts
+    get the normal priority back when the window closes: all of them found from ``/proc``."""
+    from wallflame.collect.stream import process_tree
 
     p = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"])
     try:
         deadline = time.monotonic() + 10
         found: list[int] = []
         while time.monotonic() < deadline and len(found) < 2:
-            found = _descendants(threading.get_native_id())
+            found = process_tree(p.pid)
             time.sleep(0.05)
         assert found[0] == p.pid and len(found) >= 2, found
         assert all(os.path.exists(f"/proc/{pid}") for pid in found)
     finally:
         p.kill()
         p.wait()
-    assert _descendants(None) == []
+    assert process_tree(p.pid) == []

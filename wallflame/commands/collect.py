@@ -11,12 +11,36 @@ import click
 from wallflame.collect.pmp import BACKENDS
 from wallflame.collect.procs import selection
 from wallflame.collect.run import OFF_CPU_MODES, CollectOptions, Progress, collect
-from wallflame.errors import InputError
+from wallflame.collect.stream import StreamProcess
+from wallflame.errors import (
+    EXIT_INCONCLUSIVE,
+    EXIT_INPUT,
+    InputError,
+    say,
+)
 from wallflame.finish import finish
-from wallflame.fold.perf.chunks import ChunkFolder
 from wallflame.output import print_losses
 
 _DEFAULTS = CollectOptions()
+
+#: The folding process (``wallflame.streaming``): folds perf's chunks while they are recorded,
+#: then writes the run directory.
+STREAM_COMMAND = [sys.executable, "-m", "wallflame.streaming"]
+
+
+def _finish(out: str, streaming: StreamProcess | None) -> None:
+    """The run directory, written by the folding process; if that process could not start
+    or failed otherwise than with one of wallflame's errors (which it has printed), written
+    here from every chunk in raw/, as ``wallflame finish`` would."""
+    code = None if streaming is None else streaming.finish()
+    if code == 0:
+        return
+    if code is not None and EXIT_INPUT <= code <= EXIT_INCONCLUSIVE:
+        sys.exit(code)
+    if code is not None:  # (one that never started is already among the warnings)
+        say(f"wallflame: warning: the folding process failed (exit {code}): every chunk is "
+            "folded now")
+    print_losses(finish(out).meta)
 
 
 def _progress_printer() -> tuple[object, object]:
@@ -173,12 +197,11 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
             live.__enter__()  # type: ignore[attr-defined]
         col = collect(Path(out), opts, command=list(command) or None,
                       progress=show, select=select,  # type: ignore[arg-type]
-                      folder=ChunkFolder())
+                      stream_command=STREAM_COMMAND)
     finally:
         if live is not None:
             live.__exit__(None, None, None)  # type: ignore[attr-defined]
-    profile = finish(out, getattr(col, "folded", None))
-    print_losses(profile.meta)
+    _finish(out, getattr(col, "streaming", None))
     pause = (col.pmp.pause if col.pmp else None) or {}
     if len(col.processes) > 1:
         click.echo(f"wallflame: {len(col.processes)} processes", err=True)

@@ -1,0 +1,173 @@
+"""The collect's folding process: perf's chunks folded while they are recorded, then the run
+directory written (``wallflame.finish``), in a process of its own.
+
+    python -m wallflame.streaming SPEC      (started by ``collect.stream.StreamProcess``)
+
+``SPEC`` is a JSON object: ``out`` (the run directory), ``raw`` (its raw directory),
+``stems`` (the recordings, in the order their chunks are read), ``pids`` (the processes whose
+on-CPU samples are kept; ``null`` for a launched command), ``inline`` (perf resolves inlined
+frames) and ``wakes`` (a wake-up recording is made).
+
+It runs at ``SCHED_IDLE``, nice 19 and the idle I/O class from its start (``lower_priority``;
+its threads and the ``perf script`` it runs inherit them), until the collect gives it the
+normal priority back.  Standard input carries the collect's messages, one JSON object a line,
+acted on in their order:
+
+* ``{"window": [start, end, at_start]}``: the window on perf's clock (``end`` ``null`` while
+  it is open) and the threads at its start (``ChunkFolder.set_window``);
+* ``{"pids": [...]}``: the target's processes now;
+* ``{"final": true}``: the recorders have stopped; every chunk left is folded;
+* ``{"finish": true}``: ``raw/capture.json`` is final; the folding's cost is added to it, the
+  run directory is written and the warnings are printed, as ``wallflame finish`` would.
+
+Its exit status is 0 once the run directory is written, or the documented code of the error
+it printed.  If its input ends without ``finish`` (the collect ended without one) it exits at
+once with status 1; every chunk stays in raw/ for ``wallflame finish``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from wallflame.collect import stream
+from wallflame.errors import EXIT_USAGE, WallflameError, say
+from wallflame.fold.perf.chunks import ChunkFolder
+from wallflame.rundir import read_capture, write_capture
+
+#: The exit status when the input ends without ``finish``: nothing written, every chunk in raw/.
+EXIT_NOT_FINISHED = 1
+
+#: Seconds between two looks for a finished chunk while nothing else happens.
+POLL_S = 0.5
+
+
+def _messages(src: IO[bytes], out: queue.Queue[dict[str, Any] | None]) -> None:
+    """Each line of ``src`` as a message, then ``None`` at its end (or at a line that is not
+    a JSON object: the collect writes none)."""
+    try:
+        for line in src:
+            msg = json.loads(line)
+            if not isinstance(msg, dict):
+                break
+            out.put(msg)
+    except (OSError, ValueError):
+        pass
+    out.put(None)
+
+
+class Streaming:
+    """The folding as the messages drive it."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.out = Path(spec["out"])
+        self.raw = Path(spec["raw"])
+        self.stems = [s for s in spec["stems"] if isinstance(s, str)]
+        pids = spec.get("pids")
+        self.pids: list[int] | None = None if pids is None else [int(p) for p in pids]
+        self.folder = ChunkFolder()
+        if spec.get("wakes"):
+            self.folder.expect_wakes()
+        self.folded = stream.Folded(self.raw, self.folder,
+                                    None if self.pids is None else self.current_pids,
+                                    inline=bool(spec.get("inline", True)))
+        self.final = False
+        self.window_closed: float | None = None
+
+    def current_pids(self) -> list[int]:
+        return list(self.pids or [])
+
+    def handle(self, msg: dict[str, Any]) -> bool:
+        """Act on one message; returns whether it was ``finish``."""
+        if "window" in msg:
+            start, end, at_start = msg["window"]
+            self.folder.set_window(int(start), None if end is None else int(end),
+                                   None if at_start is None else [int(t) for t in at_start])
+        if "pids" in msg and self.pids is not None:
+            self.pids = [int(p) for p in msg["pids"]]
+        if msg.get("final") and not self.final:
+            self.final = True
+            self.window_closed = time.monotonic()
+            self.folded.cost.priority.append("after the window: normal")
+            self.step()
+            self.folded.cost.after_window_s = time.monotonic() - self.window_closed
+        return bool(msg.get("finish"))
+
+    def step(self) -> bool:
+        """Fold the chunks ready now; returns whether there were any."""
+        did = False
+        for stem in self.stems:
+            for c in stream.ready_chunks(self.raw, stem, self.final, self.folded.done[stem]):
+                self.folded.process(stem, c)
+                if self.window_closed is None:
+                    self.folded.cost.during_window += 1
+                did = True
+        return did
+
+    def finish(self) -> None:
+        """The run directory, from the chunks folded here; the cost in ``postprocess``."""
+        from wallflame.finish import finish
+        from wallflame.output import print_losses
+
+        self.folded.close()
+        cap = read_capture(self.raw)
+        cap.postprocess["cost"] = self.folded.cost.to_json()
+        cap.postprocess["packed"] = self.folded.packed.to_json()
+        write_capture(self.raw, cap)
+        profile = finish(self.out, self.folded)
+        print_losses(profile.meta)
+
+
+def run(spec: dict[str, Any], src: IO[bytes]) -> int:
+    """Fold as the chunks come and the messages say, until ``finish`` or the input's end."""
+    # Before any thread or child is started: they inherit it.
+    priority = stream.lower_priority()
+    streaming = Streaming(spec)
+    streaming.folded.cost.priority = priority
+    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_messages, args=(src, inbox), name="wallflame-messages",
+                     daemon=True).start()
+    busy = False
+    while True:
+        try:
+            msg = inbox.get(timeout=0 if busy else POLL_S)
+        except queue.Empty:
+            msg = {}
+        if msg is None:
+            return EXIT_NOT_FINISHED  # the collect ended without a finish
+        if msg:
+            if streaming.handle(msg):
+                streaming.finish()
+                return 0
+            busy = True  # the messages first, then the chunks
+            continue
+        busy = not streaming.final and streaming.step()
+
+
+def main() -> None:
+    # Ctrl-C reaches the collect, which decides; this process ends when its input does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        spec = json.loads(sys.argv[1])
+        if not isinstance(spec, dict):
+            raise ValueError
+    except (IndexError, ValueError):
+        say("wallflame: error: the folding process needs its specification (JSON) as its "
+            "one argument (fix: it is started by wallflame collect)")
+        sys.exit(EXIT_USAGE)
+    try:
+        code = run(spec, sys.stdin.buffer)
+    except WallflameError as e:
+        e.show()
+        sys.exit(e.exit_code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
