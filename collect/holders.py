@@ -13,10 +13,10 @@ the release itself (``pthread_mutex_unlock``, ``__lll_lock_wake``, ``pthread_rwl
 near the leaf: the owner field is cleared a few instructions later) is not kept either.
 
 Nothing in the stop waits for the interpreter's lock (with the native module): a holder held
-stopped holds up every waiter of its lock, and another thread of the collect (the folding of
-perf's chunks, at ``SCHED_IDLE``, preempted by the target) may hold the interpreter's lock for
-milliseconds at a time.  A check made in Python during the stop would take that lock, and so
-would a frame callback in Python, for every frame.
+stopped holds up every waiter of its lock, and another thread of the collect (the snapshot
+loop, the watchers, the main thread, each preempted by the target at times) may hold the
+interpreter's lock for milliseconds at a time.  A check made in Python during the stop would
+take that lock, and so would a frame callback in Python, for every frame.
 
 If the lock has meanwhile passed to another thread, that thread is tried once more.  Each
 stop is one thread for the time of one unwind (timed like a snapshot's per-thread stop, see

@@ -21,10 +21,11 @@ which makes the wake-up immediate (0.1-0.5 ms); it returns to its normal policy 
 snapshot.  ``realtime`` says whether that was allowed.
 
 libdwfl calls back for every frame while the thread is stopped.  A callback in Python takes
-the interpreter's lock each time, and another thread of the collect may hold it (the folding
-of perf's chunks, at ``SCHED_IDLE``, preempted by the target it yields to): the stopped thread
-then waits for that one to run again.  On MariaDB under sysbench, folding during the window
-made the longest stops three times longer (p99 9.9 ms against 4.8, 34.6 ms at most).  So with
+the interpreter's lock each time, and another thread of the collect may hold it (preempted
+by the target): the stopped thread then waits for that one to run again.  On MariaDB under
+sysbench, folding during the window in a thread of the collect at ``SCHED_IDLE`` (as it was
+then; it is a process of its own now, ``collect.stream.StreamProcess``) made the longest
+stops three times longer (p99 9.9 ms against 4.8, 34.6 ms at most).  So with
 the native module the frames are taken by a callback in C (``_speedups.frame_callback``) and
 the whole stop runs without the lock (with a thread spinning in Python beside it, measured:
 0.2 ms from the first frame to the last against 11-37 ms).  The owner sampler's stops of a lock

@@ -685,7 +685,7 @@ def _samplers_cpu(procs: _Processes, mem: MemorySampler, main_s: float) -> dict[
     """CPU seconds of the collect's own threads that run beside the target: each snapshot
     loop and owner sampler (summed over the processes) and the memory and process watchers,
     from their start (the snapshot loops and owner samplers start before the window) to the
-    window's end; and the main thread's during the window.  The folding thread and the
+    window's end; and the main thread's during the window.  The folding process and the
     perfs are in ``postprocess.cost``."""
     return {"snapshots": round(sum(lp.cpu_s for lp in procs.loops), 3),
             "owners": round(sum(o.cpu_s for o in procs.owners), 3),

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from wallflame.collect import stream
+from wallflame.collect import perf, stream
 from wallflame.errors import EXIT_USAGE, WallflameError, say
 from wallflame.fold.perf.chunks import ChunkFolder
 from wallflame.rundir import read_capture, write_capture
@@ -65,10 +65,16 @@ def _messages(src: IO[bytes], out: queue.Queue[dict[str, Any] | None]) -> None:
 class Streaming:
     """The folding as the messages drive it."""
 
+    #: The recordings a collect makes (``collect.perf``).
+    STEMS = ("perf", perf.WAKE, "sched")
+
     def __init__(self, spec: dict[str, Any]) -> None:
+        """``spec`` as the module says; ``ValueError`` (or ``TypeError``) if it is not."""
         self.out = Path(spec["out"])
         self.raw = Path(spec["raw"])
-        self.stems = [s for s in spec["stems"] if isinstance(s, str)]
+        if not isinstance(spec["stems"], list):
+            raise ValueError("stems")
+        self.stems = [s for s in spec["stems"] if s in self.STEMS]
         pids = spec.get("pids")
         self.pids: list[int] | None = None if pids is None else [int(p) for p in pids]
         self.folder = ChunkFolder()
@@ -124,12 +130,10 @@ class Streaming:
         print_losses(profile.meta)
 
 
-def run(spec: dict[str, Any], src: IO[bytes]) -> int:
-    """Fold as the chunks come and the messages say, until ``finish`` or the input's end."""
-    # Before any thread or child is started: they inherit it.
-    priority = stream.lower_priority()
-    streaming = Streaming(spec)
-    streaming.folded.cost.priority = priority
+def run(streaming: Streaming, src: IO[bytes]) -> int:
+    """Fold as the chunks come and the messages say, until ``finish`` or the input's end.  The
+    priority is lowered before any thread or child is started: they inherit it."""
+    streaming.folded.cost.priority = stream.lower_priority()
     inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_messages, args=(src, inbox), name="wallflame-messages",
                      daemon=True).start()
@@ -142,7 +146,13 @@ def run(spec: dict[str, Any], src: IO[bytes]) -> int:
         if msg is None:
             return EXIT_NOT_FINISHED  # the collect ended without a finish
         if msg:
-            if streaming.handle(msg):
+            try:
+                last = streaming.handle(msg)
+            except (KeyError, TypeError, ValueError):
+                say(f"wallflame: error: the folding process was sent {json.dumps(msg)[:200]}, "
+                    "which it cannot read (fix: wallflame finish RUN_DIR folds the run)")
+                return EXIT_NOT_FINISHED
+            if last:
                 streaming.finish()
                 return 0
             busy = True  # the messages first, then the chunks
@@ -157,12 +167,13 @@ def main() -> None:
         spec = json.loads(sys.argv[1])
         if not isinstance(spec, dict):
             raise ValueError
-    except (IndexError, ValueError):
+        streaming = Streaming(spec)
+    except (IndexError, KeyError, TypeError, ValueError):
         say("wallflame: error: the folding process needs its specification (JSON) as its "
             "one argument (fix: it is started by wallflame collect)")
         sys.exit(EXIT_USAGE)
     try:
-        code = run(spec, sys.stdin.buffer)
+        code = run(streaming, sys.stdin.buffer)
     except WallflameError as e:
         e.show()
         sys.exit(e.exit_code)
