@@ -83,7 +83,7 @@ class Cost:
     children_cpu_s: float = 0.0  # every perf script's user + system time
     wall_s: float = 0.0          # time spent processing chunks
     chunks: int = 0
-    during_window: int = 0      # chunks processed before the window closed
+    during_window: int = 0      # chunks whose processing started before the window closed
     after_window_s: float = 0.0  # from the window's end to the last chunk processed
     bytes_in: int = 0            # perf.data bytes processed
     priority: list[str] = field(default_factory=list)

@@ -56,7 +56,17 @@ def test_chunks_perf_is_still_writing_wait_for_the_final_message(
     assert not s.handle({"final": True})
     assert [(n, who) for _, n, who in processed[3:]] == [("perf.data", [10, 12]),
                                                          ("sched.data", [10, 12])]
-    assert s.folded.cost.during_window == 3
+    assert s.folded.cost.during_window == 3  # no window end was sent: all before final
+
+
+def test_chunks_folded_in_the_window_are_those_started_before_its_end(
+        tmp_path: Path, processed: list[Any]) -> None:
+    s = streaming.Streaming(_spec(tmp_path))
+    s.started = [100, 200, 300]
+    s.handle({"window": [50, 250, None]})
+    s.handle({"final": True})
+    assert s.folded.cost.during_window == 2
+    assert s.folded.cost.after_window_s > 0
     assert s.folded.cost.priority[-1] == "after the window: normal"
     assert s.handle({"finish": True})
 

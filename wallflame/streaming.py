@@ -84,7 +84,8 @@ class Streaming:
                                     None if self.pids is None else self.current_pids,
                                     inline=bool(spec.get("inline", True)))
         self.final = False
-        self.window_closed: float | None = None
+        self.window_end: int | None = None  # CLOCK_MONOTONIC, ns, once the window has closed
+        self.started: list[int] = []  # when each chunk's folding started, same clock
 
     def current_pids(self) -> list[int]:
         return list(self.pids or [])
@@ -95,14 +96,20 @@ class Streaming:
             start, end, at_start = msg["window"]
             self.folder.set_window(int(start), None if end is None else int(end),
                                    None if at_start is None else [int(t) for t in at_start])
+            if end is not None:
+                self.window_end = int(end)
         if "pids" in msg and self.pids is not None:
             self.pids = [int(p) for p in msg["pids"]]
         if msg.get("final") and not self.final:
             self.final = True
-            self.window_closed = time.monotonic()
+            closed = time.monotonic_ns() if self.window_end is None else self.window_end
             self.folded.cost.priority.append("after the window: normal")
             self.step()
-            self.folded.cost.after_window_s = time.monotonic() - self.window_closed
+            # the chunks whose folding started in the window, and the time from its end to
+            # the last chunk folded (the collect's window is on this clock: perf's ``mono``)
+            cost = self.folded.cost
+            cost.during_window = sum(1 for t in self.started if t < closed)
+            cost.after_window_s = max(0, time.monotonic_ns() - closed) / 1e9
         return bool(msg.get("finish"))
 
     def step(self) -> bool:
@@ -110,9 +117,8 @@ class Streaming:
         did = False
         for stem in self.stems:
             for c in stream.ready_chunks(self.raw, stem, self.final, self.folded.done[stem]):
+                self.started.append(time.monotonic_ns())
                 self.folded.process(stem, c)
-                if self.window_closed is None:
-                    self.folded.cost.during_window += 1
                 did = True
         return did
 
