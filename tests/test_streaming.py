@@ -71,6 +71,14 @@ def test_chunks_folded_in_the_window_are_those_started_before_its_end(
     assert s.handle({"finish": True})
 
 
+def test_a_finish_without_the_final_message_folds_every_chunk_first(
+        tmp_path: Path, processed: list[tuple[str, str, list[int] | None]]) -> None:
+    s = streaming.Streaming(_spec(tmp_path))
+    (s.raw / "sched.data").write_bytes(b"x")
+    assert s.handle({"finish": True})
+    assert [n for _, n, _ in processed] == ["sched.data"] and s.final
+
+
 def test_a_launched_command_keeps_every_process(
         tmp_path: Path, processed: list[tuple[str, str, list[int] | None]]) -> None:
     s = streaming.Streaming(_spec(tmp_path, pids=None, stems=["perf", "rm -rf /"]))

@@ -100,7 +100,7 @@ class Streaming:
                 self.window_end = int(end)
         if "pids" in msg and self.pids is not None:
             self.pids = [int(p) for p in msg["pids"]]
-        if msg.get("final") and not self.final:
+        if (msg.get("final") or msg.get("finish")) and not self.final:  # no chunk left out
             self.final = True
             closed = time.monotonic_ns() if self.window_end is None else self.window_end
             self.folded.cost.priority.append("after the window: normal")
