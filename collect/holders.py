@@ -155,8 +155,8 @@ class HolderProbe:
                 st = self._stop(unwinder, lock, owner)
                 pause = st.stop_ms if boosted else st.span_ms
                 self.pauses_ms.append(pause)
-                if not st.error:
-                    stops.append([owner, st.held_ms, st.span_ms])
+                # a failed unwind may still have stopped the owner for its span (see pmp)
+                stops.append([owner, st.held_ms if not st.error else 0.0, st.span_ms])
                 self._safe(owner)
                 status = judge(lock, owner, st.read, moved_to) if st.pcs else \
                     (st.error or "not stopped")

@@ -224,7 +224,11 @@ class LibdwBackend:
         realtime = self.realtime = bool(self.unwinder.realtime)
         pause = sum(st.stop_ms if realtime else st.span_ms for st in live) / len(live)
         return Dump(text, pause, span,
-                    stops={st.tid: (st.held_ms, st.span_ms) for st in stacks if not st.error},
+                    # a thread whose unwind failed may still have been stopped for its span:
+                    # bounds of 0 and the span, so that the tracer's timing covers every stop
+                    # the scheduler may see (its lower bound is 0 when no frame was read)
+                    stops={st.tid: (st.held_ms if not st.error else 0.0, st.span_ms)
+                           for st in stacks},
                     stopped_at={st.tid: st.stopped_ns for st in stacks
                                 if not st.error and st.stopped_ns})
 
