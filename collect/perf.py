@@ -351,6 +351,28 @@ KALLSYMS_MIN = "kallsyms.min"
 _KERNEL_BOUNDS = (b"_text", b"_stext", b"_etext")
 
 
+def _bound_lines(text: bytes) -> list[bytes]:
+    """The lines of ``/proc/kallsyms`` (``ADDRESS TYPE NAME``) naming one of
+    ``_KERNEL_BOUNDS``, not a module's (those end in a tab and ``[module]``), in the file's
+    order.  Found by searching for the names rather than by a loop over the 120,000 lines
+    (0.05 s of the collect's CPU, a regular expression more)."""
+    found = []
+    for name in _KERNEL_BOUNDS:
+        needle = b" " + name + b"\n"
+        at = text.find(needle)
+        while at >= 0:
+            start = text.rfind(b"\n", 0, at) + 1
+            line = text[start:at + len(needle) - 1]
+            if b"\t" not in line:
+                found.append((start, line))
+            at = text.find(needle, at + 1)
+        if text.endswith(needle[:-1]):  # the last line, without its newline
+            start = text.rfind(b"\n") + 1
+            if b"\t" not in text[start:]:
+                found.append((start, text[start:]))
+    return [line for _, line in sorted(found)]
+
+
 def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
     """Copy ``/proc/kallsyms`` into ``raw/`` once, before recording, for every ``perf
     script`` of the run to read instead of the kernel's own file.
@@ -368,8 +390,7 @@ def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
     first = text[:text.find(b" ")]
     if not first.strip(b"0"):
         return False
-    bounds = [line for line in text.splitlines()
-              if line.rpartition(b" ")[2] in _KERNEL_BOUNDS and b"\t" not in line]
+    bounds = _bound_lines(text)
     try:
         (raw / KALLSYMS).write_bytes(text)
         (raw / KALLSYMS_MIN).write_bytes(b"".join(line + b"\n" for line in bounds)

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wallflame.cli import cli
 from wallflame.errors import EXIT_INPUT, InputError
@@ -205,3 +207,20 @@ def test_a_check_side_given_as_a_capture_is_folded_by_the_loader_passed_in() -> 
         load_side(capture, "baseline")
     runs, profile = load_side(capture, "baseline", None, lambda p: load_inputs([p]))
     assert len(runs) == 1 and profile.total() == load_inputs([capture]).total() > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                    | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=12))
+def test_plain_gives_what_asdict_gives(value: Any) -> None:
+    from wallflame.rundir import Capture, Running, SnapshotStats, plain
+
+    cap = Capture(target={"x": value}, processes=[{"v": value}], running=Running(1, 2, 3),
+                  pmp=SnapshotStats(backend="libdw", pause={"p": value}))
+    got = plain(cap)
+    assert got == asdict(cap)
+    assert json.dumps(got, sort_keys=True) == json.dumps(asdict(cap), sort_keys=True)
+    got["target"]["x"] = "changed"  # a copy: the capture itself is left as it was
+    assert cap.target == {"x": value}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wallflame.collect import budget
@@ -311,6 +311,24 @@ def test_perf_script_reads_the_kernel_symbols_saved_in_raw(tmp_path: Path) -> No
     # The command written into meta.json names the copy whether or not it is there yet.
     assert "--kallsyms=raw/kallsyms" in script_command(Path("raw/sched.data.<chunk>"), True,
                                                         kallsyms=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["ffffffff81000000", "0", ""]),
+                          st.sampled_from(["T", "t", "D"]),
+                          st.sampled_from(["_text", "_stext", "_etext", "__text", "x_text",
+                                           "_text_", "schedule", ""]),
+                          st.sampled_from(["", "\t[mod]", " ", "\t"])), max_size=8),
+       st.booleans())
+def test_the_kernel_bounds_are_the_lines_that_name_them(
+        rows: list[tuple[str, str, str, str]], newline_at_end: bool) -> None:
+    from wallflame.collect.perf import _KERNEL_BOUNDS, _bound_lines
+
+    text = "\n".join(f"{a} {t} {n}{m}" for a, t, n, m in rows).encode()
+    text += b"\n" if newline_at_end and rows else b""
+    assert _bound_lines(text) == [line for line in text.splitlines()
+                                  if line.rpartition(b" ")[2] in _KERNEL_BOUNDS
+                                  and b"\t" not in line]
 
 
 def test_a_run_over_its_budget_says_so() -> None:

@@ -256,7 +256,7 @@ class Capture:
             isinstance(pause, dict) and pause.get("stops"))
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        d: dict[str, Any] = plain(self)
         del d["problems"]
         d["pmp"] = d["pmp"] or {}  # no snapshots: an empty report, as collect always wrote
         if self.running is None:
@@ -308,7 +308,7 @@ class RunMeta:
                    postprocess=postprocess, machine=cap.machine)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        d: dict[str, Any] = plain(self)
         d["pmp"] = d["pmp"] or {}
         return d
 
@@ -322,6 +322,31 @@ class RunMeta:
         return {"target": self.target, "commands": self.commands, "tools": self.tools,
                 "options": asdict(self.options), "launched": self.launched,
                 "ended_by": self.ended_by}
+
+
+def plain(value: Any) -> Any:
+    """``dataclasses.asdict`` for the records of this module: the same result (dataclasses
+    as dicts, containers copied), without copying each number and string as ``asdict``
+    does.  ``collect`` writes ``raw/capture.json`` four times a second: ``asdict`` took 1.2
+    ms of a 1.4 ms write of a 16 KB capture."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {plain(k): plain(v) for k, v in value.items()}
+    if kind is list:
+        return [plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return asdict(_Box(value))["value"]  # anything else exactly as asdict gives it
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+@dataclass
+class _Box:
+    value: Any
 
 
 R = TypeVar("R")
@@ -542,6 +567,7 @@ __all__ = [
     "is_number",
     "is_run_dir",
     "load_run_dir",
+    "plain",
     "read_capture",
     "read_json",
     "read_meta",
