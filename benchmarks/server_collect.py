@@ -22,7 +22,7 @@ over the threads, as a share of their wall time) against it: the largest differe
 
     python3 benchmarks/server_collect.py [--tests oltp_update_index,oltp_read_write]
         [--window 60] [--rounds 3] [--threads 32] [--reference-window 10] [--keep DIR]
-    python3 benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3]
+    python3 benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3] [--base CHECKOUT]
 
 ``--thin RUN --every N``: the estimator alone, on a run collected with ``--sched-stack-hz 0``:
 its scheduler chunks read twice, once with every switch's stack and once keeping only every
@@ -33,7 +33,10 @@ compared (the same switches, the same load: only the sampling differs).
 (eight CPU-bound threads and a real-time thread waking 2,000 times a second, which preempts a
 worker each time).  Its work per second over the whole collect (from the command's start to
 its exit: window and post-processing) against the same length of time just before it with no
-profiler, alternated ``--rounds`` times; spin8 prints its work counter every 100 ms.
+profiler, alternated ``--rounds`` times; spin8 prints its work counter every 100 ms.  With
+``--base CHECKOUT`` each round also runs a collect of that checkout (a worktree of an earlier
+commit, its native module built), the two in turn, first one then the other: a change and the
+code before it measured in the same sitting.
 
 Needs ``mariadb-server sysbench`` (it says so when they are missing) and root (perf).  Each
 test (server, load and every window) holds ``/tmp/wallflame-measure.lock`` (flock) from start
@@ -235,15 +238,17 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
                              / (p1["t_ns"] - p0["t_ns"]))
         raise RuntimeError("time outside spin8's reports")
 
+    checkouts = [("now", ROOT)] + ([("base", a.base)] if a.base else [])
     try:
         time.sleep(3)
-        for i in range(a.rounds):
-            run = keep / f"heartbeat-{i}"
+        for i, (label, root) in ((i, checkouts[(i + j) % len(checkouts)])
+                                 for i in range(a.rounds) for j in range(len(checkouts))):
+            run = keep / f"heartbeat-{label}-{i}"
             b0 = time.time_ns()
             time.sleep(a.window)
             b1 = time.time_ns()
             c0 = time.time_ns()
-            c = collect(proc.pid, run, a.window, a.collect_args)
+            c = collect(proc.pid, run, a.window, a.collect_args, root)
             c1 = time.time_ns()
             # the same length without the profiler again, after it
             time.sleep((c1 - c0) / 1e9)
@@ -255,7 +260,7 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
             w = c["meta"]["window"]
             during = (work_at(w["end_ns"]) - work_at(w["start_ns"])) / w["window_ns"]
             sched = c["meta"]["profile"]["extra"].get("sched") or {}
-            row = {"round": i, "work_per_s_none": base * 1e9, "loss_whole_pct":
+            row = {"round": i, "checkout": label, "work_per_s_none": base * 1e9, "loss_whole_pct":
                    100 * (1 - whole / base), "loss_window_pct": 100 * (1 - during / base),
                    "collect_s": round((c1 - c0) / 1e9, 2), "post_s": round(c["t1"] - c["end"], 2),
                    "switches_per_s": round((sched.get("switch_outs") or 0) / a.window),
@@ -265,10 +270,11 @@ def run_heartbeat(a: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
     finally:
         proc.terminate()
         proc.wait(30)
-    losses = [r["loss_whole_pct"] for r in rows]
-    print(f"\n== spin8 + 2 kHz heartbeat: loss over the whole collect (window + "
-          f"post-processing): {', '.join(f'{x:.1f}%' for x in losses)}; median "
-          f"{statistics.median(losses):.1f}%")
+    for label, root in checkouts:
+        losses = [r["loss_whole_pct"] for r in rows if r["checkout"] == label]
+        print(f"\n== spin8 + 2 kHz heartbeat, {label} ({root}): loss over the whole collect "
+              f"(window + post-processing): {', '.join(f'{x:.1f}%' for x in losses)}; median "
+              f"{statistics.median(losses):.1f}%")
     return rows
 
 
@@ -353,6 +359,9 @@ def main() -> int:
                     help="keep the run directories here (default: a temporary directory)")
     ap.add_argument("--thin", type=Path, default=None, help="estimator check on this run")
     ap.add_argument("--every", default="10,50,200", help="with --thin: sampling intervals")
+    ap.add_argument("--base", type=Path,
+                    help="with --heartbeat: another checkout of wallflame, whose collects "
+                         "alternate with this one's in the same spin8 run")
     ap.add_argument("--heartbeat", action="store_true",
                     help="the 8-thread CPU-bound target with a 2 kHz heartbeat, not MariaDB")
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")

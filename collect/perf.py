@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from wallflame.collect import packed
-from wallflame.collect.safety import spawn, stop_tool, tool_env
+from wallflame.collect.safety import reads_copy_of_kallsyms, spawn, stop_tool, tool_env
 from wallflame.collect.target import read_text
 from wallflame.errors import PermissionDenied, ToolError
 from wallflame.rundir import WAKE_STEM
@@ -246,18 +246,29 @@ class PerfRecorder:
     stderr_path: Path = field(default_factory=Path)
     returncode: int | None = None
     interrupted: bool = False  # asked to stop (``interrupt``), not yet waited for
+    #: Whether perf reads the copy of the kernel's symbols in ``raw/`` (``start``).
+    kallsyms_copy: bool = False
 
     def start(self, pid: int) -> None:
+        """Start perf.  Where the run has its copy of the kernel's symbols (``save_kallsyms``)
+        perf reads it in place of ``/proc/kallsyms`` (``safety.spawn``): perf reads that file
+        twice (for ``_text``, then ``_etext``) when it starts and at every new chunk, and the
+        kernel formats its 120,000 lines at each read.  Measured (``perf record -a`` of an
+        event that never fires, 10 s, 3 runs): 0.10-0.15 s of system time, 0.01-0.02 s with
+        the copy.  The copy is the same text (taken by the same kernel a moment before)."""
         self.stderr_path = self.raw_dir / f"{self.stem}-record.stderr"
         err = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         self._err: IO[bytes] = err
+        copy = self.raw_dir / KALLSYMS
         try:
-            self.proc = spawn(self.command, signal.SIGINT, stdout=subprocess.DEVNULL,
-                              stderr=err, cwd=str(self.raw_dir))
+            self.proc = spawn(self.command, signal.SIGINT,
+                              kallsyms=copy if copy.is_file() else None,
+                              stdout=subprocess.DEVNULL, stderr=err, cwd=str(self.raw_dir))
         except OSError as e:
             err.close()
             raise ToolError(f"cannot run perf: {e.strerror}", "apt-get install linux-perf") \
                 from None
+        self.kallsyms_copy = copy.is_file() and reads_copy_of_kallsyms(self.proc.pid)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Wait until perf's events are enabled: perf execs its ``sleep`` workload only after

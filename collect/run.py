@@ -798,7 +798,8 @@ def _record_results(col: Capture, recorders: list[perf.PerfRecorder],
         lost, lines = perf.lost_from_stderr(r.stderr_text())
         col.perf[r.stem] = {"returncode": r.returncode,
                             "chunks": [p.name for p in r.chunks()],
-                            "lost_chunks": lost, "lost_lines": lines[:20]}
+                            "lost_chunks": lost, "lost_lines": lines[:20],
+                            "kallsyms": "raw" if r.kallsyms_copy else "proc"}
     if loops:
         loop = loops[0]
         st = _merged_stats(loops)

@@ -42,13 +42,24 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def _death_signal_preexec(sig: int) -> Callable[[], None]:
+_CLONE_NEWNS = 0x00020000
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+#: Where the kernel's symbols are read (``spawn``'s ``kallsyms``).
+PROC_KALLSYMS = b"/proc/kallsyms"
+
+
+def _death_signal_preexec(sig: int, kallsyms: os.PathLike[str] | None = None
+                          ) -> Callable[[], None]:
     parent = os.getpid()
     # Looked up here, in the parent: the child of a multi-threaded process must not dlopen
     # (another thread may have been inside the dynamic loader at fork; ld.so then aborts
     # with "Inconsistency detected by ld.so", exit 127, seen when perf was started while the
     # snapshot thread was loading libdw).
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl, unshare, mount = libc.prctl, libc.unshare, libc.mount
+    source = os.fsencode(kallsyms) if kallsyms is not None else None
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
@@ -56,16 +67,35 @@ def _death_signal_preexec(sig: int) -> Callable[[], None]:
             os.kill(os.getpid(), sig)
         # A tool never gets the terminal's Ctrl-C directly: wallflame decides how to stop it.
         os.setpgid(0, 0)
+        # The copy of the kernel's symbols in place of /proc/kallsyms, in a mount namespace
+        # of the tool's own, made private first so that nothing reaches the machine's; any
+        # step refused (not root, a container's seccomp) leaves the kernel's own file.
+        if source is not None and unshare(_CLONE_NEWNS) == 0 and \
+                mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) == 0:
+            mount(source, PROC_KALLSYMS, None, _MS_BIND, None)
 
     return preexec
 
 
-def spawn(args: Sequence[str], death_signal: int, **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start a tool (no shell) that receives ``death_signal`` if the spawning thread dies."""
+def spawn(args: Sequence[str], death_signal: int, kallsyms: os.PathLike[str] | None = None,
+          **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start a tool (no shell) that receives ``death_signal`` if the spawning thread dies.
+    ``kallsyms``: a copy of ``/proc/kallsyms`` the tool reads in its place (``perf record``
+    reads the kernel's file at its start and at every new chunk: 30 ms of the kernel's time
+    a pass, see ``wallflame.collect.perf.PerfRecorder``)."""
     kwargs.setdefault("env", tool_env())
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.Popen(list(args), preexec_fn=_death_signal_preexec(death_signal),
+    return subprocess.Popen(list(args), preexec_fn=_death_signal_preexec(death_signal, kallsyms),
                             **kwargs)
+
+
+def reads_copy_of_kallsyms(pid: int) -> bool:
+    """Whether process ``pid`` sees a file mounted over ``/proc/kallsyms`` (``spawn``)."""
+    try:
+        with open(f"/proc/{pid}/mountinfo", "rb") as f:
+            return any(line.split(b" ")[4:5] == [PROC_KALLSYMS] for line in f)
+    except OSError:
+        return False
 
 
 def stop_tool(proc: subprocess.Popen[Any], grace_s: float = 2.0,

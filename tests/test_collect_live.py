@@ -39,6 +39,10 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         assert meta["commands"]["perf_record"][:2] == [meta["commands"]["perf_record"][0],
                                                         "record"]
         assert meta["tools"]["perf"].startswith("perf version")
+        assert "gdb" not in meta["tools"], "gdb is not run with the libdw backend"
+        # perf read the run's copy of the kernel's symbols (root: a mount namespace of its own)
+        assert {meta["perf"][s]["kallsyms"] for s in ("perf", "sched", "wake")} == {
+            "raw" if os.geteuid() == 0 else "proc"}
         assert meta["pmp"]["backend"] == "libdw" and meta["pmp"]["consistent"] is False
         from wallflame.fold import load_inputs
 

@@ -327,3 +327,28 @@ def test_the_folding_process_and_what_it_started_are_found() -> None:
         p.kill()
         p.wait()
     assert process_tree(p.pid) == []
+
+
+def test_a_tool_reads_the_copy_of_kallsyms_in_a_namespace_of_its_own(tmp_path: Path) -> None:
+    """``spawn(..., kallsyms=COPY)``: the tool reads COPY as /proc/kallsyms; nobody else
+    does, and the machine's mount table is left as it was.  Where mount namespaces are
+    refused (not root, a container), the tool reads the kernel's own file."""
+    from wallflame.collect.safety import reads_copy_of_kallsyms, spawn
+
+    copy = tmp_path / "kallsyms"
+    copy.write_bytes(b"ffffffff81000000 T _text\nffffffff82000000 T _etext\n")
+    before = Path("/proc/self/mountinfo").read_bytes()
+    proc = spawn(["sh", "-c", "cat /proc/kallsyms; read x"], 9, kallsyms=copy,
+                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    bound = reads_copy_of_kallsyms(proc.pid)  # while the tool runs (it waits for its input)
+    proc.stdin.close()
+    text = proc.stdout.read()
+    proc.wait(5)
+    assert Path("/proc/self/mountinfo").read_bytes() == before
+    assert not reads_copy_of_kallsyms(os.getpid())
+    if os.geteuid() != 0:
+        assert not bound
+        return
+    assert bound, "root may make a mount namespace here"
+    assert text == copy.read_bytes()
