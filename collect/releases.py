@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from wallflame.collect.perf import KALLSYMS
 from wallflame.collect.safety import spawn, stop_tool
 from wallflame.rundir import RELEASES_DATA, RELEASES_SCRIPT
 
@@ -61,8 +62,9 @@ class ReleaseRecorder:
 
     def start(self) -> None:
         self.stderr = open(self.raw / "releases-record.stderr", "wb")  # noqa: SIM115
-        self.proc = spawn(self.command, signal.SIGINT, stdout=subprocess.DEVNULL,
-                          stderr=self.stderr, cwd=str(self.raw))
+        copy = self.raw / KALLSYMS  # read in place of /proc/kallsyms (``PerfRecorder.start``)
+        self.proc = spawn(self.command, signal.SIGINT, kallsyms=copy if copy.is_file() else None,
+                          stdout=subprocess.DEVNULL, stderr=self.stderr, cwd=str(self.raw))
 
     def stop(self) -> None:
         if self.proc is not None:
