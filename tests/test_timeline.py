@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_schedsample import LEAF_COND, LEAF_MUTEX, inn, out, sample
 
 from wallflame import timebuild, timeline
@@ -231,3 +233,32 @@ def test_range_keys_are_the_folded_keys() -> None:
     tl, p = _timeline()
     got = restrict(Profile(meta=p.meta), tl, Range(0, 10 * S))
     assert StackKey(tuple(reversed(LEAF_MUTEX)), 1, "w", 100, OFF, "mutex") in got.stacks
+
+
+_INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 1 << 22), st.text(max_size=8),
+                          st.lists(st.tuples(_INT64, _INT64, _INT64), max_size=5),
+                          st.lists(st.tuples(_INT64, _INT64, st.integers(0, 5), _INT64, _INT64,
+                                             _INT64), max_size=5)),
+                max_size=4, unique_by=lambda t: t[0]),
+       st.lists(st.text(max_size=6), max_size=3))
+def test_the_timeline_text_is_what_the_json_module_writes(
+        threads: list[tuple[int, str, list[tuple[int, ...]], list[tuple[int, ...]]]],
+        notes: list[str]) -> None:
+    """``timeline.json_text`` (native integer columns) gives the JSON module's text exactly,
+    whatever the names (quotes, control characters, any script) and numbers."""
+    tl = Timeline(t0=5, t1=9, clock="CLOCK_MONOTONIC", notes=list(notes))
+    tl.stacks.intern(("main", 'a"b\\c\u2028'))
+    tl.lock_set({"mutex </script>": 2})
+    for tid, name, samples, spans in threads:
+        th = tl.thread(tid, tid // 2, name)
+        for t, w, s in samples:
+            th.s_time.append(t), th.s_weight.append(w), th.s_stack.append(s)
+        for t, d, k, s, p, lk in spans:
+            th.p_start.append(t), th.p_dur.append(d), th.p_kind.append(k)
+            th.p_stack.append(s), th.p_period.append(p), th.p_locks.append(lk)
+    expected = json.dumps(tl.to_json(), separators=(",", ":"), ensure_ascii=False)
+    assert timeline.json_text(tl) == expected
