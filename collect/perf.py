@@ -268,7 +268,7 @@ class PerfRecorder:
             err.close()
             raise ToolError(f"cannot run perf: {e.strerror}", "apt-get install linux-perf") \
                 from None
-        self.kallsyms_copy = copy.is_file() and reads_copy_of_kallsyms(self.proc.pid)
+        self.kallsyms_copy = copy.is_file() and reads_copy_of_kallsyms(self.proc.pid, copy)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Wait until perf's events are enabled: perf execs its ``sleep`` workload only after

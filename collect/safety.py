@@ -89,13 +89,16 @@ def spawn(args: Sequence[str], death_signal: int, kallsyms: os.PathLike[str] | N
                             **kwargs)
 
 
-def reads_copy_of_kallsyms(pid: int) -> bool:
-    """Whether process ``pid`` sees a file mounted over ``/proc/kallsyms`` (``spawn``)."""
+def reads_copy_of_kallsyms(pid: int, copy: os.PathLike[str]) -> bool:
+    """Whether process ``pid`` reads ``copy`` as ``/proc/kallsyms`` (``spawn``): the same
+    file, seen through the process's own root and mount namespace (a container may already
+    have something mounted there)."""
     try:
-        with open(f"/proc/{pid}/mountinfo", "rb") as f:
-            return any(line.split(b" ")[4:5] == [PROC_KALLSYMS] for line in f)
+        seen = os.stat(os.path.join(f"/proc/{pid}/root", PROC_KALLSYMS.decode()[1:]))
+        ours = os.stat(copy)
     except OSError:
         return False
+    return (seen.st_dev, seen.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def stop_tool(proc: subprocess.Popen[Any], grace_s: float = 2.0,

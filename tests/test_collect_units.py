@@ -341,12 +341,12 @@ def test_a_tool_reads_the_copy_of_kallsyms_in_a_namespace_of_its_own(tmp_path: P
     proc = spawn(["sh", "-c", "cat /proc/kallsyms; read x"], 9, kallsyms=copy,
                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
-    bound = reads_copy_of_kallsyms(proc.pid)  # while the tool runs (it waits for its input)
+    bound = reads_copy_of_kallsyms(proc.pid, copy)  # while the tool runs (it waits for input)
     proc.stdin.close()
     text = proc.stdout.read()
     proc.wait(5)
     assert Path("/proc/self/mountinfo").read_bytes() == before
-    assert not reads_copy_of_kallsyms(os.getpid())
+    assert not reads_copy_of_kallsyms(os.getpid(), copy)
     if os.geteuid() != 0:
         assert not bound
         return
