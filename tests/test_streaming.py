@@ -126,3 +126,27 @@ def test_started_by_hand_without_its_specification(args: list[str]) -> None:
                        capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
     assert r.returncode == EXIT_USAGE, r.stderr
     assert r.stderr.startswith("wallflame: error: ") and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_it_exits_cleanly_while_its_input_is_still_open(tmp_path: Path) -> None:
+    """The process ends after ``finish`` (here with the error of a run directory that has no
+    capture) while the collect still holds the pipe open: its reader thread is then blocked
+    in a read.  Reading through ``sys.stdin``'s buffer, that aborted the interpreter at exit
+    (status -6, "Fatal Python error: ... could not acquire lock for <stdin>"), every time."""
+    from wallflame.errors import EXIT_INPUT
+
+    proc = subprocess.Popen([sys.executable, "-m", "wallflame.streaming",
+                             json.dumps(_spec(tmp_path))],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(b'{"finish": true}\n')
+    proc.stdin.flush()
+    try:
+        code = proc.wait(60)  # the pipe stays open until it has ended
+        err = proc.stderr.read().decode()
+    finally:
+        proc.stdin.close()
+        proc.kill()
+        proc.wait()
+    assert code == EXIT_INPUT, err
+    assert err.startswith("wallflame: error: ") and err.count("\n") == 1, err

@@ -178,8 +178,13 @@ def main() -> None:
         say("wallflame: error: the folding process needs its specification (JSON) as its "
             "one argument (fix: it is started by wallflame collect)")
         sys.exit(EXIT_USAGE)
+    # The messages are read from the descriptor itself, unbuffered: a thread blocked in a read
+    # of sys.stdin holds its buffer's lock, and an exit meanwhile (the run directory written,
+    # or an error) aborted the interpreter ("could not acquire lock for <stdin> at
+    # interpreter shutdown", status -6) whenever the collect had not yet closed the pipe.
+    src = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     try:
-        code = run(streaming, sys.stdin.buffer)
+        code = run(streaming, src)
     except WallflameError as e:
         e.show()
         sys.exit(e.exit_code)
