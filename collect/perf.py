@@ -261,14 +261,13 @@ class PerfRecorder:
         self._err: IO[bytes] = err
         copy = self.raw_dir / KALLSYMS
         try:
-            self.proc = spawn(self.command, signal.SIGINT,
-                              kallsyms=copy if copy.is_file() else None,
+            self.proc = spawn(self.command, signal.SIGINT, kallsyms=copy,
                               stdout=subprocess.DEVNULL, stderr=err, cwd=str(self.raw_dir))
         except OSError as e:
             err.close()
             raise ToolError(f"cannot run perf: {e.strerror}", "apt-get install linux-perf") \
                 from None
-        self.kallsyms_copy = copy.is_file() and reads_copy_of_kallsyms(self.proc.pid, copy)
+        self.kallsyms_copy = reads_copy_of_kallsyms(self.proc.pid, copy)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Wait until perf's events are enabled: perf execs its ``sleep`` workload only after

@@ -62,8 +62,7 @@ class ReleaseRecorder:
 
     def start(self) -> None:
         self.stderr = open(self.raw / "releases-record.stderr", "wb")  # noqa: SIM115
-        copy = self.raw / KALLSYMS  # read in place of /proc/kallsyms (``PerfRecorder.start``)
-        self.proc = spawn(self.command, signal.SIGINT, kallsyms=copy if copy.is_file() else None,
+        self.proc = spawn(self.command, signal.SIGINT, kallsyms=self.raw / KALLSYMS,
                           stdout=subprocess.DEVNULL, stderr=self.stderr, cwd=str(self.raw))
 
     def stop(self) -> None:

@@ -59,7 +59,8 @@ def _death_signal_preexec(sig: int, kallsyms: os.PathLike[str] | None = None
     # snapshot thread was loading libdw).
     libc = ctypes.CDLL(None, use_errno=True)
     prctl, unshare, mount = libc.prctl, libc.unshare, libc.mount
-    source = os.fsencode(kallsyms) if kallsyms is not None else None
+    source = os.fsencode(kallsyms) if kallsyms is not None and os.path.isfile(kallsyms) \
+        else None
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
@@ -80,9 +81,9 @@ def _death_signal_preexec(sig: int, kallsyms: os.PathLike[str] | None = None
 def spawn(args: Sequence[str], death_signal: int, kallsyms: os.PathLike[str] | None = None,
           **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start a tool (no shell) that receives ``death_signal`` if the spawning thread dies.
-    ``kallsyms``: a copy of ``/proc/kallsyms`` the tool reads in its place (``perf record``
-    reads the kernel's file at its start and at every new chunk: 30 ms of the kernel's time
-    a pass, see ``wallflame.collect.perf.PerfRecorder``)."""
+    ``kallsyms``: a copy of ``/proc/kallsyms`` the tool reads in its place, if it is there
+    (``perf record`` reads the kernel's file at its start and at every new chunk: 30 ms of
+    the kernel's time a pass, see ``wallflame.collect.perf.PerfRecorder``)."""
     kwargs.setdefault("env", tool_env())
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.Popen(list(args), preexec_fn=_death_signal_preexec(death_signal, kallsyms),
