@@ -4,13 +4,15 @@ a stack, on a run that has a stack at every switch (so that the exact split is k
 The run's scheduler intervals are read as ``wallflame finish`` reads them.  Then, for each N
 and each of N phases, one blocked interval in N of each thread keeps its stack (standing for
 N) and the others lose it, and the split is made again by the code ``finish`` runs
-(``SampledSched._clip`` and ``_blocked_split``), two ways:
+(``SampledSched._clip`` and ``_blocked_split``), three ways:
 
 * ``pooled``: every sampled interval stands for its thread's others, in proportion to period x
   duration (the split before the stops were used);
 * ``marks``: the unsampled intervals a snapshot's stop ended or restarted take the snapshot's
-  stack, and the rest is split as ``pooled`` (the default; needs a run whose
-  ``snapshots.log`` has the stops' instants).
+  stack, and the rest is split as ``pooled`` (needs a run whose ``snapshots.log`` has the
+  stops' instants);
+* ``strata``: the default: as ``marks``, then the rest stratum by stratum of the intervals'
+  durations, over the sampled and the known intervals of each stratum (``_split_strata``).
 
 Printed per N: the error of the per-class totals of the threads with a stack (in points of
 their blocked time; mean and largest over the phases), and the median over threads of each
@@ -51,6 +53,10 @@ def splits(sched: ss.SampledSched, how: str) -> dict[int, tuple[dict[str, int], 
         if how == "pooled":
             parts = sorted(th.stacks.items())
             split = ss._split_blocked(parts, th.blocked, 0) if th.sampled_weight else []
+        elif how == "marks":
+            strata, th.strata = th.strata, {}  # the split without the strata
+            split, _ = ss._blocked_split(th)
+            th.strata = strata
         else:
             split, _ = ss._blocked_split(th)
         per: dict[str, int] = {}
@@ -101,7 +107,7 @@ def main() -> int:
           f"{'per thread (median)':>20}")
     for n in (int(x) for x in a.every.split(",")):
         res: dict[str, tuple[list[float], list[float]]] = {h: ([], []) for h in
-                                                            ("pooled", "marks")}
+                                                            ("pooled", "marks", "strata")}
         for phase in range(n):
             seen: dict[int, int] = {}
             for i in range(len(log)):
@@ -112,8 +118,8 @@ def main() -> int:
                 keep = (k + phase) % n == 0
                 log.sample[i] = sample0[i] if keep else -1
                 log.period[i] = n if keep else 0
-            for how in ("pooled", "marks"):
-                sched.marks = all_marks if how == "marks" else {}
+            for how in ("pooled", "marks", "strata"):
+                sched.marks = {} if how == "pooled" else all_marks
                 sched._clip(Profile(), *window)
                 got = splits(sched, how)
                 want: dict[str, int] = {}

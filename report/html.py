@@ -348,8 +348,9 @@ def _resolution(profile: Profile) -> list[str]:
             notes.append(f"{kind}: {n:,} of {int(sched.get('switch_outs') or 0):,} switches "
                          f"sampled with their stacks (at most about {sched['stack_hz']:g} per "
                          "second per thread). Blocked and run-queue times are exact, from "
-                         "every switch; each thread's blocked time is split over its sampled "
-                         "stacks by period x duration, so a wait below about "
+                         "every switch; each thread's blocked time is split over the stacks "
+                         "sampled (or caught by a snapshot) among its waits of similar "
+                         "length, so a wait below about "
                          f"{100 / n:.2g}% (1/{n:,}) of it may not appear.")
         elif "sched" in low or "switch" in low:
             notes.append(f"{kind}: {n:,} scheduler events: blocked intervals are measured "

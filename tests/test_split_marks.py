@@ -8,6 +8,7 @@ instants only when asked."""
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import pytest
@@ -27,11 +28,11 @@ COND_FRAMES = ["start_thread", "worker", "pthread_cond_wait", "__futex_abstimed_
 
 
 def _sched(rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]],
-           marks: list[list[object]]) -> _Thread:
+           marks: list[list[object]], on_cpu: tuple[int, ...] = ()) -> _Thread:
     """One thread (tid 7) with these (start, dur, kind, sample) intervals, clipped to a window
-    that holds them all, and the snapshots' stops ``marks``."""
+    that holds them all, the snapshots' stops ``marks`` and its on-CPU (start, end) pairs."""
     sched = SampledSched(default_rules())
-    th = _Thread(tid=7, pid=7, comm="worker", seen=True)
+    th = _Thread(tid=7, pid=7, comm="worker", seen=True, on_cpu=array("q", on_cpu))
     sched._threads[7] = th
     log = IntervalLog()
     for start, dur, kind, sample in rows:
@@ -85,11 +86,98 @@ def test_without_the_stop_the_long_wait_goes_to_the_sampled_short_ones(passes: s
     assert list(by) == [(tuple(MUTEX[0]), "S")] and sum(by.values()) == th.blocked
 
 
+def test_a_wait_after_the_thread_ran_is_not_the_one_the_stop_restarted(passes: str) -> None:
+    """The stop found a mutex wait, which then ended: the thread ran 2 ms (its critical
+    section) and slept, 3 ms after the stop.  The sleep starts within the match window but is
+    not the mutex wait restarted; with the thread's CPU time between them counted, it is not
+    matched (on-CPU up to ``MARK_MAX_CPU_NS`` is the stop's own handling)."""
+    stop = 100 * MS
+    rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]] = [
+        (90 * MS, 10 * MS - 300_000, LOG_BLOCKED, None),  # the mutex wait the stop ended
+        (stop + 3 * MS, 300 * MS, LOG_BLOCKED, None),     # the sleep after the lock was held
+        (500 * MS, 50_000, LOG_BLOCKED, (tuple(MUTEX[0]), "S", 10)),
+    ]
+    marks = [[7, stop, list(MUTEX[0]), "S"]]
+    ran = _sched(rows, marks, on_cpu=(stop + 200_000, stop + 2_900_000))
+    assert ran.known_ns == 10 * MS - 300_000  # the wait it ended only
+    brief = _sched(rows, marks, on_cpu=(stop + 200_000, stop + 210_000))
+    assert brief.known_ns == 10 * MS - 300_000 + 300 * MS  # 10 us of CPU: a restart
+
+
 def test_a_stop_too_far_from_an_interval_gives_nothing(passes: str) -> None:
     far = [[7, 406 * MS, COND_FRAMES, "S"]]  # 6 ms after the wait's end, inside the restart
     th = _sched(_long_wait_rows(), far)
     by = dict(_blocked_split(th)[0])
     assert (tuple(COND_FRAMES), "S") not in by and th.known_ns == 0
+
+
+Rows = list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]]
+
+
+def _sleep_cycle_rows(known_sleeps: int) -> tuple[Rows, list[list[object]]]:
+    """A program that cycles through a 300 ms sleep and a 2 ms condition-variable wait, 30
+    times, sampled one switch in 10 but only ever on the condition variable (an aliased
+    sampling: the sleep's switch never falls on the period), and the snapshots' stops that
+    found the first ``known_sleeps`` sleeps."""
+    cond = (tuple(COND_FRAMES), "S", 10)
+    rows: Rows = []
+    marks: list[list[object]] = []
+    t = 0
+    for i in range(30):
+        if i < known_sleeps:  # a stop halfway: the sleep it ended, and the sleep restarted
+            rows.append((t, 150 * MS, LOG_BLOCKED, None))
+            marks.append([7, t + 150 * MS + 500_000, list(SLEEP_FRAMES), "S"])
+            rows.append((t + 151 * MS, 149 * MS, LOG_BLOCKED, None))
+        else:
+            rows.append((t, 300 * MS, LOG_BLOCKED, None))
+        t += 301 * MS
+        rows.append((t, 2 * MS, LOG_BLOCKED, cond if i % 3 == 0 else None))
+        t += 3 * MS
+    return rows, marks
+
+
+SLEEP_FRAMES = ("start_thread", "worker", "nap", "clock_nanosleep")
+
+
+def test_long_waits_take_the_stack_of_known_waits_of_their_length(passes: str) -> None:
+    """Sleeps whose stack no sample and no stop showed take the stack of the sleeps a stop
+    did show (same duration stratum), not that of the short sampled waits: 20 of 30 sleeps
+    known (each in two pieces around the stop), all 30 go to the sleep, and the condition
+    variable keeps its own 60 ms."""
+    rows, marks = _sleep_cycle_rows(known_sleeps=20)
+    th = _sched(rows, marks)
+    split, unsampled = _blocked_split(th)
+    by = dict(split)
+    assert by[(SLEEP_FRAMES, "S")] == 30 * 300 * MS - 20 * MS
+    assert by[(tuple(COND_FRAMES), "S")] == 30 * 2 * MS
+    assert sum(by.values()) == th.blocked and unsampled == 0
+
+
+def test_without_known_long_waits_they_go_to_the_sampled_stacks(passes: str) -> None:
+    """No stop found a sleep: nothing says what the 300 ms waits were, so they go over the
+    thread's sampled stacks as before (the estimate the strata cannot improve)."""
+    rows, _ = _sleep_cycle_rows(known_sleeps=0)
+    th = _sched(rows, [])
+    assert dict(_blocked_split(th)[0]) == {(tuple(COND_FRAMES), "S"): th.blocked}
+
+
+def test_a_stratum_pools_sampled_and_known_waits_by_their_counts(passes: str) -> None:
+    """In one stratum, one sampled wait (period 10) and three known ones of another stack:
+    the unknown rest goes 1:3 between the two estimates, whatever the sampled one's period."""
+    mutex = (tuple(MUTEX[0]), "S", 10)
+    rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]] = []
+    marks: list[list[object]] = []
+    t = 0
+    for i in range(8):  # eight waits of 40 ms: one sampled, three known, four unknown
+        rows.append((t, 40 * MS, LOG_BLOCKED, mutex if i == 0 else None))
+        if i in (1, 2, 3):
+            marks.append([7, t + 40 * MS + 500_000, COND_FRAMES, "S"])
+        t += 50 * MS
+    th = _sched(rows, marks)
+    by = dict(_blocked_split(th)[0])
+    rest = 5 * 40 * MS  # the sampled one and the four unknown
+    assert by[(tuple(COND_FRAMES), "S")] == 3 * 40 * MS + rest * 3 // 4
+    assert sum(by.values()) == th.blocked == 8 * 40 * MS
 
 
 @settings(max_examples=100, deadline=None)

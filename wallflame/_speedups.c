@@ -3033,7 +3033,10 @@ static int64_t sk_floordiv(int64_t a, int64_t b)
  * [(tid, blocked, runnable, leading)] in order of each thread's first row; runnable bins:
  * [(bin, ns)]; sampled: bytes of int64, the rows with a sample and a part inside [lo, hi)
  * (their stacks and bins are Python's), and with long_ns > 0 the blocked rows without one
- * lasting at least long_ns (matched to the snapshots' stops in Python). */
+ * lasting at least long_ns (matched to the snapshots' stops in Python); strata: bytes of
+ * int64, CLIP_STRATA per thread in the order of totals, each thread's blocked ns inside
+ * [lo, hi) by its intervals' whole durations d (stratum (bit length of d) / 2: factors of 4). */
+#define CLIP_STRATA 32
 static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -3061,6 +3064,7 @@ static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t na
             break;
     PyObject *out = NULL, *totals = NULL, *bins = NULL;
     i64vec sampled = {0}, tt = {0}, bb = {0};  /* sampled rows; (tid, b, r, l); (bin, ns) */
+    i64vec st = {0};  /* CLIP_STRATA blocked ns per thread row */
     int32_t *ix = NULL;
     Py_ssize_t icap = 0;
     if (got < 5)
@@ -3118,6 +3122,9 @@ static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t na
                 if (i64_push(&tt, tid[i]) < 0 || i64_push(&tt, 0) < 0 ||
                         i64_push(&tt, 0) < 0 || i64_push(&tt, 0) < 0)
                     goto done;
+                for (int k = 0; k < CLIP_STRATA; k++)
+                    if (i64_push(&st, 0) < 0)
+                        goto done;
                 ix[h] = (int32_t)(row + 1);
             }
             last = row;
@@ -3158,6 +3165,7 @@ static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t na
             tt.v[4 * row + 3] += c;
         } else {
             tt.v[4 * row + 1] += c;
+            st.v[CLIP_STRATA * row + ((64 - __builtin_clzll((unsigned long long)d)) >> 1)] += c;
             if ((sample[i] >= 0 || (long_ns > 0 && d >= long_ns)) && i64_push(&sampled, i) < 0)
                 goto done;
         }
@@ -3185,13 +3193,14 @@ static PyObject *clip_log(PyObject *module, PyObject *const *args, Py_ssize_t na
         }
         Py_DECREF(t);
     }
-    out = Py_BuildValue("(LOON)", outside, totals, bins,
-                        sw_bytes(sampled.v, sampled.n * 8));
+    out = Py_BuildValue("(LOONN)", outside, totals, bins,
+                        sw_bytes(sampled.v, sampled.n * 8), sw_bytes(st.v, st.n * 8));
 done:
     Py_XDECREF(totals);
     Py_XDECREF(bins);
     PyMem_Free(sampled.v);
     PyMem_Free(tt.v);
+    PyMem_Free(st.v);
     PyMem_Free(bb.v);
     PyMem_Free(ix);
     for (int k = 0; k < got; k++)
@@ -4426,7 +4435,7 @@ static PyMethodDef module_methods[] = {
      "apply_lag(lag, off, at, on, pair, dur, pairs) -> moved"},
     {"clip_log", (PyCFunction)(void (*)(void))clip_log, METH_FASTCALL,
      "clip_log(tid, start, dur, kind, sample, lo, hi, bin_ns[, long_ns]) -> (outside, totals, bins, "
-     "sampled)"},
+     "sampled, strata)"},
     {"perf_switches", (PyCFunction)perf_switches, METH_O,
      "perf_switches(path) -> None or (records, comms): a scheduler chunk's switch records"},
     {"wake_run", (PyCFunction)(void (*)(void))wake_run, METH_FASTCALL,
