@@ -104,6 +104,24 @@ def test_a_wait_after_the_thread_ran_is_not_the_one_the_stop_restarted(passes: s
     assert brief.known_ns == 10 * MS - 300_000 + 300 * MS  # 10 us of CPU: a restart
 
 
+def test_a_wait_before_another_wait_is_not_the_one_the_stop_ended(passes: str) -> None:
+    """A sleep ended; the thread ran 10 us and waited 0.9 ms on a condition variable (too short
+    to be matched), where the stop found it.  The sleep ended within the match window with
+    little CPU after it, but the thread got a CPU twice before the stop: it is not the wait the
+    stop ended."""
+    stop = 400 * MS
+    rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]] = [
+        (100 * MS, 299 * MS, LOG_BLOCKED, None),         # the sleep, ends 1 ms before the stop
+        (399 * MS + 10_000, 900_000, LOG_BLOCKED, None),  # the condition variable's wait
+        (600 * MS, 50_000, LOG_BLOCKED, (tuple(MUTEX[0]), "S", 10)),
+    ]
+    marks = [[7, stop, COND_FRAMES, "S"]]
+    twice = (399 * MS, 399 * MS + 10_000, 399 * MS + 910_000, 399 * MS + 930_000)
+    assert _sched(rows, marks, on_cpu=twice).known_ns == 0
+    once = (399 * MS, 399 * MS + 20_000)  # woken, ran into the stop: the wait it ended
+    assert _sched(rows, marks, on_cpu=once).known_ns == 299 * MS
+
+
 def test_a_stop_too_far_from_an_interval_gives_nothing(passes: str) -> None:
     far = [[7, 406 * MS, COND_FRAMES, "S"]]  # 6 ms after the wait's end, inside the restart
     th = _sched(_long_wait_rows(), far)

@@ -921,12 +921,10 @@ class SampledSched:
                 pairs = self.threads[tid].on_cpu
                 on[tid] = (pairs[0::2], pairs[1::2])
             i = bisect_left(at, e)  # the stop just after it ended
-            if i < len(at) and at[i] - e <= win and \
-                    _on_between(*on[tid], e, at[i]) <= MARK_MAX_CPU_NS:
+            if i < len(at) and at[i] - e <= win and _one_run(*on[tid], e, at[i]):
                 _closer(best, (tid, i, 0), at[i] - e, r)
             i = bisect_right(at, s) - 1  # the stop just before it started
-            if i >= 0 and s - at[i] <= win and \
-                    _on_between(*on[tid], at[i], s) <= MARK_MAX_CPU_NS:
+            if i >= 0 and s - at[i] <= win and _one_run(*on[tid], at[i], s):
                 _closer(best, (tid, i, 1), s - at[i], r)
         chosen: dict[int, tuple[int, int]] = {}  # candidate -> (tid, stop): its wait's stack
         for (tid, i, _), (_, r) in sorted(best.items()):
@@ -1090,13 +1088,16 @@ def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked
 #: the instant its registers were read (0.2-1.7 ms on MariaDB under sysbench: the wake-up, then
 #: waiting for a CPU, before the stop), and the restarted wait begins within it after.
 MARK_WINDOW_NS = 5_000_000
-#: An interval is matched to a stop only if its thread ran at most this long between the two:
-#: the stop and the restart of an interrupted wait take microseconds of CPU, while a thread
-#: that ran longer did something else in between (the wait the stop found ended, the thread
-#: took the lock and held it 2 ms, then slept: the sleep is not the lock's wait).  On a
-#: MariaDB run with a stack at every switch, matches with up to 20 us of CPU between had the
-#: stop's wait class in 99% of cases, 20-50 us in 74-81% (99-100% of their time), beyond
-#: 50 us in 75-89%.
+#: An interval is matched to a stop only if its thread got a CPU once between the two (the
+#: wait the stop ended: woken by the stop, it runs into the stop; the wait restarted: released,
+#: it runs back into the wait), for at most this long: a thread that ran longer, or blocked
+#: again in between, did something else (the wait the stop found ended, the thread took the
+#: lock and held it 2 ms, then slept: the sleep is not the lock's wait; a sleep ended, the
+#: thread blocked on a condition variable for less than ``MARK_MIN_NS`` and was stopped there:
+#: the sleep is not the condition variable's wait).  On a MariaDB run with a stack at every
+#: switch, matches with one switch-in and up to 50 us of CPU between had the stop's wait class
+#: in 98-100% of cases; with two switch-ins, 17% of the waits the stop ended; with more than
+#: 50 us of CPU, 75-89%.
 MARK_MAX_CPU_NS = 50_000
 #: Shorter unsampled intervals are not matched to a stop: a tracer's stop itself is one (10 us
 #: to a few ms), and short waits are not where the split goes wrong.
@@ -1186,15 +1187,17 @@ def _split_strata(th: _Thread
     return sorted((key, ns) for key, ns in out.items() if ns), unsampled
 
 
-def _on_between(starts: array[int], ends: array[int], lo: int, hi: int) -> int:
-    """How long a thread was on a CPU between ``lo`` and ``hi``, from its on-CPU intervals
+def _one_run(starts: array[int], ends: array[int], lo: int, hi: int) -> bool:
+    """Whether a thread got a CPU at most once between ``lo`` and ``hi`` (a switch-in at
+    ``lo`` counts), for at most ``MARK_MAX_CPU_NS`` in all, from its on-CPU intervals
     (``starts``, ``ends``: in time order, one after the other)."""
     i = bisect_right(ends, lo)  # the first interval that ends after lo
-    total = 0
-    while i < len(starts) and starts[i] < hi:
+    total = ins = 0
+    while i < len(starts) and starts[i] <= hi:
         total += max(0, min(hi, ends[i]) - max(lo, starts[i]))
+        ins += starts[i] >= lo
         i += 1
-    return total
+    return ins <= 1 and total <= MARK_MAX_CPU_NS
 
 
 def _closer(best: dict[tuple[int, int, int], tuple[int, int]], key: tuple[int, int, int],
