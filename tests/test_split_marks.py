@@ -1,10 +1,11 @@
 """The scheduler's split with sampled stacks and the snapshots' stops
 (``fold.perf.sampled_switches``): a snapshot's ptrace stop interrupts the wait it finds a
 thread in, so the unsampled interval it ended and the one that restarted the wait take the
-snapshot's stack (``SampledSched.set_marks``), and only the rest is split over the sampled
-stacks.  The split sums exactly to the thread's measured blocked time whatever the stops,
-the native pass gives the same as the Python one, and the snapshot fold reports the stops'
-instants only when asked."""
+snapshot's stack (``SampledSched.set_marks``), if the thread got a CPU once, briefly, between
+the two; the rest is split stratum by stratum of the intervals' durations over the sampled
+and the known intervals of each stratum.  The split sums exactly to the thread's measured
+blocked time whatever the stops, the native pass gives the same as the Python one, and the
+snapshot fold reports the stops' instants only when asked."""
 
 from __future__ import annotations
 
