@@ -6,10 +6,12 @@ the page shows) describes only that range:
 
 * on-CPU: the samples whose time falls in the range, each weighing its period;
 * blocked: each thread's spans clipped to the range.  Their total is exact; it is split over
-  the stacks of the sampled spans in the range in proportion to period x clipped duration, as
-  ``wallflame.fold.perf.sampled_switches`` splits the whole window (with every switch sampled, the
-  default, every span is its own stack: the split is exact).  A lock wait goes to the locks
-  its thread was observed waiting on at that call site, in proportion to the observations;
+  the stacks of the sampled spans in the range in proportion to period x clipped duration
+  (with every switch sampled, the default, every span is its own stack: the split is exact;
+  with sampled stacks, ``wallflame.fold.perf.sampled_switches`` splits the whole window also
+  by the snapshots' stops and duration strata, which the spans do not record).  A lock wait
+  goes to the locks its thread was observed waiting on at that call site, in proportion to
+  the observations;
 * runnable and stopped time: clipped to the range, per thread (``runqueue_ns`` and
   ``tracer_stops`` of the metadata, which the summary and the coverage check read);
 * lock holders: each holder's share of its lock's wait is that of the whole run (the owner
