@@ -331,6 +331,22 @@ def _sched_sampled(profile: Profile) -> bool:
         int(sched.get("stack_samples") or 0) < int(sched.get("switch_outs") or 0)
 
 
+def _split_note(sched: dict[str, Any]) -> str:
+    """How the blocked time of a sampled scheduler capture was split (``sched.split``)."""
+    split = sched.get("split")
+    if not isinstance(split, dict):
+        return ""
+    parts = [int(split.get(k) or 0) for k in ("stop_ns", "stratum_ns", "pooled_ns")]
+    total = sum(parts)
+    if total <= 0:
+        return ""
+    stop, stratum, pooled = (100 * p / total for p in parts)
+    return (f" Of that blocked time, {stop:.1f}% had the stack a snapshot's stop showed, "
+            f"{stratum:.1f}% was split over the stacks of waits of its own length, and "
+            f"{pooled:.1f}% over all the thread's sampled stacks, or left [unsampled] (no wait "
+            "of its length had a stack, or it came before the thread's first switch).")
+
+
 def _resolution(profile: Profile) -> list[str]:
     """What each collector can and cannot see, from its sample count."""
     notes = []
@@ -351,7 +367,7 @@ def _resolution(profile: Profile) -> list[str]:
                          "every switch; each thread's blocked time is split over the stacks "
                          "sampled (or caught by a snapshot) among its waits of similar "
                          "length, so a wait below about "
-                         f"{100 / n:.2g}% (1/{n:,}) of it may not appear.")
+                         f"{100 / n:.2g}% (1/{n:,}) of it may not appear." + _split_note(sched))
         elif "sched" in low or "switch" in low:
             notes.append(f"{kind}: {n:,} scheduler events: blocked intervals are measured "
                          "exactly, stacks are those at each switch-out.")

@@ -240,3 +240,20 @@ def test_several_inputs_are_merged_into_one_report(tmp_path: Path) -> None:
     text = out.read_text()
     assert "all                            -        50" in text
     assert "84.0%         42  on-CPU  svc\n    main > work\n" in text  # 30 + 12 of 50 samples
+
+
+def test_a_sampled_scheduler_capture_says_how_its_blocked_time_was_split() -> None:
+    """With sampled scheduler stacks the resolution statement gives the shares of the blocked
+    time split by a stop's stack, by waits of its own length and by the thread's other stacks
+    (``sched.split``), which sum to 100%."""
+    p = demo_profile()
+    p.meta.count("sched_switch", 300)
+    p.meta.extra["sched"] = {"stack_hz": 3.0, "stack_samples": 300, "switch_outs": 90_000,
+                             "split": {"stop_ns": 600, "stratum_ns": 300, "pooled_ns": 100}}
+    text = " ".join(" ".join(parse(render_html(p)).text).split())
+    assert "300 of 90,000 switches sampled" in text
+    assert ("60.0% had the stack a snapshot's stop showed, 30.0% was split over the stacks of "
+            "waits of its own length, and 10.0% over all the thread's sampled stacks") in text
+    del p.meta.extra["sched"]["split"]  # a capture finished before the split was recorded
+    text = " ".join(" ".join(parse(render_html(p)).text).split())
+    assert "300 of 90,000 switches sampled" in text and "stop showed" not in text

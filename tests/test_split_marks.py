@@ -170,6 +170,19 @@ def test_long_waits_take_the_stack_of_known_waits_of_their_length(passes: str) -
     assert by[(SLEEP_FRAMES, "S")] == 30 * 300 * MS - 20 * MS
     assert by[(tuple(COND_FRAMES), "S")] == 30 * 2 * MS
     assert sum(by.values()) == th.blocked and unsampled == 0
+    # how it was split: the stops' 20 sleeps (in two pieces each) as they were, the other 10
+    # sleeps and the 30 condition-variable waits within their strata, nothing pooled
+    assert th.split_by == (20 * 299 * MS, 10 * 300 * MS + 30 * 2 * MS, 0)
+
+
+def test_the_split_says_how_much_had_no_evidence_of_its_length(passes: str) -> None:
+    """No stop: the sleeps' stratum has no wait with a stack, so its time is pooled, and the
+    three parts still sum to the thread's blocked time."""
+    rows, _ = _sleep_cycle_rows(known_sleeps=0)
+    th = _sched(rows, [])
+    _blocked_split(th)
+    assert th.split_by == (0, 30 * 2 * MS, 30 * 300 * MS)
+    assert sum(th.split_by) == th.blocked + th.leading
 
 
 def test_without_known_long_waits_they_go_to_the_sampled_stacks(passes: str) -> None:
@@ -220,6 +233,8 @@ def test_marks_keep_the_total(rows: list[tuple[int, int, bool]], at_ms: list[int
     split, _ = _blocked_split(th)
     assert sum(ns for _, ns in split) == th.blocked
     assert all(ns > 0 for _, ns in split)
+    if th.strata:  # sampled stacks: the three parts of the split cover the blocked time
+        assert sum(th.split_by) == th.blocked + th.leading
     native = sampled_switches.PASSES
     if native is not None:  # the Python pass gives the same
         sampled_switches.PASSES = None

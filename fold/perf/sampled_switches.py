@@ -174,6 +174,10 @@ class _Thread:
     kdonors: dict[int, dict[tuple[tuple[str, ...], str], int]] = field(default_factory=dict)
     scount: dict[int, int] = field(default_factory=dict)
     kcount: dict[int, int] = field(default_factory=dict)
+    # how ``_split_strata`` split the blocked time: (ns with the stack of a stop, ns split by
+    # the known waits of their own stratum, ns split over all the thread's sampled stacks or
+    # left unsampled)
+    split_by: tuple[int, int, int] = (0, 0, 0)
     lead_start: int = 0  # where ``leading`` began (the capture's first record)
     # an OUT without its IN yet: (time, runnable, sample or None)
     open: tuple[int, bool, tuple[tuple[str, ...], str, int] | None] | None = None
@@ -815,6 +819,7 @@ class SampledSched:
             th.stacks, th.bins, th.rstacks = {}, {}, {}
             th.known, th.known_ns = {}, 0
             th.strata, th.sdonors, th.kdonors, th.scount, th.kcount = {}, {}, {}, {}, {}
+            th.split_by = (0, 0, 0)
             th.lead_start = max(th.lead_start, start)
         # With sampled stacks (a period above 1), the unsampled intervals long enough to have
         # been ended or restarted by a snapshot's stop are matched to the stops (``_known``),
@@ -971,6 +976,7 @@ class SampledSched:
         unsampled_ns = 0
         leading_ns = 0
         switch_outs = 0
+        split_by = [0, 0, 0]
         for tid in sorted(self.threads):
             th = self.threads[tid]
             if not th.seen:  # a stack sample alone, before the capture was known to be on
@@ -992,6 +998,8 @@ class SampledSched:
                 continue
             split, unsampled = _blocked_split(th)
             unsampled_ns += unsampled
+            for k, ns in enumerate(th.split_by):
+                split_by[k] += ns
             per_class: dict[str, int] = {}
             for key, part in split:
                 if not part:
@@ -1013,6 +1021,9 @@ class SampledSched:
                       "woken_intervals": self.woken, "switch_in_lag": lag,
                       "every_cpu": self.every_cpu, "other_tasks_records": self.foreign,
                       **(sampling or {})})
+        if any(split_by):  # sampled stacks: how the blocked time was split (``_split_strata``)
+            sched["split"] = {"stop_ns": split_by[0], "stratum_ns": split_by[1],
+                              "pooled_ns": split_by[2]}
         if self.wakes is None and self.threads:
             meta.warn("no wake-up capture: the time from a blocked thread's wake-up to its "
                       "switch-in (waiting for a CPU) is counted as blocked, not runnable")
@@ -1158,7 +1169,7 @@ def _split_strata(th: _Thread
     sampled stacks (``_split_blocked``), or is ``[unsampled]`` when it has none.  The parts
     sum to the thread's exact blocked time."""
     out: dict[tuple[tuple[str, ...], str], int] = dict(th.known)
-    leftover = 0
+    leftover = by_stratum = 0
     for b, ns in sorted(th.strata.items()):
         known = th.kdonors.get(b, {})
         rest = ns - sum(known.values())
@@ -1177,6 +1188,8 @@ def _split_strata(th: _Thread
             weights[key] = weights.get(key, 0) + nk * w * ws
         for key, part in shares(sorted(weights.items()), rest):
             out[key] = out.get(key, 0) + part
+        by_stratum += rest
+    th.split_by = (th.known_ns, by_stratum, leftover + th.leading)
     unsampled = 0
     parts = sorted(th.stacks.items())
     if not th.sampled_weight:
