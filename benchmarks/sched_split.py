@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
 """The wait-class split of the mix sample against the program's own measurement.
 
-    python3 benchmarks/sched_split.py [RUNS] [-- COLLECT OPTIONS...]
+    python3 benchmarks/sched_split.py [RUNS] [--attach] [--mix ARGS] [-- COLLECT OPTIONS...]
 
 mix times each phase of its workers (on-CPU, mutex, sleep, condition variable) and prints the
 totals per thread.  Each run collects it for 8 s with the given options (for example
 ``-- --max-data-mb-per-s 4`` against the default, a stack at every switch) and prints, per
 worker and class, the program's share and wallflame's, then the worst difference in points.
 Mutex waits under ``wait_for_tick`` are counted by mix in its condvar phase, and are moved there.
+
+``--attach`` starts mix (for 14 s) and attaches to it for 10 s instead (``collect --pid``: the
+scheduler on every CPU, its stacks one switch in N per CPU under a budget); ``--mix`` passes
+options to mix.  The sampling aliased, as ``tests/test_accuracy.py`` has it:
+
+    python3 benchmarks/sched_split.py 10 --attach --mix "--sleep-ms 300" -- --max-data-mb-per-s 0.3
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +42,20 @@ def _load(path: Path) -> Any:
         return json.load(f)
 
 
-def one(extra: list[str]) -> float:
+def one(extra: list[str], attach: bool, mix_args: list[str]) -> float:
     run = Path(tempfile.mkdtemp(prefix="wallflame-split-")) / "run"
-    r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "-o", str(run), *extra,
-                        "--", str(MIX), "--duration", "8"],
+    collect = [sys.executable, "-m", "wallflame", "collect", "-o", str(run), *extra]
+    if attach:
+        mix = subprocess.Popen([str(MIX), *mix_args, "--duration", "14"],
+                               stdout=subprocess.PIPE, text=True)
+        time.sleep(1)
+        subprocess.run([*collect, "--pid", str(mix.pid), "--duration", "10"],
                        capture_output=True, text=True, check=True)
-    truth = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+        out, _ = mix.communicate()
+    else:
+        out = subprocess.run([*collect, "--", str(MIX), *mix_args, "--duration", "8"],
+                             capture_output=True, text=True, check=True).stdout
+    truth = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     summary = _load(run / "summary.json")
     offcpu = fold_file(str(run / "offcpu.folded"), FoldOptions(), "wallflame")
     # Time woken but not yet running counts in the phase mix clocks it in: the class of the
@@ -59,10 +77,17 @@ def one(extra: list[str]) -> float:
 def main() -> None:
     args = sys.argv[1:]
     extra = args[args.index("--") + 1:] if "--" in args else []
-    runs = int(args[0]) if args and args[0] != "--" else 3
-    worst = [one(extra) for _ in range(runs)]
-    print(f"options {extra or '(defaults)'}: worst class difference per run (points): "
+    ap = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1] if __doc__ else None)
+    ap.add_argument("runs", nargs="?", type=int, default=3)
+    ap.add_argument("--attach", action="store_true")
+    ap.add_argument("--mix", default="")
+    a = ap.parse_args(args[:args.index("--")] if "--" in args else args)
+    worst = [one(extra, a.attach, shlex.split(a.mix)) for _ in range(a.runs)]
+    print(f"options {extra or '(defaults)'}{' attached' if a.attach else ''}"
+          f"{' mix ' + a.mix if a.mix else ''}: worst class difference per run (points): "
           + ", ".join(f"{w:.1f}" for w in worst))
+    if len(worst) > 1:
+        print(f"median {statistics.median(worst):.1f}, largest {max(worst):.1f}")
 
 
 if __name__ == "__main__":
