@@ -54,7 +54,7 @@ def splits(sched: ss.SampledSched, how: str) -> dict[int, tuple[dict[str, int], 
             parts = sorted(th.stacks.items())
             split = ss._split_blocked(parts, th.blocked, 0) if th.sampled_weight else []
         elif how == "marks":
-            strata, th.strata = th.strata, {}  # the split without the strata
+            strata, th.strata = th.strata, None  # the split without the strata
             split, _ = ss._blocked_split(th)
             th.strata = strata
         else:

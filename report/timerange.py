@@ -5,13 +5,13 @@ rules ``finish`` applies to the whole window, so that every output format (and t
 the page shows) describes only that range:
 
 * on-CPU: the samples whose time falls in the range, each weighing its period;
-* blocked: each thread's spans clipped to the range.  Their total is exact; it is split over
-  the stacks of the sampled spans in the range in proportion to period x clipped duration
-  (with every switch sampled, the default, every span is its own stack: the split is exact;
-  with sampled stacks, ``wallflame.fold.perf.sampled_switches`` splits the whole window also
-  by the snapshots' stops and duration strata, which the spans do not record).  A lock wait
-  goes to the locks its thread was observed waiting on at that call site, in proportion to
-  the observations;
+* blocked: each thread's spans clipped to the range.  Their total is exact; it is split as
+  ``wallflame.fold.perf.sampled_switches`` splits the whole window (``wallflame.strata``):
+  the spans a snapshot's stop showed keep their stack, the rest goes stratum by stratum of
+  the spans' durations over the stacks of the spans in the range that have one (with every
+  switch sampled, the default, every span is its own stack: the split is exact).  A lock
+  wait goes to the locks its thread was observed waiting on at that call site, in proportion
+  to the observations;
 * runnable and stopped time: clipped to the range, per thread (``runqueue_ns`` and
   ``tracer_stops`` of the metadata, which the summary and the coverage check read);
 * lock holders: each holder's share of its lock's wait is that of the whole run (the owner
@@ -28,7 +28,7 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from wallflame import lockshare
+from wallflame import lockshare, strata
 from wallflame.errors import InputError
 from wallflame.names import UNSAMPLED as UNSAMPLED_FRAME
 from wallflame.profile import OFF, ON, WAIT_CLASSES, HolderKey, Profile, StackKey
@@ -154,10 +154,15 @@ def _runnable(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
 
 
 def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) -> int:
-    """Add the thread's blocked time in the range, split over its sampled stacks; returns
-    how many sampled spans it had there."""
+    """Add the thread's blocked time in the range, split as the whole window's is
+    (``wallflame.strata``): a span a snapshot's stop showed (a stack, period 0) keeps its
+    own time, the rest goes stratum by stratum of the spans' durations over the stacks of
+    that stratum's spans with one, and the strata with none over all the thread's sampled
+    stacks in the range (``[unsampled]`` when it has none).  Returns how many spans with a
+    stack it had there."""
     total = 0
-    parts: dict[tuple[int, int, int], int] = {}  # (stack, kind, lock set) -> period x ns
+    donors = strata.Donors()
+    pooled: dict[tuple[int, int, int], int] = {}  # (stack, kind, lock set) -> period x ns
     n = 0
     for s, d, k, sid, p, ref in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack, th.p_period,
                                     th.p_locks, strict=True):
@@ -167,22 +172,27 @@ def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) 
         if not c:
             continue
         total += c
+        donors.wait(d, c)
         if k < UNSAMPLED:
-            parts[(sid, k, ref)] = parts.get((sid, k, ref), 0) + max(1, p) * c
+            if p:
+                donors.sample(d, (sid, k, ref), p * c)
+                pooled[(sid, k, ref)] = pooled.get((sid, k, ref), 0) + p * c
+            else:
+                donors.show(d, (sid, k, ref), c)
             n += 1
     if not total:
         return n
-    if not parts:
-        out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, FALLBACK), total)
-        return n
-    denom = sum(parts.values())
-    given = 0
-    items = sorted(parts.items())
-    for i, ((sid, k, ref), w) in enumerate(items):
-        part = total - given if i == len(items) - 1 else total * w // denom
-        given += part
-        key = StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, OFF, WAIT_CLASSES[k])
-        _add_locked(out, tl, key, ref, part)
+    parts, leftover, _ = strata.split(donors)
+    if leftover and not pooled:
+        out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, FALLBACK), leftover)
+    elif leftover:
+        for key, part in strata.shares(sorted(pooled.items()), leftover):
+            parts[key] = parts.get(key, 0) + part
+    for (sid, k, ref), part in sorted(parts.items()):
+        if part:
+            stack = StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, OFF,
+                             WAIT_CLASSES[k])
+            _add_locked(out, tl, stack, ref, part)
     return n
 
 

@@ -274,3 +274,39 @@ def test_the_snapshot_fold_reports_where_blocked_threads_were_stopped(tmp_path: 
     assert marked.meta.extra[STOP_MARKS] == [
         [5, 123_456_789, ["start_thread", "worker", "pthread_cond_wait",
                           "__futex_abstimed_wait_common"], "S"]]
+
+
+def test_a_range_over_the_whole_window_splits_as_the_window_does(passes: str) -> None:
+    """The stops' waits reach the timeline (their stack, period 0), and a range over the whole
+    window (``report --from --to``) splits the blocked time by the same strata as the run's
+    own profile: per class, to the nanosecond."""
+    from wallflame import timebuild
+    from wallflame.profile import OFF
+    from wallflame.report.timerange import Range, restrict
+    from wallflame.timeline import Timeline
+
+    rows, marks = _sleep_cycle_rows(known_sleeps=20)
+    sched = SampledSched(default_rules())
+    sched._threads[7] = _Thread(tid=7, pid=7, comm="worker", seen=True)
+    log = IntervalLog()
+    for start, dur, kind, sample in rows:
+        log.add(7, start, dur, kind, sample)
+    sched._log = log
+    sched.set_marks(marks)
+    whole = Profile()
+    sched.finish(whole, {}, window=(-1, 10**12))
+    assert sum(1 for p, s in zip(log.period, log.sample, strict=True) if s >= 0 and not p) == 40
+    tl = Timeline(t0=-1, t1=10**12, off_source="sched")
+    timebuild.add_spans(tl, log, sched.rules, None, tracer_stops=False)
+    tl.threads[7].name, tl.threads[7].pid = "worker", 7
+    got = restrict(Profile(meta=whole.meta), tl, Range(-1, 10**12))
+
+    def per_class(p: Profile) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k, w in p.stacks.items():
+            if k.state == OFF:
+                out[k.wait] = out.get(k.wait, 0) + w
+        return out
+
+    assert per_class(got) == per_class(whole)
+    assert per_class(whole)["sleep"] == 30 * 300 * MS - 20 * MS

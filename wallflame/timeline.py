@@ -77,13 +77,16 @@ class IntervalLog:
             self.sample.append(-1)
             self.period.append(0)
             return
-        key = (sample[0], sample[1][:1])
+        self.sample.append(self.intern((sample[0], sample[1][:1])))
+        self.period.append(sample[2])
+
+    def intern(self, key: tuple[tuple[str, ...], str]) -> int:
+        """The index of ``(frames, kernel state)`` in ``samples`` (added if new)."""
         i = self._index.get(key)
         if i is None:
             i = self._index[key] = len(self.samples)
             self.samples.append(key)
-        self.sample.append(i)
-        self.period.append(sample[2])
+        return i
 
     def __len__(self) -> int:
         return len(self.tid)

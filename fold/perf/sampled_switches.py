@@ -64,13 +64,13 @@ import re
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import le
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
-from wallflame import stops
+from wallflame import stops, strata
 from wallflame.classify import Rules, classify
 from wallflame.fold.perf.lines import (
     LOST_RE,
@@ -84,10 +84,9 @@ from wallflame.names import UNSAMPLED  # a blocked thread none of whose switches
 from wallflame.profile import OFF, RUNNABLE, Profile, StackKey
 from wallflame.rundir import SCHED_BINS
 from wallflame.speedups import native
+from wallflame.strata import N_STRATA, Donors, shares
 from wallflame.textio import line_blocks
 from wallflame.timeline import LOG_BLOCKED, LOG_LEADING, LOG_RUNNABLE, IntervalLog
-
-K = TypeVar("K")
 
 #: The switch-in lag (``SampledSched._switch_in_lag``) is measured only over at least this
 #: many switch-ins: below it, a listing read a scheduler tick late is most of the estimate.
@@ -165,15 +164,9 @@ class _Thread:
     # restarted (``SampledSched.set_marks``), by the snapshot's (frames, kernel state)
     known: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
     known_ns: int = 0
-    # sampled stacks only (``_split_strata``): blocked ns by stratum of the intervals' whole
-    # durations (``_stratum``), and the intervals whose stack is known in each: per stratum,
-    # (frames, kernel state) -> period x duration of the sampled ones and duration of the
-    # known ones, and how many intervals of each
-    strata: dict[int, int] = field(default_factory=dict)
-    sdonors: dict[int, dict[tuple[tuple[str, ...], str], int]] = field(default_factory=dict)
-    kdonors: dict[int, dict[tuple[tuple[str, ...], str], int]] = field(default_factory=dict)
-    scount: dict[int, int] = field(default_factory=dict)
-    kcount: dict[int, int] = field(default_factory=dict)
+    # sampled stacks only (``_split_strata``): the blocked intervals by stratum of their
+    # whole durations, and those of known stack in each (``wallflame.strata``)
+    strata: Donors | None = None
     # how ``_split_strata`` split the blocked time: (ns with the stack of a stop, ns split by
     # the known waits of their own stratum, ns split over all the thread's sampled stacks or
     # left unsampled)
@@ -196,6 +189,8 @@ class SampledSched:
         self._threads: dict[int, _Thread] = {}
         #: ``set_marks``: tid -> (stop instants, their (frames, kernel state)), sorted
         self.marks: dict[int, tuple[array[int], list[tuple[tuple[str, ...], str]]]] = {}
+        # the log's rows a stop showed, and their stacks (``_known``, then ``_log_known``)
+        self.known_rows: list[tuple[int, tuple[tuple[str, ...], str]]] = []
         self.first_time: int | None = None
         self.last_time = 0
         self.lost = 0
@@ -818,7 +813,7 @@ class SampledSched:
             th.blocked = th.runnable = th.leading = th.sampled_weight = 0
             th.stacks, th.bins, th.rstacks = {}, {}, {}
             th.known, th.known_ns = {}, 0
-            th.strata, th.sdonors, th.kdonors, th.scount, th.kcount = {}, {}, {}, {}, {}
+            th.strata = None
             th.split_by = (0, 0, 0)
             th.lead_start = max(th.lead_start, start)
         # With sampled stacks (a period above 1), the unsampled intervals long enough to have
@@ -826,7 +821,8 @@ class SampledSched:
         # and each thread's blocked time is split stratum by stratum (``_split_strata``).
         stratified = max(log.period, default=0) > 1
         marks = self.marks if stratified else {}
-        candidates: list[tuple[int, int, int, int]] = []  # (tid, start, dur, clipped)
+        candidates: list[tuple[int, int, int, int]] = []  # (row, start, dur, clipped)
+        self.known_rows = []
         outside = 0
         runnable_bins: dict[tuple[str, int], int] = {}
         rows: Iterable[int] = range(len(log))
@@ -839,9 +835,10 @@ class SampledSched:
             for r, (tid, blocked, runnable, leading) in enumerate(totals):
                 th = self.threads[tid]
                 th.blocked, th.runnable, th.leading = blocked, runnable, leading
-                if stratified:
+                if stratified and blocked:  # as the Python pass: a thread with a wait
+                    th.strata = Donors()
                     row = per[r * N_STRATA:(r + 1) * N_STRATA]
-                    th.strata = {b: ns for b, ns in enumerate(row) if ns}
+                    th.strata.total = {b: ns for b, ns in enumerate(row) if ns}
             runnable_bins = {(RUNNABLE, b): ns for b, ns in rbins}
             rows = array("q")
             rows.frombytes(sampled)
@@ -870,18 +867,22 @@ class SampledSched:
                 if PASSES is None:
                     th.blocked += c
                     if stratified:
-                        b = _stratum(d)
-                        th.strata[b] = th.strata.get(b, 0) + c
+                        if th.strata is None:
+                            th.strata = Donors()
+                        th.strata.wait(d, c)
                 si = log.sample[i]
                 if si < 0:
                     if marks and d >= MARK_MIN_NS and log.tid[i] in marks:
-                        candidates.append((log.tid[i], s, d, c))
+                        candidates.append((i, s, d, c))
                     continue
-                key, p = log.samples[si], max(1, log.period[i])
+                key, p = log.samples[si], log.period[i]
+                if not p:  # a stop's wait (``_known``, finished before): its own stack
+                    self._show(th, key, s, d, c, start, end)
+                    continue
                 th.stacks[key] = th.stacks.get(key, 0) + p * c
                 th.sampled_weight += p * c
-                if stratified:
-                    _donor(th.sdonors, th.scount, _stratum(d), key, p * c)
+                if th.strata is not None:
+                    th.strata.sample(d, key, p * c)
                 _add_to_bins(th.bins, self._class_of(key), max(s, start), min(s + d, end), p)
         if candidates:
             self._known(candidates, start, end)
@@ -919,7 +920,8 @@ class SampledSched:
         # (tid, stop, 0: the wait it ended / 1: the wait it restarted) -> (distance, candidate)
         best: dict[tuple[int, int, int], tuple[int, int]] = {}
         on: dict[int, tuple[array[int], array[int]]] = {}  # tid -> on-CPU starts, ends
-        for r, (tid, s, d, _) in enumerate(candidates):
+        for r, (row, s, d, _) in enumerate(candidates):
+            tid = self.log.tid[row]
             at = marks[tid][0]
             e = s + d
             if tid not in on:
@@ -935,14 +937,29 @@ class SampledSched:
         for (tid, i, _), (_, r) in sorted(best.items()):
             chosen.setdefault(r, (tid, i))
         for r, (tid, stop) in chosen.items():
-            th = self.threads[tid]
             key = marks[tid][1][stop]
-            _, s, d, c = candidates[r]
-            th.known[key] = th.known.get(key, 0) + c
-            th.known_ns += c
-            _donor(th.kdonors, th.kcount, _stratum(d), key, c)
-            # its own time in the class bins (weight 1: it stands for itself alone)
-            _add_to_bins(th.bins, self._class_of(key), max(s, start), min(s + d, end), 1)
+            row, s, d, c = candidates[r]
+            self._show(self.threads[tid], key, s, d, c, start, end)
+            self.known_rows.append((row, key))
+
+    def _show(self, th: _Thread, key: tuple[tuple[str, ...], str], s: int, d: int, c: int,
+              start: int, end: int) -> None:
+        """An interval whose own stack ``key`` a stop showed: ``c`` ns of it in the window."""
+        th.known[key] = th.known.get(key, 0) + c
+        th.known_ns += c
+        if th.strata is not None:
+            th.strata.show(d, key, c)
+        # its own time in the class bins (weight 1: it stands for itself alone)
+        _add_to_bins(th.bins, self._class_of(key), max(s, start), min(s + d, end), 1)
+
+    def _log_known(self) -> None:
+        """Give the intervals a stop showed (``_known``) their stack in the log, with period
+        0 (it stands for itself alone), so that the timeline's spans carry it."""
+        log = self.log
+        for row, key in self.known_rows:
+            log.sample[row] = log.intern(key)
+            log.period[row] = 0
+        self.known_rows = []
 
     # -- output ---------------------------------------------------------------------------
 
@@ -970,6 +987,7 @@ class SampledSched:
         lag = self._switch_in_lag(listings) if listings else None
         # the totals again from the log: clipped to the window, with the runnable stacks
         self._clip(profile, *(window or (-(1 << 62), 1 << 62)))
+        self._log_known()
         meta = profile.meta
         rq = meta.extra.setdefault("runqueue_ns", {})
         exact = meta.extra.setdefault("sched_threads", {})
@@ -1115,24 +1133,6 @@ MARK_MAX_CPU_NS = 50_000
 MARK_MIN_NS = 1_000_000
 
 
-#: Duration strata of blocked intervals (``_stratum``): factors of 4 up to 2**64 ns.
-N_STRATA = 32
-
-
-def _stratum(dur: int) -> int:
-    """The stratum of an interval lasting ``dur`` ns: factors of 4 (1-4 us, 4-16 us, ...,
-    0.27-1.07 s, ...).  ``_speedups.clip_log`` computes the same."""
-    return dur.bit_length() >> 1
-
-
-def _donor(donors: dict[int, dict[tuple[tuple[str, ...], str], int]], count: dict[int, int],
-           b: int, key: tuple[tuple[str, ...], str], w: int) -> None:
-    """One interval of stratum ``b`` whose stack is ``key``, of weight ``w``."""
-    by = donors.setdefault(b, {})
-    by[key] = by.get(key, 0) + w
-    count[b] = count.get(b, 0) + 1
-
-
 def _blocked_split(th: _Thread) -> tuple[list[tuple[tuple[tuple[str, ...], str], int]], int]:
     """A thread's blocked time (in its intervals and before its first record) over stacks,
     and how much of it had none (``[unsampled]``): the intervals whose stack a snapshot's
@@ -1160,35 +1160,17 @@ def _split_strata(th: _Thread
 
     In each stratum the intervals whose stack is known (a snapshot's stop: ``_Thread.known``)
     keep it, and the rest of the stratum's time goes over the stacks of the intervals of that
-    stratum with one: the sampled intervals in proportion to period x duration, the known
-    ones to duration, the two estimates weighted by how many intervals each holds.  A wait's
+    stratum with one (``wallflame.strata``): the sampled intervals in proportion to period x
+    duration, the known ones to duration, the two estimates weighted by how many intervals
+    each holds.  A wait's
     kind goes with how long it lasts (a sleep of 300 ms is not the 1 ms condition-variable
     wait that follows it, however often the sampling falls on the latter), so a few sampled
     short waits no longer stand for the long ones of another kind.  The time of strata with
     no such interval, and before the thread's first record, goes over all the thread's
     sampled stacks (``_split_blocked``), or is ``[unsampled]`` when it has none.  The parts
     sum to the thread's exact blocked time."""
-    out: dict[tuple[tuple[str, ...], str], int] = dict(th.known)
-    leftover = by_stratum = 0
-    for b, ns in sorted(th.strata.items()):
-        known = th.kdonors.get(b, {})
-        rest = ns - sum(known.values())
-        if rest <= 0:
-            continue
-        sampled = th.sdonors.get(b, {})
-        if not sampled and not known:
-            leftover += rest
-            continue
-        n_s, nk = th.scount.get(b, 0), th.kcount.get(b, 0)
-        ws, wk = sum(sampled.values()) or 1, sum(known.values()) or 1
-        weights: dict[tuple[tuple[str, ...], str], int] = {}
-        for key, w in sampled.items():  # the two shares over a common denominator
-            weights[key] = weights.get(key, 0) + n_s * w * wk
-        for key, w in known.items():
-            weights[key] = weights.get(key, 0) + nk * w * ws
-        for key, part in shares(sorted(weights.items()), rest):
-            out[key] = out.get(key, 0) + part
-        by_stratum += rest
+    assert th.strata is not None
+    out, leftover, by_stratum = strata.split(th.strata)
     th.split_by = (th.known_ns, by_stratum, leftover + th.leading)
     unsampled = 0
     parts = sorted(th.stacks.items())
@@ -1219,18 +1201,6 @@ def _closer(best: dict[tuple[int, int, int], tuple[int, int]], key: tuple[int, i
     old = best.get(key)
     if old is None or dist < old[0]:
         best[key] = (dist, row)
-
-
-def shares(parts: Sequence[tuple[K, int]], total: int) -> list[tuple[K, int]]:
-    """``total`` over ``parts`` in proportion to their weights, the rounding to the last."""
-    denom = sum(w for _, w in parts) or 1
-    out: list[tuple[K, int]] = []
-    given = 0
-    for i, (key, w) in enumerate(parts):
-        part = total - given if i == len(parts) - 1 else total * w // denom
-        given += part
-        out.append((key, part))
-    return out
 
 
 def _level(caps: list[int], total: int) -> int:
