@@ -8,7 +8,8 @@ the page shows) describes only that range:
 * blocked: each thread's spans clipped to the range.  Their total is exact; it is split as
   ``wallflame.fold.perf.sampled_switches`` splits the whole window (``wallflame.strata``):
   the spans a snapshot's stop showed keep their stack, the rest goes stratum by stratum of
-  the spans' durations over the stacks of the spans in the range that have one (with every
+  the spans' durations over the stacks of the spans in the range that have one, and a
+  thread with no sampled span in the range takes its whole-window blocked stacks (with every
   switch sampled, the default, every span is its own stack: the split is exact).  A lock
   wait goes to the locks its thread was observed waiting on at that call site, in proportion
   to the observations;
@@ -74,10 +75,11 @@ def restrict(full: Profile, tl: Timeline, rng: Range) -> Profile:
     samples = spans = 0
     runnable: dict[str, int] = {}
     stopped: dict[str, int] = {}
+    whole = _whole_blocked(full)
     for th in tl.sorted_threads():
         name = names.get(th.tid, th.name)
         samples += _on_cpu(out, tl, th, name, rng)
-        spans += _blocked(out, tl, th, name, rng)
+        spans += _blocked(out, tl, th, name, rng, whole.get(th.tid, []))
         rq, st = _clipped(th, rng, RUNNABLE), _clipped(th, rng, STOPPED)
         _runnable(out, tl, th, name, rng, rq)
         if rq:
@@ -153,13 +155,25 @@ def _runnable(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
         out.add(StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, OFF, "runnable"), part)
 
 
-def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) -> int:
+def _whole_blocked(full: Profile) -> dict[int, list[tuple[StackKey, int]]]:
+    """Each thread's blocked stacks over the whole window, ``[unsampled]`` aside (the
+    snapshots' stacks of a thread whose switches had none: ``fold.perf.chunks``)."""
+    by: dict[int, list[tuple[StackKey, int]]] = {}
+    for k, w in full.stacks.items():
+        if k.state == OFF and k.wait != "runnable" and k.frames != (UNSAMPLED_FRAME,) and w > 0:
+            by.setdefault(k.tid, []).append((k, w))
+    return by
+
+
+def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
+             whole: list[tuple[StackKey, int]]) -> int:
     """Add the thread's blocked time in the range, split as the whole window's is
     (``wallflame.strata``): a span a snapshot's stop showed (a stack, period 0) keeps its
     own time, the rest goes stratum by stratum of the spans' durations over the stacks of
     that stratum's spans with one, and the strata with none over all the thread's sampled
-    stacks in the range (``[unsampled]`` when it has none).  Returns how many spans with a
-    stack it had there."""
+    stacks in the range; with none, over its blocked stacks of the whole window (``whole``:
+    the snapshots' where no switch of it was sampled), else ``[unsampled]``.  Returns how
+    many spans with a stack it had there."""
     total = 0
     donors = strata.Donors()
     pooled: dict[tuple[int, int, int], int] = {}  # (stack, kind, lock set) -> period x ns
@@ -183,7 +197,10 @@ def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range) 
     if not total:
         return n
     parts, leftover, _ = strata.split(donors)
-    if leftover and not pooled:
+    if leftover and not pooled and whole:
+        for stack, part in strata.shares(sorted(whole), leftover):
+            out.add(stack, part)
+    elif leftover and not pooled:
         out.add(StackKey((UNSAMPLED_FRAME,), th.tid, name, th.pid, OFF, FALLBACK), leftover)
     elif leftover:
         for key, part in strata.shares(sorted(pooled.items()), leftover):

@@ -262,3 +262,18 @@ def test_the_timeline_text_is_what_the_json_module_writes(
             th.p_stack.append(s), th.p_period.append(p), th.p_locks.append(lk)
     expected = json.dumps(tl.to_json(), separators=(",", ":"), ensure_ascii=False)
     assert timeline.json_text(tl) == expected
+
+
+def test_a_thread_never_sampled_takes_its_whole_window_stacks_in_a_range() -> None:
+    """Thread 2's switches carried no stack; the whole window's profile took its blocked time
+    from the snapshots (an I/O wait here).  A range gives the thread's blocked time in it the
+    same stacks, not ``[unsampled]``; with no such stacks it stays ``[unsampled]``."""
+    tl, p = _timeline()
+    full = Profile(meta=p.meta)
+    io_wait = StackKey(("start_thread", "worker", "io_getevents"), 2, "v", 100, OFF, "io")
+    full.add(io_wait, 7 * S)
+    got = restrict(full, tl, window_range(tl, 0.0, 0.1))  # 1.0-1.1 s: thread 2 blocked
+    two = {k: w for k, w in got.stacks.items() if k.tid == 2}
+    assert two == {io_wait: S // 10}
+    bare = restrict(Profile(meta=p.meta), tl, window_range(tl, 0.0, 0.1))
+    assert {k.frames for k in bare.stacks if k.tid == 2} == {("[unsampled]",)}
