@@ -827,11 +827,11 @@ class SampledSched:
         runnable_bins: dict[tuple[str, int], int] = {}
         rows: Iterable[int] = range(len(log))
         if PASSES is not None:  # the totals and runnable bins; the sampled rows below
-            outside, totals, rbins, sampled, strata = PASSES.clip_log(
+            outside, totals, rbins, sampled, by_stratum = PASSES.clip_log(
                 log.tid, log.start, log.dur, log.kind, log.sample, start, end, BIN_NS,
                 MARK_MIN_NS if marks else 0)
             per = array("q")
-            per.frombytes(strata)
+            per.frombytes(by_stratum)
             for r, (tid, blocked, runnable, leading) in enumerate(totals):
                 th = self.threads[tid]
                 th.blocked, th.runnable, th.leading = blocked, runnable, leading
@@ -1156,13 +1156,13 @@ def _blocked_split(th: _Thread) -> tuple[list[tuple[tuple[tuple[str, ...], str],
 def _split_strata(th: _Thread
                   ) -> tuple[list[tuple[tuple[tuple[str, ...], str], int]], int]:
     """``_blocked_split`` with sampled stacks, stratum by stratum of the intervals' whole
-    durations (``_stratum``): every interval's duration is exact, only some have a stack.
+    durations (``wallflame.strata``): every interval's duration is exact, only some have a
+    stack.
 
     In each stratum the intervals whose stack is known (a snapshot's stop: ``_Thread.known``)
     keep it, and the rest of the stratum's time goes over the stacks of the intervals of that
-    stratum with one (``wallflame.strata``): the sampled intervals in proportion to period x
-    duration, the known ones to duration, the two estimates weighted by how many intervals
-    each holds.  A wait's
+    stratum with one: the sampled intervals in proportion to period x duration, the known
+    ones to duration, the two estimates weighted by how many intervals each holds.  A wait's
     kind goes with how long it lasts (a sleep of 300 ms is not the 1 ms condition-variable
     wait that follows it, however often the sampling falls on the latter), so a few sampled
     short waits no longer stand for the long ones of another kind.  The time of strata with
