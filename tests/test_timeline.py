@@ -277,3 +277,15 @@ def test_a_thread_never_sampled_takes_its_whole_window_stacks_in_a_range() -> No
     assert two == {io_wait: S // 10}
     bare = restrict(Profile(meta=p.meta), tl, window_range(tl, 0.0, 0.1))
     assert {k.frames for k in bare.stacks if k.tid == 2} == {("[unsampled]",)}
+
+
+@pytest.mark.parametrize("bad", [["--from", "nan"], ["--to", "inf"], ["--from", "-inf"],
+                                 ["--from", "-1e300", "--to", "1"]])
+def test_a_range_that_is_not_a_number_of_seconds_is_refused(tmp_path: Path,
+                                                            bad: list[str]) -> None:
+    """NaN, infinities and seconds beyond any clock are a usage error (exit 2), one line,
+    before anything is read."""
+    r = _cli("report", str(FIXTURES / "perf" / "mix-fp.txt"), *bad, "-o",
+             str(tmp_path / "x.txt"))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "is not a number of seconds" in r.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from wallflame.report.writers import NAMES, extension
@@ -37,6 +39,10 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
     self-contained: no network access, scripts allowed only by hash; it is written mode 0600
     because it may hold command lines and symbol names of the target.
     """
+    for value, name in ((from_s, "--from"), (to_s, "--to")):
+        if value is not None and not math.isfinite(value * 1e9):  # ns of the window
+            raise click.BadParameter(f"{value} is not a number of seconds into the window",
+                                     param_hint=name)
     if from_s is not None and to_s is not None and to_s <= from_s:
         raise click.BadParameter("--to must come after --from (seconds into the window)",
                                  param_hint="--to")
