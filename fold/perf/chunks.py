@@ -23,10 +23,10 @@ from wallflame.fold.perf.sampled_switches import (
     UNSAMPLED,
     SampledSched,
     read_switches,
-    shares,
 )
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, SCHED_BINS, WAKE_STEM, Capture
+from wallflame.strata import shares
 
 
 class ChunkFolder:
