@@ -352,3 +352,55 @@ def test_a_tool_reads_the_copy_of_kallsyms_in_a_namespace_of_its_own(tmp_path: P
         return
     assert bound, "root may make a mount namespace here"
     assert text == copy.read_bytes()
+
+
+def _in_thread(fn):  # type: ignore[no-untyped-def]
+    """``fn()``'s result in a thread of its own (a policy is per thread: the test's own
+    thread keeps the normal one)."""
+    import threading
+
+    out: list[object] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join(30)
+    return out[0]
+
+
+def test_the_collect_yields_its_cpus_and_its_children_inherit_it() -> None:
+    import sys
+
+    from wallflame.collect.safety import BATCH, restore_policy, yield_policy
+
+    def run() -> tuple[object, ...]:
+        got = yield_policy()
+        now = os.sched_getscheduler(0)
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        restore_policy(got[1])
+        return got, now, int(child), os.sched_getscheduler(0)
+
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test runs under the normal one
+    assert _in_thread(run) == ((BATCH, True), os.SCHED_BATCH, os.SCHED_BATCH, os.SCHED_OTHER)
+
+
+def test_a_policy_the_user_chose_is_kept() -> None:
+    from wallflame.collect.safety import restore_policy, yield_policy
+
+    def idle() -> tuple[object, int]:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        got = yield_policy()
+        restore_policy(got[1])  # changed nothing: nothing to undo
+        return got, os.sched_getscheduler(0)
+
+    assert _in_thread(idle) == (("idle", False), os.SCHED_IDLE)
+
+
+def test_a_refused_policy_change_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wallflame.collect import safety
+
+    def refused(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refused)
+    assert _in_thread(safety.yield_policy) == ("other", False)
+    safety.restore_policy(False)
