@@ -5,9 +5,13 @@ range is selected, rebuilds every flame graph from the events in it.  So each ev
 the flame-tree node its time belongs to: an on-CPU sample its stack's leaf, a blocked span
 the pseudo-frame that ends its stack (``[mutex 0x... <lock>]``), as the folded stacks put
 them.  A stack the tree pruned goes to the ``(elided)`` node that holds its time; a blocked
-span with no sampled stack goes to its thread's node (class ``other``).  A runnable span
-counts as the runnable class under its own stack when it has one, else under its thread's
-node; stopped spans are drawn, not counted in the graphs.
+span with no sampled stack goes to its thread's node (class ``other``), where the page splits
+its time over the thread's stacks as ``report --from --to`` does (``report.timerange``): each
+blocked span with a stack carries its period (``pp``: listed when it is not 1; 0 for a wait a
+snapshot's stop showed), a span the range cut its whole duration (``pw``: the stratum), and a
+thread with unsampled spans its blocked time of the whole profile by node and class (``wb``).
+A runnable span counts as the runnable class under its own stack when it has one, else under
+its thread's node; stopped spans are drawn, not counted in the graphs.
 
 Times are nanoseconds from the start of what is shown (the window, or the range the report
 was made for), as differences from the previous event of the same thread and kind.
@@ -21,6 +25,7 @@ import sys
 from typing import Any
 
 from wallflame.errors import InputError
+from wallflame.names import UNSAMPLED as UNSAMPLED_FRAME
 from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.timerange import Range, timeline_of
 from wallflame.report.tree import ELIDED, FlameTree, thread_label, visible, wait_label
@@ -94,6 +99,7 @@ def page_timeline(profile: Profile, tree: FlameTree) -> dict[str, Any] | None:
 def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> dict[str, Any]:
     names = profile.meta.threads
     nodes: dict[tuple[int, int, int, int], int] = {}
+    blocked = _whole_blocked(profile, finder)
     rows = []
     for th in tl.sorted_threads():
         name = names.get(th.tid, th.name)
@@ -111,13 +117,30 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
             s_w.append(w)
             s_n.append(n)
             prev = t
-        p_t, p_d, p_k, p_n, p_l = [], [], [], [], []
+        p_t: list[int] = []
+        p_d: list[int] = []
+        p_k: list[int] = []
+        p_n: list[int] = []
+        p_l: list[int] = []
+        periods: list[list[int]] = []  # [i, period] of blocked spans with a stack, period not 1
+        whole: list[list[int]] = []  # [i, duration] of the spans the range cut
+        unsampled = False
         prev = rng.start
-        for start, c, k, sid, ref in rng.spans(th):
+        for s, d, k, sid, p, ref in zip(th.p_start, th.p_dur, th.p_kind, th.p_stack,
+                                        th.p_period, th.p_locks, strict=True):
+            c = rng.clip(s, d)
+            if not c:
+                continue
+            start = max(s, rng.start)
             key = (th.tid, sid, k, ref)
             n = nodes.get(key)
             if n is None:
                 n = nodes[key] = _span_node(finder, tl, th.tid, name, sid, k, ref, root)
+            if k < UNSAMPLED and p != 1:
+                periods.append([len(p_t), p])
+            if c != d:
+                whole.append([len(p_t), d])
+            unsampled = unsampled or k == UNSAMPLED
             p_t.append(start - prev)
             p_d.append(c)
             p_k.append(k)
@@ -126,8 +149,15 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
             prev = start
         if not (s_t or p_t):
             continue
-        rows.append({"tid": th.tid, "name": visible(name), "node": root,
-                     "s": [s_t, s_w, s_n], "p": [p_t, p_d, p_k, p_n, p_l]})
+        row = {"tid": th.tid, "name": visible(name), "node": root,
+               "s": [s_t, s_w, s_n], "p": [p_t, p_d, p_k, p_n, p_l]}
+        if periods:
+            row["pp"] = periods
+        if whole:
+            row["pw"] = whole
+        if unsampled and blocked.get(th.tid):
+            row["wb"] = blocked[th.tid]
+        rows.append(row)
     holders: dict[str, list[int]] = {}
     for h in profile.holders:
         holders.setdefault(h.lock, [])
@@ -135,11 +165,32 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
             holders[h.lock].append(h.tid)
     return {"length": rng.end - rng.start, "offset": rng.start - tl.t0,
             "window": tl.t1 - tl.t0, "kinds": list(KINDS), "kind_class": kind_classes(),
+            "classes": _n_classes(),
             "sched": tl.off_source == "sched",
             "locks": [visible(tl.lock_of(i + 1)) for i in range(len(tl.lock_sets))],
             "holders": [sorted(holders.get(tl.lock_of(i + 1), []))
                         for i in range(len(tl.lock_sets))],
             "threads": rows}
+
+
+def _whole_blocked(profile: Profile, finder: NodeFinder) -> dict[int, list[list[int]]]:
+    """Each thread's blocked time of the profile by flame-tree node and class, as
+    ``[node x classes + class, ns]`` (``[unsampled]`` aside): where a range of the page puts
+    the blocked time of a thread none of whose spans in it has a stack (``report.timerange``
+    does the same with the whole window's stacks)."""
+    from wallflame.report.tree import CLASSES
+
+    out: dict[int, dict[int, int]] = {}
+    for k, w in profile.stacks.items():
+        if k.state != OFF or k.wait == RUNNABLE_CLASS or k.frames == (UNSAMPLED_FRAME,) or \
+                w <= 0 or k.wait not in CLASSES:
+            continue
+        node = finder.node(k.tid, (*k.frames, wait_label(k)))
+        if node >= 0:
+            at = out.setdefault(k.tid, {})
+            i = node * len(CLASSES) + CLASSES.index(k.wait)
+            at[i] = at.get(i, 0) + w
+    return {tid: [[i, w] for i, w in sorted(by.items())] for tid, by in out.items()}
 
 
 def _span_node(finder: NodeFinder, tl: Timeline, tid: int, name: str, sid: int, kind: int,
@@ -155,6 +206,13 @@ def _span_node(finder: NodeFinder, tl: Timeline, tid: int, name: str, sid: int, 
     frames = tl.stacks.frames_of(sid)
     key = StackKey(frames, tid, name, 0, OFF, wait, lock)
     return finder.node(tid, (*frames, wait_label(key)))
+
+
+def _n_classes() -> int:
+    """How many classes a node has in the page (``wb``'s indices are node x this + class)."""
+    from wallflame.report.tree import CLASSES
+
+    return len(CLASSES)
 
 
 def kind_classes() -> list[int]:

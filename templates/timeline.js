@@ -21,6 +21,14 @@ WF.Timeline = (function () {
       pN: Int32Array.from(p[3]), pL: Int32Array.from(p[4]), first: Infinity, last: -Infinity };
     for (i = 0, t = 0; i < s[0].length; i++) { t += s[0][i]; out.sT[i] = t; }
     for (i = 0, t = 0; i < p[0].length; i++) { t += p[0][i]; out.pS[i] = t; }
+    /* a blocked span's period (1 unless listed: 0 for a wait a snapshot's stop showed), its
+       whole duration (the span's own unless the report's range cut it), and the thread's
+       blocked time of the whole window by node and class (see blocked) */
+    out.pP = new Float64Array(p[0].length).fill(1);
+    (th.pp || []).forEach(function (e) { out.pP[e[0]] = e[1]; });
+    out.pW = Float64Array.from(p[1]);
+    (th.pw || []).forEach(function (e) { out.pW[e[0]] = e[1]; });
+    out.wb = th.wb || [];
     if (out.pS.length) {
       out.first = out.pS[0];
       for (i = 0; i < out.pS.length; i++) out.last = Math.max(out.last, out.pS[i] + out.pD[i]);
@@ -46,6 +54,7 @@ WF.Timeline = (function () {
     this.nk = tl.kinds.length + 1;   // the last: on-CPU
     this.on = tl.kinds.length;
     this.rows = tl.threads.map(decode);
+    this.unsampled = tl.kinds.indexOf("unsampled");
     this.order = this.rows.map(function (_, i) { return i; });
     this.v0 = 0;
     this.v1 = Math.max(tl.length, 1);
@@ -297,9 +306,82 @@ WF.Timeline = (function () {
     if (!quiet && this.o.onRange) this.o.onRange(this.range);
   };
 
+  /* the stratum of a wait lasting d ns: factors of 4, half its bit length (wallflame.strata) */
+  function stratum(d) {
+    d = Math.floor(d);
+    return (d < 4294967296 ? 32 - Math.clz32(d) : 64 - Math.clz32(Math.floor(d / 4294967296))) >> 1;
+  }
+
+  /* over keys in proportion to their weights */
+  function spread(emit, weights, total) {
+    var sum = 0, k;
+    for (k in weights) sum += weights[k];
+    if (sum > 0) for (k in weights) emit(+k, total * weights[k] / sum);
+  }
+
+  /* A thread's blocked time in [a, b), split as report --from/--to splits it
+     (wallflame.strata, report.timerange): a span a snapshot's stop showed (a stack, period 0)
+     keeps its time; the rest goes, stratum by stratum of the spans' whole durations, over the
+     stacks of that stratum's spans with one (a sampled span by period x time, a shown one by
+     time, the two estimates weighted by how many spans each holds); a stratum with neither
+     goes over the thread's sampled stacks in the range, with none over its blocked stacks of
+     the whole window (r.wb), else to the thread's own node as the fallback class.  emit(node x
+     nc + class, ns) for each part; byClass: emit(class, ns) instead. */
+  Timeline.prototype.blocked = function (r, a, b, nc, emit, byClass) {
+    var cls = this.tl.kind_class, U = this.unsampled, i;
+    var total = {}, sampled = {}, known = {}, nS = {}, nK = {}, pooled = {}, anyPool = false;
+    function add(by, count, s, key, w) {
+      var one = by[s] || (by[s] = {});
+      one[key] = (one[key] || 0) + w;
+      count[s] = (count[s] || 0) + 1;
+    }
+    for (i = Math.max(0, upper(r.pS, a) - 1); i < r.pS.length && r.pS[i] < b; i++) {
+      var k = r.pK[i];
+      if (k > U) continue;
+      var c = Math.min(b, r.pS[i] + r.pD[i]) - Math.max(a, r.pS[i]);
+      if (c <= 0) continue;
+      var s = stratum(r.pW[i]);
+      total[s] = (total[s] || 0) + c;
+      if (k === U || (r.pN[i] < 0 && !byClass)) continue;
+      var key = byClass ? cls[k] : r.pN[i] * nc + cls[k], p = r.pP[i];
+      if (p) {
+        add(sampled, nS, s, key, p * c);
+        pooled[key] = (pooled[key] || 0) + p * c;
+        anyPool = true;
+      } else add(known, nK, s, key, c);
+    }
+    var leftover = 0;
+    Object.keys(total).forEach(function (s) {
+      var kn = known[s] || {}, sm = sampled[s] || {}, own = 0, key;
+      for (key in kn) { emit(+key, kn[key]); own += kn[key]; }
+      var rest = total[s] - own;
+      if (rest <= 0) return;
+      if (!nS[s] && !nK[s]) { leftover += rest; return; }
+      var ws = 0, wk = 0, weights = {};
+      for (key in sm) ws += sm[key];
+      for (key in kn) wk += kn[key];
+      ws = ws || 1; wk = wk || 1;
+      for (key in sm) weights[key] = (weights[key] || 0) + (nS[s] || 0) * sm[key] * wk;
+      for (key in kn) weights[key] = (weights[key] || 0) + (nK[s] || 0) * kn[key] * ws;
+      spread(emit, weights, rest);
+    });
+    if (!leftover) return;
+    if (anyPool) spread(emit, pooled, leftover);
+    else if (r.wb.length) {
+      var whole = {};
+      r.wb.forEach(function (e) {
+        var at = byClass ? e[0] % nc : e[0];
+        whole[at] = (whole[at] || 0) + e[1];
+      });
+      spread(emit, whole, leftover);
+    } else if (byClass) emit(cls[U], leftover);
+    else if (r.node >= 0) emit(r.node * nc + cls[U], leftover);
+  };
+
   /* self time per flame-tree node and class of the events in [a, b) (ns from the start) */
   Timeline.prototype.selfs = function (a, b, n, nc) {
-    var self = new Float64Array(n * nc), cls = this.tl.kind_class;
+    var self = new Float64Array(n * nc), cls = this.tl.kind_class, U = this.unsampled, tl = this;
+    function emit(at, ns) { self[at] += ns; }
     this.rows.forEach(function (r) {
       var i;
       for (i = upper(r.sT, a - 1e-9); i < r.sT.length && r.sT[i] < b; i++) {
@@ -307,24 +389,29 @@ WF.Timeline = (function () {
       }
       for (i = Math.max(0, upper(r.pS, a) - 1); i < r.pS.length && r.pS[i] < b; i++) {
         var c = Math.min(b, r.pS[i] + r.pD[i]) - Math.max(a, r.pS[i]), k = r.pK[i];
-        if (c <= 0 || r.pN[i] < 0) continue;
+        if (c <= 0 || r.pN[i] < 0 || k <= U) continue;  // blocked: below
         if (cls[k] >= 0) self[r.pN[i] * nc + cls[k]] += c;
       }
+      tl.blocked(r, a, b, nc, emit);
     });
     return self;
   };
 
-  /* each thread's time per state in [a, b): {tid: {on: ns, <kind>: ns, ...}} */
+  /* each thread's time per state in [a, b): {tid: {on: ns, <kind>: ns, ...}}, its blocked
+     time by class as the graphs split it (blocked) */
   Timeline.prototype.totals = function (a, b) {
-    var kinds = this.kinds, out = {};
+    var kinds = this.kinds, U = this.unsampled, out = {}, tl = this, cls = this.tl.kind_class;
+    var nc = this.tl.classes, kindOf = {};
+    for (var k = U; k >= 0; k--) kindOf[cls[k]] = kinds[k];  // a class's kind (not unsampled)
     this.rows.forEach(function (r) {
       var t = { on: 0 }, i;
       kinds.forEach(function (k) { t[k] = 0; });
       for (i = upper(r.sT, a - 1e-9); i < r.sT.length && r.sT[i] < b; i++) t.on += r.sW[i];
       for (i = Math.max(0, upper(r.pS, a) - 1); i < r.pS.length && r.pS[i] < b; i++) {
         var c = Math.min(b, r.pS[i] + r.pD[i]) - Math.max(a, r.pS[i]);
-        if (c > 0) t[kinds[r.pK[i]]] += c;
+        if (c > 0 && r.pK[i] > U) t[kinds[r.pK[i]]] += c;
       }
+      tl.blocked(r, a, b, nc, function (at, ns) { t[kindOf[at]] += ns; }, true);
       out[r.tid] = t;
     });
     return out;

@@ -189,3 +189,92 @@ def test_kernel_frames_fold_into_one_and_expand(browser: Any, tmp_path: Path) ->
     folded = tmp_path / "k.folded"
     write_report(p, "folded", str(folded))
     assert ";".join(KERNEL) in folded.read_text()
+
+
+def _sampled_page(tmp_path: Path) -> tuple[Path, Path]:
+    """A run whose switches carried a stack one time in ten (a data budget): thread 7 sleeps
+    300 ms a second (two of those sleeps a snapshot's stop showed: their stack, period 0; the
+    rest with no stack) and waits 2 ms on a condition variable five times a second (one wait
+    in ten sampled, period 10); thread 8 waits 500 ms a second and none of its switches was
+    sampled (its stacks of the whole window are the snapshots': ``poll``).  The run's profile
+    is the whole window's split (``report.timerange``, as ``finish`` splits it)."""
+    from wallflame.profile import Profile, StackKey
+    from wallflame.report.timerange import Range
+    from wallflame.timeline import KINDS, Timeline
+
+    ms = S // 1000
+    tl = Timeline(t0=0, t1=10 * S, off_source="sched")
+    sleep = tl.stacks.intern(("start_thread", "worker", "nanosleep"))
+    cond = tl.stacks.intern(("start_thread", "worker", "pthread_cond_wait"))
+    u = KINDS.index("unsampled")
+    one, two = tl.thread(7, 100, "worker"), tl.thread(8, 100, "poller")
+    n = 0
+    for sec in range(10):
+        spans = [(sec * S + 100 * ms, 300 * ms, *((KINDS.index("sleep"), sleep, 0)
+                                                 if sec in (2, 6) else (u, 0, 1)))]
+        for j in range(5):
+            n += 1
+            spans.append((sec * S + (500 + 20 * j) * ms, 2 * ms,
+                          *((KINDS.index("condvar"), cond, 10) if n % 10 == 0 else (u, 0, 1))))
+        for start, dur, kind, sid, period in spans:
+            one.p_start.append(start)
+            one.p_dur.append(dur)
+            one.p_kind.append(kind)
+            one.p_stack.append(sid)
+            one.p_period.append(period)
+            one.p_locks.append(0)
+        two.p_start.append(sec * S + 200 * ms)
+        two.p_dur.append(500 * ms)
+        two.p_kind.append(u)
+        two.p_stack.append(0)
+        two.p_period.append(1)
+        two.p_locks.append(0)
+    seed = Profile()
+    seed.meta.threads.update({7: "worker", 8: "poller"})
+    seed.add(StackKey(("start_thread", "poller", "poll"), 8, "poller", 100, OFF, "poll"), 1)
+    whole = restrict(seed, tl, Range(0, 10 * S))
+    run = _run_dir(tmp_path, tl, whole)
+    out = tmp_path / "report.html"
+    profile = load_run_dir(run)
+    add_run_facts(profile, [str(run)])
+    write_report(profile, "html", str(out))
+    return run, out
+
+
+def test_a_range_of_a_sampled_run_splits_its_waits_as_the_command_line_does(
+        browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """With one switch in ten carrying a stack, a range selected in the page gives each
+    thread's blocked time the classes ``report --from --to`` gives it (the waits with no
+    stack split by the strata of their durations), in the flame graphs and in the per-thread
+    table: not the sampled waits' own time with the rest as ``other``."""
+    run, out = _sampled_page(tmp_path)
+    got = load(browser, out)
+    page = got.page
+    a, b = int(1.05 * S), int(7.55 * S)
+    page.evaluate("([a, b]) => window.wallflame.timeline.select(a, b)", [a, b])
+    assert page.evaluate("window.wallflame.state.range") == [a, b]
+    tl = load_timeline(run)
+    want = restrict(load_run_dir(run), tl, window_range(tl, a / 1e9, b / 1e9))
+    by: dict[tuple[int, str], int] = {}
+    for k, w in want.stacks.items():
+        if k.state == OFF:
+            by[(k.tid, k.wait)] = by.get((k.tid, k.wait), 0) + w
+    # What the command line gives: the unsampled sleeps take the shown sleeps' stack, the
+    # poller its whole-window poll; nothing is left as "other".
+    assert set(by) == {(7, "sleep"), (7, "condvar"), (8, "poll")}, by
+    totals = page.evaluate("([a, b]) => window.wallflame.timeline.totals(a, b)", [a, b])
+    for (tid, wait), ns in by.items():
+        assert totals[str(tid)][wait] == pytest.approx(ns, rel=1e-6), (tid, wait, totals)
+        assert totals[str(tid)]["other"] == pytest.approx(0, abs=1), totals
+    # The off-CPU graph holds the same time under the same frames.
+    off = page.evaluate(
+        "(() => { const g = window.wallflame.graphs.off, t = g.tree, out = {};"
+        " for (let i = 0; i < t.n; i++) { const k = t.names[t.nameId[i]];"
+        " if (g.value[i] > 0) out[k] = (out[k] || 0) + g.value[i]; } return out; })()")
+    assert off["nanosleep"] == pytest.approx(by[(7, "sleep")], rel=1e-6), off
+    assert off["pthread_cond_wait"] == pytest.approx(by[(7, "condvar")], rel=1e-6), off
+    assert off["poll"] == pytest.approx(by[(8, "poll")], rel=1e-6), off
+    cell = '#threads tr[data-tid="7"] [data-k="%s"]'
+    assert page.inner_text(cell % "sleep") == f"{by[(7, 'sleep')] / 1e9:.3f} s"
+    assert page.inner_text(cell % "other") == "\u00b7"
+    got.clean()
