@@ -289,3 +289,44 @@ def test_a_range_that_is_not_a_number_of_seconds_is_refused(tmp_path: Path,
              str(tmp_path / "x.txt"))
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "is not a number of seconds" in r.stderr
+
+
+def test_the_page_embeds_what_it_needs_to_split_a_range() -> None:
+    """The page's timeline carries, for each blocked span with a stack, its period when it is
+    not 1 (0: a wait a snapshot's stop showed), the whole duration of a span the window cut
+    (its stratum), and, for a thread with unsampled spans, its blocked time of the whole
+    profile by flame-tree node and class (where a range with no sampled span of it puts its
+    time)."""
+    from wallflame.profile import OFF, StackKey
+    from wallflame.report.timeline_page import NodeFinder, _embed
+    from wallflame.report.timerange import Range
+    from wallflame.report.tree import CLASSES, build_tree
+    from wallflame.timeline import KINDS, Timeline
+
+    tl = Timeline(t0=10 * S, t1=20 * S, off_source="sched")
+    sleep = tl.stacks.intern(("main", "nanosleep"))
+    th = tl.thread(7, 100, "w")
+    # cut by the window's start; shown by a stop; sampled (period 10); unsampled
+    for start, dur, kind, sid, period in ((9 * S, 2 * S, KINDS.index("sleep"), sleep, 10),
+                                          (12 * S, S, KINDS.index("sleep"), sleep, 0),
+                                          (14 * S, S, KINDS.index("sleep"), sleep, 1),
+                                          (16 * S, S, UNSAMPLED, 0, 1)):
+        th.p_start.append(start)
+        th.p_dur.append(dur)
+        th.p_kind.append(kind)
+        th.p_stack.append(sid)
+        th.p_period.append(period)
+        th.p_locks.append(0)
+    p = Profile()
+    p.meta.threads[7] = "w"
+    key = StackKey(("main", "nanosleep"), 7, "w", 100, OFF, "sleep")
+    p.add(key, 4 * S)
+    tree = build_tree(p)
+    finder = NodeFinder(tree)
+    row = _embed(tl, Range(10 * S, 20 * S), p, finder)["threads"][0]
+    assert row["p"][1] == [S, S, S, S]  # clipped durations
+    assert row["pw"] == [[0, 2 * S]]
+    assert row["pp"] == [[0, 10], [1, 0]]
+    node = finder.node(7, ("main", "nanosleep", "[sleep]"))
+    assert tree.names[tree.name[node]] == "[sleep]"
+    assert row["wb"] == [[node * len(CLASSES) + CLASSES.index("sleep"), 4 * S]]
