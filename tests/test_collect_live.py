@@ -343,11 +343,11 @@ def test_the_collect_yields_its_cpus_and_the_target_keeps_its_own(
         perfs: set[int] = set()
         deadline = time.monotonic() + 30
         while col.poll() is None and time.monotonic() < deadline and not any(
-                _recorder(t) for t in process_tree(col.pid)):
+                _comm(t) == "perf" for t in process_tree(col.pid)):
             time.sleep(0.05)
         for _ in range(20):  # 2 s of the 4 s window
             tree = process_tree(col.pid)
-            perfs.update(t for t in tree if _recorder(t))
+            perfs.update(t for t in tree if _comm(t) == "perf")
             seen.update(_policies(tree))
             time.sleep(0.1)
         target = _policies([int(t) for t in os.listdir(f"/proc/{mix.pid}/task")])
@@ -374,15 +374,12 @@ def test_the_collect_yields_its_cpus_and_the_target_keeps_its_own(
     assert f"policy {os.sched_getscheduler(0)}" in r.stdout, r.stdout
 
 
-def _recorder(tid: int) -> bool:
-    """Whether ``tid`` is a thread of a ``perf record`` (not the folding's ``perf script``,
-    which runs at SCHED_IDLE in the window)."""
+def _comm(tid: int) -> str:
     try:
-        with open(f"/proc/{tid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
+        with open(f"/proc/{tid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
     except OSError:
-        return False
-    return len(argv) > 1 and argv[0].endswith(b"perf") and argv[1] == b"record"
+        return ""
 
 
 def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,
