@@ -284,8 +284,6 @@ class Unwinder:
         self._demangle = self.lib.demangle
         self.reports = 0
         self.realtime: bool | None = None  # None: not tried yet
-        #: The thread's policy and priority before ``boost``.
-        self._policy: tuple[int, os.sched_param] = (os.SCHED_OTHER, os.sched_param(0))
         self.dwfl: int | None = None
         dw = self.lib.dw
         dwfl = dw.dwfl_begin(ctypes.byref(self._callbacks))
@@ -424,15 +422,12 @@ class Unwinder:
         return self._boost()
 
     def unboost(self) -> None:
-        """The policy the thread had before ``boost`` back (the collect's ``SCHED_BATCH``,
-        ``collect.safety.yield_policy``)."""
-        os.sched_setscheduler(0, *self._policy)
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
     def _boost(self) -> bool:
         if self.realtime is False:
             return False
         try:
-            self._policy = (os.sched_getscheduler(0), os.sched_getparam(0))
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
         except OSError:
             self.realtime = False
@@ -447,7 +442,7 @@ class Unwinder:
             stacks = [self.stack(tid) for tid in tids]
         finally:
             if boosted:
-                self.unboost()
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         lines = [f"PID {self.pid} - process"]
         for st in stacks:
             if st.error:

@@ -33,14 +33,7 @@ from wallflame.collect.memory import MemorySampler
 from wallflame.collect.owners import OwnerSampler
 from wallflame.collect.pmp import BACKENDS, PmpStats, SnapshotLoop, make_backend
 from wallflame.collect.procs import Seen, Selection, Watch
-from wallflame.collect.safety import (
-    Guard,
-    ensure_running,
-    pause_summary,
-    restore_policy,
-    spawn,
-    yield_policy,
-)
+from wallflame.collect.safety import Guard, ensure_running, pause_summary, spawn
 from wallflame.collect.target import (
     Target,
     check_trace_access,
@@ -299,9 +292,6 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         col.warn(f"--pmp-backend {opts.pmp_backend} would resume the stopped target; "
                  "used libdw instead")
         opts = replace(opts, pmp_backend="libdw")
-    # From here every thread and tool of the collect yields its CPU to the target (a
-    # launched command, started above, keeps the policy it was given).
-    col.postprocess["collect_policy"], yielded = yield_policy()
     stop = threading.Event()
     guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
     procs = _Processes(targets, select, opts, raw, col, stop, guard,
@@ -320,7 +310,6 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         for t in procs.all_targets():
             _final_check(t, col)
         guard.close()
-        restore_policy(yielded)
         if child is not None:
             returncode, note = end_child(child)
             col.launched["returncode"] = returncode

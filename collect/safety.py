@@ -42,44 +42,6 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-#: The policy of the collect's own threads and tools while it runs (``yield_policy``).
-BATCH = "batch"
-
-
-def yield_policy() -> tuple[str, bool]:
-    """Put the calling thread under ``SCHED_BATCH`` at its nice value, if it runs under the
-    normal policy; the threads and processes it starts afterwards inherit it.  Returns the
-    policy the thread runs under now (``batch``; or the one kept: ``fifo``, ``idle``...,
-    ``other`` if the change was refused) and whether it was changed (``restore_policy``).
-
-    A thread under ``SCHED_BATCH`` still gets its fair share of a CPU, but its wake-ups never
-    preempt the task running there: it waits for that task's slice to end.  On a server
-    that keeps every CPU busy, the collect's threads and perf wake hundreds of times a
-    second, each for a few microseconds of work; under the normal policy each wake-up
-    preempts a thread of the server, which may hold a lock every other thread then waits
-    for.  (MariaDB under sysbench: ``benchmarks/README.md``, "The collect yields its
-    CPUs".)  A policy the user chose (``chrt``: real-time, batch, idle) is kept."""
-    try:
-        policy = os.sched_getscheduler(0)
-        if policy != os.SCHED_OTHER:
-            return _POLICY_NAMES.get(policy, "unknown"), False
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except (OSError, AttributeError):
-        return "other", False
-    return BATCH, True
-
-
-def restore_policy(changed: bool) -> None:
-    """Undo ``yield_policy`` on the calling thread: the normal policy back if it changed it."""
-    if changed:
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-
-_POLICY_NAMES = {getattr(os, n): n.removeprefix("SCHED_").lower()
-                 for n in ("SCHED_OTHER", "SCHED_FIFO", "SCHED_RR", "SCHED_BATCH", "SCHED_IDLE")
-                 if hasattr(os, n)}
-
 _CLONE_NEWNS = 0x00020000
 _MS_BIND = 4096
 _MS_REC = 16384

@@ -12,12 +12,11 @@ a stream) and the folded totals (``Folded``).  The on-CPU text is also kept in
 The folding process lowers its own priority before it starts any child, and the children
 inherit it: ``SCHED_IDLE`` during the window (it runs only on a CPU nothing else wants), nice
 19, and the idle I/O class (``ioprio_set``).  Once the window has closed the collect gives it
-and its children nice 0 back under ``SCHED_BATCH``, the policy of the collect's own threads
-and recorders (``collect.safety.yield_policy``: a fair share of the CPU, but no wake-up
-preempts the target; the I/O class stays idle): against a target that keeps every CPU busy,
-nice 19 stretched 1-2 s of folding over more than 3 minutes after a 15 s window (spin8 with
-eight workers).  The folding is a process of its own so that its priority delays nothing but
-itself (``StreamProcess``).
+and its children the normal policy and nice 0 back (the I/O class stays idle): against a
+target that keeps every CPU busy, nice 19 stretched 1-2 s of folding over more than 3 minutes
+after a 15 s window (spin8 with eight workers).  The target, the recorders and the collect's
+own threads keep their priority; the folding is a process of its own so that its priority
+delays nothing but itself (``StreamProcess``).
 
 What it cost (CPU of the folding and of every ``perf script``, from ``wait4``; wall time; how
 much was left when the window closed and how long that took) goes to ``raw/capture.json`` and
@@ -253,8 +252,8 @@ class StreamProcess:
 
     The messages (JSON lines on the process's standard input) are listed in
     ``wallflame.streaming``.  When the window closes (``close_window``) the process and its
-    children get nice 0 back under ``SCHED_BATCH`` (the I/O class stays idle) and fold what
-    is left; ``finish`` has it write the run directory once ``raw/capture.json`` is final.  If
+    children get the normal policy at nice 0 back (the I/O class stays idle) and fold what is
+    left; ``finish`` has it write the run directory once ``raw/capture.json`` is final.  If
     the process ends early, nothing is lost: the chunks it did not fold are still in raw/,
     and ``wallflame.finish`` folds them all (``failed``)."""
 
@@ -296,15 +295,15 @@ class StreamProcess:
             self._send({"pids": self.pids})
 
     def close_window(self) -> list[str]:
-        """The recorders have stopped: nice 0 under ``SCHED_BATCH`` for the process and what
-        it runs, then every chunk left is folded.  Returns what was applied."""
+        """The recorders have stopped: the normal priority back for the process and what it
+        runs, then every chunk left is folded.  Returns what was applied."""
         done = []
         if self.proc is not None:
             for tid in process_tree(self.proc.pid):
                 try:
-                    os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
                     os.setpriority(os.PRIO_PROCESS, tid, 0)
-                    done.append("batch")
+                    done.append("normal")
                 except OSError:
                     pass
         self._send({"final": True})

@@ -3,7 +3,6 @@ and one-line errors for every unusable target."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,6 @@ from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 from wallflame.collect.owners import ProcReader
 from wallflame.collect.packed import unpacked
 from wallflame.collect.perf import data_chunks, script_command
-from wallflame.collect.stream import process_tree
 from wallflame.collect.target import thread_states, tracer_of
 from wallflame.rundir import SNAPSHOTS_MAGIC as LOG_MAGIC
 
@@ -316,70 +314,6 @@ def test_pid_reuse_is_detected(live: None, sample_bin: Path, tmp_path: Path) -> 
         if new is not None:
             new.kill()
             new.wait(timeout=20)
-
-
-def _policies(tids: list[int]) -> dict[int, int]:
-    out = {}
-    for t in tids:
-        with contextlib.suppress(OSError):
-            out[t] = os.sched_getscheduler(t)
-    return out
-
-
-def test_the_collect_yields_its_cpus_and_the_target_keeps_its_own(
-        live: None, sample_bin: Path, tmp_path: Path) -> None:
-    """Every thread of an attached collect, and every tool it runs, is under SCHED_BATCH
-    while the window is open (the folding at SCHED_IDLE; the snapshots' tracer under
-    SCHED_FIFO only while it holds threads stopped), never under the normal policy, whose
-    wake-ups preempt the target; the target's threads keep theirs.  A launched command runs
-    under the policy wallflame was started with, not the collect's."""
-    mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
-    run = tmp_path / "run"
-    col = subprocess.Popen([*WALLFLAME, "collect", "--pid", str(mix.pid), "--duration", "4",
-                            "-o", str(run)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
-    try:
-        seen: dict[int, int] = {}
-        perfs: set[int] = set()
-        deadline = time.monotonic() + 30
-        while col.poll() is None and time.monotonic() < deadline and not any(
-                _comm(t) == "perf" for t in process_tree(col.pid)):
-            time.sleep(0.05)
-        for _ in range(20):  # 2 s of the 4 s window
-            tree = process_tree(col.pid)
-            perfs.update(t for t in tree if _comm(t) == "perf")
-            seen.update(_policies(tree))
-            time.sleep(0.1)
-        target = _policies([int(t) for t in os.listdir(f"/proc/{mix.pid}/task")])
-        _, err = col.communicate(timeout=120)
-        assert col.returncode == 0, err
-        assert perfs, "no perf record was seen"
-        assert {seen[t] for t in perfs if t in seen} == {os.SCHED_BATCH}, seen
-        assert os.SCHED_OTHER not in seen.values(), seen
-        assert seen.get(col.pid) == os.SCHED_BATCH, seen
-        assert set(target.values()) == {os.SCHED_OTHER}, target
-        meta = load(run, "meta.json")
-        assert meta["postprocess"]["collect_policy"] == "batch", meta["postprocess"]
-        assert meta["postprocess"]["cost"]["priority"][-1] == "after the window: batch"
-        assert not harmed(mix.pid)
-    finally:
-        if col.poll() is None:
-            col.kill()
-            col.wait()
-        stop_mix(mix)
-    launched = tmp_path / "launched"
-    r = collect("-o", str(launched), "--", sys.executable, "-c",
-                "import os; print('policy', os.sched_getscheduler(0))")
-    assert r.returncode == 0, r.stderr
-    assert f"policy {os.sched_getscheduler(0)}" in r.stdout, r.stdout
-
-
-def _comm(tid: int) -> str:
-    try:
-        with open(f"/proc/{tid}/comm", encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def test_launch_mode_runs_command_to_its_end(live: None, sample_bin: Path,

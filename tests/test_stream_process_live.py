@@ -49,7 +49,7 @@ def test_a_target_that_fills_every_cpu_gets_the_window_asked_for(tmp_path: Path,
         cost = meta["postprocess"]["cost"]
         # folded at the lowest priority during the window, at the normal one after it
         assert cost["priority"][0] == "sched_idle", cost
-        assert cost["priority"][-1] == "after the window: batch", cost
+        assert cost["priority"][-1] == "after the window: normal", cost
         assert cost["chunks"] >= 4, cost  # the first chunks were closed in the window
         assert "unreadable perf chunks" not in meta.get("losses", {}), meta.get("losses")
         assert (run / "oncpu.folded").read_text().count("spin") > 0

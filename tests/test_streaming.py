@@ -67,7 +67,7 @@ def test_chunks_folded_in_the_window_are_those_started_before_its_end(
     s.handle({"final": True})
     assert s.folded.cost.during_window == 2
     assert s.folded.cost.after_window_s > 0
-    assert s.folded.cost.priority[-1] == "after the window: batch"
+    assert s.folded.cost.priority[-1] == "after the window: normal"
     assert s.handle({"finish": True})
 
 

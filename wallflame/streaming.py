@@ -9,9 +9,9 @@ on-CPU samples are kept; ``null`` for a launched command), ``inline`` (perf reso
 frames) and ``wakes`` (a wake-up recording is made).
 
 It runs at ``SCHED_IDLE``, nice 19 and the idle I/O class from its start (``lower_priority``;
-its threads and the ``perf script`` it runs inherit them), until the collect gives it nice 0
-back under ``SCHED_BATCH`` when the window closes.  Standard input carries the collect's
-messages, one JSON object a line, acted on in their order:
+its threads and the ``perf script`` it runs inherit them), until the collect gives it the
+normal priority back.  Standard input carries the collect's messages, one JSON object a line,
+acted on in their order:
 
 * ``{"window": [start, end, at_start]}``: the window on perf's clock (``end`` ``null`` while
   it is open) and the threads at its start (``ChunkFolder.set_window``);
@@ -103,7 +103,7 @@ class Streaming:
         if (msg.get("final") or msg.get("finish")) and not self.final:  # no chunk left out
             self.final = True
             closed = time.monotonic_ns() if self.window_end is None else self.window_end
-            self.folded.cost.priority.append("after the window: batch")
+            self.folded.cost.priority.append("after the window: normal")
             self.step()
             # the chunks whose folding started in the window, and the time from its end to
             # the last chunk folded (the collect's window is on this clock: perf's ``mono``)
