@@ -311,12 +311,7 @@ def test_the_page_embeds_what_it_needs_to_split_a_range() -> None:
                                           (12 * S, S, KINDS.index("sleep"), sleep, 0),
                                           (14 * S, S, KINDS.index("sleep"), sleep, 1),
                                           (16 * S, S, UNSAMPLED, 0, 1)):
-        th.p_start.append(start)
-        th.p_dur.append(dur)
-        th.p_kind.append(kind)
-        th.p_stack.append(sid)
-        th.p_period.append(period)
-        th.p_locks.append(0)
+        th.span(start, dur, kind, sid, period)
     p = Profile()
     p.meta.threads[7] = "w"
     key = StackKey(("main", "nanosleep"), 7, "w", 100, OFF, "sleep")

@@ -31,6 +31,11 @@ def _page(tmp_path: Path) -> tuple[Path, Path]:
     for k in [k for k in p.stacks if k.state == OFF and k.wait == "mutex"]:
         p.stacks[k._replace(lock=LOCK)] = p.stacks.pop(k)
     p.add_holder(HolderKey(LOCK, 2, "v", ("main", "hold")), 1000)
+    return _write_page(tmp_path, tl, p)
+
+
+def _write_page(tmp_path: Path, tl: Any, p: Any) -> tuple[Path, Path]:
+    """The run directory of ``tl`` and ``p``, and its page."""
     run = _run_dir(tmp_path, tl, p)
     out = tmp_path / "report.html"
     profile = load_run_dir(run)
@@ -216,29 +221,13 @@ def _sampled_page(tmp_path: Path) -> tuple[Path, Path]:
             n += 1
             spans.append((sec * S + (500 + 20 * j) * ms, 2 * ms,
                           *((KINDS.index("condvar"), cond, 10) if n % 10 == 0 else (u, 0, 1))))
-        for start, dur, kind, sid, period in spans:
-            one.p_start.append(start)
-            one.p_dur.append(dur)
-            one.p_kind.append(kind)
-            one.p_stack.append(sid)
-            one.p_period.append(period)
-            one.p_locks.append(0)
-        two.p_start.append(sec * S + 200 * ms)
-        two.p_dur.append(500 * ms)
-        two.p_kind.append(u)
-        two.p_stack.append(0)
-        two.p_period.append(1)
-        two.p_locks.append(0)
+        for span in spans:
+            one.span(*span)
+        two.span(sec * S + 200 * ms, 500 * ms, u)
     seed = Profile()
     seed.meta.threads.update({7: "worker", 8: "poller"})
     seed.add(StackKey(("start_thread", "poller", "poll"), 8, "poller", 100, OFF, "poll"), 1)
-    whole = restrict(seed, tl, Range(0, 10 * S))
-    run = _run_dir(tmp_path, tl, whole)
-    out = tmp_path / "report.html"
-    profile = load_run_dir(run)
-    add_run_facts(profile, [str(run)])
-    write_report(profile, "html", str(out))
-    return run, out
+    return _write_page(tmp_path, tl, restrict(seed, tl, Range(0, 10 * S)))
 
 
 def test_a_range_of_a_sampled_run_splits_its_waits_as_the_command_line_does(

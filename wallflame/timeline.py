@@ -156,6 +156,16 @@ class ThreadLine:
     p_period: list[int] = field(default_factory=list)
     p_locks: list[int] = field(default_factory=list)   # index in Timeline.lock_sets + 1
 
+    def span(self, start: int, dur: int, kind: int, stack: int = 0, period: int = 1,
+             locks: int = 0) -> None:
+        """Add a span off a CPU (``sort`` puts the spans in order)."""
+        self.p_start.append(start)
+        self.p_dur.append(dur)
+        self.p_kind.append(kind)
+        self.p_stack.append(stack)
+        self.p_period.append(period)
+        self.p_locks.append(locks)
+
     def sort(self) -> None:
         if not all(map(le, self.s_time[:-1], self.s_time[1:])):
             order = sorted(range(len(self.s_time)), key=self.s_time.__getitem__)
