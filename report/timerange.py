@@ -15,6 +15,10 @@ the page shows) describes only that range:
   to the observations;
 * runnable and stopped time: clipped to the range, per thread (``runqueue_ns`` and
   ``tracer_stops`` of the metadata, which the summary and the coverage check read);
+* the evidence counts (the metadata's ``samples``, which ``diff`` and ``check`` take as the
+  noise floor's sample sizes): the on-CPU samples and the sampled spans (``sched_switch``)
+  in the range; the waits a stop showed are the snapshots' evidence, and the other counters
+  (``snapshots``...) are the range's share of the whole run's, in proportion to its length;
 * lock holders: each holder's share of its lock's wait is that of the whole run (the owner
   sampler's observations are not tied to instants of the waits), applied to the lock's wait
   in the range.
@@ -95,6 +99,11 @@ def restrict(full: Profile, tl: Timeline, rng: Range) -> Profile:
         meta.extra["tracer_stops"] = {
             "cause": (full.meta.extra.get("tracer_stops") or {}).get("cause", "wallflame"),
             "total_ns": sum(stopped.values()), "ns": stopped}
+    # The other counters (snapshots...) are the whole run's: the range's share of them, taken
+    # at a steady rate over the window.
+    share = (rng.end - rng.start) / max(1, tl.t1 - tl.t0)
+    for kind, n in list(meta.samples.items()):
+        meta.samples[kind] = round(n * min(1.0, share))
     meta.samples["perf"] = samples
     if tl.off_source == "sched":
         meta.samples["sched_switch"] = spans
@@ -173,7 +182,8 @@ def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
     that stratum's spans with one, and the strata with none over all the thread's sampled
     stacks in the range; with none, over its blocked stacks of the whole window (``whole``:
     the snapshots' where no switch of it was sampled), else ``[unsampled]``.  Returns how
-    many spans with a stack it had there."""
+    many sampled spans it had there (the waits a stop showed are the snapshots' evidence,
+    counted as the run counts them)."""
     total = 0
     donors = strata.Donors()
     pooled: dict[tuple[int, int, int], int] = {}  # (stack, kind, lock set) -> period x ns
@@ -191,9 +201,9 @@ def _blocked(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
             if p:
                 donors.sample(d, (sid, k, ref), p * c)
                 pooled[(sid, k, ref)] = pooled.get((sid, k, ref), 0) + p * c
+                n += 1
             else:
                 donors.show(d, (sid, k, ref), c)
-            n += 1
     if not total:
         return n
     parts, leftover, _ = strata.split(donors)

@@ -325,3 +325,26 @@ def test_the_page_embeds_what_it_needs_to_split_a_range() -> None:
     node = finder.node(7, ("main", "nanosleep", "[sleep]"))
     assert tree.names[tree.name[node]] == "[sleep]"
     assert row["wb"] == [[node * len(CLASSES) + CLASSES.index("sleep"), 4 * S]]
+
+
+def test_a_range_counts_its_own_evidence() -> None:
+    """A range's evidence counts (the noise floor's sample sizes for diff and check) are its
+    own: the sampled spans in it (not the waits a snapshot's stop showed: those are the
+    snapshots' evidence), and the snapshots in proportion to its length, not the whole
+    run's."""
+    from wallflame.report.timerange import Range, restrict
+    from wallflame.timeline import KINDS, Timeline
+
+    tl = Timeline(t0=0, t1=10 * S, off_source="sched")
+    sleep = tl.stacks.intern(("main", "nanosleep"))
+    th = tl.thread(7, 100, "w")
+    for start, period in ((1 * S, 10), (2 * S, 0), (3 * S, 10), (7 * S, 10)):
+        th.span(start, S // 2, KINDS.index("sleep"), sleep, period)
+    th.span(4 * S, S // 2, UNSAMPLED)
+    full = Profile()
+    full.meta.threads[7] = "w"
+    full.meta.samples.update({"perf": 0, "sched_switch": 3, "snapshots": 20})
+    got = restrict(full, tl, Range(0, 5 * S))
+    assert got.meta.samples == {"perf": 0, "sched_switch": 2, "snapshots": 10}
+    whole = restrict(full, tl, Range(0, 10 * S))
+    assert whole.meta.samples == full.meta.samples
