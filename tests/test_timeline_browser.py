@@ -267,3 +267,71 @@ def test_a_range_of_a_sampled_run_splits_its_waits_as_the_command_line_does(
     assert page.inner_text(cell % "sleep") == f"{by[(7, 'sleep')] / 1e9:.3f} s"
     assert page.inner_text(cell % "other") == "\u00b7"
     got.clean()
+
+
+def _random_capture(rnd: Any) -> Any:
+    """A timeline of 1-3 threads whose blocked spans have random classes, stacks, lengths
+    (1 us to 1 s: many strata), periods (0: shown by a stop; 1, 10, 37: sampled) or no stack,
+    some cut by the window's edges, with runnable spans between; and the seed profile of a
+    thread's whole-window stacks (the snapshots')."""
+    from wallflame.profile import Profile, StackKey
+    from wallflame.timeline import KINDS, Timeline
+
+    tl = Timeline(t0=S, t1=5 * S, off_source="sched")
+    u, rq = KINDS.index("unsampled"), KINDS.index("runnable")
+    classes = ["mutex", "condvar", "io", "poll", "sleep"]
+    seed = Profile()
+    for tid in range(1, rnd.randint(2, 4)):
+        name = f"t{tid}"
+        seed.meta.threads[tid] = name
+        th = tl.thread(tid, 100, name)
+        stacks = [tl.stacks.intern(("main", name, f"f{j}")) for j in range(rnd.randint(1, 4))]
+        t = rnd.randint(0, S)
+        while t < 6 * S:
+            dur = int(10 ** rnd.uniform(3, 9))
+            if rnd.random() < 0.15:
+                th.span(t, dur, rq)
+            elif rnd.random() < 0.6:
+                th.span(t, dur, u)
+            else:
+                th.span(t, dur, KINDS.index(rnd.choice(classes)), rnd.choice(stacks),
+                        rnd.choice([0, 1, 10, 37]))
+            t += dur + rnd.randint(1000, 10**7)
+        if rnd.random() < 0.5:
+            seed.add(StackKey(("main", name, "snap"), tid, name, 100, OFF, "poll"), 3)
+    return tl, seed
+
+
+def test_the_page_splits_any_range_as_the_command_line_does(browser: Any,  # noqa: F811
+                                                             tmp_path: Path) -> None:
+    """Random captures and ranges: every thread's blocked time per class on the page (its
+    per-thread table and graphs: ``timeline.totals``) is what ``report --from --to`` gives,
+    to a nanosecond per part (the page shares in floating point, the command line rounds
+    to whole nanoseconds)."""
+    import random
+
+    from wallflame.report.timerange import Range
+
+    rnd = random.Random(20261127)
+    for case in range(12):
+        tl, seed = _random_capture(rnd)
+        (tmp_path / f"c{case}").mkdir()
+        run, out = _write_page(tmp_path / f"c{case}", tl,
+                               restrict(seed, tl, Range(tl.t0, tl.t1)))
+        got = load(browser, out)
+        for _ in range(3):
+            a = rnd.randint(0, 3 * S) // 1000 * 1000
+            b = min(4 * S, a + rnd.randint(1, 3 * S)) // 1000 * 1000
+            shown = got.page.evaluate("([a, b]) => window.wallflame.timeline.totals(a, b)",
+                                      [a, b])
+            want = restrict(load_run_dir(run), tl, window_range(tl, a / 1e9, b / 1e9))
+            by: dict[tuple[int, str], int] = {}
+            for k, w in want.stacks.items():
+                if k.state == OFF and k.wait != "runnable":
+                    by[(k.tid, k.wait)] = by.get((k.tid, k.wait), 0) + w
+            for tid, row in shown.items():
+                for wait in ("mutex", "condvar", "io", "poll", "sleep", "other"):
+                    mine = row[wait] + (row["unsampled"] if wait == "other" else 0)
+                    assert mine == pytest.approx(by.get((int(tid), wait), 0), abs=64), (
+                        case, a, b, tid, wait)
+        got.clean()
