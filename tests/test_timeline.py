@@ -168,6 +168,12 @@ def test_unreadable_timelines_say_how_to_rebuild(tmp_path: Path) -> None:
     (tmp_path / timeline.TIMELINE).write_bytes(gzip.compress(json.dumps(d).encode()))
     with pytest.raises(InputError, match="not a list of integers"):
         timeline.load(tmp_path)
+    for column in ("d", "p"):  # a negative duration or period: no writer makes one
+        d = _timeline()[0].to_json()  # (to_json shares the columns: the one above is forged)
+        d["threads"][0]["spans"][column][0] = -7
+        (tmp_path / timeline.TIMELINE).write_bytes(gzip.compress(json.dumps(d).encode()))
+        with pytest.raises(InputError, match="negative duration, period or weight"):
+            timeline.load(tmp_path)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -286,6 +286,9 @@ class Timeline:
                     not 0 <= k < len(KINDS) for k in th.p_kind) or any(
                     not 0 <= x <= len(tl.lock_sets) for x in th.p_locks):
                 raise ValueError(f"thread {th.tid}: a reference outside the tables")
+            if min(th.p_dur, default=0) < 0 or min(th.p_period, default=0) < 0 or \
+                    min(th.s_weight, default=0) < 0:
+                raise ValueError(f"thread {th.tid}: a negative duration, period or weight")
         return tl
 
 
