@@ -25,9 +25,8 @@ import sys
 from typing import Any
 
 from wallflame.errors import InputError
-from wallflame.names import UNSAMPLED as UNSAMPLED_FRAME
 from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
-from wallflame.report.timerange import Range, timeline_of
+from wallflame.report.timerange import Range, timeline_of, whole_blocked
 from wallflame.report.tree import ELIDED, FlameTree, thread_label, visible, wait_label
 from wallflame.timeline import KINDS, RUNNABLE, TIMELINE, UNSAMPLED, Timeline
 from wallflame.waitclasses import FALLBACK
@@ -174,22 +173,20 @@ def _embed(tl: Timeline, rng: Range, profile: Profile, finder: NodeFinder) -> di
 
 
 def _whole_blocked(profile: Profile, finder: NodeFinder) -> dict[int, list[list[int]]]:
-    """Each thread's blocked time of the profile by flame-tree node and class, as
-    ``[node x classes + class, ns]`` (``[unsampled]`` aside): where a range of the page puts
-    the blocked time of a thread none of whose spans in it has a stack (``report.timerange``
-    does the same with the whole window's stacks)."""
+    """Each thread's blocked time of the profile (``report.timerange.whole_blocked``) by
+    flame-tree node and class, as ``[node x classes + class, ns]``: where a range of the page
+    puts the blocked time of a thread none of whose spans in it has a stack, as
+    ``report.timerange`` does."""
     from wallflame.report.tree import CLASSES
 
     out: dict[int, dict[int, int]] = {}
-    for k, w in profile.stacks.items():
-        if k.state != OFF or k.wait == RUNNABLE_CLASS or k.frames == (UNSAMPLED_FRAME,) or \
-                w <= 0 or k.wait not in CLASSES:
-            continue
-        node = finder.node(k.tid, (*k.frames, wait_label(k)))
-        if node >= 0:
-            at = out.setdefault(k.tid, {})
-            i = node * len(CLASSES) + CLASSES.index(k.wait)
-            at[i] = at.get(i, 0) + w
+    for tid, stacks in whole_blocked(profile).items():
+        for k, w in stacks:
+            node = finder.node(tid, (*k.frames, wait_label(k)))
+            if node >= 0 and k.wait in CLASSES:
+                at = out.setdefault(tid, {})
+                i = node * len(CLASSES) + CLASSES.index(k.wait)
+                at[i] = at.get(i, 0) + w
     return {tid: [[i, w] for i, w in sorted(by.items())] for tid, by in out.items()}
 
 

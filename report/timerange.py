@@ -79,7 +79,7 @@ def restrict(full: Profile, tl: Timeline, rng: Range) -> Profile:
     samples = spans = 0
     runnable: dict[str, int] = {}
     stopped: dict[str, int] = {}
-    whole = _whole_blocked(full)
+    whole = whole_blocked(full)
     for th in tl.sorted_threads():
         name = names.get(th.tid, th.name)
         samples += _on_cpu(out, tl, th, name, rng)
@@ -164,7 +164,7 @@ def _runnable(out: Profile, tl: Timeline, th: ThreadLine, name: str, rng: Range,
         out.add(StackKey(tl.stacks.frames_of(sid), th.tid, name, th.pid, OFF, "runnable"), part)
 
 
-def _whole_blocked(full: Profile) -> dict[int, list[tuple[StackKey, int]]]:
+def whole_blocked(full: Profile) -> dict[int, list[tuple[StackKey, int]]]:
     """Each thread's blocked stacks over the whole window, ``[unsampled]`` aside (the
     snapshots' stacks of a thread whose switches had none: ``fold.perf.chunks``)."""
     by: dict[int, list[tuple[StackKey, int]]] = {}
@@ -266,4 +266,4 @@ def timeline_of(profile: Profile) -> tuple[Timeline, Range]:
     return tl, Range(tl.t0, tl.t1)
 
 
-__all__ = ["Range", "restrict", "timeline_of", "window_range"]
+__all__ = ["Range", "restrict", "timeline_of", "whole_blocked", "window_range"]
