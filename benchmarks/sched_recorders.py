@@ -17,6 +17,16 @@ Recorders (every one is a process of its own beside the server, as a collect's a
 * ``bpf_acct``: ``bpftrace`` on ``sched:sched_switch`` and ``sched:sched_wakeup``, adding each
   of the server's threads' blocked and runnable time up in kernel maps (no record per switch,
   no stack), printed once at the end;
+* ``bpf_offcpu``: ``bpftrace`` as a scheduler recorder with in-kernel aggregation would be
+  (``OFFCPU``): each thread's runnable time, its blocked time by length stratum (factors of
+  4, as the sampled split's strata), and, at every ``--bpf-every``-th switch out of a thread,
+  its kernel and user (frame-pointer) stacks, summed by stack and stratum in kernel maps; the
+  user stacks printed as addresses (``BPFTRACE_NO_USER_SYMBOLS``), to be symbolised by the
+  reader.  ``--check-offcpu`` holds its per-thread runnable and blocked time against the
+  kernel's (``/proc/PID/task/TID/schedstat``) on ``samples/bin/queue``;
+* ``wf_*+bpf_offcpu``: a whole collect (``COLLECTS``) with ``bpf_offcpu`` running beside it,
+  attached before the collect starts and stopped after it: what a collect whose scheduler
+  evidence came from the kernel's maps would cost, with ``wf_none`` (on-CPU samples alone);
 * ``wf_rec_sched``, ``wf_rec_sched_nostack``, ``wf_rec_wake``: one of a collect's own perf
   recorders alone, from the commands it builds (``collect.perf``): the scheduler's per thread
   (``-p``: switch events and ``sched:sched_switch`` with DWARF stacks at 3 a second per thread,
@@ -56,6 +66,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -82,7 +93,7 @@ from wallflame.collect import perf as wf_perf  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
-             "bpf_acct", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
+             "bpf_acct", "bpf_offcpu", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
              "wf_rec_wake", "idle_burn", "idle_burn1")
 #: Whole collects: the extra options of each.
 COLLECTS = {
@@ -92,13 +103,16 @@ COLLECTS = {
     "wf_sched": ["--off-cpu", "sched"],
     "wf_pmp": ["--off-cpu", "pmp"],
     "wf_snapshots": ["--off-cpu", "pmp", "--owner-rate", "0", "--pmp-rate", "2"],
+    "wf_pmp2": ["--off-cpu", "pmp", "--pmp-rate", "2"],
+    "wf_pmp1_owners5": ["--off-cpu", "pmp", "--pmp-rate", "1", "--owner-rate", "5"],
     "wf_pmp_half": ["--pmp-rate", "0.5"],
     "wf_light": ["--pmp-rate", "0.5", "--owner-rate", "5"],
     "wf_none": ["--off-cpu", "none"],
 }
 
 #: Per thread of the process given as $1: blocked time up to its wake-up, then runnable to its
-#: switch-in; preempted (state 0, running): runnable to its switch-in.
+#: switch-in; preempted (state running: 0, or 0x100 when the kernel marks a preemption):
+#: runnable to its switch-in.
 ACCOUNTING = r"""
 tracepoint:sched:sched_switch
 {
@@ -127,6 +141,47 @@ tracepoint:sched:sched_wakeup
   if (@s[args->pid]) { @w[args->pid] = nsecs; }
 }
 """
+
+#: ``ACCOUNTING``'s sums with the blocked time by stratum (a wait of d ns is in stratum s when
+#: d >> 10 needs s shifts by 2 to reach 0), and at every $2-th switch out of a thread its
+#: kernel and user stacks, the wait's length added to that stack's sum in its stratum.
+OFFCPU = r"""
+BEGIN { @out[0] = (uint64)0; delete(@out[0]); }
+tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new
+{
+  if (@out[args->pid]) { @wk[args->pid] = nsecs; }
+}
+tracepoint:sched:sched_switch
+{
+  if (pid == $1) {
+    $p = args->prev_pid;
+    @out[$p] = nsecs;
+    @run[$p] = (args->prev_state & 0xff) == 0 ? 1 : 0;
+    @n[$p] = @n[$p] + 1;
+    if (@n[$p] >= $2) { @n[$p] = 0; @ks[$p] = kstack; @us[$p] = ustack; @smp[$p] = 1; }
+  }
+  $q = args->next_pid;
+  $o = @out[$q];
+  if ($o) {
+    if (@run[$q]) {
+      @runq[$q] = sum(nsecs - $o);
+    } else {
+      $w = @wk[$q];
+      $e = nsecs;
+      if ($w > $o) { $e = $w; @runq[$q] = sum(nsecs - $w); }
+      $d = $e - $o;
+      $b = 0; $x = $d >> 10;
+      while ($x > 0) { $x = $x >> 2; $b++; }
+      @blk[$q, $b] = sum($d);
+      @cnt[$q, $b] = count();
+      if (@smp[$q]) { @stk[$q, $b, @ks[$q], @us[$q]] = sum($d); @smp[$q] = 0; }
+    }
+    delete(@out[$q]);
+  }
+}
+END { clear(@out); clear(@run); clear(@n); clear(@ks); clear(@us); clear(@smp); clear(@wk); }
+"""
+BPF = "+bpf_offcpu"
 
 
 def command(kind: str, pid: int, out: Path, window: float, program: Path) -> list[str]:
@@ -239,23 +294,41 @@ def wallflame_window(pid: int, out: Path, window: float, extra: list[str],
     return c["start"], c["end"]
 
 
-def bpf_window(pid: int, window: float, program: Path) -> tuple[float, float]:
-    """Run the accounting program for ``window`` seconds once it is attached (its start,
+class Bpftrace:
+    """A bpftrace program running beside the server, from its attaching to ``stop``."""
+
+    def __init__(self, program: Path, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            ["bpftrace", str(program), *args], stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "BPFTRACE_NO_USER_SYMBOLS": "1"})
+        assert self.proc.stdout is not None
+        self.proc.stdout.readline()  # "Attaching N probes..."
+
+    def stop(self) -> tuple[int, int]:
+        """Stop it (its maps printed and read); the bytes it printed, and the stacks among
+        them (``@stk`` entries)."""
+        self.proc.send_signal(signal.SIGINT)
+        out = ""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            out = self.proc.communicate(timeout=120)[0] or ""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        return len(out), out.count("@stk[")
+
+
+def bpf_window(window: float, program: Path, args: list[str],
+               printed: list[tuple[int, int]]) -> tuple[float, float]:
+    """Run a bpftrace program for ``window`` seconds once it is attached (its start,
     compiling and attaching, about a second of CPU, is left out of the window as a
-    collect's start is); its window in this process's ``time.monotonic()``."""
-    proc = subprocess.Popen(["bpftrace", str(program), str(pid)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    proc.stdout.readline()  # "Attaching 2 probes..."
+    collect's start is); its window in this process's ``time.monotonic()``.  What it
+    printed (``Bpftrace.stop``) is added to ``printed``."""
+    bt = Bpftrace(program, args)
     start = time.monotonic()
     time.sleep(window)
     end = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.communicate(timeout=120)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    printed.append(bt.stop())
     return start, end
 
 
@@ -264,17 +337,25 @@ SHM = "_shm"
 
 def collect_kind(kind: str) -> str:
     """The collect a kind runs (``wf_default_shm``: ``wf_default`` with its run directory in
-    ``/dev/shm``)."""
-    return kind.removesuffix(SHM)
+    ``/dev/shm``; ``wf_none+bpf_offcpu``: ``wf_none`` beside ``bpf_offcpu``)."""
+    return kind.removesuffix(BPF).removesuffix(SHM)
 
 
 def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: int,
             table_size: int, bases: dict[str, Path] | None = None,
             base_args: list[str] | None = None,
             stops: dict[str, list[float]] | None = None,
-            cpus: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+            cpus: dict[str, list[float]] | None = None,
+            bpf_every: int = 20,
+            printed: dict[str, list[tuple[int, int]]] | None = None
+            ) -> dict[str, list[float]]:
+    """Each kind's transactions a second, one figure per round.  ``printed``: per kind run
+    with bpftrace, what bpftrace printed at each stop (bytes, stacks)."""
+    printed = {} if printed is None else printed
     program = work / "accounting.bt"
     program.write_text(ACCOUNTING)
+    offcpu = work / "offcpu.bt"
+    offcpu.write_text(OFFCPU)
     result: dict[str, list[float]] = {k: [] for k in kinds}
     marks: list[tuple[str, float, float]] = []
     with MariaDB(tables=tables, table_size=table_size, base_dir=work) as db:
@@ -292,15 +373,21 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                 start = time.monotonic() - load.started
                 if kind == "none":
                     time.sleep(window)
-                elif kind == "bpf_acct":
-                    s, e = bpf_window(db.pid, window, program)
+                elif kind in ("bpf_acct", "bpf_offcpu"):
+                    s, e = (bpf_window(window, program, [str(db.pid)],
+                                       printed.setdefault(kind, []))
+                            if kind == "bpf_acct" else
+                            bpf_window(window, offcpu, [str(db.pid), str(bpf_every)],
+                                       printed.setdefault(kind, [])))
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
                 elif collect_kind(kind) in COLLECTS or collect_kind(kind) in (bases or {}):
                     # ``..._shm``: the run directory in memory (``/dev/shm``), not on the disk
-                    # the server writes to
+                    # the server writes to; ``...+bpf_offcpu``: that recorder beside it
                     name = collect_kind(kind)
+                    beside = (Bpftrace(offcpu, [str(db.pid), str(bpf_every)])
+                              if kind.endswith(BPF) else None)
                     s, e = wallflame_window(db.pid, (Path("/dev/shm") if kind.endswith(SHM)
                                                      else work) / f"wallflame-{kind}", window,
                                             COLLECTS.get(name, base_args),
@@ -309,6 +396,8 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                                             stops.setdefault(kind, []),
                                             None if cpus is None else
                                             cpus.setdefault(kind, []))
+                    if beside is not None:
+                        printed.setdefault(kind, []).append(beside.stop())
                     marks.append((kind, s - load.started, e - load.started))
                     time.sleep(2)
                     continue
@@ -331,6 +420,66 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
     return result
 
 
+def check_offcpu(seconds: float = 10.0) -> int:
+    """``OFFCPU`` against the kernel: ``samples/bin/queue`` (a producer, 8 consumers on a
+    mutex-bound queue) for ``seconds`` with the program attached; per thread, its runnable
+    time against the run-queue delay of ``schedstat``, its blocked time against what the
+    kernel leaves of the window (window - run time - run-queue delay), both in points of the
+    window.  bpftrace's window is longer by the second between its attaching and the
+    kernel's first reading, and a wait in progress when it stops is in neither sum: a
+    thread's figures can differ by one of its waits over the window.  Exit 1 when a thread
+    is off by more than 2 points."""
+    queue = ROOT / "samples" / "bin" / "queue"
+    if not queue.exists():
+        print(f"sched_recorders: {queue} not built (make -C samples)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="wallflame-offcpu-"))
+    target = subprocess.Popen([str(queue), "--duration", f"{seconds + 15:g}"],
+                              stdout=subprocess.DEVNULL)
+    try:
+        (work / "offcpu.bt").write_text(OFFCPU)
+        time.sleep(0.5)
+        bt = Bpftrace(work / "offcpu.bt", [str(target.pid), "20"])
+        time.sleep(1.0)  # attached; every thread's current wait then ends inside the window
+
+        def listing() -> dict[int, tuple[int, int]]:
+            out = {}
+            for t in os.listdir(f"/proc/{target.pid}/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    run, delay, _ = map(int, Path(f"/proc/{target.pid}/task/{t}/schedstat")
+                                        .read_text().split())
+                    out[int(t)] = (run, delay)
+            return out
+
+        t0, s0 = time.monotonic_ns(), listing()
+        time.sleep(seconds)
+        s1, t1 = listing(), time.monotonic_ns()
+        bt.proc.send_signal(signal.SIGINT)
+        text = bt.proc.communicate(timeout=120)[0] or ""
+    finally:
+        target.terminate()
+        target.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    runq = {int(t): int(v) for t, v in re.findall(r"^@runq\[(\d+)\]: (\d+)", text, re.M)}
+    blocked: dict[int, int] = {}
+    for t, _, v in re.findall(r"^@blk\[(\d+), (\d+)\]: (\d+)", text, re.M):
+        blocked[int(t)] = blocked.get(int(t), 0) + int(v)
+    # bpftrace's window: from its attaching (1 s before t0) to its stop (just after t1)
+    bpf_ns = t1 - t0 + 1_000_000_000
+    window = t1 - t0
+    worst = 0.0
+    print(f"samples/bin/queue, {window / 1e9:.3f} s; points of the window, kernel / bpftrace")
+    for tid in sorted(set(s0) & set(s1)):
+        ran, delay = s1[tid][0] - s0[tid][0], s1[tid][1] - s0[tid][1]
+        k_rq, k_blk = 100 * delay / window, 100 * (window - ran - delay) / window
+        b_rq, b_blk = 100 * runq.get(tid, 0) / bpf_ns, 100 * blocked.get(tid, 0) / bpf_ns
+        worst = max(worst, abs(k_rq - b_rq), abs(k_blk - b_blk))
+        print(f"  {tid}: on-CPU {100 * ran / window:5.1f}  runnable {k_rq:5.1f} / {b_rq:5.1f}"
+              f"  blocked {k_blk:5.1f} / {b_blk:5.1f}")
+    print(f"largest difference {worst:.2f} points")
+    return 0 if worst <= 2.0 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--window", type=float, default=8.0)
@@ -342,11 +491,24 @@ def main() -> int:
     ap.add_argument("--base", type=Path, action="append", default=[],
                     help="another checkout: adds wf_base, a default collect of that checkout's "
                          "code, to compare a change with the code before it in one run")
+    ap.add_argument("--check-offcpu", action="store_true",
+                    help="hold bpf_offcpu's sums against the kernel's schedstat on "
+                         "samples/bin/queue, and exit (no MariaDB)")
+    ap.add_argument("--bpf-every", type=int, default=20,
+                    help="bpf_offcpu: the stacks of every N-th switch out of a thread")
     ap.add_argument("--base-args", default="",
                     help="options given to the collects of every --base checkout")
     args = ap.parse_args()
-    if min(args.tables, args.table_size, args.rounds) < 1 or not 0 < args.window < 1e6:
-        ap.error("--tables, --table-size and --rounds must be at least 1, --window above 0")
+    if args.check_offcpu:
+        if shutil.which("bpftrace") is None:
+            print("sched_recorders: bpftrace not installed (apt-get install bpftrace)",
+                  file=sys.stderr)
+            return 2
+        return check_offcpu()
+    if min(args.tables, args.table_size, args.rounds, args.bpf_every) < 1 \
+            or not 0 < args.window < 1e6:
+        ap.error("--tables, --table-size, --rounds and --bpf-every must be at least 1, "
+                 "--window above 0")
     for b in args.base:
         if not (b / "wallflame" / "__init__.py").is_file():
             ap.error(f"--base {b}: not a checkout of wallflame (no wallflame/__init__.py)")
@@ -364,18 +526,22 @@ def main() -> int:
     for b in bases.values():
         warm_bytecode(b)
     kinds.extend(bases)
-    if "bpf_acct" in kinds and shutil.which("bpftrace") is None:
-        print("sched_recorders: bpftrace not installed (apt-get install bpftrace): "
-              "bpf_acct left out", file=sys.stderr)
-        kinds.remove("bpf_acct")
+    if shutil.which("bpftrace") is None:
+        gone = [k for k in kinds if k.startswith("bpf_") or k.endswith(BPF)]
+        if gone:
+            print("sched_recorders: bpftrace not installed (apt-get install bpftrace): "
+                  f"{', '.join(gone)} left out", file=sys.stderr)
+            kinds = [k for k in kinds if k not in gone]
     work = Path(tempfile.mkdtemp(prefix="wallflame-recorders-"))
     try:
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             stops: dict[str, list[float]] = {}
             cpus: dict[str, list[float]] = {}
+            printed: dict[str, list[tuple[int, int]]] = {}
             result = measure(kinds, args.window, args.rounds, work, args.tables,
-                             args.table_size, bases, args.base_args.split(), stops, cpus)
+                             args.table_size, bases, args.base_args.split(), stops, cpus,
+                             args.bpf_every, printed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
@@ -392,6 +558,9 @@ def main() -> int:
         if cpus.get(kind):
             print(f"{'':9s} the collect's own CPUs over its window: "
                   + ", ".join(f"{c:.2f}" for c in cpus[kind]))
+        if printed.get(kind):
+            print(f"{'':9s} bpftrace printed (KB, stacks): "
+                  + ", ".join(f"{b / 1e3:,.0f} KB {n:,}" for b, n in printed[kind]))
     for kind, held in stops.items():
         if held:
             held.sort()
