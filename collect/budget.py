@@ -60,6 +60,28 @@ STACK_OVERHEAD_BYTES = 600
 #: switches a second), the budget is taken.
 AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
+#: A saturated machine: recording every switch costs a server whose CPUs are all busy about
+#: this much CPU time per switch of its own (perf's switch records on every CPU, or
+#: bpftrace's in-kernel sums alike).  Measured (``benchmarks/sched_recorders.py``, MariaDB
+#: under sysbench on 2 CPUs, the load generator on the same machine, 40,000-50,000 switches
+#: a second of the server's threads): a collect recording the scheduler lost 9-11 points of
+#: transactions/s more than one with on-CPU samples alone, in three sittings of 8 rounds:
+#: about 0.2 of a CPU.
+RECORD_S_PER_SWITCH = 5e-6
+#: An attached collect left to its defaults (``CollectOptions.auto_light``) on a machine
+#: with less than ``LIGHT_BELOW_IDLE`` of its CPUs idle, whose target switches so often that
+#: recording every switch would cost more than ``LIGHT_ABOVE_LOSS`` of those CPUs (2 CPUs:
+#: above 20,000 switches a second; the sample programs switch at most about 9,000), is
+#: collected light: the scheduler is not recorded (each thread's on-CPU, runnable and
+#: blocked totals come from the kernel's own counters, ``/proc/PID/task/TID/schedstat``),
+#: snapshots at ``LIGHT_PMP_HZ`` split the blocked time over stacks, and the owner sampler
+#: runs at ``LIGHT_OWNER_HZ``.  Measured on the same server: 2.6% loss (10 s windows, 8
+#: rounds) and -1.1, 5.8, 9.7% (60 s windows), against 14-16% for the scheduler alone and
+#: 15-30% for the full defaults.
+LIGHT_ABOVE_LOSS = 0.05
+LIGHT_BELOW_IDLE = 0.10
+LIGHT_PMP_HZ = 1.0
+LIGHT_OWNER_HZ = 5.0
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).
 MIN_HZ = 1.0
@@ -99,18 +121,54 @@ def machine_switches() -> int | None:
     return None
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """The machine's CPU time since boot, in clock ticks summed over its CPUs: (idle and
+    waiting for I/O, all), from ``/proc/stat``'s ``cpu`` line."""
+    try:
+        with open("/proc/stat", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("cpu "):
+                    ticks = [int(x) for x in line.split()[1:]]
+                    # user nice system idle iowait irq softirq steal (guest time is in user)
+                    return ticks[3] + ticks[4], sum(ticks[:8])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def switch_rates(pid: int, seconds: float = MEASURE_S,
                  machine: dict[str, float] | None = None) -> dict[int, float]:
     """Switches per second of each thread over ``seconds``; with ``machine``, the whole
-    machine's over the same time is put in it (``switches_per_s``)."""
-    a, ma = switch_counts(pid), machine_switches()
+    machine's over the same time is put in it (``switches_per_s``), and the share of its
+    CPU time that was idle (``idle``)."""
+    a, ma, ca = switch_counts(pid), machine_switches(), cpu_times()
     t0 = time.monotonic()
     time.sleep(seconds)
-    b, mb = switch_counts(pid), machine_switches()
+    b, mb, cb = switch_counts(pid), machine_switches(), cpu_times()
     dt = max(time.monotonic() - t0, 1e-3)
     if machine is not None and ma is not None and mb is not None:
         machine["switches_per_s"] = max(0, mb - ma) / dt
+    if machine is not None and ca is not None and cb is not None and cb[1] > ca[1]:
+        machine["idle"] = max(0, cb[0] - ca[0]) / (cb[1] - ca[1])
     return {tid: (n - a[tid]) / dt for tid, n in b.items() if tid in a}
+
+
+def recording_cost(switches_per_s: float, cpus: int | None = None) -> float:
+    """The share of the machine's CPUs that recording every switch of a target switching
+    this often would take (``RECORD_S_PER_SWITCH``)."""
+    return switches_per_s * RECORD_S_PER_SWITCH / (cpus or os.cpu_count() or 1)
+
+
+def saturated(rates: dict[int, float], machine: dict[str, float],
+              cpus: int | None = None) -> bool:
+    """Whether recording every switch of a target (its threads' ``rates``, measured by
+    ``switch_rates`` with ``machine``) would cost it more than ``LIGHT_ABOVE_LOSS``: less
+    than ``LIGHT_BELOW_IDLE`` of the machine's CPUs idle, and the recording's cost above
+    that share.  Unmeasured: no."""
+    if "idle" not in machine:
+        return False
+    return machine["idle"] < LIGHT_BELOW_IDLE and \
+        recording_cost(sum(rates.values()), cpus) > LIGHT_ABOVE_LOSS
 
 
 @dataclass
@@ -210,6 +268,7 @@ def _water_fill(rates: list[float], stacks_per_s: float) -> float:
     return MAX_HZ
 
 
-__all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "Plan", "automatic",
-           "every_switch_mb_per_s", "machine_switches", "plan", "stack_period",
-           "switch_counts", "switch_rates"]
+__all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "LIGHT_ABOVE_LOSS",
+           "LIGHT_BELOW_IDLE", "LIGHT_OWNER_HZ", "LIGHT_PMP_HZ", "RECORD_S_PER_SWITCH", "Plan",
+           "automatic", "cpu_times", "every_switch_mb_per_s", "machine_switches", "plan",
+           "recording_cost", "saturated", "stack_period", "switch_counts", "switch_rates"]

@@ -264,12 +264,28 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         notes.append(f"scheduler events are not permitted ({fix}); off-CPU time comes from "
                      "snapshots only")
         opts = replace(opts, off_cpu="pmp")
+    light: dict[str, Any] | None = None
+    measured: tuple[dict[int, float], dict[str, float]] | None = None
+    if opts.auto_light and opts.off_cpu == "both" and not command and targets:
+        opts, light, measured = _light(opts, targets[0].pid)
+        if light.get("chosen"):
+            notes.append(
+                f"the machine is saturated ({100 * light['idle']:.0f}% of its CPUs idle) and "
+                f"the target switches {light['switches_per_s']:,.0f} times a second: recording "
+                f"every switch would take about {100 * light['cost']:.0f}% of its CPUs from "
+                "it, so this collect is light: no scheduler recording (each thread's on-CPU, "
+                "runnable and blocked times come from the kernel's counters, its blocked "
+                f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), lock owners "
+                f"sampled at {opts.owner_rate_hz:g}/s (--off-cpu both to record every "
+                "switch anyway)")
     raw = prepare_dir(out)
     col = Capture(options=replace(opts),
                   tools=tool_versions(opts.pmp_backend if opts.off_cpu in ("pmp", "both")
                                       else ""))
     for n in notes:
         col.warn(n)
+    if light is not None:
+        col.postprocess["light"] = light
     child: Launched | None = None
     if command:
         child = Launched(command, raw)
@@ -298,7 +314,8 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                        _not_ours(child.pid if child is not None else None))
     try:
         with _Stop(stop) as stopper:
-            _run(procs, opts, raw, col, stop, guard, child, progress, stream_command)
+            _run(procs, opts, raw, col, stop, guard, child, progress, stream_command,
+                 measured)
             if stopper.signal:
                 col.ended_by = signal.Signals(stopper.signal).name
     except BaseException:
@@ -494,6 +511,26 @@ class _Processes:
             f.close()
 
 
+def _light(opts: CollectOptions, pid: int) -> tuple[
+        CollectOptions, dict[str, Any], tuple[dict[int, float], dict[str, float]]]:
+    """Measure the machine and the target (``budget.switch_rates``) and, when recording
+    every switch would cost a saturated machine too much (``budget.saturated``), the light
+    options; the measure and the choice (``postprocess.light``), and the rates measured
+    (the budget uses them)."""
+    machine: dict[str, float] = {}
+    rates = budget.switch_rates(pid, machine=machine)
+    switches = sum(rates.values())
+    light: dict[str, Any] = {
+        "switches_per_s": round(switches), "idle": round(machine.get("idle", 1.0), 3),
+        "machine_switches_per_s": round(machine.get("switches_per_s", 0.0)),
+        "cost": round(budget.recording_cost(switches), 3),
+        "chosen": budget.saturated(rates, machine)}
+    if light["chosen"]:
+        opts = replace(opts, off_cpu="pmp", pmp_rate_hz=budget.LIGHT_PMP_HZ,
+                       owner_rate_hz=budget.LIGHT_OWNER_HZ)
+    return opts, light, (rates, machine)
+
+
 def inline_frames(targets: Sequence[Target], attached: bool) -> bool:
     """Whether perf resolves inlined frames: always for a launched command (it may be a
     wrapper that starts the program that matters), and for an attached target when one of its
@@ -509,7 +546,10 @@ def inline_frames(targets: Sequence[Target], attached: bool) -> bool:
 def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None,
-         stream_command: Sequence[str] | None) -> None:
+         stream_command: Sequence[str] | None,
+         measured: tuple[dict[int, float], dict[str, float]] | None = None) -> None:
+    """``measured``: the target's switch rates and the machine's, read just before
+    (``_light``), for the budget."""
     target = procs.primary
     mem = MemorySampler(target.pid, stop, alive=target.alive)
     sched = opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None
@@ -517,7 +557,11 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     machine: dict[str, float] = {}  # the whole machine's switch rate, read with the target's
     rates = None
     if sched and opts.max_data_mb_per_s is None and child is None:
-        rates = budget.switch_rates(target.pid, machine=machine)
+        if measured is not None:
+            rates = measured[0]
+            machine.update(measured[1])
+        else:
+            rates = budget.switch_rates(target.pid, machine=machine)
         auto = budget.automatic(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
         if auto is not None:
             every = budget.every_switch_mb_per_s(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)

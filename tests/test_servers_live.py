@@ -3,7 +3,12 @@
 Each test starts its own server (a private data directory and socket, no TCP port for
 PostgreSQL, a private port for MariaDB), loads it, and stops everything it started by PID.  They
 need postgresql, pgbench and pt-pmp (percona-toolkit), or mariadb-server and sysbench; without
-them they are skipped, unless WALLFLAME_REQUIRE_LIVE=1 says the machine must have them."""
+them they are skipped, unless WALLFLAME_REQUIRE_LIVE=1 says the machine must have them.
+
+Their collects record the scheduler (``--off-cpu both``, or another scheduler option): left to
+its defaults, a collect of a server that keeps every CPU busy is light, without it
+(``collect.budget.saturated``; ``tests/test_light_live.py``), and these tests are about the
+scheduler's evidence on real servers."""
 
 from __future__ import annotations
 
@@ -147,8 +152,8 @@ def test_postgres_row_lock_waits_are_locks(postgres: Postgres, tmp_path: Path) -
         assert len(backends) >= 2, backends
         run = tmp_path / "run"
         collect = subprocess.Popen([*WALLFLAME, "collect", "--pid", str(backends[0]), "-d", "8",
-                                    "-o", str(run)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)
+                                    "--off-cpu", "both", "-o", str(run)], cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         pmp = subprocess.run(["pt-pmp", "--pid", str(backends[1]), "--iterations", "8",
                               "--interval", "0"], capture_output=True, text=True, timeout=120)
         _, err = collect.communicate(timeout=120)
@@ -190,8 +195,8 @@ def _mariadb_under_sysbench(tmp_path: Path, clients: int, seconds: int, *options
             time.sleep(3)
             run = tmp_path / "run"
             r = subprocess.run([*WALLFLAME, "collect", "--pid", str(db.pid), "-d", str(seconds),
-                                "-o", str(run), *options], cwd=ROOT, capture_output=True,
-                               text=True, timeout=180)
+                                "-o", str(run), *(options or ("--off-cpu", "both"))],
+                               cwd=ROOT, capture_output=True, text=True, timeout=180)
             assert r.returncode == 0, r.stderr
         finally:
             load.stop()
@@ -306,9 +311,9 @@ def test_redis_main_thread_on_cpu_agrees_with_schedstat(tmp_path: Path) -> None:
         load = r.benchmark_start(clients=50, seconds=60)
         try:
             time.sleep(1)
-            res = subprocess.run([*WALLFLAME, "collect", "--pid", str(r.pid), "-d", "5", "-o",
-                                  str(run)], cwd=ROOT, capture_output=True, text=True,
-                                 timeout=180)
+            res = subprocess.run([*WALLFLAME, "collect", "--pid", str(r.pid), "-d", "5",
+                                  "--off-cpu", "both", "-o", str(run)], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=180)
             assert res.returncode == 0, res.stderr
         finally:
             load.stop()
@@ -321,9 +326,10 @@ def test_redis_main_thread_on_cpu_agrees_with_schedstat(tmp_path: Path) -> None:
 
 
 def test_mariadb_on_cpu_per_thread_agrees_with_schedstat(tmp_path: Path) -> None:
-    """The default collect of MariaDB under 16 sysbench clients (the automatic budget: stacks
-    sampled): each thread's on-CPU share of the window within 3 points of the kernel's run
-    time (``schedstat``, read by the collect at each thread's two listings).
+    """A collect of MariaDB under 16 sysbench clients with the scheduler recorded (the
+    automatic budget: stacks sampled): each thread's on-CPU share of the window within 3
+    points of the kernel's run time (``schedstat``, read by the collect at each thread's two
+    listings).
 
     The run's switch-in lag (``SampledSched._switch_in_lag``) is one figure fitted to the
     same counters summed over every thread, so the test holds each of about 30 threads to one
@@ -391,8 +397,8 @@ def test_postgres_pid_tree_covers_every_process_named_and_resolved(postgres: Pos
         before = _ps_tree(postgres.pid)
         run = tmp_path / "run"
         r = subprocess.run([*WALLFLAME, "collect", "--pid-tree", str(postgres.pid), "-d", "8",
-                            "-o", str(run)], cwd=ROOT, capture_output=True, text=True,
-                           timeout=240, check=False)
+                            "--off-cpu", "both", "-o", str(run)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=240, check=False)
         after = _ps_tree(postgres.pid)
         assert r.returncode == 0, r.stderr
         assert load.poll() is None, "pgbench ended before the collect did"
@@ -575,9 +581,9 @@ def test_mariadb_update_blocked_on_a_row_lock_is_a_lock_for_the_whole_window(
             time.sleep(3)
             run = tmp_path / "run"
             t0 = time.monotonic()
-            r = subprocess.run([*WALLFLAME, "collect", "--pid", str(db.pid), "-d", "5", "-o",
-                                str(run)], cwd=ROOT, capture_output=True, text=True,
-                               timeout=240, check=False)
+            r = subprocess.run([*WALLFLAME, "collect", "--pid", str(db.pid), "-d", "5",
+                                "--off-cpu", "both", "-o", str(run)], cwd=ROOT,
+                               capture_output=True, text=True, timeout=240, check=False)
             collect_s = time.monotonic() - t0
             assert r.returncode == 0, r.stderr
             still = _query(db, _LOCK_WAITER)

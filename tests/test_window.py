@@ -9,7 +9,14 @@ from typing import Any
 from wallflame.commands.demo import consumer_mutex_share
 from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
 from wallflame.report.summary import build_summary
-from wallflame.window import NO_SAMPLE, WHOLE_WINDOW, exact_oncpu, kernel_runqueue, whole_window
+from wallflame.window import (
+    NO_SAMPLE,
+    NO_SNAPSHOT,
+    WHOLE_WINDOW,
+    exact_oncpu,
+    kernel_runqueue,
+    whole_window,
+)
 
 
 def _listing(*rows: tuple[int, str, str, list[int]]) -> dict[str, Any]:
@@ -148,3 +155,21 @@ def test_the_groups_only_spare_passes_that_find_nothing() -> None:
         assert runnable_after(p, groups) == runnable_after(p)
         assert label_totals(p, groups) == label_totals(p)
     assert runnable_after(mixed, mixed.grouped()) == {1: {"mutex": 3}}
+
+
+def test_blocked_time_no_snapshot_caught_is_kept_and_named() -> None:
+    """A thread the snapshots only ever caught running still blocked for part of the window
+    by the kernel's counters: that time is kept under its own frame, and said."""
+    ms = 1_000_000
+    listings = {"start": _listing((1, "w", "R", [0, 0, 1])),
+                "end": _listing((1, "w", "R", [700 * ms, 200 * ms, 9]))}
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    p.add(StackKey(("main", "spin"), 1, "w", 7, ON), 690 * ms)
+    kernel_runqueue(p, listings, 1000 * ms)
+    blocked = {k: w for k, w in p.stacks.items() if k.state == OFF and k.wait != "runnable"}
+    assert blocked == {StackKey((NO_SNAPSHOT,), 1, "w", 7, OFF, "other"): 100 * ms}
+    row = build_summary(p)["threads"][0]
+    assert (row["on_cpu_s"], row["runnable_s"], row["off_cpu_s"]) == (0.7, 0.2, 0.1)
+    assert row["coverage"] == 1.0
+    assert any(NO_SNAPSHOT in w for w in p.meta.warnings)

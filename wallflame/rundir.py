@@ -122,6 +122,12 @@ class CollectOptions:
                   when the collect starts, as recorded: on, unless the target is attached and
                   none of its executables has debug information (``collect.elfinfo``), where
                   they could not be resolved and the lookups only cost.
+    auto_light:   the off-CPU options were left to their defaults (``--off-cpu``,
+                  ``--pmp-rate``, ``--owner-rate``, ``--max-data-mb-per-s``,
+                  ``--sched-stack-hz``): an attached collect then measures the machine first,
+                  and on a saturated one (``collect.budget.saturated``) does not record the
+                  scheduler (``off_cpu`` becomes ``pmp``, with the light rates); the measure
+                  and the choice are in ``postprocess.light``.
     """
 
     duration_s: float | None = 10.0
@@ -138,6 +144,7 @@ class CollectOptions:
     sched_stack_hz: float | None = None
     sched_stack_period: int | None = None
     inline_frames: bool | None = None
+    auto_light: bool = False
 
     @property
     def inlined(self) -> bool:

@@ -26,6 +26,9 @@ from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
 NO_SAMPLE = "[no on-CPU sample]"
 #: The frame above the ``wchan`` of a thread blocked for the whole window.
 WHOLE_WINDOW = "[blocked for the whole window]"
+#: The frame of blocked time the kernel's counters measured (``kernel_runqueue``) in a thread
+#: no snapshot caught blocked.
+NO_SNAPSHOT = "[blocked: no snapshot caught it]"
 
 
 def exact_oncpu(profile: Profile, exact: dict[str, Any], source: str = "switches") -> None:
@@ -119,6 +122,7 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
              if isinstance(r, dict) and "tid" in r}
     rq: dict[str, int] = {}
     ran_ns: dict[str, dict[str, int]] = {}
+    unseen: list[int] = []
     for r in (listings.get("end") or {}).get("threads") or []:
         s = start.get(int(r.get("tid", 0)))
         if s is None or not s.get("schedstat") or not r.get("schedstat"):
@@ -128,7 +132,8 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
             rq[str(r["tid"])] = d
         if window_ns:
             ran = max(0, int(r["schedstat"][0]) - int(s["schedstat"][0]))
-            _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d)))
+            if not _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d))):
+                unseen.append(int(r["tid"]))
             ran_ns[str(r["tid"])] = {"on_ns": ran}
     if ran_ns and any(k.state == ON for k in profile.stacks):
         # The samples' split of each thread's time over its stacks, at the kernel's exact run
@@ -136,6 +141,10 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
         # by their sampling error).
         profile.meta.extra["schedstat_threads"] = ran_ns
         exact_oncpu(profile, ran_ns, "schedstat")
+    if unseen:
+        profile.meta.warn(f"{len(unseen)} threads were blocked for part of the window but no "
+                          f"snapshot caught them blocked: that time is under {NO_SNAPSHOT} "
+                          "(more snapshots, --pmp-rate, would name it)")
     if rq:
         profile.meta.extra["runqueue_ns"] = rq
         profile.meta.extra["runqueue_source"] = "schedstat"
@@ -147,20 +156,32 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
     return sum(rq.values())
 
 
-def _scale_blocked(profile: Profile, tid: int, total: int) -> None:
-    """Scale ``tid``'s blocked stacks to ``total`` (nothing when it has none)."""
+def _scale_blocked(profile: Profile, tid: int, total: int) -> bool:
+    """Scale ``tid``'s blocked stacks to ``total``.  A thread with none (no snapshot caught
+    it blocked) gets ``total`` under ``NO_SNAPSHOT``, so that its time still adds up to the
+    window; returns False then."""
     parts = sorted((k, w) for k, w in profile.stacks.items()
                    if k.tid == tid and k.state == OFF and k.wait != RUNNABLE)
     denom = sum(w for _, w in parts)
     if not denom:
-        return
+        if total <= 0:
+            return True
+        same = next((k for k in profile.stacks if k.tid == tid), None)
+        frames = (NO_SNAPSHOT,)
+        profile.add(StackKey(frames, tid, same.thread if same is not None else
+                             profile.meta.threads.get(tid, ""),
+                             same.pid if same is not None else 0, OFF, classify(frames, "")),
+                    total)
+        profile.meta.extra.setdefault("blocked_from_schedstat", []).append(tid)
+        return False
     given = 0
     for i, (k, w) in enumerate(parts):
         part = total - given if i == len(parts) - 1 else total * w // denom
         given += part
         profile.stacks[k] = part
     profile.meta.extra.setdefault("blocked_from_schedstat", []).append(tid)
+    return True
 
 
-__all__ = ["NO_SAMPLE", "WHOLE_WINDOW", "exact_oncpu", "kernel_runqueue", "listed_throughout",
-           "whole_window"]
+__all__ = ["NO_SAMPLE", "NO_SNAPSHOT", "WHOLE_WINDOW", "exact_oncpu", "kernel_runqueue",
+           "listed_throughout", "whole_window"]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from wallflame.collect.pmp import BACKENDS
 from wallflame.collect.procs import selection
@@ -180,6 +181,9 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
         raise InputError("--max-data-mb-per-s must be a positive number, --sched-stack-hz and "
                          "--owner-rate numbers not negative")
     select = selection(pids, trees, cgroups) if attach else None
+    ctx = click.get_current_context()
+    left = all(ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None) for name in (
+        "off_cpu", "pmp_rate", "owner_rate", "max_data_mb_per_s", "sched_stack_hz"))
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if attach else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
@@ -187,7 +191,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites,
-                          inline_frames=inline_frames)
+                          inline_frames=inline_frames, auto_light=attach and left)
     live, show = _progress_printer()
     if live is None:
         what = _what(pids, trees, cgroups) if attach else " ".join(command)
