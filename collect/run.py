@@ -270,10 +270,10 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         opts, light, measured = _light(opts, targets[0].pid)
         if light.get("chosen"):
             notes.append(
-                f"the machine is saturated ({100 * light['idle']:.0f}% of its CPUs idle) and "
-                f"the target switches {light['switches_per_s']:,.0f} times a second: recording "
-                f"every switch would take about {100 * light['cost']:.0f}% of its CPUs from "
-                "it, so this collect is light: no scheduler recording (each thread's on-CPU, "
+                f"the target switches {light['switches_per_s']:,.0f} times a second: "
+                f"recording every switch would cost about {100 * light['cost']:.0f}% of the "
+                "machine's CPUs, in the target's own switches, so this collect is light: no "
+                "scheduler recording (each thread's on-CPU, "
                 "runnable and blocked times come from the kernel's counters, its blocked "
                 f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), lock owners "
                 f"sampled at {opts.owner_rate_hz:g}/s (--off-cpu both to record every "
@@ -514,7 +514,7 @@ class _Processes:
 def _light(opts: CollectOptions, pid: int) -> tuple[
         CollectOptions, dict[str, Any], tuple[dict[int, float], dict[str, float]]]:
     """Measure the machine and the target (``budget.switch_rates``) and, when recording
-    every switch would cost a saturated machine too much (``budget.saturated``), the light
+    every switch would cost the target too much (``budget.too_costly``), the light
     options; the measure and the choice (``postprocess.light``), and the rates measured
     (the budget uses them)."""
     machine: dict[str, float] = {}
@@ -524,7 +524,7 @@ def _light(opts: CollectOptions, pid: int) -> tuple[
         "switches_per_s": round(switches), "idle": round(machine.get("idle", 1.0), 3),
         "machine_switches_per_s": round(machine.get("switches_per_s", 0.0)),
         "cost": round(budget.recording_cost(switches), 3),
-        "chosen": budget.saturated(rates, machine)}
+        "chosen": budget.too_costly(rates)}
     if light["chosen"]:
         opts = replace(opts, off_cpu="pmp", pmp_rate_hz=budget.LIGHT_PMP_HZ,
                        owner_rate_hz=budget.LIGHT_OWNER_HZ)

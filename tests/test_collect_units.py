@@ -354,16 +354,15 @@ def test_a_tool_reads_the_copy_of_kallsyms_in_a_namespace_of_its_own(tmp_path: P
     assert text == copy.read_bytes()
 
 
-def test_a_saturated_machine_is_one_with_no_idle_cpu_and_a_costly_switch_rate() -> None:
-    """``budget.saturated``: light only when both hold (2 CPUs: 5 µs a switch is 5% of them
-    at 20,000 switches a second), and never on a machine not measured."""
+def test_a_collect_is_light_where_recording_every_switch_costs_too_much() -> None:
+    """``budget.too_costly``: 2 CPUs at 5 µs a switch is 5% of them at 20,000 switches a
+    second; ``cpu_times`` reads the machine's idle and whole CPU time."""
     from wallflame.collect import budget
 
-    busy = {1: 30_000.0}
     assert budget.recording_cost(20_000, cpus=2) == pytest.approx(0.05)
-    assert budget.saturated(busy, {"idle": 0.02}, cpus=2)
-    assert not budget.saturated(busy, {"idle": 0.30}, cpus=2)  # CPUs to spare
-    assert not budget.saturated({1: 9_000.0}, {"idle": 0.0}, cpus=2)  # cheap to record
-    assert not budget.saturated(busy, {}, cpus=2)  # not measured
+    assert budget.too_costly({1: 15_000.0, 2: 15_000.0}, cpus=2)
+    assert not budget.too_costly({1: 9_000.0}, cpus=2)  # the busiest sample programs
+    assert not budget.too_costly({1: 30_000.0}, cpus=8)
+    assert not budget.too_costly({}, cpus=2)
     idle, total = budget.cpu_times() or (0, 0)
     assert 0 <= idle <= total and total > 0

@@ -1,8 +1,8 @@
-"""Live: a collect left to its defaults is light on a saturated machine, and says so.
+"""Live: a collect left to its defaults is light where every switch would cost too much.
 
 The target: ``sysbench threads --threads 8`` (Debian's sysbench: eight threads taking a mutex
 and yielding in a loop), which keeps both CPUs busy and switches about 550,000-850,000 times
-a second.  Recording every switch would cost such a machine far more than
+a second.  Recording every switch would cost it far more than
 ``budget.LIGHT_ABOVE_LOSS``, so ``wallflame collect --pid`` with no off-CPU option must not
 record the scheduler: each thread's on-CPU, runnable and blocked times come from the kernel's
 counters, its blocked time is split over snapshots at ``budget.LIGHT_PMP_HZ``, lock owners
@@ -14,10 +14,9 @@ Ground truth: the kernel's run time of the target's threads (``/proc/PID/task/TI
 read by the test itself every 50 ms during the collect and interpolated at the window's
 bounds: the target's on-CPU time in CPUs over the window against the collect's.  Measured over
 10 runs (2026-11-27, ``for i in $(seq 10); do .venv/bin/python -m pytest -q -s
-tests/test_light_live.py; done``): 10 of 10 light, the machine 0-4% idle, the target at
-570,000-750,000 switches a second; the collect's on-CPU 1.87-1.95 CPUs, above the kernel's by
-0.002-0.007 CPUs.  The bounds (idle under 10%, on-CPU within 0.05 CPUs) are outside that
-spread.
+tests/test_light_live.py; done``): 10 of 10 light, the target at 570,000-750,000 switches a
+second (light above 20,000); the collect's on-CPU 1.87-1.95 CPUs, above the kernel's by
+0.002-0.007 CPUs.  The bound (on-CPU within 0.05 CPUs) is outside that spread.
 """
 
 from __future__ import annotations
@@ -67,7 +66,7 @@ def _at(readings: list[tuple[int, int]], t: int) -> float:
     return ka + (kb - ka) * (t - ta) / max(1, tb - ta)
 
 
-def test_a_saturated_machine_gets_a_light_collect(tmp_path: Path, live: None) -> None:
+def test_a_target_that_switches_this_often_gets_a_light_collect(tmp_path: Path, live: None) -> None:
     load = _sysbench_threads(60)
     run = tmp_path / "run"
     readings: list[tuple[int, int]] = []  # (CLOCK_MONOTONIC ns, the target's run time)
@@ -95,7 +94,6 @@ def test_a_saturated_machine_gets_a_light_collect(tmp_path: Path, live: None) ->
     light = meta["postprocess"]["light"]
     print("LIGHT", json.dumps(light))
     assert light["chosen"] is True, light
-    assert light["idle"] < budget.LIGHT_BELOW_IDLE, light
     assert light["cost"] > budget.LIGHT_ABOVE_LOSS, light
     assert "this collect is light" in r.stderr and "--off-cpu both" in r.stderr, r.stderr
     opts = meta["options"]

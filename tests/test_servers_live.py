@@ -6,8 +6,8 @@ need postgresql, pgbench and pt-pmp (percona-toolkit), or mariadb-server and sys
 them they are skipped, unless WALLFLAME_REQUIRE_LIVE=1 says the machine must have them.
 
 Their collects record the scheduler (``--off-cpu both``, or another scheduler option): left to
-its defaults, a collect of a server that keeps every CPU busy is light, without it
-(``collect.budget.saturated``; ``tests/test_light_live.py``), and these tests are about the
+its defaults, a collect of a server that switches this often is light, without it
+(``collect.budget.too_costly``; ``tests/test_light_live.py``), and these tests are about the
 scheduler's evidence on real servers."""
 
 from __future__ import annotations

@@ -124,10 +124,11 @@ class CollectOptions:
                   they could not be resolved and the lookups only cost.
     auto_light:   the off-CPU options were left to their defaults (``--off-cpu``,
                   ``--pmp-rate``, ``--owner-rate``, ``--max-data-mb-per-s``,
-                  ``--sched-stack-hz``): an attached collect then measures the machine first,
-                  and on a saturated one (``collect.budget.saturated``) does not record the
-                  scheduler (``off_cpu`` becomes ``pmp``, with the light rates); the measure
-                  and the choice are in ``postprocess.light``.
+                  ``--sched-stack-hz``): an attached collect then measures the target's switch
+                  rate first, and where recording every switch would cost too much
+                  (``collect.budget.too_costly``) does not record the scheduler (``off_cpu``
+                  becomes ``pmp``, with the light rates); the measure and the choice are in
+                  ``postprocess.light``.
     """
 
     duration_s: float | None = 10.0
