@@ -61,11 +61,11 @@ STACK_OVERHEAD_BYTES = 600
 AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
 #: Recording every switch costs a server about this much CPU time per switch of its own
-#: (perf's switch records on every CPU, or bpftrace's in-kernel sums alike).  Measured (``benchmarks/sched_recorders.py``, MariaDB
-#: under sysbench on 2 CPUs, the load generator on the same machine, 40,000-50,000 switches
-#: a second of the server's threads): a collect recording the scheduler lost 9-11 points of
-#: transactions/s more than one with on-CPU samples alone, in three sittings of 8 rounds:
-#: about 0.2 of a CPU.
+#: (perf's switch records on every CPU, or bpftrace's in-kernel sums alike).  Measured
+#: (``benchmarks/sched_recorders.py``, MariaDB under sysbench on 2 CPUs, the load generator on
+#: the same machine, 40,000-50,000 switches a second of the server's threads): a collect
+#: recording the scheduler lost 9-11 points of transactions/s more than one with on-CPU
+#: samples alone, in three sittings of 8 rounds: about 0.2 of a CPU.
 RECORD_S_PER_SWITCH = 5e-6
 #: An attached collect left to its defaults (``CollectOptions.auto_light``) whose target
 #: switches so often that recording every switch would cost more than ``LIGHT_ABOVE_LOSS`` of
