@@ -275,7 +275,8 @@ def holder_stops(out: Path) -> list[float]:
 
 def wallflame_window(pid: int, out: Path, window: float, extra: list[str],
                      root: Path = ROOT, stops: list[float] | None = None,
-                     cpus: list[float] | None = None) -> tuple[float, float]:
+                     cpus: list[float] | None = None,
+                     light: list[bool] | None = None) -> tuple[float, float]:
     """Run one collect (``server_collect.collect``); its window in this process's
     ``time.monotonic()``, or ``(0, -1)`` (no figure) when it wrote none.  ``stops``: the
     collect's lock-holder stops are added to it (``holder_stops``); ``cpus``: the CPUs its
@@ -287,6 +288,9 @@ def wallflame_window(pid: int, out: Path, window: float, extra: list[str],
             stops.extend(holder_stops(out))
         if cpus is not None and c["meta"].get("machine", {}).get("collect_cpus") is not None:
             cpus.append(float(c["meta"]["machine"]["collect_cpus"]))
+        if light is not None:
+            light.append(bool((c["meta"].get("postprocess", {}).get("light") or {})
+                              .get("chosen")))
     except (RuntimeError, OSError, ValueError, KeyError):
         return 0.0, -1.0
     finally:
@@ -347,7 +351,8 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
             stops: dict[str, list[float]] | None = None,
             cpus: dict[str, list[float]] | None = None,
             bpf_every: int = 20,
-            printed: dict[str, list[tuple[int, int]]] | None = None
+            printed: dict[str, list[tuple[int, int]]] | None = None,
+            lights: dict[str, list[bool]] | None = None
             ) -> dict[str, list[float]]:
     """Each kind's transactions a second, one figure per round.  ``printed``: per kind run
     with bpftrace, what bpftrace printed at each stop (bytes, stacks)."""
@@ -395,7 +400,9 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                                             None if stops is None else
                                             stops.setdefault(kind, []),
                                             None if cpus is None else
-                                            cpus.setdefault(kind, []))
+                                            cpus.setdefault(kind, []),
+                                            None if lights is None else
+                                            lights.setdefault(kind, []))
                     if beside is not None:
                         printed.setdefault(kind, []).append(beside.stop())
                     marks.append((kind, s - load.started, e - load.started))
@@ -539,9 +546,10 @@ def main() -> int:
             stops: dict[str, list[float]] = {}
             cpus: dict[str, list[float]] = {}
             printed: dict[str, list[tuple[int, int]]] = {}
+            lights: dict[str, list[bool]] = {}
             result = measure(kinds, args.window, args.rounds, work, args.tables,
                              args.table_size, bases, args.base_args.split(), stops, cpus,
-                             args.bpf_every, printed)
+                             args.bpf_every, printed, lights)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
@@ -558,6 +566,9 @@ def main() -> int:
         if cpus.get(kind):
             print(f"{'':9s} the collect's own CPUs over its window: "
                   + ", ".join(f"{c:.2f}" for c in cpus[kind]))
+        if any(lights.get(kind, [])):
+            print(f"{'':9s} light (no scheduler recording, ``postprocess.light``): "
+                  + ", ".join("yes" if x else "no" for x in lights[kind]))
         if printed.get(kind):
             print(f"{'':9s} bpftrace printed (KB, stacks): "
                   + ", ".join(f"{b / 1e3:,.0f} KB {n:,}" for b, n in printed[kind]))

@@ -61,8 +61,8 @@ def test_a_busy_target_is_sampled_within_the_automatic_budget(tmp_path: Path,
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(0.3)
-        # --off-cpu both: above about 20,000 switches a second (this target's rate on some
-        # machines) a collect left to its defaults is light, without the scheduler
+        # --off-cpu both: above about 12,000 switches a second (this target's rate is 5,000-24,000
+        # on different machines) a collect left to its defaults is light, without the scheduler
         r = collect("--pid", str(proc.pid), "--duration", "3", "--off-cpu", "both", "-o",
                     str(run), timeout=180)
         assert r.returncode == 0, r.stderr
