@@ -173,3 +173,17 @@ def test_blocked_time_no_snapshot_caught_is_kept_and_named() -> None:
     assert (row["on_cpu_s"], row["runnable_s"], row["off_cpu_s"]) == (0.7, 0.2, 0.1)
     assert row["coverage"] == 1.0
     assert any(NO_SNAPSHOT in w for w in p.meta.warnings)
+
+
+def test_without_snapshots_no_blocked_time_is_made_up() -> None:
+    """``--off-cpu none``: no snapshot was taken, so blocked time has no stack to go under
+    and the thread's figures are its on-CPU and run-queue time alone, as asked."""
+    ms = 1_000_000
+    listings = {"start": _listing((1, "w", "R", [0, 0, 1])),
+                "end": _listing((1, "w", "R", [700 * ms, 200 * ms, 9]))}
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    p.add(StackKey(("main", "spin"), 1, "w", 7, ON), 690 * ms)
+    kernel_runqueue(p, listings, 1000 * ms, snapshots=False)
+    assert not [k for k in p.stacks if k.state == OFF and k.wait != "runnable"]
+    assert not any(NO_SNAPSHOT in w for w in p.meta.warnings)

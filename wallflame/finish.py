@@ -164,7 +164,8 @@ def _whole_window(profile: Profile, cap: Capture, sched: Profile | None,
     if sched is None:
         bounds = cap.window.on_perf_clock()
         window.kernel_runqueue(profile, cap.threads,
-                               bounds[1] - bounds[0] if bounds is not None else 0)
+                               bounds[1] - bounds[0] if bounds is not None else 0,
+                               snapshots=pmp is not None)
         return
     exact = sched.meta.extra.get("sched_threads")
     if isinstance(exact, dict):

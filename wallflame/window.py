@@ -110,14 +110,16 @@ def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
     return done
 
 
-def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int = 0) -> int:
+def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int = 0,
+                    snapshots: bool = True) -> int:
     """Without a scheduler capture (``--off-cpu pmp`` or ``none``) nothing sees a thread wait
     for a CPU: take each thread's run-queue delay over the window from the kernel's own
     counters (``schedstat`` at both listings) as its runnable time, with no stack, and say
     so.  With ``window_ns``, each such thread's blocked time is what the kernel leaves of
     the window (the window - run time - run-queue delay), split over its snapshot stacks in
     their proportions: a snapshot's weight (the time since the previous one) only estimates
-    it.  Returns the total runnable time (ns)."""
+    it; with ``snapshots`` (the run took some), a thread none caught blocked has that time
+    under ``NO_SNAPSHOT``.  Returns the total runnable time (ns)."""
     start = {int(r["tid"]): r for r in (listings.get("start") or {}).get("threads") or []
              if isinstance(r, dict) and "tid" in r}
     rq: dict[str, int] = {}
@@ -132,7 +134,8 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
             rq[str(r["tid"])] = d
         if window_ns:
             ran = max(0, int(r["schedstat"][0]) - int(s["schedstat"][0]))
-            if not _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d))):
+            if not _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d)),
+                                  snapshots):
                 unseen.append(int(r["tid"]))
             ran_ns[str(r["tid"])] = {"on_ns": ran}
     if ran_ns and any(k.state == ON for k in profile.stacks):
@@ -156,15 +159,15 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
     return sum(rq.values())
 
 
-def _scale_blocked(profile: Profile, tid: int, total: int) -> bool:
+def _scale_blocked(profile: Profile, tid: int, total: int, fill: bool = True) -> bool:
     """Scale ``tid``'s blocked stacks to ``total``.  A thread with none (no snapshot caught
-    it blocked) gets ``total`` under ``NO_SNAPSHOT``, so that its time still adds up to the
-    window; returns False then."""
+    it blocked) gets ``total`` under ``NO_SNAPSHOT`` with ``fill``, so that its time still
+    adds up to the window; returns False then."""
     parts = sorted((k, w) for k, w in profile.stacks.items()
                    if k.tid == tid and k.state == OFF and k.wait != RUNNABLE)
     denom = sum(w for _, w in parts)
     if not denom:
-        if total <= 0:
+        if total <= 0 or not fill:
             return True
         same = next((k for k in profile.stacks if k.tid == tid), None)
         frames = (NO_SNAPSHOT,)
