@@ -157,18 +157,25 @@ def test_the_groups_only_spare_passes_that_find_nothing() -> None:
     assert runnable_after(mixed, mixed.grouped()) == {1: {"mutex": 3}}
 
 
-def test_blocked_time_no_snapshot_caught_is_kept_and_named() -> None:
-    """A thread the snapshots only ever caught running still blocked for part of the window
-    by the kernel's counters: that time is kept under its own frame, and said."""
+def _ran_and_waited(snapshots: bool) -> Profile:
+    """A thread that ran 700 ms and waited 200 ms for a CPU in a 1 s window, with on-CPU
+    samples only (no snapshot caught it blocked), through ``kernel_runqueue``."""
     ms = 1_000_000
     listings = {"start": _listing((1, "w", "R", [0, 0, 1])),
                 "end": _listing((1, "w", "R", [700 * ms, 200 * ms, 9]))}
     p = Profile()
     p.meta.window_ns = 1000 * ms
     p.add(StackKey(("main", "spin"), 1, "w", 7, ON), 690 * ms)
-    kernel_runqueue(p, listings, 1000 * ms)
+    kernel_runqueue(p, listings, 1000 * ms, snapshots=snapshots)
+    return p
+
+
+def test_blocked_time_no_snapshot_caught_is_kept_and_named() -> None:
+    """A thread the snapshots only ever caught running still blocked for part of the window
+    by the kernel's counters: that time is kept under its own frame, and said."""
+    p = _ran_and_waited(snapshots=True)
     blocked = {k: w for k, w in p.stacks.items() if k.state == OFF and k.wait != "runnable"}
-    assert blocked == {StackKey((NO_SNAPSHOT,), 1, "w", 7, OFF, "other"): 100 * ms}
+    assert blocked == {StackKey((NO_SNAPSHOT,), 1, "w", 7, OFF, "other"): 100_000_000}
     row = build_summary(p)["threads"][0]
     assert (row["on_cpu_s"], row["runnable_s"], row["off_cpu_s"]) == (0.7, 0.2, 0.1)
     assert row["coverage"] == 1.0
@@ -178,12 +185,6 @@ def test_blocked_time_no_snapshot_caught_is_kept_and_named() -> None:
 def test_without_snapshots_no_blocked_time_is_made_up() -> None:
     """``--off-cpu none``: no snapshot was taken, so blocked time has no stack to go under
     and the thread's figures are its on-CPU and run-queue time alone, as asked."""
-    ms = 1_000_000
-    listings = {"start": _listing((1, "w", "R", [0, 0, 1])),
-                "end": _listing((1, "w", "R", [700 * ms, 200 * ms, 9]))}
-    p = Profile()
-    p.meta.window_ns = 1000 * ms
-    p.add(StackKey(("main", "spin"), 1, "w", 7, ON), 690 * ms)
-    kernel_runqueue(p, listings, 1000 * ms, snapshots=False)
+    p = _ran_and_waited(snapshots=False)
     assert not [k for k in p.stacks if k.state == OFF and k.wait != "runnable"]
     assert not any(NO_SNAPSHOT in w for w in p.meta.warnings)
