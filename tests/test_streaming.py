@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,28 @@ def test_it_exits_cleanly_while_its_input_is_still_open(tmp_path: Path) -> None:
         proc.wait()
     assert code == EXIT_INPUT, err
     assert err.startswith("wallflame: error: ") and err.count("\n") == 1, err
+
+
+def test_a_fault_of_its_own_is_one_line_and_its_traceback_a_file(
+        tmp_path: Path, processed: list[Any], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever fails inside the folding, the collect's stderr gets one line, not a
+    traceback (the collect then folds every chunk itself); the traceback is kept in raw/."""
+    s = streaming.Streaming(_spec(tmp_path))
+
+    def fail() -> bool:
+        raise FileNotFoundError("raw/perf.data.1 went away")
+
+    monkeypatch.setattr(s, "step", fail)
+    r, w = os.pipe()  # the collect's end stays open: the folding goes on until it fails
+    os.write(w, b'{"window": [1, null, [5]]}\n')
+    try:
+        with open(r, "rb", buffering=0) as src:
+            assert streaming.run_safely(s, src) == streaming.EXIT_NOT_FINISHED
+    finally:
+        os.close(w)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "the folding process failed (FileNotFoundError: raw/perf.data.1 went away)" in err
+    kept = (tmp_path / "raw" / streaming.TRACEBACK).read_text()
+    assert kept.startswith("Traceback") and "went away" in kept

@@ -22,7 +22,9 @@ acted on in their order:
 
 Its exit status is 0 once the run directory is written, or the documented code of the error
 it printed.  If its input ends without ``finish`` (the collect ended without one) it exits at
-once with status 1; every chunk stays in raw/ for ``wallflame finish``.
+once with status 1; every chunk stays in raw/ for ``wallflame finish``.  So does a fault of its
+own: it prints one line, keeps the traceback in ``raw/folding.traceback`` and exits with
+status 1, and the collect folds every chunk itself once the window has closed.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,6 +46,8 @@ from wallflame.rundir import read_capture, write_capture
 
 #: The exit status when the input ends without ``finish``: nothing written, every chunk in raw/.
 EXIT_NOT_FINISHED = 1
+#: Where a fault of the folding process leaves its traceback (in the raw directory).
+TRACEBACK = "folding.traceback"
 
 #: Seconds between two looks for a finished chunk while nothing else happens.
 POLL_S = 0.5
@@ -166,6 +171,27 @@ def run(streaming: Streaming, src: IO[bytes]) -> int:
         busy = not streaming.final and streaming.step()
 
 
+def run_safely(streaming: Streaming, src: IO[bytes]) -> int:
+    """``run``, with a fault of its own said in one line (its traceback kept in
+    ``raw/folding.traceback``) and ``EXIT_NOT_FINISHED``: nothing is lost, the collect folds
+    every chunk itself."""
+    try:
+        return run(streaming, src)
+    except WallflameError:
+        raise
+    except Exception as e:  # the collect folds what this process did not
+        where: Path | None = streaming.raw / TRACEBACK
+        try:
+            streaming.raw.joinpath(TRACEBACK).write_text(traceback.format_exc(),
+                                                         encoding="utf-8")
+        except OSError:
+            where = None
+        say(f"wallflame: warning: the folding process failed ({type(e).__name__}: "
+            f"{str(e)[:200]}); every chunk is folded once the window has closed"
+            + (f" (its traceback: {where})" if where is not None else ""))
+        return EXIT_NOT_FINISHED
+
+
 def main() -> None:
     # Ctrl-C reaches the collect, which decides; this process ends when its input does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -184,7 +210,7 @@ def main() -> None:
     # interpreter shutdown", status -6) whenever the collect had not yet closed the pipe.
     src = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     try:
-        code = run(streaming, src)
+        code = run_safely(streaming, src)
     except WallflameError as e:
         e.show()
         sys.exit(e.exit_code)
