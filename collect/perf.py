@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -335,9 +336,19 @@ def data_chunks(raw_dir: Path, stem: str) -> list[Path]:
     """The chunks in time order: ``STEM.data.<timestamp>`` (perf renames the file it writes
     to that when it switches output or ends), then a ``STEM.data`` perf did not get to rename
     (it was killed); each with ``.zst`` once read (``collect.packed``)."""
-    return sorted(packed.keep_packed([p for p in raw_dir.glob(f"{stem}.data*") if p.is_file()
-                                      and p.stat().st_size > 0]),
+    return sorted(packed.keep_packed([p for p in raw_dir.glob(f"{stem}.data*")
+                                      if _size(p) > 0]),
                   key=lambda p: (packed.chunk_name(p) == f"{stem}.data", packed.chunk_name(p)))
+
+
+def _size(path: Path) -> int:
+    """A regular file's size; 0 when it is gone: perf renames ``STEM.data`` when it switches
+    output, between the listing and the look (a folding process died of it)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def lost_from_stderr(text: str) -> tuple[int, list[str]]:
