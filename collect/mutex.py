@@ -15,6 +15,7 @@ import shutil
 import struct
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 
 from wallflame.collect.safety import tool_env
@@ -73,6 +74,10 @@ def parse_maps(text: str) -> list[Mapping]:
 
 #: Stack words whose function is kept (``Symbols.return_sites``); past it the cache starts over.
 WORDS_KEPT = 1 << 16
+#: The shortest and the longest wait between two reads of the maps for a code lookup that
+#: found no code (``Symbols.function``), in seconds.
+REREAD_FIRST_S = 0.05
+REREAD_LAST_S = 30.0
 
 
 class Symbols:
@@ -94,6 +99,14 @@ class Symbols:
         # up, most of the owner sampler's round on MariaDB)
         self._words: dict[int, str] = {}
         self.nm = shutil.which("nm")
+        # a code lookup that found no code reads the maps again, at most this often, the
+        # wait doubling each time that read named nothing new (a stack holds plenty of words
+        # that are no address): maps read while the dynamic loader was still mapping a
+        # library (before its code was mapped executable) had kept every return address into
+        # it unnamed, and a lock waited on from there unidentified, for the whole collect
+        self._reread_s = REREAD_FIRST_S
+        self._read_at = 0.0
+        self._exec_paths: set[str] = set()
         self.refresh()
 
     def refresh(self) -> None:
@@ -103,8 +116,10 @@ class Symbols:
         except OSError:
             self.maps = []
         self.starts = [m.start for m in self.maps]
+        self._exec_paths = {m.path for m in self.maps if "x" in m.perms}
+        self._read_at = time.monotonic()
         self._bias = {}
-        self._words = {}
+        self._words.clear()
 
     def _find(self, addr: int) -> int:
         i = bisect.bisect_right(self.starts, addr) - 1
@@ -167,10 +182,25 @@ class Symbols:
         cache[path] = table
         return table
 
+    def _maybe_stale(self, i: int) -> bool:
+        """Whether map ``i`` (-1: none) holds no named code perhaps only because the maps
+        were read too early: no mapping there, or a file none of whose mappings is
+        executable yet (a library being loaded)."""
+        return i < 0 or ("x" not in self.maps[i].perms and self.maps[i].path.startswith("/")
+                         and self.maps[i].path not in self._exec_paths)
+
+    def _code(self, i: int) -> bool:
+        return i >= 0 and "x" in self.maps[i].perms and self.maps[i].path.startswith("/")
+
     def function(self, addr: int) -> str:
         """The function whose (sized) symbol contains code address ``addr``, or ``""``."""
         i = self._find(addr)
-        if i < 0 or "x" not in self.maps[i].perms or not self.maps[i].path.startswith("/"):
+        if self._maybe_stale(i) and time.monotonic() - self._read_at >= self._reread_s:
+            self.refresh()
+            i = self._find(addr)
+            self._reread_s = REREAD_FIRST_S if self._code(i) else \
+                min(self._reread_s * 2, REREAD_LAST_S)
+        if not self._code(i):
             return ""
         found = self._elf_for(addr)
         if found is None:

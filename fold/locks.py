@@ -141,11 +141,12 @@ def _matches(leaf_first: Sequence[str], sig: Site) -> bool:
     function is in the stack and the next frame towards the root is its second."""
     if not sig:
         return False
-    try:
-        i = leaf_first.index(sig[0])
-    except ValueError:
-        return False
-    return len(sig) < 2 or (i + 1 < len(leaf_first) and leaf_first[i + 1] == sig[1])
+    # every place the function is in the stack: perf names a frame with inlined calls by its
+    # function both before and after them (``MutexQueue::pop;std::mutex::lock;
+    # MutexQueue::pop``, root first), so only one of its places has the caller next to it
+    return any(f == sig[0] and (len(sig) < 2 or (i + 1 < len(leaf_first)
+                                                 and leaf_first[i + 1] == sig[1]))
+               for i, f in enumerate(leaf_first))
 
 
 def observed_locks(ev: LockEvidence, tid: int, frames: Sequence[str]) -> dict[str, int]:

@@ -104,3 +104,23 @@ def test_share_interval() -> None:
     assert 0.59 < lo < 0.61 and 0.85 < hi < 0.87
     assert share_interval(0, 0) == (0.0, 1.0)
     assert share_interval(5, 5)[1] == 1.0
+
+
+def test_a_site_matches_where_perf_repeats_a_function_around_its_inlined_calls(
+        tmp_path: Path) -> None:
+    """perf names a frame with inlined calls by its function before and after them: the
+    caller is next to the function's second place only.  A stack scan that did not name the
+    libc function (its symbols not read yet) gives the site (pop, consumer_loop)."""
+    stack = ("clone3", "start_thread", "consumer_loop", "MutexQueue::pop", "std::mutex::lock",
+             "MutexQueue::pop", "pthread_mutex_lock", "__lll_lock_wait", "schedule")
+    p = Profile()
+    p.add(StackKey(stack, 11, "c-1", 10, OFF, "mutex"), 700)
+    other = ("clone3", "start_thread", "producer_loop", "MutexQueue::pop", "std::mutex::lock",
+             "MutexQueue::pop", "pthread_mutex_lock", "__lll_lock_wait", "schedule")
+    p.add(StackKey(other, 11, "c-1", 10, OFF, "mutex"), 300)
+    site = ["MutexQueue::pop(Message*, unsigned long, long&, long&)",
+            "consumer_loop(int, bool, ConsumerTotals&)"]
+    out = attribute(p, _evidence(tmp_path, [_rec(11, LOCK, 12, "moved", sites=site)]))
+    by = {(k.frames, k.lock): w for k, w in out.stacks.items()}
+    assert by[(stack, LOCK)] == 700
+    assert by[(other, "")] == 300  # pop called from elsewhere: not this site

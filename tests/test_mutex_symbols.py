@@ -7,6 +7,7 @@ the kept answers to a fresh lookup, on this test's own process (its libc and Pyt
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import random
 import struct
@@ -129,3 +130,63 @@ def test_nm_runs_once_per_file_for_every_symbols(monkeypatch: pytest.MonkeyPatch
         rows = real("nm", path, list(extra))
         assert mutex._nm("nm", path, list(extra), "Tt") == \
             [(v, s, n) for v, s, k, n in rows if k in "Tt"]
+
+
+def _libc_code() -> tuple[int, str]:
+    """``getpid``'s address and the path of the library that holds it."""
+    addr = ctypes.cast(ctypes.CDLL(None).getpid, ctypes.c_void_p).value or 0
+    sym = Symbols(os.getpid())
+    return addr, sym.maps[sym._find(addr)].path
+
+
+@pytest.mark.parametrize("early", ["mapped whole, read-only", "not mapped yet"])
+def test_maps_read_while_the_loader_mapped_a_library_are_read_again(
+        monkeypatch: pytest.MonkeyPatch, early: str) -> None:
+    """The owner sampler read the maps of a just-started target while the dynamic loader was
+    mapping libc (its first step maps the whole file read-only, then the code over it): every
+    return address into libc then stayed unnamed for the whole collect, and a lock taken
+    from there unidentified."""
+    addr, path = _libc_code()
+    real = mutex.parse_maps
+    reads: list[int] = []
+
+    def parse(text: str) -> list[mutex.Mapping]:
+        maps = real(text)
+        reads.append(len(maps))
+        if len(reads) > 1:
+            return maps
+        lib = [m for m in maps if m.path == path]
+        rest = [m for m in maps if m.path != path]
+        if early == "not mapped yet":
+            return rest
+        whole = mutex.Mapping(min(m.start for m in lib), max(m.end for m in lib), "r--p", 0,
+                              lib[0].inode, path)
+        return sorted([*rest, whole], key=lambda m: m.start)
+
+    monkeypatch.setattr(mutex, "parse_maps", parse)
+    clock = [1000.0]
+    monkeypatch.setattr(mutex.time, "monotonic", lambda: clock[0])
+    sym = Symbols(os.getpid())
+    assert sym.function(addr) == ""  # read again only once the shortest wait has passed
+    clock[0] += mutex.REREAD_FIRST_S + 0.001
+    assert sym.function(addr).split("@")[0] == "getpid"
+    assert len(reads) == 2
+
+
+def test_words_that_are_no_address_read_the_maps_ever_less_often(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(mutex.time, "monotonic", lambda: clock[0])
+    sym = Symbols(os.getpid())
+    reads = []
+    real = sym.refresh
+    monkeypatch.setattr(sym, "refresh", lambda: (reads.append(clock[0]), real())[1])
+    step = 0.01
+    for n in range(int(120 / step)):
+        clock[0] += step
+        assert sym.function(8 << 40 | n) == ""  # unmapped: no address of this process
+    gaps = [b - a for a, b in itertools.pairwise(reads)]
+    assert all(b >= min(a * 1.9, mutex.REREAD_LAST_S - step)
+               for a, b in itertools.pairwise(gaps)), gaps
+    assert mutex.REREAD_LAST_S - step <= gaps[-1] <= mutex.REREAD_LAST_S + step, gaps
+    assert len(reads) <= 14, reads
