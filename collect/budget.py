@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,15 +141,21 @@ def cpu_times() -> tuple[int, int] | None:
     return None
 
 
-def switch_rates(pid: int, seconds: float = MEASURE_S,
+def _all_counts(pids: Sequence[int]) -> dict[int, int]:
+    return {tid: n for pid in pids for tid, n in switch_counts(pid).items()}
+
+
+def switch_rates(pids: int | Sequence[int], seconds: float = MEASURE_S,
                  machine: dict[str, float] | None = None) -> dict[int, float]:
-    """Switches per second of each thread over ``seconds``; with ``machine``, the whole
-    machine's over the same time is put in it (``switches_per_s``), and the share of its
-    CPU time that was idle (``idle``)."""
-    a, ma, ca = switch_counts(pid), machine_switches(), cpu_times()
+    """Switches per second of each thread of the processes ``pids`` (every process of the
+    target: a pid tree's children, a cgroup's members) over ``seconds``; with ``machine``,
+    the whole machine's over the same time is put in it (``switches_per_s``), and the share
+    of its CPU time that was idle (``idle``)."""
+    pids = [pids] if isinstance(pids, int) else list(pids)
+    a, ma, ca = _all_counts(pids), machine_switches(), cpu_times()
     t0 = time.monotonic()
     time.sleep(seconds)
-    b, mb, cb = switch_counts(pid), machine_switches(), cpu_times()
+    b, mb, cb = _all_counts(pids), machine_switches(), cpu_times()
     dt = max(time.monotonic() - t0, 1e-3)
     if machine is not None and ma is not None and mb is not None:
         machine["switches_per_s"] = max(0, mb - ma) / dt

@@ -267,7 +267,7 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     light: dict[str, Any] | None = None
     measured: tuple[dict[int, float], dict[str, float]] | None = None
     if opts.auto_light and opts.off_cpu == "both" and not command and targets:
-        opts, light, measured = _light(opts, targets[0].pid)
+        opts, light, measured = _light(opts, [t.pid for t in targets])
         if light.get("chosen"):
             notes.append(
                 f"the target switches {light['switches_per_s']:,.0f} times a second: "
@@ -511,14 +511,14 @@ class _Processes:
             f.close()
 
 
-def _light(opts: CollectOptions, pid: int) -> tuple[
+def _light(opts: CollectOptions, pids: list[int]) -> tuple[
         CollectOptions, dict[str, Any], tuple[dict[int, float], dict[str, float]]]:
     """Measure the machine and the target (``budget.switch_rates``) and, when recording
     every switch would cost the target too much (``budget.too_costly``), the light
     options; the measure and the choice (``postprocess.light``), and the rates measured
     (the budget uses them)."""
     machine: dict[str, float] = {}
-    rates = budget.switch_rates(pid, machine=machine)
+    rates = budget.switch_rates(pids, machine=machine)
     switches = sum(rates.values())
     light: dict[str, Any] = {
         "switches_per_s": round(switches), "idle": round(machine.get("idle", 1.0), 3),
@@ -555,13 +555,14 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     sched = opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None
     wide = _switches_on_every_cpu(opts, child is None)
     machine: dict[str, float] = {}  # the whole machine's switch rate, read with the target's
+    pids = [t.pid for t in procs.targets]  # every process's switches: each one's are recorded
     rates = None
     if sched and opts.max_data_mb_per_s is None and child is None:
         if measured is not None:
             rates = measured[0]
             machine.update(measured[1])
         else:
-            rates = budget.switch_rates(target.pid, machine=machine)
+            rates = budget.switch_rates(pids, machine=machine)
         auto = budget.automatic(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
         if auto is not None:
             every = budget.every_switch_mb_per_s(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
@@ -578,7 +579,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     if sched and opts.max_data_mb_per_s is not None:
         automatic = rates is not None
         if rates is None:
-            rates = budget.switch_rates(target.pid, machine=machine)
+            rates = budget.switch_rates(pids, machine=machine)
         p = budget.plan(rates, opts.max_data_mb_per_s, opts.freq_hz, perf.SAMPLED_STACK_BYTES,
                         machine=machine.get("switches_per_s") if wide else None)
         opts = replace(opts, sched_stack_hz=p.stack_hz)
@@ -587,7 +588,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     if wide:  # on every CPU: the stack rate per thread as a period (``budget.stack_period``)
         hz = opts.sched_stack_hz or 0.0
         if hz > 0 and rates is None:
-            rates = budget.switch_rates(target.pid)
+            rates = budget.switch_rates(pids)
         period = budget.stack_period(rates or {}, hz)
         opts = replace(opts, sched_stack_period=period)
         col.options.sched_stack_period = period

@@ -366,3 +366,26 @@ def test_a_collect_is_light_where_recording_every_switch_costs_too_much() -> Non
     assert not budget.too_costly({}, cpus=2)
     idle, total = budget.cpu_times() or (0, 0)
     assert 0 <= idle <= total and total > 0
+
+
+def test_switch_rates_count_every_process_of_the_target() -> None:
+    """A pid tree's or a cgroup's switches are those of all its processes: the light choice
+    and the data budget read them all, not the first process's alone."""
+    import subprocess
+    import sys
+
+    from wallflame.collect import budget
+    code = "import time\nwhile True: time.sleep(0.001)"
+    kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        one = budget.switch_rates(kids[0].pid, seconds=0.3)
+        both = budget.switch_rates([k.pid for k in kids], seconds=0.3)
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()
+    assert set(one) == {kids[0].pid}
+    assert set(both) == {kids[0].pid, kids[1].pid}
+    # each sleeps 1 ms a loop: hundreds of switches a second (at least 100 on a busy machine)
+    assert all(r > 100 for r in both.values()), both
