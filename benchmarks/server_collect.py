@@ -72,6 +72,7 @@ from benchmarks.servers import (  # noqa: E402
     wallflame_env,
     warm_bytecode,
 )
+from wallflame.collect import budget  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 CLASSES = ("mutex", "rwlock", "lock", "condvar", "io", "poll", "sleep", "other")
@@ -164,9 +165,14 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
         ref = None
         if a.reference_window > 0:
             run = keep / f"{test}-reference"
+            light_rates = ["--pmp-rate", str(budget.LIGHT_PMP_HZ), "--owner-rate",
+                           str(budget.LIGHT_OWNER_HZ)] if a.light_reference else []
             c = collect(db.pid, run, a.reference_window,
-                        [*a.collect_args, "--sched-stack-hz", "0"])
+                        [*a.collect_args, "--off-cpu", "both", "--sched-stack-hz", "0",
+                         *light_rates])
             shares, min_cov, cov = class_shares(run)
+            if a.light_reference:
+                as_light(run, keep)
             meta = c["meta"]
             ref = {"shares": shares, "min_coverage": min_cov, "run_mb": round(du_mb(run), 1),
                    "post_s": round(c["t1"] - c["end"], 2),
@@ -346,6 +352,39 @@ def thin_check(run: Path, every: list[int]) -> None:
                                                    for k in keys) + f"  {diff:.2f}")
 
 
+def as_light(run: Path, keep: Path) -> tuple[dict[str, float], dict[str, float], float]:
+    """The light collect's method against every switch over the same window and load: a copy
+    of ``run`` (collected with ``--sched-stack-hz 0`` and the light collect's snapshot and
+    owner rates) without its scheduler and wake-up chunks, finished as ``--off-cpu pmp``, so
+    that its per-class totals come from the kernel's counters and the snapshots alone.  Prints
+    both and returns (every switch, light, the largest difference in points)."""
+    copy = keep / f"{run.name}-as-light"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(run / "raw", copy / "raw",
+                    ignore=shutil.ignore_patterns("sched.*", "wake.*", "sched-record*",
+                                                  "wake-record*"))
+    cap_path = copy / "raw" / "capture.json"
+    cap = json.loads(cap_path.read_text())
+    cap["options"]["off_cpu"] = "pmp"
+    cap_path.write_text(json.dumps(cap))
+    r = subprocess.run([sys.executable, "-m", "wallflame", "finish", str(copy)],
+                       capture_output=True, text=True, cwd=str(ROOT), check=False,
+                       env=wallflame_env())
+    if r.returncode != 0:
+        raise RuntimeError(f"finish failed ({r.returncode}): {r.stderr[-2000:]}")
+    every, _, _ = class_shares(run)
+    light, min_cov, _ = class_shares(copy)
+    keys = [*CLASSES, "runqueue", "on_cpu"]
+    diff = max(abs(100 * (light[k] - every[k])) for k in keys)
+    print(f"\n== {run.name}: the light method against every switch, same window, per-class "
+          "share of the threads' wall time, points")
+    print("               " + "  ".join(f"{k:>8}" for k in keys))
+    for name, sh in (("every switch", every), ("light", light)):
+        print(f"{name:>13}  " + "  ".join(f"{100 * sh[k]:8.2f}" for k in keys))
+    print(f"largest difference {diff:.2f} points; light's smallest coverage {min_cov:.3f}")
+    return every, light, diff
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--tests", default="oltp_update_index,oltp_read_write")
@@ -359,6 +398,11 @@ def main() -> int:
                     help="keep the run directories here (default: a temporary directory)")
     ap.add_argument("--thin", type=Path, default=None, help="estimator check on this run")
     ap.add_argument("--every", default="10,50,200", help="with --thin: sampling intervals")
+    ap.add_argument("--as-light", type=Path, default=None,
+                    help="the light method on this run, against its every-switch figures")
+    ap.add_argument("--light-reference", action="store_true",
+                    help="take the reference at the light collect's snapshot and owner rates "
+                         "and compare the light method with it over the same window")
     ap.add_argument("--base", type=Path,
                     help="with --heartbeat: another checkout of wallflame, whose collects "
                          "alternate with this one's in the same spin8 run")
@@ -371,6 +415,9 @@ def main() -> int:
                  "--window above 0")
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
+        return 0
+    if a.as_light is not None:
+        as_light(a.as_light, a.keep or a.as_light.parent)
         return 0
     warm_bytecode(ROOT)
     if a.heartbeat:

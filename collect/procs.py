@@ -206,18 +206,21 @@ class Seen:
 
 class Watch(threading.Thread):
     """The members of a selection, listed every ``WATCH_S`` until ``stop``; each new member
-    is passed to ``on_new`` (from the watch's thread).  ``named``: the PIDs named on the
+    is passed to ``on_new`` (from the watch's thread), and the members alive to
+    ``each_round`` after each listing.  ``named``: the PIDs named on the
     command line (``--pid``, a tree's root): once such a process has ended, a process that
     takes its PID is a stranger, never a member."""
 
     def __init__(self, members: Callable[[], list[int]], stop: threading.Event,
                  on_new: Callable[[Seen], None] | None = None,
-                 named: Iterable[int] = ()) -> None:
+                 named: Iterable[int] = (),
+                 each_round: Callable[[list[int]], None] | None = None) -> None:
         super().__init__(name="wallflame-procs", daemon=True)
         self.members = members
         self.named = set(named)
         self.stop_event = stop
         self.on_new = on_new
+        self.each_round = each_round  # given the members found alive, after each round
         self.seen: dict[int, Seen] = {}
         self.lock = threading.Lock()
         self.started_ns = 0
@@ -256,6 +259,8 @@ class Watch(threading.Thread):
                 if pid not in current:
                     s.exited = True
         self.started_ns = self.started_ns or now
+        if self.each_round is not None:
+            self.each_round(sorted(current))
         return new
 
     def run(self) -> None:

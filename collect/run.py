@@ -399,10 +399,19 @@ class _Processes:
         self.logs: list[IO[str]] = []
         self.lock = threading.Lock()
         self.window_open = False
+        # without a scheduler capture, each thread's last kernel counters: a thread that ends
+        # within the window has its figures from them (``wallflame.window.kernel_runqueue``)
+        self.counters = threads.LastCounters() if opts.off_cpu in ("pmp", "none") else None
         self.watch = Watch(lambda: [p for p in select.members() if keep(p)], stop,
-                           self._joined, named=(*select.pids, *select.trees))
+                           self._joined, named=(*select.pids, *select.trees),
+                           each_round=self._each_round)
         self.watch.poll()
         self.joined: list[Target] = []
+
+    def _each_round(self, pids: list[int]) -> None:
+        if self.counters is not None and self.window_open:
+            for pid in pids:
+                self.counters.poll(pid)
 
     @property
     def primary(self) -> Target:
@@ -691,6 +700,8 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
             if streamer is not None:
                 streamer.set_window(col.window.mono_start_ns, mono_end)
             col.threads["end"] = _listing(procs.all_targets())
+            if procs.counters is not None:
+                col.threads["last"] = procs.counters.to_json()
         for r in recorders:  # all asked at once, before the samplers are waited for
             r.interrupt()
         procs.join()
@@ -724,6 +735,7 @@ def _listing(targets: list[Target]) -> dict[str, Any]:
     """``threads.listing`` of every process of the target, as one listing."""
     parts = [threads.listing(t.pid) for t in targets]
     return {"mono_ns": parts[0]["mono_ns"] if parts else time.monotonic_ns(),
+            "clock": parts[0]["clock"] if parts else threads.clock(),
             "threads": [r for p in parts for r in p["threads"]]}
 
 

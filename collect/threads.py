@@ -13,6 +13,8 @@ The listing also gives the wake-up recorder its filter: the kernel matches each
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
@@ -34,10 +36,51 @@ def schedstat(pid: int, tid: int) -> tuple[int, int, int] | None:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
+def clock() -> dict[str, int]:
+    """What places a thread's start (``/proc/PID/task/TID/stat`` field 22, ``start_ticks``:
+    clock ticks after boot, on the boot-time clock) on ``CLOCK_MONOTONIC``, the window's
+    clock: ``clk_tck`` and ``boot_minus_mono_ns`` (``wallflame.window.born_ns``)."""
+    mono = time.monotonic_ns()
+    boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    return {"clk_tck": os.sysconf("SC_CLK_TCK"), "boot_minus_mono_ns": boot - mono}
+
+
+class LastCounters:
+    """Each thread's latest ``schedstat`` reading (``poll``, from the process watch every
+    ``WATCH_S``), for a run without a scheduler capture: a thread that ends within the window
+    is in no closing listing, and these are its last figures (``raw/capture.json``
+    ``threads.last``)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+
+    def poll(self, pid: int) -> None:
+        for tid in list_tids(pid):
+            ss = schedstat(pid, tid)
+            at = time.monotonic_ns()
+            if ss is None:
+                continue
+            with self.lock:
+                row = self.rows.get(tid)
+            if row is None:
+                st = read_stat(pid, tid)
+                if st is None:
+                    continue
+                row = {"tid": tid, "pid": pid, "comm": st.comm, "start_ticks": st.start_ticks}
+            with self.lock:
+                self.rows[tid] = {**row, "schedstat": list(ss), "schedstat_ns": at}
+
+    def to_json(self) -> dict[str, Any]:
+        with self.lock:
+            return {"clock": clock(), "threads": [r for _, r in sorted(self.rows.items())]}
+
+
 def listing(pid: int) -> dict[str, Any]:
-    """The target's threads now: ``{"mono_ns", "threads": [{tid, comm, state, schedstat,
-    schedstat_ns, wchan}]}`` (``wchan``: the kernel function a blocked thread sleeps in, read
-    without stopping it; ``schedstat_ns``: when that thread's ``schedstat`` was read).
+    """The target's threads now: ``{"mono_ns", "clock", "threads": [{tid, comm, state,
+    schedstat, schedstat_ns, start_ticks, wchan}]}`` (``clock``: see ``clock``; ``wchan``:
+    the kernel function a blocked thread sleeps in, read without stopping it;
+    ``schedstat_ns``: when that thread's ``schedstat`` was read).
     ``mono_ns``: ``CLOCK_MONOTONIC``, the clock of the window and of perf's records."""
     rows = []
     for tid in list_tids(pid):
@@ -49,9 +92,9 @@ def listing(pid: int) -> dict[str, Any]:
         wchan = (read_text(f"/proc/{pid}/task/{tid}/wchan") or "").strip()
         rows.append({"tid": tid, "comm": st.comm, "state": st.state,
                      "schedstat": list(ss) if ss is not None else None,
-                     "schedstat_ns": at,
+                     "schedstat_ns": at, "start_ticks": st.start_ticks,
                      "wchan": wchan if wchan not in ("", "0") else ""})
-    return {"mono_ns": time.monotonic_ns(), "threads": rows}
+    return {"mono_ns": time.monotonic_ns(), "threads": rows, "clock": clock()}
 
 
 #: The lowest pid the kernel hands out again once allocation has wrapped at ``pid_max``

@@ -92,9 +92,12 @@ def thread_row(t: ThreadTotals, unit: str, window: int, runqueue: int = 0,
 
 def _alive(profile: Profile, tid: int) -> int | None:
     """The part of the window a thread lived, when it began or exited within it (the
-    scheduler's ``sched_threads``)."""
+    scheduler's ``sched_threads``, or without it the kernel's counters':
+    ``schedstat_alive_ns``)."""
     row = (profile.meta.extra.get("sched_threads") or {}).get(str(tid))
     v = row.get("alive_ns") if isinstance(row, dict) else None
+    if v is None:
+        v = (profile.meta.extra.get("schedstat_alive_ns") or {}).get(str(tid))
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 

@@ -80,7 +80,7 @@ def test_without_a_scheduler_capture_every_total_is_the_kernels() -> None:
     p.add(StackKey(("main", "work"), 1, "w", 0, ON), 240 * ms)  # samples: 40 ms short
     p.add(StackKey(("main", "idle"), 1, "w", 0, ON), 80 * ms)
     p.add(StackKey(("main", "wait"), 1, "w", 0, OFF, "mutex"), 450 * ms)
-    assert kernel_runqueue(p, listings, 1000 * ms) == 200 * ms
+    assert kernel_runqueue(p, listings, (0, 1000 * ms)) == 200 * ms
     on = {k.frames: w for k, w in p.stacks.items() if k.state == ON}
     assert on == {("main", "work"): 225 * ms, ("main", "idle"): 75 * ms}
     assert p.meta.extra["oncpu_source"] == "schedstat"
@@ -125,7 +125,7 @@ def test_without_a_scheduler_capture_blocked_time_is_what_the_kernel_leaves() ->
     p.add(StackKey(("main",), 1, "w", 0, ON), 300 * ms)
     p.add(StackKey(("main", "lock"), 1, "w", 0, OFF, "mutex"), 600 * ms)  # overestimated
     p.add(StackKey(("main", "nap"), 1, "w", 0, OFF, "sleep"), 200 * ms)
-    kernel_runqueue(p, listings, 1000 * ms)
+    kernel_runqueue(p, listings, (0, 1000 * ms))
     row = build_summary(p)["threads"][0]
     assert row["wait"]["mutex"] == 0.45 and row["wait"]["sleep"] == 0.15
     assert row["coverage"] == 1.0
@@ -166,7 +166,7 @@ def _ran_and_waited(snapshots: bool) -> Profile:
     p = Profile()
     p.meta.window_ns = 1000 * ms
     p.add(StackKey(("main", "spin"), 1, "w", 7, ON), 690 * ms)
-    kernel_runqueue(p, listings, 1000 * ms, snapshots=snapshots)
+    kernel_runqueue(p, listings, (0, 1000 * ms), snapshots=snapshots)
     return p
 
 
@@ -188,3 +188,44 @@ def test_without_snapshots_no_blocked_time_is_made_up() -> None:
     p = _ran_and_waited(snapshots=False)
     assert not [k for k in p.stacks if k.state == OFF and k.wait != "runnable"]
     assert not any(NO_SNAPSHOT in w for w in p.meta.warnings)
+
+
+def test_threads_that_began_or_ended_in_the_window_have_the_kernels_figures() -> None:
+    """Without a scheduler capture: a thread started within the window is counted from its
+    start (its counters begin at zero), one that ended to its last reading (the process
+    watch's), one that did both from its start to that reading; each one's on-CPU, runnable
+    and blocked time add up to the part of the window it lived."""
+    ms = 1_000_000
+    clock = {"clk_tck": 100, "boot_minus_mono_ns": 5_000 * ms}  # boot clock 5 s ahead
+
+    def born_at(t_ms: int) -> int:  # start_ticks of a thread started at t_ms (monotonic)
+        return (t_ms * ms + clock["boot_minus_mono_ns"]) * 100 // 1_000_000_000
+
+    start = _listing((1, "old", "S", [0, 0, 1]), (2, "ends", "S", [100 * ms, 10 * ms, 1]))
+    end = _listing((1, "old", "S", [100 * ms, 0, 2]), (3, "new", "R", [200 * ms, 50 * ms, 3]))
+    end["threads"][1]["start_ticks"] = born_at(1400)
+    end["clock"] = clock
+    last = {"clock": clock, "threads": [
+        {"tid": 2, "comm": "ends", "start_ticks": 1, "schedstat": [300 * ms, 30 * ms, 4],
+         "schedstat_ns": 1600 * ms},
+        {"tid": 4, "comm": "brief", "start_ticks": born_at(1200), "schedstat": [80 * ms, 0, 1],
+         "schedstat_ns": 1300 * ms}]}
+    p = Profile()
+    p.meta.window_ns = 1000 * ms
+    p.add(StackKey(("main", "spin"), 3, "new", 0, ON), 150 * ms)
+    p.add(StackKey(("main", "nap"), 3, "new", 0, OFF, "sleep"), 99 * ms)
+    kernel_runqueue(p, {"start": start, "end": end, "last": last}, (1000 * ms, 2000 * ms))
+    assert p.meta.extra["schedstat_alive_ns"] == {"2": 600 * ms, "3": 600 * ms, "4": 100 * ms}
+    rows = {r["tid"]: r for r in build_summary(p)["threads"]}
+    # ended: 200 ms run, 20 ms waiting for a CPU in the 600 ms from the window's start
+    assert (rows[2]["on_cpu_s"], rows[2]["runnable_s"], rows[2]["off_cpu_s"]) == (0.2, 0.02, 0.38)
+    # started at 1.4 s: 200 ms run, 50 ms waiting, its one snapshot stack scaled to the rest
+    assert (rows[3]["on_cpu_s"], rows[3]["runnable_s"], rows[3]["wait"]["sleep"]) == \
+        (0.2, 0.05, 0.35)
+    # started at 1.2 s, last read at 1.3 s: no sample, no snapshot; its time is kept, named
+    assert (rows[4]["on_cpu_s"], rows[4]["off_cpu_s"]) == (0.08, 0.02)
+    assert {k.frames for k in p.stacks if k.tid == 4} == {(NO_SAMPLE,), (NO_SNAPSHOT,)}
+    assert p.meta.threads[4] == "brief"
+    for tid in (1, 2, 3, 4):
+        assert rows[tid]["coverage"] == 1.0, rows[tid]
+    assert rows[4]["alive_s"] == 0.1 and "alive_s" not in rows[1]

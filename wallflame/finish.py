@@ -162,9 +162,7 @@ def _whole_window(profile: Profile, cap: Capture, sched: Profile | None,
     """On-CPU totals from the switches where the scheduler was recorded, and the whole window
     for threads that never switched (``wallflame.window``)."""
     if sched is None:
-        bounds = cap.window.on_perf_clock()
-        window.kernel_runqueue(profile, cap.threads,
-                               bounds[1] - bounds[0] if bounds is not None else 0,
+        window.kernel_runqueue(profile, cap.threads, cap.window.on_perf_clock(),
                                snapshots=pmp is not None)
         return
     exact = sched.meta.extra.get("sched_threads")

@@ -110,40 +110,108 @@ def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
     return done
 
 
-def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int = 0,
-                    snapshots: bool = True) -> int:
+def born_ns(start_ticks: Any, clock: Any) -> int | None:
+    """A thread's start on ``CLOCK_MONOTONIC``, from its ``start_ticks`` and a listing's
+    ``clock`` (``collect.threads.clock``): to a clock tick (10 ms at the usual 100 Hz)."""
+    if not isinstance(clock, dict) or not isinstance(start_ticks, int):
+        return None
+    tck, off = clock.get("clk_tck"), clock.get("boot_minus_mono_ns")
+    if not isinstance(tck, int) or tck <= 0 or not isinstance(off, int):
+        return None
+    return start_ticks * 1_000_000_000 // tck - off
+
+
+def _counters(row: Any) -> tuple[int, int] | None:
+    ss = row.get("schedstat") if isinstance(row, dict) else None
+    if not isinstance(ss, list) or len(ss) < 2:
+        return None
+    try:
+        return int(ss[0]), int(ss[1])
+    except (TypeError, ValueError):
+        return None
+
+
+def _rows(listing: Any) -> dict[int, dict[str, Any]]:
+    rows = (listing or {}).get("threads") or [] if isinstance(listing, dict) else []
+    return {int(r["tid"]): r for r in rows if isinstance(r, dict) and "tid" in r}
+
+
+def _lived(tid: int, start: dict[int, dict[str, Any]], end: dict[int, dict[str, Any]],
+           last: dict[int, dict[str, Any]], clock: Any,
+           bounds: tuple[int, int]) -> tuple[int, int, int] | None:
+    """(alive, on-CPU, run-queue) ns of a thread that began or ended within the window:
+    from its start (counters zero) or the window's, to the window's end or its last reading
+    (``threads.last``, every ``collect.procs.WATCH_S``)."""
+    if tid in start:
+        first_t, first = bounds[0], _counters(start[tid])
+    else:
+        row = end.get(tid) or last.get(tid) or {}
+        born = born_ns(row.get("start_ticks"), clock)
+        first_t, first = (max(born, bounds[0]), (0, 0)) if born is not None else (0, None)
+    if tid in end:
+        last_t, now = bounds[1], _counters(end[tid])
+    else:
+        row = last.get(tid) or {}
+        at = row.get("schedstat_ns")
+        last_t, now = (min(at, bounds[1]), _counters(row)) if isinstance(at, int) else (0, None)
+    if first is None or now is None or last_t <= first_t:
+        return None
+    return last_t - first_t, max(0, now[0] - first[0]), max(0, now[1] - first[1])
+
+
+def kernel_runqueue(profile: Profile, listings: dict[str, Any],
+                    bounds: tuple[int, int] | None = None, snapshots: bool = True) -> int:
     """Without a scheduler capture (``--off-cpu pmp`` or ``none``) nothing sees a thread wait
     for a CPU: take each thread's run-queue delay over the window from the kernel's own
     counters (``schedstat`` at both listings) as its runnable time, with no stack, and say
-    so.  With ``window_ns``, each such thread's blocked time is what the kernel leaves of
-    the window (the window - run time - run-queue delay), split over its snapshot stacks in
-    their proportions: a snapshot's weight (the time since the previous one) only estimates
-    it; with ``snapshots`` (the run took some), a thread none caught blocked has that time
-    under ``NO_SNAPSHOT``.  Returns the total runnable time (ns)."""
-    start = {int(r["tid"]): r for r in (listings.get("start") or {}).get("threads") or []
-             if isinstance(r, dict) and "tid" in r}
+    so.  With the window's ``bounds`` (``CLOCK_MONOTONIC``), each such thread's on-CPU time
+    is the kernel's run time (its samples split it over stacks) and its blocked time what
+    the kernel leaves of the window (the window - run time - run-queue delay), split over its
+    snapshot stacks in their proportions: a snapshot's weight (the time since the previous
+    one) only estimates it; with ``snapshots`` (the run took some), a thread none caught
+    blocked has that time under ``NO_SNAPSHOT``.  A thread that began within the window is
+    counted from its start, one that ended to its last reading (``threads.last``); the part
+    of the window each lived is ``meta.extra["schedstat_alive_ns"]``.  Returns the total
+    runnable time (ns)."""
+    start, end = _rows(listings.get("start")), _rows(listings.get("end"))
+    last = _rows(listings.get("last"))
+    clock = (listings.get("end") or {}).get("clock") or (listings.get("last") or {}).get("clock")
     rq: dict[str, int] = {}
     ran_ns: dict[str, dict[str, int]] = {}
+    alive_ns: dict[str, int] = {}
     unseen: list[int] = []
-    for r in (listings.get("end") or {}).get("threads") or []:
-        s = start.get(int(r.get("tid", 0)))
-        if s is None or not s.get("schedstat") or not r.get("schedstat"):
+    for tid in sorted(set(start) | set(end) | set(last)):
+        if tid in start and tid in end:
+            a, b = _counters(start[tid]), _counters(end[tid])
+            if a is None or b is None:
+                continue
+            ran, d = max(0, b[0] - a[0]), b[1] - a[1]
+            window_ns = bounds[1] - bounds[0] if bounds is not None else 0
+        elif bounds is not None:
+            lived = _lived(tid, start, end, last, clock, bounds)
+            if lived is None:
+                continue
+            window_ns, ran, d = lived
+            alive_ns[str(tid)] = window_ns
+            row = end.get(tid) or last.get(tid) or start.get(tid) or {}
+            profile.meta.threads.setdefault(tid, str(row.get("comm") or ""))
+        else:
             continue
-        d = int(r["schedstat"][1]) - int(s["schedstat"][1])
         if d > 0:
-            rq[str(r["tid"])] = d
+            rq[str(tid)] = d
         if window_ns:
-            ran = max(0, int(r["schedstat"][0]) - int(s["schedstat"][0]))
-            if not _scale_blocked(profile, int(r["tid"]), max(0, window_ns - ran - max(0, d)),
+            if not _scale_blocked(profile, tid, max(0, window_ns - ran - max(0, d)),
                                   snapshots):
-                unseen.append(int(r["tid"]))
-            ran_ns[str(r["tid"])] = {"on_ns": ran}
+                unseen.append(tid)
+            ran_ns[str(tid)] = {"on_ns": ran}
     if ran_ns and any(k.state == ON for k in profile.stacks):
         # The samples' split of each thread's time over its stacks, at the kernel's exact run
         # time: on + runnable + blocked is then the window (the samples alone would be off
         # by their sampling error).
         profile.meta.extra["schedstat_threads"] = ran_ns
         exact_oncpu(profile, ran_ns, "schedstat")
+    if alive_ns:
+        profile.meta.extra["schedstat_alive_ns"] = alive_ns
     if unseen:
         profile.meta.warn(f"{len(unseen)} threads were blocked for part of the window but no "
                           f"snapshot caught them blocked: that time is under {NO_SNAPSHOT} "
@@ -153,9 +221,10 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any], window_ns: int =
         profile.meta.extra["runqueue_source"] = "schedstat"
         profile.meta.warn("no scheduler capture: each thread's runnable time (waiting for a "
                           "CPU) is the kernel's run-queue delay over the window "
-                          "(/proc/PID/task/TID/schedstat), without stacks; threads that "
-                          "started or ended during the window have none (record the scheduler "
-                          "with --off-cpu both or sched for its stacks)")
+                          "(/proc/PID/task/TID/schedstat), without stacks; a thread that "
+                          "ended within the window is counted to its last reading, up to "
+                          "0.25 s before its end (record the scheduler with --off-cpu both "
+                          "or sched for runnable stacks and exact ends)")
     return sum(rq.values())
 
 
