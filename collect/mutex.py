@@ -74,6 +74,8 @@ def parse_maps(text: str) -> list[Mapping]:
 
 #: Stack words whose function is kept (``Symbols.return_sites``); past it the cache starts over.
 WORDS_KEPT = 1 << 16
+#: Whole stacks whose return sites are kept (1 KiB each); past it the cache starts over.
+STACKS_KEPT = 4096
 #: The shortest and the longest wait between two reads of the maps for a code lookup that
 #: found no code (``Symbols.function``), in seconds.
 REREAD_FIRST_S = 0.05
@@ -98,6 +100,8 @@ class Symbols:
         # addresses are the same round after round (128 words a waiter: 2.4 us each looked
         # up, most of the owner sampler's round on MariaDB)
         self._words: dict[int, str] = {}
+        # stack contents -> their return sites, until the maps are read again
+        self._stacks: dict[tuple[bytes, int], tuple[str, ...]] = {}
         self.nm = shutil.which("nm")
         # a code lookup that found no code reads the maps again, at most this often, the
         # wait doubling each time that read named nothing new (a stack holds plenty of words
@@ -120,6 +124,7 @@ class Symbols:
         self._read_at = time.monotonic()
         self._bias = {}
         self._words.clear()
+        self._stacks.clear()
 
     def _find(self, addr: int) -> int:
         i = bisect.bisect_right(self.starts, addr) - 1
@@ -221,20 +226,25 @@ class Symbols:
         data = mem.read(sp, words * 8) if sp else None
         if data is None:
             return []
-        out: list[str] = []
+        # a thread blocked since the last round has the same stack: the same answer
+        done = self._stacks.get((data, limit))
+        if done is not None:
+            return list(done)
+        values = struct.unpack(f"<{len(data) // 8}Q", data)
         known = self._words
-        for (value,) in struct.iter_unpack("<Q", data):
-            if value < 4096:
-                continue
-            name = known.get(value)
-            if name is None:
-                if len(known) >= WORDS_KEPT:
-                    known.clear()
-                name = known[value] = self.function(value)
-            if name and name not in out:
-                out.append(name)
-                if len(out) >= limit:
-                    break
+        get = known.get
+        # every word's name, taken aside before any lookup: a lookup that reads the maps
+        # again empties ``known``
+        here = {v: get(v) for v in set(values) if v >= 4096}
+        for v in [v for v, name in here.items() if name is None]:
+            if len(known) >= WORDS_KEPT:
+                known.clear()
+            here[v] = known[v] = self.function(v)
+        # innermost first, each function once
+        out = list(dict.fromkeys(n for v in values if (n := here.get(v))))[:limit]
+        if len(self._stacks) >= STACKS_KEPT:
+            self._stacks.clear()
+        self._stacks[(data, limit)] = tuple(out)
         return out
 
     def name(self, addr: int) -> str:

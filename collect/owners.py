@@ -23,7 +23,17 @@ from wallflame.collect.locklayout import (
     read_lock,
 )
 from wallflame.collect.mutex import MemReader, Symbols
-from wallflame.collect.target import list_tids, read_text, read_threads, syscall_sp
+from wallflame.collect.target import (
+    MAX_KEPT_FILES,
+    TaskFiles,
+    ThreadReader,
+    list_tids,
+    read_text,
+    syscall_sp,
+)
+
+#: How long a thread's name read by the owner sampler is used before it is read again (s).
+COMM_KEPT_S = 2.0
 
 
 class OwnerSampler(threading.Thread):
@@ -56,6 +66,10 @@ class OwnerSampler(threading.Thread):
         self.samples = 0
         self.waiters = 0
         self.cpu_s = 0.0  # this thread's CPU time, once it has ended
+        self.syscalls = TaskFiles(pid, "syscall")
+        # each thread's name, read again after COMM_KEPT_S (a thread names itself once,
+        # soon after it starts): a read per waiter and round was a fifth of a round's time
+        self.comms: dict[int, tuple[float, str]] = {}
 
     def run(self) -> None:
         mem = MemReader(self.pid)
@@ -73,6 +87,7 @@ class OwnerSampler(threading.Thread):
             if self.prober is not None:
                 self.prober.close()
             mem.close()
+            self.syscalls.close()
             self.log.flush()
             self.cpu_s = time.thread_time()
 
@@ -88,14 +103,26 @@ class OwnerSampler(threading.Thread):
                 out["resumed"] = self.prober.resumed
         return out
 
+    def _comm(self, tid: int) -> str:
+        now = time.monotonic()
+        kept = self.comms.get(tid)
+        if kept is not None and now - kept[0] < COMM_KEPT_S:
+            return kept[1]
+        comm = (read_text(f"/proc/{self.pid}/task/{tid}/comm") or "").strip()
+        if len(self.comms) > 4 * MAX_KEPT_FILES:
+            self.comms.clear()
+        self.comms[tid] = (now, comm)
+        return comm
+
     def _sample(self, mem: MemReader, symbols: Symbols, names: dict[int, str]) -> None:
         tids = set(list_tids(self.pid))
         t_ns, mono_ns = time.time_ns(), time.monotonic_ns()
         self.samples += 1
+        self.syscalls.keep_only(tids)
         probes: dict[tuple[int, int], dict[str, Any]] = {}
         for tid in sorted(tids):
             try:
-                text = read_text(f"/proc/{self.pid}/task/{tid}/syscall") or ""
+                text = self.syscalls.read(tid) or ""
             except PermissionError:
                 return
             call = parse_futex(text)
@@ -110,7 +137,7 @@ class OwnerSampler(threading.Thread):
             lock = names.get(base)
             if lock is None:
                 lock = names[base] = symbols.name(base)
-            comm = (read_text(f"/proc/{self.pid}/task/{tid}/comm") or "").strip()
+            comm = self._comm(tid)
             rec: dict[str, Any] = {"t_ns": t_ns, "mono_ns": mono_ns, "tid": tid, "comm": comm,
                                    "lock": lock, "kind": lr.kind, "owner": lr.owner,
                                    "sites": sites}
@@ -134,6 +161,7 @@ class ProcReader:
         self.mem = MemReader(pid)
         self.symbols = Symbols(pid)
         self.names: dict[int, str] = {}
+        self.threads = ThreadReader(pid)
 
     def lock_name(self, addr: int) -> str:
         name = self.names.get(addr)
@@ -142,13 +170,16 @@ class ProcReader:
         return name
 
     def read(self) -> list[dict[str, Any]]:
-        threads = read_threads(self.pid)
+        threads = self.threads.read()
         tids = {t.tid for t in threads}
         out = []
         for t in threads:
             rec = t.to_json()
             if t.syscall == SYS_FUTEX_X86_64 and t.arg0:
-                text = read_text(f"/proc/{self.pid}/task/{t.tid}/syscall") or ""
+                try:
+                    text = self.threads.syscall.read(t.tid) or ""
+                except PermissionError:
+                    text = ""
                 call = parse_futex(text)
                 sites = self.symbols.return_sites(self.mem, t.sp) if call is not None else []
                 lr = read_lock(self.mem.read, call, sites, tids, t.tid) \
@@ -162,5 +193,6 @@ class ProcReader:
 
     def close(self) -> None:
         self.mem.close()
+        self.threads.close()
 
 

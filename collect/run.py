@@ -710,6 +710,9 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         if procs.watch.is_alive():
             procs.watch.join(5)
         procs.watch.poll()  # the names at the end, and who exited
+        if procs.counters is not None:  # read into the closing listing above
+            procs.counters.close()
+            procs.counters = None
         if streamer is not None:  # the chunks left, at the normal priority
             if attached:
                 streamer.update_pids(procs.watch.pids())

@@ -46,6 +46,61 @@ def parse_stat(text: str) -> Stat:
     return Stat(comm, rest[0], int(rest[1]), int(rest[6]), int(rest[19]))
 
 
+#: At most this many ``/proc`` files a ``TaskFiles`` keeps open; past it, each read opens its
+#: file (the default soft limit of open files is 1024).
+MAX_KEPT_FILES = 256
+
+
+class TaskFiles:
+    """One ``/proc/PID/task/TID/NAME`` file per thread, kept open and read again with
+    ``pread`` from its start: 1-4 us a read in Python, against 16-20 us to open, read and
+    close it (the owner sampler reads every thread's ``syscall`` 5-20 times a second, the
+    process watch every thread's ``schedstat`` 4 times).  A kept file stays bound to its
+    thread: once the thread has ended it reads nothing, never another thread's."""
+
+    def __init__(self, pid: int, name: str, most: int = MAX_KEPT_FILES) -> None:
+        self.pid, self.name, self.most = pid, name, most
+        self.fds: dict[int, int] = {}
+
+    def read(self, tid: int) -> str | None:
+        """The file's text, ``None`` once the thread is gone (``PermissionError`` raised)."""
+        fd = self.fds.get(tid)
+        path = f"/proc/{self.pid}/task/{tid}/{self.name}"
+        if fd is None:
+            if len(self.fds) >= self.most:
+                return read_text(path)
+            try:
+                fd = self.fds[tid] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except PermissionError:
+                raise
+            except OSError:
+                return None
+        try:
+            data = os.pread(fd, 4096, 0)
+        except PermissionError:
+            raise
+        except OSError:
+            data = b""
+        if not data:
+            self.drop(tid)
+            return None
+        return data.decode("utf-8", "replace")
+
+    def drop(self, tid: int) -> None:
+        fd = self.fds.pop(tid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def keep_only(self, tids: set[int]) -> None:
+        """Close the files of threads not in ``tids`` (those that ended)."""
+        for tid in [t for t in self.fds if t not in tids]:
+            self.drop(tid)
+
+    def close(self) -> None:
+        for tid in list(self.fds):
+            self.drop(tid)
+
+
 def read_text(path: str) -> str | None:
     """A /proc file's text, or ``None`` if the process or thread is gone."""
     try:
@@ -275,6 +330,46 @@ def read_thread(pid: int, tid: int) -> ThreadProc | None:
     nr, arg0 = parse_syscall(text)
     return ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr, arg0,
                       syscall_sp(text))
+
+
+class ThreadReader:
+    """``read_threads`` round after round, each thread's ``stat``, ``wchan`` and ``syscall``
+    kept open (``TaskFiles``): a snapshot's records of MariaDB's 50 threads took 11 ms of
+    CPU opening each file every time."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.stat = TaskFiles(pid, "stat")
+        self.wchan = TaskFiles(pid, "wchan")
+        self.syscall = TaskFiles(pid, "syscall")
+
+    def read(self) -> list[ThreadProc]:
+        tids = list_tids(self.pid)
+        alive = set(tids)
+        for f in (self.stat, self.wchan, self.syscall):
+            f.keep_only(alive)
+        out = []
+        for tid in tids:
+            text = self.stat.read(tid)
+            if text is None:
+                continue
+            try:
+                st = parse_stat(text)
+            except ValueError:
+                continue
+            wchan = (self.wchan.read(tid) or "").strip()
+            try:
+                call = self.syscall.read(tid) or ""
+            except PermissionError:
+                call = ""
+            nr, arg0 = parse_syscall(call)
+            out.append(ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr,
+                                  arg0, syscall_sp(call)))
+        return out
+
+    def close(self) -> None:
+        for f in (self.stat, self.wchan, self.syscall):
+            f.close()
 
 
 def read_threads(pid: int) -> list[ThreadProc]:

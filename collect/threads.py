@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from wallflame.collect.target import list_pids, list_tids, read_stat, read_text
+from wallflame.collect.target import TaskFiles, list_pids, list_tids, read_stat, read_text
 
 #: The kernel copies a tracepoint filter of at most a page (``PERF_EVENT_IOC_SET_FILTER``).
 MAX_FILTER = 4000
@@ -27,7 +27,10 @@ MAX_FILTER = 4000
 def schedstat(pid: int, tid: int) -> tuple[int, int, int] | None:
     """``(on-CPU ns, run-queue ns, timeslices)`` of one thread (``None``: gone, or a kernel
     without schedstats)."""
-    text = read_text(f"/proc/{pid}/task/{tid}/schedstat")
+    return _schedstat(read_text(f"/proc/{pid}/task/{tid}/schedstat"))
+
+
+def _schedstat(text: str | None) -> tuple[int, int, int] | None:
     if text is None:
         return None
     parts = text.split()
@@ -54,10 +57,16 @@ class LastCounters:
     def __init__(self) -> None:
         self.rows: dict[int, dict[str, Any]] = {}
         self.lock = threading.Lock()
+        self.files: dict[int, TaskFiles] = {}
 
     def poll(self, pid: int) -> None:
-        for tid in list_tids(pid):
-            ss = schedstat(pid, tid)
+        files = self.files.get(pid)
+        if files is None:
+            files = self.files[pid] = TaskFiles(pid, "schedstat")
+        tids = list_tids(pid)
+        files.keep_only(set(tids))
+        for tid in tids:
+            ss = _schedstat(files.read(tid))
             at = time.monotonic_ns()
             if ss is None:
                 continue
@@ -74,6 +83,10 @@ class LastCounters:
     def to_json(self) -> dict[str, Any]:
         with self.lock:
             return {"clock": clock(), "threads": [r for _, r in sorted(self.rows.items())]}
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
 
 
 def listing(pid: int) -> dict[str, Any]:

@@ -389,3 +389,49 @@ def test_switch_rates_count_every_process_of_the_target() -> None:
     assert set(both) == {kids[0].pid, kids[1].pid}
     # each sleeps 1 ms a loop: hundreds of switches a second (at least 100 on a busy machine)
     assert all(r > 100 for r in both.values()), both
+
+
+def test_task_files_read_fresh_text_and_nothing_once_the_thread_ended() -> None:
+    """A kept ``/proc`` file gives the thread's figures now, each read; once the thread has
+    ended it gives nothing (and is closed), never another thread's; past ``most`` kept
+    files, each read opens its file."""
+    import threading
+
+    from wallflame.collect.target import TaskFiles, ThreadReader, read_threads
+    go, done = threading.Event(), threading.Event()
+
+    def spin() -> None:
+        go.wait()
+        t = time.thread_time()
+        while time.thread_time() - t < 0.05:
+            pass
+        done.wait()
+
+    th = threading.Thread(target=spin)
+    th.start()
+    tid = th.native_id
+    assert tid is not None
+    files = TaskFiles(os.getpid(), "schedstat", most=1)
+    first = files.read(tid)
+    assert first is not None and len(files.fds) == 1
+    go.set()
+    time.sleep(0.2)
+    later = files.read(tid)
+    assert later is not None and int(later.split()[0]) >= int(first.split()[0]) + 40_000_000
+    other = files.read(threading.get_native_id())  # past ``most``: opened and closed
+    assert other is not None and len(files.fds) == 1
+    # the same records as the one-shot reader
+    reader = ThreadReader(os.getpid())
+    by = {t.tid: t for t in reader.read()}
+    assert by[tid].comm == {t.tid: t for t in read_threads(os.getpid())}[tid].comm
+    done.set()
+    th.join()
+    for _ in range(200):  # the thread is gone from /proc a moment after join
+        if not os.path.exists(f"/proc/{os.getpid()}/task/{tid}"):
+            break
+        time.sleep(0.01)
+    assert files.read(tid) is None and not files.fds
+    assert tid not in {t.tid for t in reader.read()}
+    assert not any(tid in f.fds for f in (reader.stat, reader.wchan, reader.syscall))
+    reader.close()
+    files.close()

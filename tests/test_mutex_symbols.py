@@ -190,3 +190,24 @@ def test_words_that_are_no_address_read_the_maps_ever_less_often(
                for a, b in itertools.pairwise(gaps)), gaps
     assert mutex.REREAD_LAST_S - step <= gaps[-1] <= mutex.REREAD_LAST_S + step, gaps
     assert len(reads) <= 14, reads
+
+
+def test_a_scan_that_reads_the_maps_again_keeps_the_names_it_had() -> None:
+    """A word that falls outside the maps reads them again, which empties the kept names:
+    the words of the same stack named before must still be named in its answer."""
+    sym = Symbols(os.getpid())
+    words = CODE[:40]
+    named = sym.return_sites(_stack(words), 1, len(words))
+    assert named
+    sym._read_at = 0.0  # the maps are old: the next word outside them reads them again
+    reads = []
+    real = sym.refresh
+
+    def refresh() -> None:
+        reads.append(1)
+        real()
+
+    sym.refresh = refresh  # type: ignore[method-assign]
+    stack = [8 << 40, *words]  # no address, then the same code words
+    assert sym.return_sites(_stack(stack), 1, len(stack)) == named
+    assert reads == [1]
