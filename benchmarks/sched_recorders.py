@@ -94,7 +94,7 @@ from wallflame.collect import perf as wf_perf  # noqa: E402
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
              "bpf_acct", "bpf_offcpu", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
-             "wf_rec_wake", "idle_burn", "idle_burn1")
+             "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -108,6 +108,9 @@ COLLECTS = {
     "wf_pmp_half": ["--pmp-rate", "0.5"],
     "wf_light": ["--pmp-rate", "0.5", "--owner-rate", "5"],
     "wf_none": ["--off-cpu", "none"],
+    "wf_none199": ["--off-cpu", "none", "-F", "199"],
+    "wf_light199": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ), "--owner-rate",
+                    str(budget.LIGHT_OWNER_HZ), "-F", "199"],
 }
 
 #: Per thread of the process given as $1: blocked time up to its wake-up, then runnable to its
@@ -204,6 +207,10 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
                 f"    t = time.monotonic() + {busy!r}\n"
                 "    while time.monotonic() < t: pass\n"
                 f"    time.sleep({0.010 - busy!r})\n"]
+    if kind in ("p_cpu", "p_cpu199"):  # the on-CPU samples alone, as the collect takes them
+        hz = "199" if kind == "p_cpu199" else "499"
+        return [*perf, "-e", "cpu-clock", "-F", hz, "--call-graph", "fp", "-p", str(pid),
+                *sleep]
     if kind in ("p_switch", "a_switch"):
         who = ["-p", str(pid)] if kind == "p_switch" else ["-a"]
         return [*perf, "-e", "dummy", "--switch-events", *who, *sleep]
