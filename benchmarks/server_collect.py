@@ -29,6 +29,12 @@ its scheduler chunks read twice, once with every switch's stack and once keeping
 N-th stack of each thread (each standing for N switches), and the per-class totals of the two
 compared (the same switches, the same load: only the sampling differs).
 
+``--light-reference``: the reference is taken at the light collect's snapshot and owner
+rates, and a copy of it without its scheduler chunks is finished as ``--off-cpu pmp``: the
+light method's per-class totals against every switch over the same window and load (the
+kernel's run-queue and run times from the same listings beside them, in ``summary.json``).
+``--as-light RUN`` does that for a run already collected so.
+
 ``--heartbeat``: instead of MariaDB, ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000``
 (eight CPU-bound threads and a real-time thread waking 2,000 times a second, which preempts a
 worker each time).  Its work per second over the whole collect (from the command's start to
