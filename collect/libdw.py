@@ -435,11 +435,14 @@ class Unwinder:
         self.realtime = True
         return True
 
-    def dump(self, tids: list[int]) -> tuple[str, list[ThreadStack]]:
-        """eu-stack's text for ``tids`` (in that order) and each thread's stop."""
+    def dump(self, tids: list[int], reads: dict[int, StopReads] | None = None) -> tuple[
+            str, list[ThreadStack]]:
+        """eu-stack's text for ``tids`` (in that order) and each thread's stop; ``reads``:
+        what to read while each thread is stopped (``stack``)."""
         boosted = self._boost()
+        reads = reads or {}
         try:
-            stacks = [self.stack(tid) for tid in tids]
+            stacks = [self.stack(tid, reads.get(tid)) for tid in tids]
         finally:
             if boosted:
                 os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))

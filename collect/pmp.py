@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
-from wallflame.collect.libdw import Unwinder, libdw_library
+from wallflame.collect.libdw import StopReads, Unwinder, libdw_library
 from wallflame.collect.owners import ProcReader
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
-from wallflame.collect.target import Target
+from wallflame.collect.target import Target, TaskFiles
 from wallflame.errors import ToolError
 from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 
@@ -55,6 +55,10 @@ class Dump:
     #: per thread stopped one at a time (libdw): tid -> ``CLOCK_MONOTONIC`` ns at which it was
     #: in its stop (its first frame read), the clock of perf's records
     stopped_at: dict[int, int] = field(default_factory=dict)
+    #: per thread stopped one at a time (libdw): tid -> its timeslice count (``schedstat``'s
+    #: third field) read while it was stopped: against the count its /proc record read
+    #: before, whether it ran in between (``fold.snapshots``)
+    stop_pcount: dict[int, int] = field(default_factory=dict)
 
 
 def _tool(name: str, package: str) -> str:
@@ -184,6 +188,7 @@ class LibdwBackend:
         self.pid = pid
         self.unwinder: Unwinder | None = None
         self.realtime = False
+        self.schedstat = TaskFiles(pid, "schedstat")
         self.commands = [["libdw", "dwfl_getthread_frames", str(pid)]]
         self.attach_ms = 0.0
         libdw_library()  # installed (nothing is attached yet)
@@ -207,7 +212,10 @@ class LibdwBackend:
             if self.unwinder is None:
                 self.unwinder = Unwinder(self.pid)
                 self.attach_ms = (time.monotonic() - t0) * 1000
-            text, stacks = self.unwinder.dump(tids)
+            self.schedstat.keep_only(set(tids))
+            reads = {tid: StopReads(-1, 0, 0, fd) for tid in tids
+                     if (fd := self.schedstat.fd(tid)) >= 0}
+            text, stacks = self.unwinder.dump(tids, reads)
         except ToolError as e:
             span = (time.monotonic() - t0) * 1000
             return Dump("", span, span, str(e))
@@ -230,12 +238,22 @@ class LibdwBackend:
                     stops={st.tid: (st.held_ms if not st.error else 0.0, st.span_ms)
                            for st in stacks},
                     stopped_at={st.tid: st.stopped_ns for st in stacks
-                                if not st.error and st.stopped_ns})
+                                if not st.error and st.stopped_ns},
+                    stop_pcount={st.tid: n for st in stacks
+                                 if (n := _pcount(st.read.syscall if st.read else None))
+                                 is not None})
 
     def close(self) -> None:
+        self.schedstat.close()
         if self.unwinder is not None:
             self.unwinder.close()
             self.unwinder = None
+
+
+def _pcount(text: bytes | None) -> int | None:
+    """The timeslice count of a ``schedstat`` text (its third field)."""
+    parts = (text or b"").split()
+    return int(parts[2]) if len(parts) >= 3 and parts[2].isdigit() else None
 
 
 Backend = LibdwBackend | EuStackBackend | GdbBackend | GdbBatchBackend
@@ -385,6 +403,8 @@ class SnapshotLoop(threading.Thread):
                              for tid, (lo, hi) in sorted(dump.stops.items())}
         if dump.stopped_at:
             snap["stopped_mono_ns"] = {str(tid): ns for tid, ns in sorted(dump.stopped_at.items())}
+        if dump.stop_pcount:
+            snap["stop_pcount"] = {str(tid): n for tid, n in sorted(dump.stop_pcount.items())}
         w(SNAPSHOT_LINE + json.dumps(snap, sort_keys=True) + "\n")
         w(ts_line(t_ns) + "\n")
         self.log.flush()

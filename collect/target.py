@@ -86,6 +86,18 @@ class TaskFiles:
             return None
         return data.decode("utf-8", "replace")
 
+    def fd(self, tid: int) -> int:
+        """The kept descriptor of ``tid``'s file, opened now if need be (-1: none: gone,
+        refused, or ``most`` already kept)."""
+        fd = self.fds.get(tid)
+        if fd is None and len(self.fds) < self.most:
+            try:
+                fd = self.fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/{self.name}",
+                                             os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return -1
+        return -1 if fd is None else fd
+
     def drop(self, tid: int) -> None:
         fd = self.fds.pop(tid, None)
         if fd is not None:
@@ -287,10 +299,17 @@ class ThreadProc:
     syscall: int  # -1: not in a system call, -2: running or unknown
     arg0: int
     sp: int = 0
+    #: the thread's timeslice count (``schedstat``'s third field) read just before the rest
+    #: (``ThreadReader``; -1: not read)
+    pcount: int = -1
 
     def to_json(self) -> dict[str, object]:
-        return {"tid": self.tid, "comm": self.comm, "state": self.state, "wchan": self.wchan,
-                "syscall": self.syscall, "arg0": hex(self.arg0)}
+        out: dict[str, object] = {"tid": self.tid, "comm": self.comm, "state": self.state,
+                                  "wchan": self.wchan, "syscall": self.syscall,
+                                  "arg0": hex(self.arg0)}
+        if self.pcount >= 0:
+            out["pcount"] = self.pcount
+        return out
 
 
 def syscall_sp(text: str) -> int:
@@ -342,14 +361,20 @@ class ThreadReader:
         self.stat = TaskFiles(pid, "stat")
         self.wchan = TaskFiles(pid, "wchan")
         self.syscall = TaskFiles(pid, "syscall")
+        self.schedstat = TaskFiles(pid, "schedstat")
 
     def read(self) -> list[ThreadProc]:
         tids = list_tids(self.pid)
         alive = set(tids)
-        for f in (self.stat, self.wchan, self.syscall):
+        for f in (self.stat, self.wchan, self.syscall, self.schedstat):
             f.keep_only(alive)
         out = []
         for tid in tids:
+            # the timeslice count first: a thread whose count is the same when it is stopped
+            # for its stack (but for the stop's own) did not run in between, so the state
+            # read after it is the state the stack was taken in
+            counts = (self.schedstat.read(tid) or "").split()
+            pcount = int(counts[2]) if len(counts) >= 3 and counts[2].isdigit() else -1
             text = self.stat.read(tid)
             if text is None:
                 continue
@@ -364,11 +389,11 @@ class ThreadReader:
                 call = ""
             nr, arg0 = parse_syscall(call)
             out.append(ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr,
-                                  arg0, syscall_sp(call)))
+                                  arg0, syscall_sp(call), pcount))
         return out
 
     def close(self) -> None:
-        for f in (self.stat, self.wchan, self.syscall):
+        for f in (self.stat, self.wchan, self.syscall, self.schedstat):
             f.close()
 
 

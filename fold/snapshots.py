@@ -103,7 +103,9 @@ def parse_ts(line: str) -> int | None:
 #: A snapshot whose weight (the median interval) is known only at the end: a thread's first
 #: one, or one whose timestamp did not advance.  Counted per distinct stack: memory stays
 #: bounded by the number of distinct stacks, not by the length of the log.
-_PendingKey = tuple[StackKey, "HolderKey | None", int]
+#: What /proc said a thread blocked in: (system call, lock).
+_Call = tuple["int | None", str]
+_PendingKey = tuple[StackKey, "HolderKey | None", int, "_Call | None"]
 
 
 def windowed_stops(pause: dict[str, Any], t: int | None,
@@ -148,6 +150,13 @@ class Accumulator:
         self.snapshots = 0
         self.untimed = 0
         self.mismatches = 0
+        # blocked in /proc, but the thread ran before it was stopped for its stack: weight
+        # placed at the end (``_place``)
+        self.stale = 0
+        self.unplaced: dict[tuple[StackKey, HolderKey | None, _Call], int] = {}
+        # (tid, system call, lock) -> the blocked stacks of snapshots whose thread did not
+        # run between /proc's reading and its stop, with how many snapshots had each
+        self.by_call: dict[tuple[int, int | None, str], dict[StackKey, int]] = {}
         self.marks: list[list[Any]] = []  # STOP_MARKS
 
     def header(self, text: str, line: int) -> None:
@@ -212,8 +221,17 @@ class Accumulator:
         weight = self._weight(th.tid, t)
         holder_key: HolderKey | None = None
         running_tid = 0
+        call: _Call | None = None
         if blocked:
             key, holder_key = self._blocked(th, frames, name, pid, proc, dump, by_tid)
+            if proc is not None and kstate in _WAITING_STATES:
+                seen = (_int_or_none(proc.get("syscall")), str(proc.get("lock") or ""))
+                if _ran_before_stop(proc, dump.pause, th.tid):
+                    call = seen
+                    self.stale += 1
+                else:
+                    per = self.by_call.setdefault((th.tid, *seen), {})
+                    per[key] = per.get(key, 0) + 1
             at = _int_or_none((dump.pause.get("stopped_mono_ns") or {}).get(str(th.tid))) \
                 if isinstance(dump.pause.get("stopped_mono_ns"), dict) else None
             if self.options.stop_marks and at is not None and at > 0 and \
@@ -225,10 +243,10 @@ class Accumulator:
             if proc is not None or self.wallflame_log:
                 running_tid = th.tid or -1
         if weight is None:
-            pk = (key, holder_key, running_tid)
+            pk = (key, holder_key, running_tid, call)
             self.pending[pk] = self.pending.get(pk, 0) + 1
         else:
-            self._add(key, holder_key, running_tid, weight)
+            self._add(key, holder_key, running_tid, weight, call)
 
     def _blocked(self, th: Thread, frames: tuple[str, ...], name: str, pid: int,
                  proc: dict[str, Any] | None, dump: Dump, by_tid: dict[int, Thread]
@@ -261,7 +279,11 @@ class Accumulator:
         # owner sampler's stopped-and-confirmed stacks are holder stacks (wallflame.fold.locks).
         return key, HolderKey(lock, owner, owner_name, ())
 
-    def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int) -> None:
+    def _add(self, key: StackKey, holder: HolderKey | None, running_tid: int, w: int,
+             call: _Call | None = None) -> None:
+        if call is not None:  # the thread ran before its stop: placed at the end
+            self.unplaced[key, holder, call] = self.unplaced.get((key, holder, call), 0) + w
+            return
         if running_tid:
             self.running[running_tid] = self.running.get(running_tid, 0) + w
             if not self.options.include_running:
@@ -269,6 +291,46 @@ class Accumulator:
         self.profile.add(key, w)
         if holder is not None:
             self.profile.add_holder(holder, w)
+
+    def _place(self) -> int:
+        """Place the weight of each snapshot whose thread /proc read blocked but which ran
+        again before it was stopped for its stack (``unplaced``): its stack is of a later
+        instant and says nothing of the wait /proc saw.  The weight goes to the stacks of the
+        same thread's snapshots that did not run in between and were blocked in the same
+        system call on the same lock, in proportion to how many there were; failing those,
+        to all its blocked stacks in their proportions; failing those, it stays on its own
+        stack.  Returns how many threads had nothing else."""
+        if not self.unplaced:
+            return 0
+        by_tid: dict[int, dict[StackKey, int]] = {}
+        for k, w in self.profile.stacks.items():
+            if k.state == OFF and k.tid:
+                by_tid.setdefault(k.tid, {})[k] = w
+        # a stack that names its lock's holder gets the holder's share too (the holders'
+        # table weighs what their waiters' stacks weigh)
+        held = {(h.lock, h.tid): h for h in self.profile.holders}
+        alone: set[int] = set()
+        for (key, holder, (sc, lock)), w in sorted(self.unplaced.items(),
+                                                   key=lambda kv: kv[0][0]):
+            parts = sorted((self.by_call.get((key.tid, sc, lock)) or
+                            by_tid.get(key.tid) or {}).items())
+            denom = sum(x for _, x in parts)
+            if not denom:
+                self.profile.add(key, w)
+                if holder is not None:
+                    self.profile.add_holder(holder, w)
+                alone.add(key.tid)
+                continue
+            given = 0
+            for i, (k, x) in enumerate(parts):
+                part = w - given if i == len(parts) - 1 else w * x // denom
+                given += part
+                self.profile.add(k, part)
+                h = held.get((k.lock, k.holder)) if k.holder else None
+                if h is not None:
+                    self.profile.add_holder(h, part)
+        self.unplaced.clear()
+        return len(alone)
 
     def first_weight(self) -> int:
         if self.intervals:
@@ -279,9 +341,10 @@ class Accumulator:
 
     def finish(self, source: dict[str, Any]) -> None:
         w = self.first_weight()
-        for (key, holder, running_tid), n in self.pending.items():
-            self._add(key, holder, running_tid, w * n)
+        for (key, holder, running_tid, call), n in self.pending.items():
+            self._add(key, holder, running_tid, w * n, call)
         self.pending.clear()
+        alone = self._place()
         meta = self.meta
         meta.unit = UNIT_NS
         meta.count("snapshots", self.snapshots)
@@ -300,6 +363,14 @@ class Accumulator:
             meta.warn(f"{self.mismatches} thread snapshot(s) blocked in /proc but with no wait on "
                       "the stack (state and stack read at different instants): classified by "
                       "the system call /proc showed")
+        if self.stale:
+            meta.extra["pmp_ran_before_stop"] = self.stale
+            meta.warn(f"{self.stale} thread snapshot(s) blocked in /proc but running again "
+                      "before the thread was stopped for its stack (its timeslice count had "
+                      "moved on): their time is split over the same thread's snapshots "
+                      "blocked in the same system call, or with none all its blocked "
+                      "snapshots" + (f"; {alone} thread(s) had neither and keep the stack"
+                                     if alone else ""))
         if self.running:
             meta.extra["pmp_running_ns"] = {str(k): v for k, v in sorted(self.running.items())}
         if self.pauses:
@@ -315,6 +386,17 @@ class Accumulator:
             meta.extra[STOP_MARKS] = self.marks
         source.update(snapshots=self.snapshots, first_snapshot_ns=w)
 
+
+
+def _ran_before_stop(proc: dict[str, Any], pause: dict[str, Any], tid: int) -> bool:
+    """Whether a thread ran between its /proc record and its stop for the stack: its
+    timeslice count read before the record (``pcount``) and while stopped (the snapshot
+    line's ``stop_pcount``) differ by more than the one timeslice the stop itself takes (a
+    sleeping thread is woken to enter it).  False when either was not read."""
+    before = _int_or_none(proc.get("pcount"))
+    counts = pause.get("stop_pcount")
+    at_stop = _int_or_none(counts.get(str(tid))) if isinstance(counts, dict) else None
+    return before is not None and at_stop is not None and at_stop - before >= 2
 
 
 def _proc_class(proc: dict[str, Any], kstate: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -397,25 +398,35 @@ def test_task_files_read_fresh_text_and_nothing_once_the_thread_ended() -> None:
     files, each read opens its file."""
     import threading
 
-    from wallflame.collect.target import TaskFiles, ThreadReader, read_threads
-    go, done = threading.Event(), threading.Event()
+    go, spun, done = threading.Event(), threading.Event(), threading.Event()
 
     def spin() -> None:
         go.wait()
         t = time.thread_time()
         while time.thread_time() - t < 0.05:
             pass
+        spun.set()
         done.wait()
 
-    th = threading.Thread(target=spin)
+    th = threading.Thread(target=spin, daemon=True)
     th.start()
+    try:
+        _task_files_checks(th, go, spun, done)
+    finally:
+        go.set()
+        done.set()
+
+
+def _task_files_checks(th: threading.Thread, go: threading.Event, spun: threading.Event,
+                       done: threading.Event) -> None:
+    from wallflame.collect.target import TaskFiles, ThreadReader, read_threads
     tid = th.native_id
     assert tid is not None
     files = TaskFiles(os.getpid(), "schedstat", most=1)
     first = files.read(tid)
     assert first is not None and len(files.fds) == 1
     go.set()
-    time.sleep(0.2)
+    assert spun.wait(60)  # 50 ms of its own CPU, however busy the machine
     later = files.read(tid)
     assert later is not None and int(later.split()[0]) >= int(first.split()[0]) + 40_000_000
     other = files.read(threading.get_native_id())  # past ``most``: opened and closed

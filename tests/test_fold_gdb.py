@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import shutil
 import signal
 import statistics
@@ -381,3 +382,44 @@ def test_live_gdb_dump_of_mix(sample_bin: Path, live: None, tmp_path: Path) -> N
         assert k.frames[:4] == ("clone3", "start_thread", "worker_main", "worker_loop")
     names = {f for k in p.stacks for f in k.frames}
     assert {"main", "nap", "ticker", "worker_loop", "worker_main"} <= names
+
+
+def _ran_log(tmp_path: Path, counts: list[tuple[int, int] | None]) -> Path:
+    """Thread 2 in three snapshots a second apart: twice in a condvar wait, then caught in
+    ``send`` (client write) though /proc read it asleep in the same futex; ``counts`` are
+    its (record's, stop's) timeslice counts per snapshot (None: not read)."""
+    stacks = ["#0  0x1 in __futex_abstimed_wait_common ()\n#1  0x2 in pthread_cond_wait ()\n"
+              "#2  0x3 in worker ()\n"] * 2 + ["#0  0x1 in send ()\n#1  0x2 in vio_write ()\n"
+                                               "#2  0x3 in worker ()\n"]
+    out = ['# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n']
+    for i, (stack, c) in enumerate(zip(stacks, counts, strict=True)):
+        proc = {"tid": 2, "state": "S", "syscall": 202}
+        snap: dict[str, object] = {"pause_ms": 0.1}
+        if c is not None:
+            proc["pcount"] = c[0]
+            snap["stop_pcount"] = {"2": c[1]}
+        out.append(f'Thread 1 (Thread 0x1 (LWP 2) "w"):\n{stack}'
+                   f"# wallflame-proc {json.dumps(proc)}\n"
+                   f"# wallflame-snapshot {json.dumps(snap)}\n"
+                   f"TS 000000000.{1000 + i} d t\n")
+    path = tmp_path / "log.txt"
+    path.write_text("".join(out))
+    return path
+
+
+def test_a_thread_that_ran_before_its_stop_keeps_the_wait_proc_saw(tmp_path: Path) -> None:
+    """Read asleep in a futex by /proc, then run again (its timeslice count moved on by more
+    than the stop's own one) before it was stopped: its stack (here preempted in ``send``)
+    is of another instant, so its time goes to the thread's snapshots that did not run in
+    between and were blocked in the same system call."""
+    p = fold(_ran_log(tmp_path, [(10, 11), (20, 21), (30, 33)]))
+    waits = {k.wait: w for k, w in p.stacks.items() if k.state == OFF}
+    assert waits == {"condvar": 3_000_000_000}  # the first weighs the median interval
+    assert p.meta.extra["pmp_ran_before_stop"] == 1
+    # counts not read (a log of an older collect): as before, the stack and its rules decide
+    p = fold(_ran_log(tmp_path, [None, None, None]))
+    assert {k.wait for k in p.stacks if k.state == OFF} == {"condvar", "io"}
+    assert "pmp_ran_before_stop" not in p.meta.extra
+    # the stop's own timeslice is no run: kept where it was caught
+    p = fold(_ran_log(tmp_path, [(10, 11), (20, 21), (30, 31)]))
+    assert {k.wait for k in p.stacks if k.state == OFF} == {"condvar", "io"}
