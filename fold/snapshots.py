@@ -103,8 +103,11 @@ def parse_ts(line: str) -> int | None:
 #: A snapshot whose weight (the median interval) is known only at the end: a thread's first
 #: one, or one whose timestamp did not advance.  Counted per distinct stack: memory stays
 #: bounded by the number of distinct stacks, not by the length of the log.
-#: What /proc said a thread blocked in: (system call, lock).
-_Call = tuple["int | None", str]
+#: What /proc said a thread blocked in: (system call, lock, the wait class it gives).
+_Call = tuple["int | None", str, str]
+#: The frame of a blocked snapshot whose thread ran before its stack was taken, and which no
+#: other snapshot of that thread can stand for: its class is /proc's system call's.
+RAN_FRAME = "[blocked when /proc was read: the stack was taken after it ran]"
 _PendingKey = tuple[StackKey, "HolderKey | None", int, "_Call | None"]
 
 
@@ -227,7 +230,7 @@ class Accumulator:
             if proc is not None and kstate in _WAITING_STATES:
                 seen = (_int_or_none(proc.get("syscall")), str(proc.get("lock") or ""))
                 if _ran_before_stop(proc, dump.pause, th.tid):
-                    call = seen
+                    call = (*seen, _proc_class(proc, kstate))
                     self.stale += 1
                 else:
                     per = self.by_call.setdefault((th.tid, *seen), {})
@@ -298,8 +301,9 @@ class Accumulator:
         instant and says nothing of the wait /proc saw.  The weight goes to the stacks of the
         same thread's snapshots that did not run in between and were blocked in the same
         system call on the same lock, in proportion to how many there were; failing those,
-        to all its blocked stacks in their proportions; failing those, it stays on its own
-        stack.  Returns how many threads had nothing else."""
+        to all its blocked stacks in their proportions; failing those (a thread that ran at
+        every snapshot), to ``RAN_FRAME`` in the class of /proc's system call.  Returns how
+        many threads had nothing else."""
         if not self.unplaced:
             return 0
         by_tid: dict[int, dict[StackKey, int]] = {}
@@ -310,14 +314,18 @@ class Accumulator:
         # table weighs what their waiters' stacks weigh)
         held = {(h.lock, h.tid): h for h in self.profile.holders}
         alone: set[int] = set()
-        for (key, holder, (sc, lock)), w in sorted(self.unplaced.items(),
-                                                   key=lambda kv: kv[0][0]):
+        for (key, holder, (sc, lock, cls)), w in sorted(self.unplaced.items(),
+                                                        key=lambda kv: kv[0][0]):
             parts = sorted((self.by_call.get((key.tid, sc, lock)) or
                             by_tid.get(key.tid) or {}).items())
             denom = sum(x for _, x in parts)
             if not denom:
-                self.profile.add(key, w)
-                if holder is not None:
+                # what is known: blocked, in that system call (on that lock), at /proc's read
+                mine = key._replace(frames=(RAN_FRAME,), wait=cls,
+                                    lock=key.lock if cls in LOCK_CLASSES else "",
+                                    holder=key.holder if cls in LOCK_CLASSES else 0)
+                self.profile.add(mine, w)
+                if holder is not None and mine.holder:
                     self.profile.add_holder(holder, w)
                 alone.add(key.tid)
                 continue
@@ -369,7 +377,8 @@ class Accumulator:
                       "before the thread was stopped for its stack (its timeslice count had "
                       "moved on): their time is split over the same thread's snapshots "
                       "blocked in the same system call, or with none all its blocked "
-                      "snapshots" + (f"; {alone} thread(s) had neither and keep the stack"
+                      "snapshots" + (f"; {alone} thread(s) had neither: theirs is under "
+                                     f"{RAN_FRAME}, in the class of /proc's system call"
                                      if alone else ""))
         if self.running:
             meta.extra["pmp_running_ns"] = {str(k): v for k, v in sorted(self.running.items())}

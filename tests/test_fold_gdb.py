@@ -423,3 +423,7 @@ def test_a_thread_that_ran_before_its_stop_keeps_the_wait_proc_saw(tmp_path: Pat
     # the stop's own timeslice is no run: kept where it was caught
     p = fold(_ran_log(tmp_path, [(10, 11), (20, 21), (30, 31)]))
     assert {k.wait for k in p.stacks if k.state == OFF} == {"condvar", "io"}
+    # a thread that ran at every snapshot: /proc's system call says what it waited on
+    p = fold(_ran_log(tmp_path, [(10, 15), (20, 29), (30, 33)]))
+    assert {(k.frames, k.wait): w for k, w in p.stacks.items() if k.state == OFF} == \
+        {((snapshots.RAN_FRAME,), "condvar"): 3_000_000_000}
