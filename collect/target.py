@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from dataclasses import dataclass, field
 
 from wallflame.errors import PermissionDenied, TargetError
@@ -46,9 +47,27 @@ def parse_stat(text: str) -> Stat:
     return Stat(comm, rest[0], int(rest[1]), int(rest[6]), int(rest[19]))
 
 
-#: At most this many ``/proc`` files a ``TaskFiles`` keeps open; past it, each read opens its
-#: file (the default soft limit of open files is 1024).
+#: At most this many ``/proc`` files a ``TaskFiles`` keeps open, and all of them together
+#: ``MAX_KEPT_TOTAL``; past either, each read opens its file.  The default soft limit of open
+#: files is 1024, and a descriptor numbered 1024 or more cannot be waited on with ``select``
+#: (``collect.launch``): the collect's own pipes and perf's must stay below it.
 MAX_KEPT_FILES = 256
+MAX_KEPT_TOTAL = 384
+_kept = [0]  # descriptors kept open by every TaskFiles of this process
+_kept_lock = threading.Lock()
+
+
+def _keep_one() -> bool:
+    with _kept_lock:
+        if _kept[0] >= MAX_KEPT_TOTAL:
+            return False
+        _kept[0] += 1
+        return True
+
+
+def _release_one() -> None:
+    with _kept_lock:
+        _kept[0] -= 1
 
 
 class TaskFiles:
@@ -67,13 +86,15 @@ class TaskFiles:
         fd = self.fds.get(tid)
         path = f"/proc/{self.pid}/task/{tid}/{self.name}"
         if fd is None:
-            if len(self.fds) >= self.most:
+            if len(self.fds) >= self.most or not _keep_one():
                 return read_text(path)
             try:
                 fd = self.fds[tid] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             except PermissionError:
+                _release_one()
                 raise
             except OSError:
+                _release_one()
                 return None
         try:
             data = os.pread(fd, 4096, 0)
@@ -90,11 +111,12 @@ class TaskFiles:
         """The kept descriptor of ``tid``'s file, opened now if need be (-1: none: gone,
         refused, or ``most`` already kept)."""
         fd = self.fds.get(tid)
-        if fd is None and len(self.fds) < self.most:
+        if fd is None and len(self.fds) < self.most and _keep_one():
             try:
                 fd = self.fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/{self.name}",
                                              os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
+                _release_one()
                 return -1
         return -1 if fd is None else fd
 
@@ -102,6 +124,7 @@ class TaskFiles:
         fd = self.fds.pop(tid, None)
         if fd is not None:
             os.close(fd)
+            _release_one()
 
     def keep_only(self, tids: set[int]) -> None:
         """Close the files of threads not in ``tids`` (those that ended)."""

@@ -446,3 +446,25 @@ def _task_files_checks(th: threading.Thread, go: threading.Event, spun: threadin
     assert not any(tid in f.fds for f in (reader.stat, reader.wchan, reader.syscall))
     reader.close()
     files.close()
+
+
+def test_kept_proc_files_stay_within_one_budget_for_the_whole_collect(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``TaskFiles`` of a collect shares one budget of kept descriptors (the owner
+    sampler, the snapshots' records, the counters: six kinds of file on a target of hundreds
+    of threads would pass the default limit of 1024): past it, reads open their file each
+    time and still give the text."""
+    from wallflame.collect import target
+    monkeypatch.setattr(target, "MAX_KEPT_TOTAL", target._kept[0] + 3)
+    me = threading.get_native_id()
+    files = [target.TaskFiles(os.getpid(), name) for name in ("stat", "schedstat", "syscall",
+                                                               "wchan")]
+    try:
+        texts = [f.read(me) for f in files]
+        assert all(t is not None for t in texts)
+        assert sum(len(f.fds) for f in files) == 3  # the fourth is read without keeping it
+        assert target._kept[0] == target.MAX_KEPT_TOTAL
+    finally:
+        for f in files:
+            f.close()
+    assert target._kept[0] == target.MAX_KEPT_TOTAL - 3
