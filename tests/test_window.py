@@ -229,3 +229,24 @@ def test_threads_that_began_or_ended_in_the_window_have_the_kernels_figures() ->
     for tid in (1, 2, 3, 4):
         assert rows[tid]["coverage"] == 1.0, rows[tid]
     assert rows[4]["alive_s"] == 0.1 and "alive_s" not in rows[1]
+
+
+def test_listings_of_any_shape_are_read_without_a_fault() -> None:
+    """A capture edited or cut short: rows without an integer tid, listings that are not
+    objects, counters and clocks that are not numbers are left out, never a traceback."""
+    ms = 1_000_000
+    good = {"threads": [{"tid": 1, "schedstat": [100 * ms, 0, 1]}]}
+    odd = [None, "x", 5, {"threads": "x"}, {"threads": {"a": 1}},
+           {"threads": [{"tid": "a"}, {"tid": True}, "row", {"tid": 2, "schedstat": ["a", "b"],
+                                                               "schedstat_ns": "x",
+                                                               "start_ticks": "y"}]},
+           {"clock": {"clk_tck": 0, "boot_minus_mono_ns": "x"},
+            "threads": [{"tid": 3, "schedstat": [1, 2, 3], "schedstat_ns": 10**30,
+                         "start_ticks": -5}]}]
+    for start in (good, *odd):
+        for end in (good, *odd):
+            for last in odd:
+                p = Profile()
+                kernel_runqueue(p, {"start": start, "end": end, "last": last}, (0, 1000 * ms))
+                whole_window(p, {"start": start, "end": end}, set(), None, 1000 * ms)
+                assert all(w >= 0 for w in p.stacks.values())

@@ -17,7 +17,7 @@ Two corrections a run's evidence needs before it adds up (``finish.build_profile
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from wallflame.classify import classify
 from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
@@ -65,9 +65,8 @@ def exact_oncpu(profile: Profile, exact: dict[str, Any], source: str = "switches
 def listed_throughout(listings: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """The threads the ``/proc`` listings (``raw/capture.json`` ``threads``) found both when
     the window opened and when it closed (their start row)."""
-    rows = [{int(r["tid"]): r for r in (listings.get(when) or {}).get("threads") or []
-             if isinstance(r, dict) and "tid" in r} for when in ("start", "end")]
-    return {tid: r for tid, r in rows[0].items() if tid in rows[1]}
+    start, end = _rows(listings.get("start")), _rows(listings.get("end"))
+    return {tid: r for tid, r in start.items() if tid in end}
 
 
 def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
@@ -113,10 +112,10 @@ def whole_window(profile: Profile, listings: dict[str, Any], seen: set[int],
 def born_ns(start_ticks: Any, clock: Any) -> int | None:
     """A thread's start on ``CLOCK_MONOTONIC``, from its ``start_ticks`` and a listing's
     ``clock`` (``collect.threads.clock``): to a clock tick (10 ms at the usual 100 Hz)."""
-    if not isinstance(clock, dict) or not isinstance(start_ticks, int):
+    if not isinstance(clock, dict) or not _is_int(start_ticks):
         return None
     tck, off = clock.get("clk_tck"), clock.get("boot_minus_mono_ns")
-    if not isinstance(tck, int) or tck <= 0 or not isinstance(off, int):
+    if not _is_int(tck) or tck <= 0 or not _is_int(off):
         return None
     return start_ticks * 1_000_000_000 // tck - off
 
@@ -132,8 +131,14 @@ def _counters(row: Any) -> tuple[int, int] | None:
 
 
 def _rows(listing: Any) -> dict[int, dict[str, Any]]:
-    rows = (listing or {}).get("threads") or [] if isinstance(listing, dict) else []
-    return {int(r["tid"]): r for r in rows if isinstance(r, dict) and "tid" in r}
+    """A listing's rows by tid (rows without an integer tid are left out)."""
+    rows = listing.get("threads") if isinstance(listing, dict) else None
+    return {r["tid"]: r for r in rows if isinstance(r, dict) and _is_int(r.get("tid"))} \
+        if isinstance(rows, list) else {}
+
+
+def _is_int(v: Any) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _lived(tid: int, start: dict[int, dict[str, Any]], end: dict[int, dict[str, Any]],
@@ -153,7 +158,7 @@ def _lived(tid: int, start: dict[int, dict[str, Any]], end: dict[int, dict[str, 
     else:
         row = last.get(tid) or {}
         at = row.get("schedstat_ns")
-        last_t, now = (min(at, bounds[1]), _counters(row)) if isinstance(at, int) else (0, None)
+        last_t, now = (min(at, bounds[1]), _counters(row)) if _is_int(at) else (0, None)
     if first is None or now is None or last_t <= first_t:
         return None
     return last_t - first_t, max(0, now[0] - first[0]), max(0, now[1] - first[1])
@@ -175,7 +180,8 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any],
     runnable time (ns)."""
     start, end = _rows(listings.get("start")), _rows(listings.get("end"))
     last = _rows(listings.get("last"))
-    clock = (listings.get("end") or {}).get("clock") or (listings.get("last") or {}).get("clock")
+    clock = next((lst.get("clock") for lst in (listings.get("end"), listings.get("last"))
+                  if isinstance(lst, dict) and lst.get("clock")), None)
     rq: dict[str, int] = {}
     ran_ns: dict[str, dict[str, int]] = {}
     alive_ns: dict[str, int] = {}
