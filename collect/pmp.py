@@ -36,7 +36,7 @@ from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.libdw import StopReads, Unwinder, libdw_library
 from wallflame.collect.owners import ProcReader
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
-from wallflame.collect.target import Target, TaskFiles
+from wallflame.collect.target import Target, TaskFiles, parse_schedstat
 from wallflame.errors import ToolError
 from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 
@@ -239,9 +239,9 @@ class LibdwBackend:
                            for st in stacks},
                     stopped_at={st.tid: st.stopped_ns for st in stacks
                                 if not st.error and st.stopped_ns},
-                    stop_pcount={st.tid: n for st in stacks
-                                 if (n := _pcount(st.read.syscall if st.read else None))
-                                 is not None})
+                    stop_pcount={st.tid: ss[2] for st in stacks
+                                 if (ss := parse_schedstat(st.read.syscall if st.read
+                                                           else None)) is not None})
 
     def close(self) -> None:
         self.schedstat.close()
@@ -249,11 +249,6 @@ class LibdwBackend:
             self.unwinder.close()
             self.unwinder = None
 
-
-def _pcount(text: bytes | None) -> int | None:
-    """The timeslice count of a ``schedstat`` text (its third field)."""
-    parts = (text or b"").split()
-    return int(parts[2]) if len(parts) >= 3 and parts[2].isdigit() else None
 
 
 Backend = LibdwBackend | EuStackBackend | GdbBackend | GdbBatchBackend

@@ -136,6 +136,14 @@ class TaskFiles:
             self.drop(tid)
 
 
+def parse_schedstat(text: str | bytes | None) -> tuple[int, int, int] | None:
+    """``/proc/PID/task/TID/schedstat``: (on-CPU ns, run-queue ns, timeslices), or ``None``."""
+    parts = (text or "").split()
+    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
 def read_text(path: str) -> str | None:
     """A /proc file's text, or ``None`` if the process or thread is gone."""
     try:
@@ -396,8 +404,8 @@ class ThreadReader:
             # the timeslice count first: a thread whose count is the same when it is stopped
             # for its stack (but for the stop's own) did not run in between, so the state
             # read after it is the state the stack was taken in
-            counts = (self.schedstat.read(tid) or "").split()
-            pcount = int(counts[2]) if len(counts) >= 3 and counts[2].isdigit() else -1
+            counts = parse_schedstat(self.schedstat.read(tid))
+            pcount = counts[2] if counts is not None else -1
             text = self.stat.read(tid)
             if text is None:
                 continue

@@ -18,7 +18,14 @@ import threading
 import time
 from typing import Any
 
-from wallflame.collect.target import TaskFiles, list_pids, list_tids, read_stat, read_text
+from wallflame.collect.target import (
+    TaskFiles,
+    list_pids,
+    list_tids,
+    parse_schedstat,
+    read_stat,
+    read_text,
+)
 
 #: The kernel copies a tracepoint filter of at most a page (``PERF_EVENT_IOC_SET_FILTER``).
 MAX_FILTER = 4000
@@ -27,16 +34,7 @@ MAX_FILTER = 4000
 def schedstat(pid: int, tid: int) -> tuple[int, int, int] | None:
     """``(on-CPU ns, run-queue ns, timeslices)`` of one thread (``None``: gone, or a kernel
     without schedstats)."""
-    return _schedstat(read_text(f"/proc/{pid}/task/{tid}/schedstat"))
-
-
-def _schedstat(text: str | None) -> tuple[int, int, int] | None:
-    if text is None:
-        return None
-    parts = text.split()
-    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
-        return None
-    return int(parts[0]), int(parts[1]), int(parts[2])
+    return parse_schedstat(read_text(f"/proc/{pid}/task/{tid}/schedstat"))
 
 
 def clock() -> dict[str, int]:
@@ -66,7 +64,7 @@ class LastCounters:
         tids = list_tids(pid)
         files.keep_only(set(tids))
         for tid in tids:
-            ss = _schedstat(files.read(tid))
+            ss = parse_schedstat(files.read(tid))
             at = time.monotonic_ns()
             if ss is None:
                 continue
