@@ -170,24 +170,29 @@ class ProcReader:
         return name
 
     def read(self) -> list[dict[str, Any]]:
+        """One record per thread; a futex waiter's has its call (``futex``: ``[op, value]``)
+        and, when the lock at its address was read as a glibc mutex or rwlock, the lock's
+        ``kind`` and name (``lock``), with its ``owner`` and the waiter's call ``sites`` when
+        one was recorded, else why not (``refused``: a lock seen free was released between
+        the two reads; the wait was on it all the same)."""
         threads = self.threads.read()
         tids = {t.tid for t in threads}
         out = []
         for t in threads:
             rec = t.to_json()
-            if t.syscall == SYS_FUTEX_X86_64 and t.arg0:
-                try:
-                    text = self.threads.syscall.read(t.tid) or ""
-                except PermissionError:
-                    text = ""
-                call = parse_futex(text)
-                sites = self.symbols.return_sites(self.mem, t.sp) if call is not None else []
-                lr = read_lock(self.mem.read, call, sites, tids, t.tid) \
-                    if call is not None else None
-                if lr is not None and lr.owner:
-                    rec["owner"] = lr.owner
+            call = parse_futex(t.call) if t.syscall == SYS_FUTEX_X86_64 and t.arg0 else None
+            if call is not None and call.waits:
+                rec["futex"] = [call.op, call.val]
+                sites = self.symbols.return_sites(self.mem, t.sp)
+                lr = read_lock(self.mem.read, call, sites, tids, t.tid)
+                if lr.kind:
+                    rec["kind"] = lr.kind
                     rec["lock"] = self.lock_name(lr.base or t.arg0)
-                    rec["sites"] = sites
+                    if lr.owner:
+                        rec["owner"] = lr.owner
+                        rec["sites"] = sites
+                    elif lr.refused:
+                        rec["refused"] = lr.refused
             out.append(rec)
         return out
 

@@ -333,6 +333,8 @@ class ThreadProc:
     #: the thread's timeslice count (``schedstat``'s third field) read just before the rest
     #: (``ThreadReader``; -1: not read)
     pcount: int = -1
+    #: the ``syscall`` file's text as read (not written to the record)
+    call: str = ""
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"tid": self.tid, "comm": self.comm, "state": self.state,
@@ -420,7 +422,7 @@ class ThreadReader:
                 call = ""
             nr, arg0 = parse_syscall(call)
             out.append(ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr,
-                                  arg0, syscall_sp(call), pcount))
+                                  arg0, syscall_sp(call), pcount, call))
         return out
 
     def close(self) -> None:

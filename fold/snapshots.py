@@ -56,6 +56,7 @@ _SYSCALL_CLASS = {
                     "io"),  # read/write family, connect/accept, send/recv, fsync, aio, uring
 }
 SYS_FUTEX = 202
+_FUTEX_WAIT, _FUTEX_PRIVATE, _FUTEX_CLOCK_REALTIME = 0, 128, 256
 
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
 #: lock classes, and ``other`` (a futex wait no rule named may still be on a lock).
@@ -100,14 +101,14 @@ def parse_ts(line: str) -> int | None:
     return None
 
 
-#: A snapshot whose weight (the median interval) is known only at the end: a thread's first
-#: one, or one whose timestamp did not advance.  Counted per distinct stack: memory stays
-#: bounded by the number of distinct stacks, not by the length of the log.
 #: What /proc said a thread blocked in: (system call, lock, the wait class it gives).
 _Call = tuple["int | None", str, str]
 #: The frame of a blocked snapshot whose thread ran before its stack was taken, and which no
 #: other snapshot of that thread can stand for: its class is /proc's system call's.
 RAN_FRAME = "[blocked when /proc was read: the stack was taken after it ran]"
+#: A snapshot whose weight (the median interval) is known only at the end: a thread's first
+#: one, or one whose timestamp did not advance.  Counted per distinct stack: memory stays
+#: bounded by the number of distinct stacks, not by the length of the log.
 _PendingKey = tuple[StackKey, "HolderKey | None", int, "_Call | None"]
 
 
@@ -157,9 +158,10 @@ class Accumulator:
         # placed at the end (``_place``)
         self.stale = 0
         self.unplaced: dict[tuple[StackKey, HolderKey | None, _Call], int] = {}
-        # (tid, system call, lock) -> the blocked stacks of snapshots whose thread did not
-        # run between /proc's reading and its stop, with how many snapshots had each
-        self.by_call: dict[tuple[int, int | None, str], dict[StackKey, int]] = {}
+        # (tid, system call, lock, /proc's class) -> the blocked stacks of snapshots whose
+        # thread did not run between /proc's reading and its stop, with how many snapshots
+        # had each
+        self.by_call: dict[tuple[int, int | None, str, str], dict[StackKey, int]] = {}
         self.marks: list[list[Any]] = []  # STOP_MARKS
 
     def header(self, text: str, line: int) -> None:
@@ -228,9 +230,10 @@ class Accumulator:
         if blocked:
             key, holder_key = self._blocked(th, frames, name, pid, proc, dump, by_tid)
             if proc is not None and kstate in _WAITING_STATES:
-                seen = (_int_or_none(proc.get("syscall")), str(proc.get("lock") or ""))
+                seen = (_int_or_none(proc.get("syscall")), str(proc.get("lock") or ""),
+                        _proc_class(proc, kstate))
                 if _ran_before_stop(proc, dump.pause, th.tid):
-                    call = (*seen, _proc_class(proc, kstate))
+                    call = seen
                     self.stale += 1
                 else:
                     per = self.by_call.setdefault((th.tid, *seen), {})
@@ -268,7 +271,7 @@ class Accumulator:
             # the thread waited on.  The mismatch is counted.
             self.mismatches += 1
             wait = _proc_class(proc, kstate) if proc else wait
-            if wait != "mutex":
+            if wait not in LOCK_CLASSES:
                 lock, owner = "", None
         key = StackKey(frames, th.tid, name, pid, OFF, wait, lock, owner or 0)
         if not (owner and lock):
@@ -300,24 +303,29 @@ class Accumulator:
         again before it was stopped for its stack (``unplaced``): its stack is of a later
         instant and says nothing of the wait /proc saw.  The weight goes to the stacks of the
         same thread's snapshots that did not run in between and were blocked in the same
-        system call on the same lock, in proportion to how many there were; failing those,
-        to all its blocked stacks in their proportions; failing those (a thread that ran at
-        every snapshot), to ``RAN_FRAME`` in the class of /proc's system call.  Returns how
-        many threads had nothing else."""
+        system call on the same lock, with the same class from /proc, in proportion to how
+        many there were; failing those, and unless the wait is on a lock, to its stacks of
+        snapshots /proc gave the same class; failing those (a thread that ran at every
+        snapshot so blocked), to ``RAN_FRAME`` in the class of /proc's system call.  The
+        class /proc saw is kept either way: a thread whose short waits end before the stop
+        would otherwise have them counted as its long ones.  Returns how many threads had
+        nothing else."""
         if not self.unplaced:
             return 0
-        by_tid: dict[int, dict[StackKey, int]] = {}
-        for k, w in self.profile.stacks.items():
-            if k.state == OFF and k.tid:
-                by_tid.setdefault(k.tid, {})[k] = w
+        by_class: dict[tuple[int, str], dict[StackKey, int]] = {}
+        for (tid, _, _, cls), stacks in self.by_call.items():
+            if cls not in LOCK_CLASSES:
+                same = by_class.setdefault((tid, cls), {})
+                for k, n in stacks.items():
+                    same[k] = same.get(k, 0) + n
         # a stack that names its lock's holder gets the holder's share too (the holders'
         # table weighs what their waiters' stacks weigh)
         held = {(h.lock, h.tid): h for h in self.profile.holders}
         alone: set[int] = set()
         for (key, holder, (sc, lock, cls)), w in sorted(self.unplaced.items(),
                                                         key=lambda kv: kv[0][0]):
-            parts = sorted((self.by_call.get((key.tid, sc, lock)) or
-                            by_tid.get(key.tid) or {}).items())
+            parts = sorted((self.by_call.get((key.tid, sc, lock, cls)) or
+                            by_class.get((key.tid, cls)) or {}).items())
             denom = sum(x for _, x in parts)
             if not denom:
                 # what is known: blocked, in that system call (on that lock), at /proc's read
@@ -376,10 +384,10 @@ class Accumulator:
             meta.warn(f"{self.stale} thread snapshot(s) blocked in /proc but running again "
                       "before the thread was stopped for its stack (its timeslice count had "
                       "moved on): their time is split over the same thread's snapshots "
-                      "blocked in the same system call, or with none all its blocked "
-                      "snapshots" + (f"; {alone} thread(s) had neither: theirs is under "
-                                     f"{RAN_FRAME}, in the class of /proc's system call"
-                                     if alone else ""))
+                      "blocked in the same system call, or with none its snapshots of the "
+                      "same class, keeping the class /proc gave" +
+                      (f"; {alone} thread(s) had neither: theirs is under {RAN_FRAME}, in "
+                       "the class of /proc's system call" if alone else ""))
         if self.running:
             meta.extra["pmp_running_ns"] = {str(k): v for k, v in sorted(self.running.items())}
         if self.pauses:
@@ -409,13 +417,31 @@ def _ran_before_stop(proc: dict[str, Any], pause: dict[str, Any], tid: int) -> b
 
 
 def _proc_class(proc: dict[str, Any], kstate: str) -> str:
-    """A wait class from /proc alone: the system call the thread was blocked in."""
+    """A wait class from /proc alone: the system call the thread was blocked in and, for a
+    futex, the lock read at its address (``kind``: a glibc mutex or rwlock) or the call
+    itself (``futex``: ``[op, value]``): ``FUTEX_WAIT`` for the value 2 is how glibc's
+    low-level lock waits (mutexes, and its internal locks such as malloc's); a condition
+    variable, semaphore or join waits with ``FUTEX_WAIT_BITSET``."""
     if kstate == "D":
         return "io"
     sc = _int_or_none(proc.get("syscall"))
     if sc == SYS_FUTEX:
-        return "mutex" if proc.get("owner") and proc.get("lock") else "condvar"
+        kind = str(proc.get("kind") or "")
+        if kind.startswith("rwlock"):
+            return "rwlock"
+        if kind.startswith("mutex") or (proc.get("owner") and proc.get("lock")):
+            return "mutex"
+        return "mutex" if _is_lock_wait(proc.get("futex")) else "condvar"
     return _SYSCALL_CLASS.get(sc, FALLBACK) if sc is not None else FALLBACK
+
+
+def _is_lock_wait(futex: Any) -> bool:
+    """A ``futex`` record field (``[op, value]``) that is a low-level lock's wait."""
+    if not isinstance(futex, list) or len(futex) != 2:
+        return False
+    op, val = (_int_or_none(x) for x in futex)
+    return op is not None and op & ~(_FUTEX_PRIVATE | _FUTEX_CLOCK_REALTIME) == _FUTEX_WAIT \
+        and val == 2
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -157,6 +157,8 @@ def test_mutex_owner_read_without_stopping(live: None, sample_bin: Path) -> None
         assert rec["lock"].endswith("<shared_lock>")
         assert rec["owner"] != rec["tid"]
         assert rec["owner"] in {int(t) for t in os.listdir(f"/proc/{mix.pid}/task")}
+        # the waiter's call is glibc's low-level lock wait: FUTEX_WAIT (private) for 2
+        assert rec["kind"].startswith("mutex:") and rec["futex"] == [128, 2]
         assert not harmed(mix.pid)
     finally:
         stop_mix(mix)

@@ -427,3 +427,60 @@ def test_a_thread_that_ran_before_its_stop_keeps_the_wait_proc_saw(tmp_path: Pat
     p = fold(_ran_log(tmp_path, [(10, 15), (20, 29), (30, 33)]))
     assert {(k.frames, k.wait): w for k, w in p.stacks.items() if k.state == OFF} == \
         {((snapshots.RAN_FRAME,), "condvar"): 3_000_000_000}
+
+
+def _stale_log(tmp_path: Path, waits: list[tuple[str, dict[str, object], bool]]) -> Path:
+    """Thread 2 in one snapshot a second for each ``(stack, /proc fields, ran before its
+    stop)`` of ``waits``."""
+    out = ['# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n']
+    for i, (stack, fields, ran) in enumerate(waits):
+        proc = {"tid": 2, "state": "S", "pcount": 10 * i, **fields}
+        snap = {"pause_ms": 0.1, "stop_pcount": {"2": 10 * i + (5 if ran else 1)}}
+        out.append(f'Thread 1 (Thread 0x1 (LWP 2) "w"):\n{stack}'
+                   f"# wallflame-proc {json.dumps(proc)}\n"
+                   f"# wallflame-snapshot {json.dumps(snap)}\n"
+                   f"TS 000000000.{1000 + i} d t\n")
+    path = tmp_path / "log.txt"
+    path.write_text("".join(out))
+    return path
+
+
+_CONDVAR = ("#0  0x1 in __futex_abstimed_wait_common ()\n#1  0x2 in pthread_cond_wait ()\n"
+            "#2  0x3 in worker ()\n")
+_SEND = "#0  0x1 in send ()\n#1  0x2 in worker ()\n"
+
+
+def test_a_short_wait_caught_stale_keeps_its_class(tmp_path: Path) -> None:
+    """A thread whose long waits are condition-variable waits and whose short ones (a mutex,
+    the client's socket) end before it is stopped: the short ones keep the class /proc's
+    call gives them instead of being counted as its condvar waits."""
+    cond = {"syscall": 202, "futex": [0x189, 0]}  # FUTEX_WAIT_BITSET|PRIVATE|CLOCK_REALTIME
+    lll = {"syscall": 202, "futex": [128, 2]}  # glibc's low-level lock: FUTEX_WAIT for 2
+    p = fold(_stale_log(tmp_path, [(_CONDVAR, cond, False), (_CONDVAR, cond, False),
+                                   (_SEND, lll, True), (_SEND, {"syscall": 7}, True)]))
+    waits = {(k.frames, k.wait): w for k, w in p.stacks.items() if k.state == OFF}
+    assert waits == {(("worker", "pthread_cond_wait", "__futex_abstimed_wait_common"),
+                      "condvar"): 2_000_000_000,
+                     ((snapshots.RAN_FRAME,), "mutex"): 1_000_000_000,
+                     ((snapshots.RAN_FRAME,), "poll"): 1_000_000_000}
+    assert p.meta.extra["pmp_ran_before_stop"] == 2
+    # a stale condvar wait still goes to the thread's condvar stacks
+    p = fold(_stale_log(tmp_path, [(_CONDVAR, cond, False), (_SEND, cond, True)]))
+    assert {k.wait for k in p.stacks if k.state == OFF} == {"condvar"}
+    assert not any(snapshots.RAN_FRAME in k.frames for k in p.stacks)
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"futex": [128, 2]}, "mutex"),  # __lll_lock_wait
+    ({"futex": [0, 2]}, "mutex"),  # a process-shared one
+    ({"futex": [0x189, 2]}, "condvar"),  # BITSET: a condition variable's wait for 2
+    ({"futex": [128, 0]}, "condvar"),  # a wait for another value: no lll lock
+    ({"futex": [128, 2], "kind": "rwlock:prefer-reader"}, "rwlock"),
+    ({"futex": [0x189, 1], "kind": "mutex:normal", "lock": "m"}, "mutex"),
+    ({"owner": 7, "lock": "m"}, "mutex"),  # a record of an older collect
+    ({}, "condvar"),
+    ({"futex": "junk"}, "condvar"),
+    ({"futex": [True, 2]}, "condvar"),
+])
+def test_the_class_proc_gives_a_futex_wait(fields: dict[str, object], expected: str) -> None:
+    assert snapshots._proc_class({"syscall": 202, **fields}, "S") == expected
