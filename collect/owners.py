@@ -10,6 +10,7 @@ call site from a scan of its stack for return addresses.
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,18 @@ from wallflame.collect.target import (
 
 #: How long a thread's name read by the owner sampler is used before it is read again (s).
 COMM_KEPT_S = 2.0
+#: Each interval between two rounds of a sampler (snapshots, owners) is drawn uniformly from
+#: its nominal length times 1 -/+ this: at a fixed period the rounds keep one phase against
+#: whatever the target does periodically (MariaDB under sysbench has lock convoys once a
+#: second, at one phase of it), and a phase that meets such a moment sees it at every round.
+#: The mean interval, hence the rate, is the nominal one.
+JITTER = 0.5
+
+
+def spaced(interval: float, rng: random.Random) -> float:
+    """The time to the next round of a sampler whose rounds are ``interval`` apart on
+    average: ``interval`` times a uniform draw in ``1 -/+ JITTER``."""
+    return interval * rng.uniform(1 - JITTER, 1 + JITTER)
 
 
 class OwnerSampler(threading.Thread):
@@ -78,10 +91,11 @@ class OwnerSampler(threading.Thread):
         if self.probe_owners:
             self.prober = HolderProbe(self.pid, self.start_ticks, self.stopped_before, mem)
         next_t = time.monotonic()
+        rng = random.Random()
         try:
             while not self.stop_event.is_set() and self.alive():
                 self._sample(mem, symbols, names)
-                next_t = max(next_t + self.interval, time.monotonic())
+                next_t = max(next_t + spaced(self.interval, rng), time.monotonic())
                 self.stop_event.wait(next_t - time.monotonic())
         finally:
             if self.prober is not None:

@@ -23,6 +23,7 @@ owner of a contended glibc lock (``collect.owners.ProcReader``, layouts in
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import signal
 import subprocess
@@ -34,7 +35,7 @@ from typing import IO, Any
 
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.libdw import StopReads, Unwinder, libdw_library
-from wallflame.collect.owners import ProcReader
+from wallflame.collect.owners import ProcReader, spaced
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target, TaskFiles, parse_schedstat
 from wallflame.errors import ToolError
@@ -331,6 +332,7 @@ class SnapshotLoop(threading.Thread):
         base = interval = 1.0 / self.rate_hz
         timeout = max(5.0, 20 * self.max_pause_ms / 1000)
         next_t = time.monotonic()
+        rng = random.Random()
         over = under = failed = 0
         while not self.stop_event.is_set():
             if not self.target.alive():
@@ -354,7 +356,7 @@ class SnapshotLoop(threading.Thread):
                 if under >= 10 and interval > base and pause < self.max_pause_ms / 2:
                     interval, under = max(interval / 2, base), 0
             self.stats.rate_hz = min(self.stats.rate_hz, 1.0 / interval)
-            next_t += interval
+            next_t += spaced(interval, rng)
             now = time.monotonic()
             if next_t < now:
                 next_t = now

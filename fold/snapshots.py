@@ -49,13 +49,22 @@ _DETACHED = re.compile(r"^\[Inferior \d+ \(process (\d+)\) detached\]$")
 _WAITING_STATES = ("S", "D")  # asleep in the kernel: the stack should show the wait
 #: x86-64 system calls a blocked thread may sit in, by wait class: used when /proc says the
 #: thread was asleep but the stack (read a moment later) shows it running again.
-_SYSCALL_CLASS = {
+SYSCALL_CLASS = {
     **dict.fromkeys((35, 230), "sleep"),  # nanosleep, clock_nanosleep
-    **dict.fromkeys((7, 23, 232, 270, 271, 281, 441), "poll"),  # poll, select, epoll_*...
+    # poll, select, epoll_*...; and pause, rt_sigtimedwait, rt_sigsuspend (as the rules class
+    # a thread that waits for a signal)
+    **dict.fromkeys((7, 23, 34, 128, 130, 232, 270, 271, 281, 441), "poll"),
     **dict.fromkeys((0, 1, 17, 18, 19, 20, 42, 43, 44, 45, 46, 47, 74, 75, 208, 288, 299, 426),
                     "io"),  # read/write family, connect/accept, send/recv, fsync, aio, uring
 }
 SYS_FUTEX = 202
+#: ``restart_syscall``: a timed wait (futex, poll, nanosleep) that a signal or a ptrace stop
+#: (a snapshot's own) interrupted goes on in it, and /proc shows it instead of the call it
+#: continues: the kernel function it sleeps in (``wchan``) says which.
+SYS_RESTART = 219
+_WCHAN_CLASS = (("futex", "condvar"), ("poll_schedule", "poll"), ("do_sys_poll", "poll"),
+                ("do_select", "poll"), ("ep_poll", "poll"), ("do_nanosleep", "sleep"),
+                ("hrtimer_nanosleep", "sleep"))
 _FUTEX_WAIT, _FUTEX_PRIVATE, _FUTEX_CLOCK_REALTIME = 0, 128, 256
 
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
@@ -432,7 +441,10 @@ def _proc_class(proc: dict[str, Any], kstate: str) -> str:
         if kind.startswith("mutex") or (proc.get("owner") and proc.get("lock")):
             return "mutex"
         return "mutex" if _is_lock_wait(proc.get("futex")) else "condvar"
-    return _SYSCALL_CLASS.get(sc, FALLBACK) if sc is not None else FALLBACK
+    if sc == SYS_RESTART:
+        wchan = str(proc.get("wchan") or "")
+        return next((cls for prefix, cls in _WCHAN_CLASS if wchan.startswith(prefix)), FALLBACK)
+    return SYSCALL_CLASS.get(sc, FALLBACK) if sc is not None else FALLBACK
 
 
 def _is_lock_wait(futex: Any) -> bool:

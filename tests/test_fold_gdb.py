@@ -484,3 +484,18 @@ def test_a_short_wait_caught_stale_keeps_its_class(tmp_path: Path) -> None:
 ])
 def test_the_class_proc_gives_a_futex_wait(fields: dict[str, object], expected: str) -> None:
     assert snapshots._proc_class({"syscall": 202, **fields}, "S") == expected
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"syscall": 219, "wchan": "futex_do_wait"}, "condvar"),  # a timed futex wait restarted
+    ({"syscall": 219, "wchan": "poll_schedule_timeout.constprop.0"}, "poll"),
+    ({"syscall": 219, "wchan": "do_nanosleep"}, "sleep"),
+    ({"syscall": 219, "wchan": ""}, "other"),
+    ({"syscall": 128, "wchan": "do_sigtimedwait.isra.0"}, "poll"),  # as the rules say
+    ({"syscall": 7}, "poll"),
+    ({"syscall": 9999}, "other"),
+])
+def test_the_class_proc_gives_a_system_call(fields: dict[str, object], expected: str) -> None:
+    """restart_syscall (a timed wait that a snapshot's stop interrupted goes on in it) is
+    told apart by the kernel function the thread sleeps in."""
+    assert snapshots._proc_class(fields, "S") == expected
