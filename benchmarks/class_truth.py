@@ -171,11 +171,11 @@ _MAP = re.compile(r"^@(\w+)\[([\d, ]+)\]: (\d+)$")
 class Truth:
     """The kernel's intervals of one process's threads, from ``start`` to ``stop``."""
 
-    def __init__(self, pid: int, work: Path) -> None:
+    def __init__(self, pid: int, work: Path, name: str = "classes") -> None:
         self.pid = pid
-        path = work / "classes.bt"
+        path = work / f"{name}.bt"
         path.write_text(program())
-        self.out = work / "classes.out"
+        self.out = work / f"{name}.out"
         self.proc = subprocess.Popen(
             ["bpftrace", str(path), str(pid)], stdout=self.out.open("w"),
             stderr=subprocess.PIPE, text=True,
@@ -365,7 +365,7 @@ def main() -> int:
                         time.sleep(5)
                         for i in range(a.rounds):
                             run = keep / f"{test}-{i}"
-                            truth = Truth(db.pid, keep)
+                            truth = Truth(db.pid, keep, f"{test}-{i}-kernel")
                             time.sleep(2)
                             c = collect(db.pid, run, a.window, a.collect_args)
                             time.sleep(1)
