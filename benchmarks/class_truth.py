@@ -120,8 +120,8 @@ tracepoint:sched:sched_switch
     @seen[$p] = 1;
     $i = @in[$p];
     $q = $p; $o = $i; $e = $now;{emit.format(long=LONG_NS, cls=ON)}
-    @out[$p] = $now;
     $st = args->prev_state & 0xff;
+    if ($st & 0x30) {{ delete(@out[$p]); }} else {{ @out[$p] = $now; }}  // 0x30: exited
     $c = {RUNQ};
     if ($st != 0) {{
       if ($st & 2) {{ $c = {IO}; }}
@@ -282,6 +282,8 @@ def kernel_groups(text: str, first: dict[int, int], w0: int, w1: int
         elif g != ON and (tid,) not in maps["seen"]:
             add(tid, g, ready, end)  # never ran while traced
     for (tid,), o in maps["out"].items():
+        if not o:
+            continue
         # still off a CPU at the end: its class, and woken perhaps
         g = maps["cls"].get((tid,), OTHER)
         wk = maps["wk"].get((tid,), 0)
@@ -308,13 +310,22 @@ def collect_groups(run: Path) -> dict[int, list[float]]:
     return out
 
 
-def compare(run: Path, kernel: dict[int, list[float]], window_s: float) -> float:
+def shares(run: Path, kernel: dict[int, list[float]], window_s: float
+           ) -> tuple[list[float], list[float], list[float]]:
+    """Per group, the kernel's and the collect's seconds summed over the collect's threads as
+    a share of their wall time; and the kernel's coverage of each thread's window."""
     mine = collect_groups(run)
     tids = sorted(mine)
     wall = window_s * len(tids)
     k = [sum(kernel[t][g] for t in tids if t in kernel) / wall for g in range(len(GROUPS))]
     c = [sum(mine[t][g] for t in tids) / wall for g in range(len(GROUPS))]
-    cover = [sum(kernel[t]) / window_s for t in tids if t in kernel]
+    return k, c, [sum(kernel[t]) / window_s if t in kernel else 0.0 for t in tids]
+
+
+def compare(run: Path, kernel: dict[int, list[float]], window_s: float) -> float:
+    k, c, cover = shares(run, kernel, window_s)
+    mine = collect_groups(run)
+    tids = sorted(mine)
     print(f"\n== {run.name}: {len(tids)} threads, {window_s:.1f} s; share of the threads' "
           "wall time, points")
     print(" " * 10 + "".join(f"{g:>11}" for g in GROUPS))
@@ -322,10 +333,11 @@ def compare(run: Path, kernel: dict[int, list[float]], window_s: float) -> float
         print(f"{name:>10}" + "".join(f"{100 * x:11.2f}" for x in row))
     diff = max(abs(100 * (a - b)) for a, b in zip(c, k, strict=True))
     print(f"largest difference {diff:.2f} points; the kernel's coverage of each thread "
-          f"{min(cover):.3f}-{max(cover):.3f} ({len(cover)} of {len(tids)} threads seen)")
+          f"{min(cover):.3f}-{max(cover):.3f} ({sum(1 for t in tids if t in kernel)} of "
+          f"{len(tids)} threads seen)")
     worst = sorted(tids, key=lambda t: -sum(abs(a - b) for a, b in
-                                            zip(mine[t], kernel.get(t, [0.0] * 8),
-                                                strict=True)))[:3]
+                                            zip(mine[t], kernel.get(t, [0.0] * len(GROUPS)),
+                                                strict=True)))[:5]
     for t in worst:
         print(f"   thread {t}: kernel " + " ".join(f"{x:.1f}" for x in kernel.get(t, []))
               + " / collect " + " ".join(f"{x:.1f}" for x in mine[t]))

@@ -20,7 +20,7 @@ APT_PACKAGES=(
   linux-perf gdb elfutils libdw1 g++ make
   libicu-dev libconcurrentqueue-dev pkg-config golang-go
   libtcmalloc-minimal4 libjemalloc2
-  percona-toolkit hyperfine
+  percona-toolkit hyperfine bpftrace
   python3 python3-venv python3-dev
 )
 
