@@ -319,7 +319,13 @@ def shares(run: Path, kernel: dict[int, list[float]], window_s: float
     wall = window_s * len(tids)
     k = [sum(kernel[t][g] for t in tids if t in kernel) / wall for g in range(len(GROUPS))]
     c = [sum(mine[t][g] for t in tids) / wall for g in range(len(GROUPS))]
-    return k, c, [sum(kernel[t]) / window_s if t in kernel else 0.0 for t in tids]
+    # a thread that began or ended inside the window: over the part of it the collect says
+    # it lived
+    alive = {int(t["tid"]): float(t["alive_s"]) for t in
+             json.loads((run / "summary.json").read_text())["threads"]
+             if t.get("tid") and t.get("alive_s")}
+    return k, c, [sum(kernel[t]) / alive.get(t, window_s) if t in kernel else 0.0
+                  for t in tids]
 
 
 def compare(run: Path, kernel: dict[int, list[float]], window_s: float) -> float:
