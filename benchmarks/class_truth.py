@@ -184,12 +184,14 @@ class Truth:
         deadline = time.monotonic() + 60
         while "READY" not in self.out.read_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
                 raise RuntimeError(f"bpftrace did not start: {self.proc.stderr.read()[-800:]}"
                                    if self.proc.stderr else "bpftrace did not start")
             time.sleep(0.1)
         # what each thread was doing as the tracing began, for the part of its first
         # interval before it (a thread blocked since before it is seen only when it wakes)
         self.first = read_threads(pid)
+        (work / f"{name}.first.json").write_text(json.dumps(self.first))
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGINT)
@@ -384,10 +386,14 @@ def main() -> int:
                         for i in range(a.rounds):
                             run = keep / f"{test}-{i}"
                             truth = Truth(db.pid, keep, f"{test}-{i}-kernel")
-                            time.sleep(2)
-                            c = collect(db.pid, run, a.window, a.collect_args)
-                            time.sleep(1)
-                            text = truth.stop()
+                            try:
+                                time.sleep(2)
+                                c = collect(db.pid, run, a.window, a.collect_args)
+                                time.sleep(1)
+                            finally:
+                                # bpftrace left behind would tax every switch and system
+                                # call of the machine
+                                text = truth.stop()
                             w = c["meta"]["window"]
                             per = kernel_groups(text, truth.first, w["mono_start_ns"],
                                                 w["mono_end_ns"])

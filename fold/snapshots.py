@@ -94,6 +94,8 @@ class Dump:
     procs: dict[int, dict[str, Any]] = field(default_factory=dict)
     pause: dict[str, Any] = field(default_factory=dict)
     pid: int = 0
+    #: whether any of its /proc records names a sleeping function (None: not looked yet)
+    wchans: bool | None = None
 
 
 def parse_ts(line: str) -> int | None:
@@ -163,6 +165,8 @@ class Accumulator:
         self.snapshots = 0
         self.untimed = 0
         self.mismatches = 0
+        # (dump, tid) of records read asleep but on a run queue (``_kernel_state``)
+        self.on_runqueue: set[tuple[int, int]] = set()
         # blocked in /proc, but the thread ran before it was stopped for its stack: weight
         # placed at the end (``_place``)
         self.stale = 0
@@ -211,6 +215,26 @@ class Accumulator:
             else:
                 self.meta.lose("thread without frames", th.line)
 
+    def _kernel_state(self, proc: dict[str, Any] | None, dump: Dump) -> str:
+        """The thread's state in its /proc record, but ``R`` for a thread /proc read asleep
+        (``S`` or ``D``) whose ``wchan``, read just after, was ``0`` while other threads'
+        were not: the kernel gives no sleeping function for a thread on a run queue, and a
+        thread is on one, its state still saying asleep, when it was preempted between
+        setting that state and switching out (on a busy machine, often: MariaDB's
+        connection threads under sysbench were so in 15% of their futex records), or when
+        it was woken between the two reads.  The kernel's own accounting counts it
+        runnable."""
+        kstate = str(proc.get("state", "")) if proc else ""
+        if proc is None or kstate not in _WAITING_STATES or proc.get("wchan"):
+            return kstate
+        if dump.wchans is None:
+            dump.wchans = any(isinstance(p, dict) and p.get("wchan")
+                              for p in dump.procs.values())
+        if not dump.wchans:
+            return kstate
+        self.on_runqueue.add((dump.line, _int_or_none(proc.get("tid")) or 0))
+        return "R"
+
     def _weight(self, tid: int, t: int | None) -> int | None:
         """Wall time since this thread's previous snapshot (``None``: not known yet)."""
         if t is None:
@@ -226,7 +250,7 @@ class Accumulator:
         if name and th.tid:
             self.meta.threads[th.tid] = name
         frames = tuple(reversed(th.frames))
-        kstate = str(proc.get("state", "")) if proc else ""
+        kstate = self._kernel_state(proc, dump)
         # only R runs; S/D wait; T is stopped by job control.  "t" (stopped by a tracer, as
         # when our own gdb has just attached) says nothing: the stack decides, as without /proc
         blocked = (kstate != "R" if kstate and kstate != "t"
@@ -267,7 +291,7 @@ class Accumulator:
                  proc: dict[str, Any] | None, dump: Dump, by_tid: dict[int, Thread]
                  ) -> tuple[StackKey, HolderKey | None]:
         """The off-CPU key of a blocked thread, and who held its lock if /proc said."""
-        kstate = str(proc.get("state", "")) if proc else ""
+        kstate = self._kernel_state(proc, dump)
         wait = classify(frames, kstate, self.rules)
         lock, owner = th.lock, None
         if proc and wait in _LOCK_OR_FALLBACK_CLASSES:
@@ -338,9 +362,10 @@ class Accumulator:
             denom = sum(x for _, x in parts)
             if not denom:
                 # what is known: blocked, in that system call (on that lock), at /proc's read
+                on_lock = cls in LOCK_CLASSES
                 mine = key._replace(frames=(RAN_FRAME,), wait=cls,
-                                    lock=key.lock if cls in LOCK_CLASSES else "",
-                                    holder=key.holder if cls in LOCK_CLASSES else 0)
+                                    lock=lock if on_lock else "",
+                                    holder=key.holder if on_lock and key.lock == lock else 0)
                 self.profile.add(mine, w)
                 if holder is not None and mine.holder:
                     self.profile.add_holder(holder, w)
@@ -388,6 +413,8 @@ class Accumulator:
             meta.warn(f"{self.mismatches} thread snapshot(s) blocked in /proc but with no wait on "
                       "the stack (state and stack read at different instants): classified by "
                       "the system call /proc showed")
+        if self.on_runqueue:
+            meta.extra["pmp_asleep_on_runqueue"] = len(self.on_runqueue)
         if self.stale:
             meta.extra["pmp_ran_before_stop"] = self.stale
             meta.warn(f"{self.stale} thread snapshot(s) blocked in /proc but running again "

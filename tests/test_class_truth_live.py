@@ -44,12 +44,15 @@ def test_snapshot_classes_agree_with_the_kernel(live: None, sample_bin: Path,
     mix = start_mix(sample_bin, "--threads", "3", "--duration", "30", "--hold-ms", "5")
     try:
         truth = Truth(mix.pid, tmp_path)
-        time.sleep(0.5)
-        run = tmp_path / "run"
-        r = collect("--pid", str(mix.pid), "--duration", "8", "--off-cpu", "pmp",
-                    "-o", str(run), timeout=180)
-        time.sleep(0.3)
-        text = truth.stop()
+        try:
+            time.sleep(0.5)
+            run = tmp_path / "run"
+            r = collect("--pid", str(mix.pid), "--duration", "8", "--off-cpu", "pmp",
+                        "-o", str(run), timeout=180)
+            time.sleep(0.3)
+        finally:
+            # never left behind: it would tax every switch and system call of the machine
+            text = truth.stop()
     finally:
         stop_mix(mix)
     assert r.returncode == 0, r.stderr

@@ -464,6 +464,13 @@ def test_a_short_wait_caught_stale_keeps_its_class(tmp_path: Path) -> None:
                      ((snapshots.RAN_FRAME,), "mutex"): 1_000_000_000,
                      ((snapshots.RAN_FRAME,), "poll"): 1_000_000_000}
     assert p.meta.extra["pmp_ran_before_stop"] == 2
+    # a stale wait on a glibc mutex /proc read (seen free): under its lock's name
+    mutex = {"syscall": 202, "futex": [128, 2], "kind": "mutex:normal", "lock": "big_lock",
+             "refused": "free"}
+    p = fold(_stale_log(tmp_path, [(_CONDVAR, cond, False), (_SEND, mutex, True)]))
+    assert {(k.frames, k.wait, k.lock) for k in p.stacks if k.state == OFF} == {
+        (("worker", "pthread_cond_wait", "__futex_abstimed_wait_common"), "condvar", ""),
+        ((snapshots.RAN_FRAME,), "mutex", "big_lock")}
     # a stale condvar wait still goes to the thread's condvar stacks
     p = fold(_stale_log(tmp_path, [(_CONDVAR, cond, False), (_SEND, cond, True)]))
     assert {k.wait for k in p.stacks if k.state == OFF} == {"condvar"}
@@ -499,3 +506,30 @@ def test_the_class_proc_gives_a_system_call(fields: dict[str, object], expected:
     """restart_syscall (a timed wait that a snapshot's stop interrupted goes on in it) is
     told apart by the kernel function the thread sleeps in."""
     assert snapshots._proc_class(fields, "S") == expected
+
+
+def test_a_thread_read_asleep_but_on_a_run_queue_is_runnable(tmp_path: Path) -> None:
+    """/proc's state says asleep, but the kernel gives no sleeping function (``wchan`` 0) for
+    a thread on a run queue: preempted after it set its sleeping state and before it switched
+    out.  Counted with the running threads, not as a wait; unless no record of the dump has
+    a ``wchan`` (not readable here), when the state is all there is."""
+    def log(wchan_other: str) -> Path:
+        procs = [{"tid": 2, "state": "S", "syscall": 7, "wchan": ""},
+                 {"tid": 3, "state": "S", "syscall": 202, "wchan": wchan_other}]
+        text = ('# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n'
+                'Thread 2 (Thread 0x1 (LWP 2) "a"):\n#0  0x1 in poll ()\n#1  0x2 in main ()\n'
+                'Thread 1 (Thread 0x2 (LWP 3) "b"):\n'
+                "#0  0x1 in __futex_abstimed_wait_common ()\n#1  0x2 in pthread_cond_wait ()\n"
+                + "".join(f"# wallflame-proc {json.dumps(p)}\n" for p in procs)
+                + '# wallflame-snapshot {"pause_ms": 0.1}\nTS 000000000.1000 d t\n')
+        path = tmp_path / "log.txt"
+        path.write_text(text)
+        return path
+
+    p = fold(log("futex_do_wait"))
+    assert {k.tid: k.wait for k in p.stacks if k.state == OFF} == {3: "condvar"}
+    assert p.meta.extra["pmp_asleep_on_runqueue"] == 1
+    assert set(p.meta.extra["pmp_running_ns"]) == {"2"}
+    p = fold(log(""))
+    assert {k.tid: k.wait for k in p.stacks if k.state == OFF} == {2: "poll", 3: "condvar"}
+    assert "pmp_asleep_on_runqueue" not in p.meta.extra
