@@ -391,13 +391,23 @@ def _ran_log(tmp_path: Path, counts: list[tuple[int, int] | None]) -> Path:
     stacks = ["#0  0x1 in __futex_abstimed_wait_common ()\n#1  0x2 in pthread_cond_wait ()\n"
               "#2  0x3 in worker ()\n"] * 2 + ["#0  0x1 in send ()\n#1  0x2 in vio_write ()\n"
                                                "#2  0x3 in worker ()\n"]
-    out = ['# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n']
-    for i, (stack, c) in enumerate(zip(stacks, counts, strict=True)):
-        proc = {"tid": 2, "state": "S", "syscall": 202}
+    dumps = []
+    for stack, c in zip(stacks, counts, strict=True):
+        proc: dict[str, object] = {"tid": 2, "state": "S", "syscall": 202}
         snap: dict[str, object] = {"pause_ms": 0.1}
         if c is not None:
             proc["pcount"] = c[0]
             snap["stop_pcount"] = {"2": c[1]}
+        dumps.append((stack, proc, snap))
+    return _thread2_log(tmp_path, dumps)
+
+
+def _thread2_log(tmp_path: Path, dumps: list[tuple[str, dict[str, object], dict[str, object]]]
+                 ) -> Path:
+    """A snapshot log of thread 2 alone, one dump a second: (stack, /proc record, snapshot
+    line) each."""
+    out = ['# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n']
+    for i, (stack, proc, snap) in enumerate(dumps):
         out.append(f'Thread 1 (Thread 0x1 (LWP 2) "w"):\n{stack}'
                    f"# wallflame-proc {json.dumps(proc)}\n"
                    f"# wallflame-snapshot {json.dumps(snap)}\n"
@@ -432,17 +442,10 @@ def test_a_thread_that_ran_before_its_stop_keeps_the_wait_proc_saw(tmp_path: Pat
 def _stale_log(tmp_path: Path, waits: list[tuple[str, dict[str, object], bool]]) -> Path:
     """Thread 2 in one snapshot a second for each ``(stack, /proc fields, ran before its
     stop)`` of ``waits``."""
-    out = ['# wallflame-snapshots 1 {"backend": "gdb", "pid": 1}\n']
-    for i, (stack, fields, ran) in enumerate(waits):
-        proc = {"tid": 2, "state": "S", "pcount": 10 * i, **fields}
-        snap = {"pause_ms": 0.1, "stop_pcount": {"2": 10 * i + (5 if ran else 1)}}
-        out.append(f'Thread 1 (Thread 0x1 (LWP 2) "w"):\n{stack}'
-                   f"# wallflame-proc {json.dumps(proc)}\n"
-                   f"# wallflame-snapshot {json.dumps(snap)}\n"
-                   f"TS 000000000.{1000 + i} d t\n")
-    path = tmp_path / "log.txt"
-    path.write_text("".join(out))
-    return path
+    return _thread2_log(tmp_path, [
+        (stack, {"tid": 2, "state": "S", "pcount": 10 * i, **fields},
+         {"pause_ms": 0.1, "stop_pcount": {"2": 10 * i + (5 if ran else 1)}})
+        for i, (stack, fields, ran) in enumerate(waits)])
 
 
 _CONDVAR = ("#0  0x1 in __futex_abstimed_wait_common ()\n#1  0x2 in pthread_cond_wait ()\n"
