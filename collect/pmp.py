@@ -251,7 +251,6 @@ class LibdwBackend:
             self.unwinder = None
 
 
-
 Backend = LibdwBackend | EuStackBackend | GdbBackend | GdbBatchBackend
 
 

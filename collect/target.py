@@ -81,21 +81,32 @@ class TaskFiles:
         self.pid, self.name, self.most = pid, name, most
         self.fds: dict[int, int] = {}
 
+    def _open(self, tid: int) -> int | None:
+        """Open ``tid``'s file and keep it: its descriptor, or ``None`` when ``most`` files
+        (or the budget of all of them) are already kept.  ``OSError`` (``PermissionError``
+        among them) when it cannot be opened."""
+        if len(self.fds) >= self.most or not _keep_one():
+            return None
+        try:
+            fd = self.fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/{self.name}",
+                                         os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            _release_one()
+            raise
+        return fd
+
     def read(self, tid: int) -> str | None:
         """The file's text, ``None`` once the thread is gone (``PermissionError`` raised)."""
         fd = self.fds.get(tid)
-        path = f"/proc/{self.pid}/task/{tid}/{self.name}"
         if fd is None:
-            if len(self.fds) >= self.most or not _keep_one():
-                return read_text(path)
             try:
-                fd = self.fds[tid] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = self._open(tid)
             except PermissionError:
-                _release_one()
                 raise
             except OSError:
-                _release_one()
                 return None
+            if fd is None:
+                return read_text(f"/proc/{self.pid}/task/{tid}/{self.name}")
         try:
             data = os.pread(fd, 4096, 0)
         except PermissionError:
@@ -111,12 +122,10 @@ class TaskFiles:
         """The kept descriptor of ``tid``'s file, opened now if need be (-1: none: gone,
         refused, or ``most`` already kept)."""
         fd = self.fds.get(tid)
-        if fd is None and len(self.fds) < self.most and _keep_one():
+        if fd is None:
             try:
-                fd = self.fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/{self.name}",
-                                             os.O_RDONLY | os.O_CLOEXEC)
+                fd = self._open(tid)
             except OSError:
-                _release_one()
                 return -1
         return -1 if fd is None else fd
 
