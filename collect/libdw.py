@@ -41,9 +41,11 @@ of wallflame while a thread is attached leaves that thread stopped; the guard pr
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import ctypes.util
 import os
+import platform
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +113,110 @@ class _Callbacks(ctypes.Structure):
                 ("debuginfo_path", ctypes.POINTER(ctypes.c_char_p))]
 
 
+class _Sym(ctypes.Structure):
+    """``GElf_Sym`` (``Elf64_Sym``)."""
+
+    _fields_ = [("st_name", ctypes.c_uint32), ("st_info", ctypes.c_ubyte),
+                ("st_other", ctypes.c_ubyte), ("st_shndx", ctypes.c_uint16),
+                ("st_value", ctypes.c_uint64), ("st_size", ctypes.c_uint64)]
+
+
+#: ``STT_SECTION``, ``STT_FILE``, ``STT_TLS``: never a frame's symbol.
+_NOT_CODE = (3, 4, 6)
+#: ``GELF_ST_BIND`` as libdwfl ranks it (higher wins): global, weak, local.
+_BIND_RANK = {1: 3, 2: 2, 0: 1}
+#: Symbols looked at, at most, below an address for those that contain it.
+_MAX_WALK = 64
+#: A module with more symbols than this keeps libdw's own lookup.
+_MAX_INDEXED = 2_000_000
+#: Where a symbol's value is the address libdwfl matches (``ebl_resolve_sym_value`` changes
+#: none: no function descriptors), so that ``dwfl_module_getsym_info``'s value is the one
+#: its lookup compares.
+_SAME_VALUES = platform.machine() in ("x86_64", "aarch64")
+
+
+class SymbolIndex:
+    """One module's symbols sorted by address: the name libdw's ``dwfl_module_addrname``
+    gives an address, without its scan of every symbol for each address.
+
+    libdwfl (0.188) looks an address up by reading the whole symbol table (MariaDB's
+    ``mariadbd``: 29,758 dynamic symbols, about 1.3 ms an address): most of a MariaDB
+    snapshot's CPU went there.  This index gives the same answer by libdwfl's own rules
+    (``__libdwfl_addrsym``), for the symbols of some size whose extent holds the address:
+    the symbols in the table's global part first, the local part only when none of those
+    holds it; in table order, a symbol replaces the one kept when it starts higher or binds
+    more strongly (global, weak, local), or starts at the same address, binds as strongly
+    and is smaller.  Where those rules turn on a symbol of no size (an assembly label, which
+    libdwfl also matches to the address's section), and where more than ``_MAX_WALK``
+    symbols below an address must be looked at, ``lookup`` answers ``None`` and libdw is
+    asked.  ``tests/test_libdw_symbols.py`` holds the two to the same answer at every symbol
+    boundary of every module of live processes."""
+
+    def __init__(self, dw: Any, mod: int) -> None:
+        n = dw.dwfl_module_getsymtab(mod)
+        first_global = dw.dwfl_module_getsymtab_first_global(mod) if n > 0 else -1
+        #: whether this index answers at all (else libdw is asked for every address)
+        self.ok = 0 < n <= _MAX_INDEXED and first_global >= 0 and _SAME_VALUES
+        # start, end, index in the table, in the global part, binding rank, name
+        rows: list[tuple[int, int, int, bool, int, bytes]] = []
+        labels: list[int] = []
+        sym, value = _Sym(), ctypes.c_uint64(0)
+        for ndx in range(1, n if self.ok else 0):
+            raw = dw.dwfl_module_getsym_info(mod, ndx, ctypes.byref(sym), ctypes.byref(value),
+                                             None, None, None)
+            if not raw or sym.st_shndx == 0 or sym.st_info & 0xF in _NOT_CODE:
+                continue
+            if sym.st_size == 0:
+                labels.append(value.value)
+            else:
+                rows.append((value.value, value.value + sym.st_size, ndx,
+                             ndx >= first_global, _BIND_RANK.get(sym.st_info >> 4, 0), raw))
+        rows.sort()
+        self.rows = rows
+        self.starts = [r[0] for r in rows]
+        #: the highest end of the symbols up to each one (by start), of all and of the globals
+        self.reach: list[int] = []
+        self.reach_global: list[int] = []
+        top = top_global = 0
+        for row in rows:
+            top = max(top, row[1])
+            if row[3]:
+                top_global = max(top_global, row[1])
+            self.reach.append(top)
+            self.reach_global.append(top_global)
+        self.labels = sorted(labels)
+
+    def lookup(self, address: int) -> tuple[bool, bytes | None]:
+        """``(True, name)``; ``(True, None)``: no symbol (libdw would name none);
+        ``(False, None)``: not decided here, ask libdw."""
+        if not self.ok:
+            return False, None
+        i = bisect.bisect_right(self.starts, address) - 1
+        holding = []
+        j = i
+        while j >= 0 and self.reach[j] > address:
+            if i - j >= _MAX_WALK:
+                return False, None
+            if self.rows[j][1] > address:
+                holding.append(self.rows[j])
+            j -= 1
+        k = bisect.bisect_right(self.labels, address) - 1
+        label = self.labels[k] if k >= 0 else None
+        for global_part in (True, False):
+            kept = None
+            for row in sorted((r for r in holding if r[3] == global_part), key=lambda r: r[2]):
+                if kept is None or kept[0] < row[0] or kept[4] < row[4] or (
+                        kept[0] == row[0] and kept[1] > row[1] and kept[4] <= row[4]):
+                    kept = row
+            if kept is not None:
+                return True, kept[5]
+            if label == address:
+                return False, None  # a label here may end the search before the locals
+        if label is not None and (i < 0 or label >= self.reach_global[i]):
+            return False, None  # a label no global symbol covers may name it
+        return True, None
+
+
 @dataclass
 class ThreadStack:
     tid: int
@@ -151,6 +257,10 @@ class _Lib:
                                               ctypes.POINTER(ctypes.c_bool)]),
             "dwfl_addrmodule": (vp, [vp, u64]),
             "dwfl_module_addrname": (ctypes.c_char_p, [vp, u64]),
+            "dwfl_module_getsymtab": (i, [vp]),
+            "dwfl_module_getsymtab_first_global": (i, [vp]),
+            "dwfl_module_getsym_info": (ctypes.c_char_p, [vp, i, ctypes.POINTER(_Sym),
+                                                          ctypes.POINTER(u64), vp, vp, vp]),
             "dwfl_module_info": (ctypes.c_char_p, [vp, vp, vp, vp, vp, vp,
                                                    ctypes.POINTER(ctypes.c_char_p), vp]),
             "dwfl_errno": (i, []),
@@ -281,6 +391,7 @@ class Unwinder:
         self._cb = _FRAME_CB(self._frame)
         self._native = self._native_frames()
         self._names: dict[int, str] = {}
+        self._symbols: dict[int, SymbolIndex] = {}  # per module (``Dwfl_Module *``)
         self._demangle = self.lib.demangle
         self.reports = 0
         self.realtime: bool | None = None  # None: not tried yet
@@ -404,7 +515,12 @@ class Unwinder:
             mod = dw.dwfl_addrmodule(self.dwfl, adj)
         text = ""
         if mod:
-            raw = dw.dwfl_module_addrname(mod, adj)
+            index = self._symbols.get(mod)
+            if index is None:
+                index = self._symbols[mod] = SymbolIndex(dw, mod)
+            known, raw = index.lookup(adj)
+            if not known:
+                raw = dw.dwfl_module_addrname(mod, adj)
             if raw:
                 text = self._demangle(raw).decode("utf-8", "replace")
             else:
