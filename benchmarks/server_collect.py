@@ -9,11 +9,14 @@ and the windows are taken from its per-second figures, alternated ``--rounds`` t
 * ``none``: ``--window`` seconds with no profiler;
 * ``collect``: ``wallflame collect --pid MARIADBD --duration WINDOW`` with the defaults.
 
-Printed per round and as medians: transactions/s without the profiler and during the collect's
-window, the loss, transactions/s from the window's start until the collect had finished
-(post-processing included), the post-processing time after the window, the run directory's
-size, the scheduler's data rate and sampled stacks, the smallest per-thread coverage, the
-budget plan and what streaming cost (``meta.json`` ``postprocess``).
+A last window with no profiler follows the last round, so that every collect has one on either
+side of it. Printed per round and as medians: transactions/s without the profiler (before and
+after) and during the collect's window, the loss against the mean of the two windows either
+side (and against the one before alone), how far the server moved between those two windows
+with no profiler (the measurement's own spread), transactions/s from the window's start until
+the collect had finished (post-processing included), the post-processing time after the window,
+the run directory's size, the scheduler's data rate and sampled stacks, the smallest per-thread
+coverage, the budget plan and what streaming cost (``meta.json`` ``postprocess``).
 
 Then the reference: one collect that records every switch with its DWARF call chain
 (``--sched-stack-hz 0``, ``--reference-window`` seconds: it writes about 100 MB a second), and
@@ -131,7 +134,7 @@ def collect(pid: int, out: Path, window: float, extra: list[str],
 
 def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[str, Any]:
     per_round = a.window * 2 + 60
-    total = int(a.rounds * per_round + a.reference_window + 120)
+    total = int(a.rounds * per_round + a.window + a.reference_window + 120)
     job = db.sysbench_start(test, a.threads, total)
     t_job = job.started
     time.sleep(5)  # warm-up
@@ -168,6 +171,13 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             }
             rounds.append(row)
             print(json.dumps({"test": test, **row}, default=_round), flush=True)
+        # one more window with no profiler: each collect is then set against the windows on
+        # either side of it, which takes out a steady drift of the server's own rate
+        n0 = time.monotonic() - t_job
+        time.sleep(a.window)
+        after = mean_tps(job.intervals(), n0, time.monotonic() - t_job)
+        for row, nxt in zip(rounds, [*(r["tps_none"] for r in rounds[1:]), after], strict=True):
+            bracket(row, nxt)
         ref = None
         if a.reference_window > 0:
             run = keep / f"{test}-reference"
@@ -192,6 +202,21 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
     return {"rounds": rounds, "reference": ref}
 
 
+def bracket(r: dict[str, Any], after: float | None) -> None:
+    """A round's loss against the mean of the windows with no profiler before and after its
+    collect (``loss_pct``; ``loss_before_pct`` against the one before alone), and how far the
+    server moved from one of those windows to the next with no profiler at all
+    (``none_change_pct``: the measurement's own spread)."""
+    before, during, whole = r["tps_none"], r["tps_collect"], r["tps_whole"]
+    r["tps_none_after"] = after
+    r["loss_before_pct"] = r["loss_pct"]
+    if before and after:
+        base = (before + after) / 2
+        r["loss_pct"] = 100 * (1 - during / base) if during else None
+        r["loss_whole_pct"] = 100 * (1 - whole / base) if whole else None
+        r["none_change_pct"] = 100 * (after / before - 1)
+
+
 def _round(x: Any) -> Any:
     return round(x, 4) if isinstance(x, float) else str(x)
 
@@ -204,16 +229,24 @@ def summarize(test: str, res: dict[str, Any]) -> None:
         return statistics.median(vals) if vals else float("nan")
 
     print(f"\n== {test}: {len(rows)} rounds")
-    print("round  tps none  tps collect  loss%  loss% incl. post  post s  run MB  "
-          "sched MB/s  min coverage  threads<95%")
+    print("round  tps none  tps collect  tps none after  loss%  loss% vs before  "
+          "loss% incl. post  none-to-none%  post s  run MB  sched MB/s  min coverage  "
+          "threads<95%")
     for r in rows:
         print(f"{r['round']:5d}  {r['tps_none'] or 0:8.0f}  {r['tps_collect'] or 0:11.0f}  "
-              f"{r['loss_pct'] or 0:5.1f}  {r['loss_whole_pct'] or 0:16.1f}  {r['post_s']:6.1f}  "
+              f"{r.get('tps_none_after') or 0:14.0f}  {r['loss_pct'] or 0:5.1f}  "
+              f"{r.get('loss_before_pct') or 0:15.1f}  {r['loss_whole_pct'] or 0:16.1f}  "
+              f"{r.get('none_change_pct') or 0:13.1f}  {r['post_s']:6.1f}  "
               f"{r['run_mb']:6.1f}  {r['sched_mb_per_s']:10.2f}  {r['min_coverage']:12.3f}  "
               f"{r['below_95']:11d}")
-    print(f"median loss {med('loss_pct'):.1f}% (incl. post-processing "
+    spread = [abs(r["none_change_pct"]) for r in rows if r.get("none_change_pct") is not None]
+    print(f"median loss {med('loss_pct'):.1f}% against the windows either side "
+          f"({med('loss_before_pct'):.1f}% against the one before; incl. post-processing "
           f"{med('loss_whole_pct'):.1f}%), "
-          f"post-processing {med('post_s'):.1f} s, run directory {med('run_mb'):.0f} MB")
+          f"post-processing {med('post_s'):.1f} s, run directory {med('run_mb'):.0f} MB; "
+          "the server itself moved by a median "
+          f"{statistics.median(spread) if spread else float('nan'):.1f}% from one window "
+          "with no profiler to the next")
     ref = res.get("reference")
     if ref:
         keys = [*CLASSES, "runqueue"]
@@ -302,7 +335,8 @@ def thin_check(run: Path, every: list[int]) -> None:
 
         def __init__(self, n: int) -> None:
             super().__init__(FoldOptions().get_rules())
-            self.n, self.seen = n, {}
+            self.n = n
+            self.seen: dict[int, int] = {}
 
         def _end_sample(self) -> None:
             cur = self._cur
