@@ -109,6 +109,10 @@ COLLECTS = {
     "wf_light": ["--pmp-rate", "0.5", "--owner-rate", "5"],
     "wf_none": ["--off-cpu", "none"],
     "wf_none199": ["--off-cpu", "none", "-F", "199"],
+    "wf_light_no_owners": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
+                           "--owner-rate", "0"],
+    "wf_light_owners2": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
+                         "--owner-rate", "2"],
     "wf_light199": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ), "--owner-rate",
                     str(budget.LIGHT_OWNER_HZ), "-F", "199"],
 }

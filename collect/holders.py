@@ -128,16 +128,24 @@ class HolderProbe:
                 self.error = str(e)
         return self.unwinder
 
-    def _stop(self, unwinder: Unwinder, lock: LockRead, owner: int) -> ThreadStack:
-        """Stop ``owner`` and unwind it, reading the lock and its system call meanwhile."""
+    def _stop(self, unwinder: Unwinder, lock: LockRead, owner: int) -> tuple[ThreadStack, bool]:
+        """Stop ``owner`` and unwind it, reading the lock and its system call meanwhile; and
+        whether this thread ran under ``SCHED_FIFO`` for it (``Unwinder.boost``).  Only the
+        stop runs so: the judging and the naming of the frames after it (an index of a
+        module's symbols is built at its first name, 0.2 s for ``mariadbd``) would take a CPU
+        from the target at a priority none of its threads can preempt."""
         try:
             sys_fd = os.open(f"/proc/{self.pid}/task/{owner}/syscall", os.O_RDONLY)
         except OSError:
             sys_fd = -1  # read as "not in a futex wait", as an unreadable file was before
+        boosted = unwinder.boost()
         try:
             mem_fd = self.mem.fd if self.mem.fd is not None else -1
-            return unwinder.stack(owner, StopReads(mem_fd, lock.base, _size(lock), sys_fd))
+            return unwinder.stack(owner, StopReads(mem_fd, lock.base, _size(lock), sys_fd)), \
+                boosted
         finally:
+            if boosted:
+                unwinder.unboost()
             if sys_fd >= 0:
                 os.close(sys_fd)
 
@@ -147,35 +155,29 @@ class HolderProbe:
         if unwinder is None:
             return self._count(Probe(lock.owner, "no unwinder"))
         owner = lock.owner
-        boosted = unwinder.boost()
         stops: list[list[float]] = []
-        try:
-            for attempt in range(2):
-                moved_to: list[int] = []
-                st = self._stop(unwinder, lock, owner)
-                pause = st.stop_ms if boosted else st.span_ms
-                self.pauses_ms.append(pause)
-                # a failed unwind may still have stopped the owner for its span (see pmp)
-                stops.append([owner, st.held_ms if not st.error else 0.0, st.span_ms])
-                self._safe(owner)
-                status = judge(lock, owner, st.read, moved_to) if st.pcs else \
-                    (st.error or "not stopped")
-                if status == "" and st.pcs:
-                    names = [unwinder.name(pc, act) for pc, act in st.pcs]
-                    if releasing(names):
-                        return self._count(Probe(owner, "releasing", stop_ms=pause,
-                                                 stops=stops))
-                    lines = [f"#{n:<2} 0x{pc:016x} {name}" if name else f"#{n:<2} 0x{pc:016x}"
-                             for n, ((pc, _), name) in enumerate(zip(st.pcs, names, strict=True))]
-                    return self._count(Probe(owner, "confirmed", lines, pause, stops))
-                nxt = moved_to[0] if moved_to else 0
-                if attempt or status != "moved" or nxt in (0, waiter) or nxt not in tids:
-                    return self._count(Probe(owner, status or "no frames", stop_ms=pause,
-                                             stops=stops))
-                owner = nxt
-        finally:
-            if boosted:
-                unwinder.unboost()
+        for attempt in range(2):
+            moved_to: list[int] = []
+            st, boosted = self._stop(unwinder, lock, owner)
+            pause = st.stop_ms if boosted else st.span_ms
+            self.pauses_ms.append(pause)
+            # a failed unwind may still have stopped the owner for its span (see pmp)
+            stops.append([owner, st.held_ms if not st.error else 0.0, st.span_ms])
+            self._safe(owner)
+            status = judge(lock, owner, st.read, moved_to) if st.pcs else \
+                (st.error or "not stopped")
+            if status == "" and st.pcs:
+                names = [unwinder.name(pc, act) for pc, act in st.pcs]
+                if releasing(names):
+                    return self._count(Probe(owner, "releasing", stop_ms=pause, stops=stops))
+                lines = [f"#{n:<2} 0x{pc:016x} {name}" if name else f"#{n:<2} 0x{pc:016x}"
+                         for n, ((pc, _), name) in enumerate(zip(st.pcs, names, strict=True))]
+                return self._count(Probe(owner, "confirmed", lines, pause, stops))
+            nxt = moved_to[0] if moved_to else 0
+            if attempt or status != "moved" or nxt in (0, waiter) or nxt not in tids:
+                return self._count(Probe(owner, status or "no frames", stop_ms=pause,
+                                         stops=stops))
+            owner = nxt
         return self._count(Probe(owner, "moved"))  # not reached: the loop always returns
 
     def _count(self, p: Probe) -> Probe:
