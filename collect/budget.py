@@ -74,7 +74,11 @@ RECORD_S_PER_SWITCH = 5e-6
 #: before a collect, MariaDB under sysbench 23,000-49,000) is collected light: the scheduler is not
 #: recorded (each thread's on-CPU, runnable and blocked totals come from the kernel's own counters,
 #: ``/proc/PID/task/TID/schedstat``), snapshots at ``LIGHT_PMP_HZ`` split the blocked time over
-#: stacks, and the owner sampler runs at ``LIGHT_OWNER_HZ``.  Idle CPUs do not make the recording
+#: stacks, and the owner sampler runs at ``LIGHT_OWNER_HZ``: not at all (lock owners are named
+#: from the snapshots' ``/proc`` records, without holder stacks), as stopping lock holders cost
+#: MariaDB under sysbench 6-9 points of its transactions a second whatever the sampler's rate
+#: (``benchmarks/sched_recorders.py``, three sittings: light with the owner sampler at 5/s
+#: 10.3, 9.7, 12.1%, without it 4.0, 2.9, 2.7%; at 2/s 13.5%).  Idle CPUs do not make the recording
 #: cheaper: its work is done in the target's own switches, on the target's time (a rule that also
 #: asked for less than 10% of the CPUs idle left MariaDB under sysbench, which had more idle than
 #: that, recorded in full, and it lost 15-32% in 60 s collects).  Measured on the same server: 2.6%
@@ -86,7 +90,7 @@ RECORD_S_PER_SWITCH = 5e-6
 #: 60 s round at 21.7% (``benchmarks/README.md``, "The light collect").
 LIGHT_ABOVE_LOSS = 0.03
 LIGHT_PMP_HZ = 1.0
-LIGHT_OWNER_HZ = 5.0
+LIGHT_OWNER_HZ = 0.0
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).
 MIN_HZ = 1.0

@@ -275,9 +275,13 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                 "machine's CPUs, in the target's own switches, so this collect is light: no "
                 "scheduler recording (each thread's on-CPU, "
                 "runnable and blocked times come from the kernel's counters, its blocked "
-                f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), lock owners "
-                f"sampled at {opts.owner_rate_hz:g}/s (--off-cpu both to record every "
-                "switch anyway)")
+                f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), "
+                + (f"lock owners sampled at {opts.owner_rate_hz:g}/s" if opts.owner_rate_hz
+                   else "lock owners named from the snapshots' /proc records, without holder "
+                   "stacks: stopping lock holders costs a busy server more than the rest of "
+                   f"the collect (--off-cpu pmp --pmp-rate {opts.pmp_rate_hz:g} --owner-rate 5 "
+                   "to take them)")
+                + " (--off-cpu both to record every switch anyway)")
     raw = prepare_dir(out)
     col = Capture(options=replace(opts),
                   tools=tool_versions(opts.pmp_backend if opts.off_cpu in ("pmp", "both")

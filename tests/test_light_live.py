@@ -5,9 +5,9 @@ and yielding in a loop), which keeps both CPUs busy and switches about 550,000-8
 a second.  Recording every switch would cost it far more than
 ``budget.LIGHT_ABOVE_LOSS``, so ``wallflame collect --pid`` with no off-CPU option must not
 record the scheduler: each thread's on-CPU, runnable and blocked times come from the kernel's
-counters, its blocked time is split over snapshots at ``budget.LIGHT_PMP_HZ``, lock owners
-are sampled at ``budget.LIGHT_OWNER_HZ``, the warning says so and how to record every
-switch anyway, and ``meta.json`` ``postprocess.light`` holds the measure.  Given an off-CPU
+counters, its blocked time is split over snapshots at ``budget.LIGHT_PMP_HZ``, no lock holder
+is stopped (``budget.LIGHT_OWNER_HZ`` is 0: no owner sampler), the warning says so, how to
+take holder stacks and how to record every switch anyway, and ``meta.json`` ``postprocess.light`` holds the measure.  Given an off-CPU
 option, the collect does as told.
 
 Ground truth: the kernel's run time of the target's threads (``/proc/PID/task/TID/schedstat``),
@@ -96,6 +96,8 @@ def test_a_target_that_switches_this_often_gets_a_light_collect(tmp_path: Path, 
     assert light["chosen"] is True, light
     assert light["cost"] > budget.LIGHT_ABOVE_LOSS, light
     assert "this collect is light" in r.stderr and "--off-cpu both" in r.stderr, r.stderr
+    assert "without holder stacks" in r.stderr and "--owner-rate 5" in r.stderr, r.stderr
+    assert not list((run / "raw").glob("owners*")), sorted(p.name for p in (run / "raw").iterdir())
     opts = meta["options"]
     assert (opts["off_cpu"], opts["pmp_rate_hz"], opts["owner_rate_hz"]) == (
         "pmp", budget.LIGHT_PMP_HZ, budget.LIGHT_OWNER_HZ), opts
