@@ -7,8 +7,8 @@ a second.  Recording every switch would cost it far more than
 record the scheduler: each thread's on-CPU, runnable and blocked times come from the kernel's
 counters, its blocked time is split over snapshots at ``budget.LIGHT_PMP_HZ``, no lock holder
 is stopped (``budget.LIGHT_OWNER_HZ`` is 0: no owner sampler), the warning says so, how to
-take holder stacks and how to record every switch anyway, and ``meta.json`` ``postprocess.light`` holds the measure.  Given an off-CPU
-option, the collect does as told.
+take holder stacks and how to record every switch anyway, and ``meta.json``
+``postprocess.light`` holds the measure.  Given an off-CPU option, the collect does as told.
 
 Ground truth: the kernel's run time of the target's threads (``/proc/PID/task/TID/schedstat``),
 read by the test itself every 50 ms during the collect and interpolated at the window's
