@@ -21,13 +21,43 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, Missing, require  # noqa: E402
 from wallflame.collect.libdw import SymbolIndex, Unwinder  # noqa: E402
+from wallflame.collect.mutex import parse_maps  # noqa: E402
+
+
+def modules(u: Unwinder, pid: int) -> Iterator[tuple[str, int]]:
+    """Each executable file mapping's module of ``pid``, once: its path and the module
+    (``Dwfl_Module *``)."""
+    dw = u.lib.dw
+    seen: set[int] = set()
+    with open(f"/proc/{pid}/maps") as f:
+        maps = parse_maps(f.read())
+    for m in maps:
+        if "x" not in m.perms or not m.path.startswith("/"):
+            continue
+        mod = dw.dwfl_addrmodule(u.dwfl, m.start)
+        if not mod or mod in seen:
+            continue
+        seen.add(mod)
+        yield m.path, mod
+
+
+def addresses(u: Unwinder, mod: int, rows: Sequence[tuple[int, int, Any, Any, Any, Any]],
+              labels: Sequence[int]) -> list[int]:
+    """The addresses where the index's rules could go wrong, in ``mod``: each symbol's
+    (``rows``) first and last byte, the bytes either side of it and its middle, and each
+    label's and the bytes beside it."""
+    found = {a for r in rows for a in (r[0] - 1, r[0], (r[0] + r[1]) // 2, r[1] - 1, r[1])}
+    found |= {a for x in labels for a in (x - 1, x, x + 1)}
+    return [a for a in sorted(found) if a > 0 and u.lib.dw.dwfl_addrmodule(u.dwfl, a) == mod]
 
 
 def check(pid: int, per_module: int) -> int:
@@ -35,33 +65,19 @@ def check(pid: int, per_module: int) -> int:
     u = Unwinder(pid)
     dw = u.lib.dw
     exe = Path(f"/proc/{pid}/exe").resolve()
-    seen: set[int] = set()
     wrong_total = 0
     rng = random.Random(1)
     print("module  symbols  labels  build ms  addresses  answered  differ  index us  libdw us")
     try:
-        with open(f"/proc/{pid}/maps") as f:
-            maps = [line.split() for line in f]
-        for parts in maps:
-            if len(parts) < 6 or "x" not in parts[1] or not parts[5].startswith("/"):
-                continue
-            mod = dw.dwfl_addrmodule(u.dwfl, int(parts[0].split("-")[0], 16))
-            if not mod or mod in seen:
-                continue
-            seen.add(mod)
+        for path, mod in modules(u, pid):
             t = time.perf_counter()
             index = SymbolIndex(dw, mod)
             build = time.perf_counter() - t
-            rows = index.rows if Path(parts[5]) == exe else \
+            rows = index.rows if Path(path) == exe else \
                 rng.sample(index.rows, min(per_module, len(index.rows)))
-            addresses = sorted({a for r in rows for a in
-                                (r[0] - 1, r[0], (r[0] + r[1]) // 2, r[1] - 1, r[1])}
-                               | {a for x in index.labels for a in (x - 1, x, x + 1)})
             n = answered = wrong = 0
             t_index = t_libdw = 0.0
-            for a in addresses:
-                if a <= 0 or dw.dwfl_addrmodule(u.dwfl, a) != mod:
-                    continue
+            for a in addresses(u, mod, rows, index.labels):
                 t = time.perf_counter()
                 known, name = index.lookup(a)
                 t_index += time.perf_counter() - t
@@ -73,7 +89,7 @@ def check(pid: int, per_module: int) -> int:
                     answered += 1
                     wrong += name != ref
             wrong_total += wrong
-            print(f"{Path(parts[5]).name}  {len(index.rows)}  {len(index.labels)}  "
+            print(f"{Path(path).name}  {len(index.rows)}  {len(index.labels)}  "
                   f"{build * 1e3:.0f}  {n}  {answered}  {wrong}  "
                   f"{t_index / max(n, 1) * 1e6:.1f}  {t_libdw / max(n, 1) * 1e6:.1f}", flush=True)
     finally:

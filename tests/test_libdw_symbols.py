@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.libdw_symbols import addresses
+from benchmarks.libdw_symbols import modules as executable_modules
+
 #: Symbols tried per module (at random, fixed seed): libdw's own answer costs a scan of the
 #: whole table, about 1 ms in the largest modules here.
 PER_MODULE = 400
@@ -37,17 +40,6 @@ def targets(sample_bin: Path) -> Iterator[list[int]]:
             p.wait(timeout=10)
 
 
-def _module_starts(pid: int) -> list[int]:
-    """The first address of every executable file mapping of ``pid``."""
-    out = []
-    with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and "x" in parts[1] and parts[5].startswith("/"):
-                out.append(int(parts[0].split("-")[0], 16))
-    return out
-
-
 @pytest.mark.usefixtures("live")
 def test_the_index_names_every_address_as_libdw_does(targets: list[int]) -> None:
     from wallflame.collect.libdw import SymbolIndex, Unwinder
@@ -57,31 +49,19 @@ def test_the_index_names_every_address_as_libdw_does(targets: list[int]) -> None
     for pid in targets:
         u = Unwinder(pid)
         try:
-            dw = u.lib.dw
-            seen: set[int] = set()
-            for start in _module_starts(pid):
-                mod = dw.dwfl_addrmodule(u.dwfl, start)
-                if not mod or mod in seen:
-                    continue
-                seen.add(mod)
-                index = SymbolIndex(dw, mod)
+            for _, mod in executable_modules(u, pid):
+                index = SymbolIndex(u.lib.dw, mod)
                 if not index.ok:
                     continue
                 modules += 1
                 rows = rng.sample(index.rows, min(PER_MODULE, len(index.rows)))
-                addresses = {a for r in rows for a in
-                             (r[0] - 1, r[0], (r[0] + r[1]) // 2, r[1] - 1, r[1])}
-                addresses |= {a for x in rng.sample(index.labels, min(PER_MODULE // 4,
-                                                                      len(index.labels)))
-                              for a in (x - 1, x, x + 1)}
-                for a in sorted(addresses):
-                    if a <= 0 or dw.dwfl_addrmodule(u.dwfl, a) != mod:
-                        continue
+                labels = rng.sample(index.labels, min(PER_MODULE // 4, len(index.labels)))
+                for a in addresses(u, mod, rows, labels):
                     known, name = index.lookup(a)
                     tried += 1
                     if known:
                         answered += 1
-                        assert name == dw.dwfl_module_addrname(mod, a), (pid, hex(a))
+                        assert name == u.lib.dw.dwfl_module_addrname(mod, a), (pid, hex(a))
         finally:
             u.close()
     print(f"{modules} modules, {tried} addresses, {answered} answered by the index")
