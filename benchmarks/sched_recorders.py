@@ -113,6 +113,10 @@ COLLECTS = {
                            "--owner-rate", "0"],
     "wf_light_owners2": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
                          "--owner-rate", "2"],
+    "wf_light_owners5": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
+                         "--owner-rate", "5"],
+    "wf_light_owners5_nostop": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
+                                "--owner-rate", "5", "--no-holder-stacks"],
     "wf_light199": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ), "--owner-rate",
                     str(budget.LIGHT_OWNER_HZ), "-F", "199"],
 }

@@ -473,7 +473,7 @@ class _Processes:
                     encoding="utf-8")
         owners = OwnerSampler(target.pid, olog, opts.owner_rate_hz, self.stop,
                               alive=target.alive, start_ticks=target.start_ticks,
-                              stopped_before=target.stopped_at_start)
+                              stopped_before=target.stopped_at_start, probe=opts.holder_stacks)
         with self.lock:
             self.logs.append(olog)
             self.owners.append(owners)
@@ -482,8 +482,10 @@ class _Processes:
             col.commands["owners"] = [
                 f"read /proc/PID/task/*/syscall of each process at {opts.owner_rate_hz:g}/s; "
                 "for a futex waiter, the lock (40-56 bytes) and 1 KiB of its stack from "
-                "/proc/PID/mem; the lock's owner thread stopped, the lock read again and the "
-                "owner unwound (libdw dwfl_getthread_frames)",
+                "/proc/PID/mem"
+                + ("; the lock's owner thread stopped, the lock read again and the owner "
+                   "unwound (libdw dwfl_getthread_frames)" if opts.holder_stacks else
+                   " (no owner stopped: --no-holder-stacks)"),
                 "nm --defined-only -S -C [-D] <each mapped ELF>"]
 
     def _joined(self, seen: Seen) -> None:

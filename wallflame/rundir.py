@@ -90,6 +90,8 @@ class CollectOptions:
     owner_rate_hz: samples of lock waiters and their owners per second, read from /proc
                   (``both`` and ``pmp``); each lock owner found is stopped to confirm its
                   stack (the holders' stacks come only from these).
+    holder_stacks: whether the owner sampler stops the owners it finds (``False``: owners
+                  named, nothing stopped, no holder stacks).
     release_sites: record the futex wakes of the target (``collect.releases``): where each
                   observed lock was released.
     freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
@@ -136,6 +138,7 @@ class CollectOptions:
     pmp_backend: str = "libdw"
     pmp_rate_hz: float | None = None
     owner_rate_hz: float = 20.0
+    holder_stacks: bool = True
     release_sites: bool = False
     freq_hz: int = 499
     call_graph: str = "fp"

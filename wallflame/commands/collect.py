@@ -112,6 +112,11 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "each thread's /proc syscall file and stops each lock owner it finds for a "
               "fraction of a millisecond to take its stack; 0 turns it off (no holder "
               "stacks).")
+@click.option("--holder-stacks/--no-holder-stacks", default=_DEFAULTS.holder_stacks,
+              show_default=True,
+              help="Whether the owner sampler stops each lock owner it finds to take its "
+              "stack. Without: owners are still named at --owner-rate, nothing is stopped, "
+              "and no holder stacks are shown.")
 @click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
               help="perf on-CPU sampling frequency (Hz).")
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
@@ -150,7 +155,8 @@ def _positive(value: float | None, zero: bool = False) -> bool:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...], out: str,
             duration: float | None, off_cpu: str, pmp_backend: str,
-            pmp_rate: float | None, owner_rate: float, freq: int, call_graph: str,
+            pmp_rate: float | None, owner_rate: float, holder_stacks: bool, freq: int,
+            call_graph: str,
             sched_call_graph: str,
             max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
             release_sites: bool, inline_frames: bool | None,
@@ -187,7 +193,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if attach else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
-                          owner_rate_hz=owner_rate,
+                          owner_rate_hz=owner_rate, holder_stacks=holder_stacks,
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites,
