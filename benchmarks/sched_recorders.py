@@ -2,9 +2,10 @@
 """What recording the scheduler costs a busy server, recorder by recorder.
 
 MariaDB (``benchmarks/servers.py``: 4 tables of 10,000 rows) under one long sysbench
-``oltp_update_index`` run with 32 clients.  Windows of ``--window`` seconds alternate, in a
-rotating order, between no recorder and each recorder below; each window's transactions/s is
-the mean of sysbench's per-second figures inside it (its first 1.5 s left out).  Prints, per
+``oltp_update_index`` (or ``--test oltp_read_write``) run with 32 clients.  Windows of
+``--window`` seconds alternate, in a rotating order, between no recorder and each recorder
+below; each window's transactions/s is the mean of sysbench's per-second figures inside it
+(its first 1.5 s left out).  Prints, per
 recorder, the median over the rounds and the loss against the median with no recorder.
 
 Recorders (every one is a process of its own beside the server, as a collect's are):
@@ -367,8 +368,8 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
             cpus: dict[str, list[float]] | None = None,
             bpf_every: int = 20,
             printed: dict[str, list[tuple[int, int]]] | None = None,
-            lights: dict[str, list[bool]] | None = None
-            ) -> dict[str, list[float]]:
+            lights: dict[str, list[bool]] | None = None,
+            test: str = "oltp_update_index") -> dict[str, list[float]]:
     """Each kind's transactions a second, one figure per round.  ``printed``: per kind run
     with bpftrace, what bpftrace printed at each stop (bytes, stacks)."""
     printed = {} if printed is None else printed
@@ -380,12 +381,12 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
     marks: list[tuple[str, float, float]] = []
     with MariaDB(tables=tables, table_size=table_size, base_dir=work) as db:
         db.prepare()
-        db.sysbench("oltp_update_index", 8, 5)  # warm the buffer pool
+        db.sysbench(test, 8, 5)  # warm the buffer pool
         # A collect also reads the rate first and post-processes after its window.
         total = rounds * sum(window + (63 if collect_kind(k) in COLLECTS
                                        or collect_kind(k) in (bases or {}) else 3)
                             for k in kinds) + 15
-        load = db.sysbench_start("oltp_update_index", 32, total)
+        load = db.sysbench_start(test, 32, total)
         time.sleep(5)
         for r in range(rounds):
             for i in range(len(kinds)):
@@ -506,6 +507,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--test", default="oltp_update_index",
+                    choices=["oltp_update_index", "oltp_read_write"],
+                    help="the sysbench test the server runs")
     ap.add_argument("--recorders", default=",".join(RECORDERS),
                     help=f"comma-separated, of: {', '.join([*RECORDERS, *COLLECTS])}")
     ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
@@ -564,11 +568,11 @@ def main() -> int:
             lights: dict[str, list[bool]] = {}
             result = measure(kinds, args.window, args.rounds, work, args.tables,
                              args.table_size, bases, args.base_args.split(), stops, cpus,
-                             args.bpf_every, printed, lights)
+                             args.bpf_every, printed, lights, args.test)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
-    print(f"MariaDB oltp_update_index, 32 clients, {args.tables} tables of "
+    print(f"MariaDB {args.test}, 32 clients, {args.tables} tables of "
           f"{args.table_size:,} rows, {args.rounds} rounds of {args.window:g} s")
     for kind, values in result.items():
         if not values:

@@ -75,15 +75,18 @@ RECORD_S_PER_SWITCH = 5e-6
 #: recorded (each thread's on-CPU, runnable and blocked totals come from the kernel's own counters,
 #: ``/proc/PID/task/TID/schedstat``), snapshots at ``LIGHT_PMP_HZ`` split the blocked time over
 #: stacks, and the owner sampler runs at ``LIGHT_OWNER_HZ``: not at all (lock owners are named
-#: from the snapshots' ``/proc`` records, without holder stacks), as stopping lock holders cost
-#: MariaDB under sysbench 6-9 points of its transactions a second whatever the sampler's rate
-#: (``benchmarks/sched_recorders.py``, three sittings: light with the owner sampler at 5/s
-#: 10.3, 9.7, 12.1%, without it 4.0, 2.9, 2.7%; at 2/s 13.5%).  Idle CPUs do not make the recording
-#: cheaper: its work is done in the target's own switches, on the target's time (a rule that also
-#: asked for less than 10% of the CPUs idle left MariaDB under sysbench, which had more idle than
-#: that, recorded in full, and it lost 15-32% in 60 s collects).  Measured on the same server: 2.6%
-#: loss (10 s windows, 8 rounds) and -1.1, 5.8, 9.7% (60 s windows), against 14-16% for the
-#: scheduler alone and 15-32% for the full defaults.
+#: from the snapshots' ``/proc`` records, without holder stacks), as the owner sampler cost
+#: MariaDB under sysbench 2-19 points of its transactions a second more than the light collect
+#: without it (``benchmarks/sched_recorders.py``, five sittings: light with the owner sampler at
+#: 5/s 10.3, 9.7, 12.1, 21.3, 5.3%, without it 4.0, 2.9, 2.7, 2.1, 3.3%; at 2/s 13.5%; with
+#: ``--no-holder-stacks``, nothing stopped, 12.0 and 5.7% in the last two), while a program
+#: convoying on one mutex (``benchmarks/owner_cost.py``) lost nothing measurable to it.  Idle
+#: CPUs do not make the recording cheaper: its work is done in the target's own switches, on
+#: the target's time (a rule that also asked for less than 10% of the CPUs idle left MariaDB
+#: under sysbench, which had more idle than that, recorded in full, and it lost 15-32% in 60 s
+#: collects).  Measured on the same server: 2.6% loss (10 s windows, 8 rounds) and -1.1, 5.8,
+#: 9.7% (60 s windows), against 14-16% for the scheduler alone and 15-32% for the full
+#: defaults.
 #: 3%, not the 5% the whole collect may cost: a collect that records the scheduler also runs
 #: the snapshots at 2/s and the owner sampler at 20/s, which cost MariaDB about 9 points more
 #: than the recording alone (24.7% against 15.9% in one sitting), and a rule at 5% left a

@@ -33,6 +33,8 @@ from wallflame.collect.target import (
     syscall_sp,
 )
 
+#: A waiter's holder status when the sampler stops no owner (``--no-holder-stacks``).
+STACKS_OFF = "stacks off"
 #: How long a thread's name read by the owner sampler is used before it is read again (s).
 COMM_KEPT_S = 2.0
 #: Each interval between two rounds of a sampler (snapshots, owners) is drawn uniformly from
@@ -57,11 +59,13 @@ class OwnerSampler(threading.Thread):
     bytes of the lock (``collect.locklayout``) and 1 KiB of its stack (scanned for return
     addresses: the call site).  When the lock names an owner, that one thread is stopped to
     take its stack while it is known to hold the lock (``collect.holders``; at most
-    ``MAX_PROBES_PER_ROUND`` owners a round, one probe per lock and owner).  One JSON line per
-    waiter on a recognised lock goes to ``log``: ``{"t_ns", "mono_ns", "tid", "comm", "lock",
-    "kind", "owner", "refused", "sites", "holder"}`` (``holder``: the probe, shared by the
-    waiters of one lock in one round).  With scheduler off-CPU time these records name the
-    lock of each exact mutex wait and who held it (``wallflame.fold.locks``)."""
+    ``MAX_PROBES_PER_ROUND`` owners a round, one probe per lock and owner; with ``probe``
+    false none is stopped, and a named owner's holder is ``{"tid", "status": STACKS_OFF}``).
+    One JSON line per waiter on a recognised lock goes to ``log``: ``{"t_ns", "mono_ns",
+    "tid", "comm", "lock", "kind", "owner", "refused", "sites", "holder"}`` (``holder``: the
+    probe, shared by the waiters of one lock in one round).  With scheduler off-CPU time
+    these records name the lock of each exact mutex wait and who held it
+    (``wallflame.fold.locks``)."""
 
     def __init__(self, pid: int, log: IO[str], rate_hz: float, stop: threading.Event,
                  alive: Callable[[], bool] = lambda: True, start_ticks: int = 0,
@@ -157,7 +161,9 @@ class OwnerSampler(threading.Thread):
                                    "sites": sites}
             if lr.refused:
                 rec["refused"] = lr.refused
-            if lr.owner and self.prober is not None:
+            if lr.owner and self.prober is None:
+                rec["holder"] = {"tid": lr.owner, "status": STACKS_OFF}
+            elif lr.owner and self.prober is not None:
                 key = (base, lr.owner)
                 if key not in probes and len(probes) < MAX_PROBES_PER_ROUND:
                     probes[key] = self.prober.probe(lr, tids, tid).to_json()

@@ -278,9 +278,9 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                 f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), "
                 + (f"lock owners sampled at {opts.owner_rate_hz:g}/s" if opts.owner_rate_hz
                    else "lock owners named from the snapshots' /proc records, without holder "
-                   "stacks: stopping lock holders costs a busy server more than the rest of "
-                   f"the collect (--off-cpu pmp --pmp-rate {opts.pmp_rate_hz:g} --owner-rate 5 "
-                   "to take them)")
+                   "stacks: the owner sampler, which stops lock holders to take them, costs a "
+                   "busy server more than the rest of the collect (--off-cpu pmp --pmp-rate "
+                   f"{opts.pmp_rate_hz:g} --owner-rate 5 to take them)")
                 + " (--off-cpu both to record every switch anyway)")
     raw = prepare_dir(out)
     col = Capture(options=replace(opts),

@@ -28,6 +28,7 @@ REASONS = {
     "owner waits on the same lock": "owner waiting on the lock itself",
     "no owner recorded": "owner field not yet written",
     "not probed": "owner not stopped (probe limit per round)",
+    "stacks off": "owner not stopped (--no-holder-stacks)",
     "no frames": "owner stopped but its stack could not be unwound",
     "not checked": "owner stopped but the lock could not be read again",
     "not stopped": "owner could not be stopped",

@@ -110,8 +110,8 @@ def _positive(value: float | None, zero: bool = False) -> bool:
 @click.option("--owner-rate", type=float, default=_DEFAULTS.owner_rate_hz, show_default=True,
               help="Rounds per second of the owner sampler (modes both and pmp): it reads "
               "each thread's /proc syscall file and stops each lock owner it finds for a "
-              "fraction of a millisecond to take its stack; 0 turns it off (no holder "
-              "stacks).")
+              "fraction of a millisecond to take its stack (unless --no-holder-stacks); 0 "
+              "turns it off (no holder stacks).")
 @click.option("--holder-stacks/--no-holder-stacks", default=_DEFAULTS.holder_stacks,
               show_default=True,
               help="Whether the owner sampler stops each lock owner it finds to take its "
