@@ -56,6 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.servers import progress_rate  # noqa: E402
 from wallflame.collect.pmp import SnapshotLoop, make_backend  # noqa: E402
 from wallflame.collect.run import CollectOptions  # noqa: E402
 from wallflame.collect.run import collect as wf_collect  # noqa: E402
@@ -212,15 +213,10 @@ def finish_target(proc: subprocess.Popen[str], res: Result, start_ns: int,
         res.window = res.meter.between(start_ns, end_ns)
     proc.kill()
     out, _ = proc.communicate(timeout=60)
-    points = []
-    for line in out.splitlines():
-        d = json.loads(line)
-        if "t_ns" in d and start_ns <= d["t_ns"] <= end_ns:
-            points.append((d["t_ns"], d["work"]))
-    if len(points) < 2:
+    rate = progress_rate(out.splitlines(), start_ns, end_ns)
+    if rate is None:
         raise SystemExit("the profiled window is too short to measure throughput")
-    (t0, w0), (t1, w1) = points[0], points[-1]
-    res.rate = (w1 - w0) / ((t1 - t0) / 1e9)
+    res.rate = rate
     res.span_s = (end_ns - start_ns) / 1e9
     return res
 

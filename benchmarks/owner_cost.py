@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import wallflame_env  # noqa: E402
+from benchmarks.servers import progress_rate, wallflame_env  # noqa: E402
 
 LIGHT = ["--off-cpu", "pmp", "--pmp-rate", "1"]
 VARIANTS = {"noowners": [*LIGHT, "--owner-rate", "0"],
@@ -47,15 +47,10 @@ VARIANTS = {"noowners": [*LIGHT, "--owner-rate", "0"],
 
 def rate(progress: Path, a_ns: int, b_ns: int) -> float:
     """Messages a second between the first and the last progress line inside [a, b]."""
-    pts: list[tuple[int, int]] = []
-    for line in progress.read_text(errors="replace").splitlines():
-        if line.startswith('{"t_ns"'):
-            d = json.loads(line)
-            if a_ns <= d["t_ns"] <= b_ns:
-                pts.append((int(d["t_ns"]), int(d["work"])))
-    if len(pts) < 2:
+    r = progress_rate(progress.read_text(errors="replace").splitlines(), a_ns, b_ns)
+    if r is None:
         raise RuntimeError(f"no progress lines inside the window in {progress}")
-    return float(pts[-1][1] - pts[0][1]) / ((pts[-1][0] - pts[0][0]) / 1e9)
+    return r
 
 
 def stops(run: Path) -> int:

@@ -5,8 +5,8 @@ MariaDB (``benchmarks/servers.py``: 4 tables of 10,000 rows) under one long sysb
 ``oltp_update_index`` (or ``--test oltp_read_write``) run with 32 clients.  Windows of
 ``--window`` seconds alternate, in a rotating order, between no recorder and each recorder
 below; each window's transactions/s is the mean of sysbench's per-second figures inside it
-(its first 1.5 s left out).  Prints, per
-recorder, the median over the rounds and the loss against the median with no recorder.
+(its first 1.5 s left out).  Prints, per recorder, the median over the rounds and the loss
+against the median with no recorder.
 
 Recorders (every one is a process of its own beside the server, as a collect's are):
 

@@ -57,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -198,6 +198,22 @@ class Load:
             tail = "\n".join(text.splitlines()[-15:])
             raise RuntimeError(f"{self.command[0]} exited {code} without a rate:\n{tail}")
         return rate
+
+
+def progress_rate(lines: Iterable[str], start_ns: int, end_ns: int) -> float | None:
+    """Work a second between the first and the last of a sample program's progress lines
+    (``{"t_ns": ..., "work": ...}``, its running total at that ``CLOCK_MONOTONIC`` instant)
+    inside [start_ns, end_ns]; ``None`` with fewer than two inside."""
+    points: list[tuple[int, int]] = []
+    for line in lines:
+        if line.startswith("{") and '"t_ns"' in line:
+            d = json.loads(line)
+            if "work" in d and start_ns <= d["t_ns"] <= end_ns:
+                points.append((int(d["t_ns"]), int(d["work"])))
+    if len(points) < 2:
+        return None
+    (t0, w0), (t1, w1) = points[0], points[-1]
+    return (w1 - w0) / ((t1 - t0) / 1e9)
 
 
 class _Parser:

@@ -161,14 +161,14 @@ class OwnerSampler(threading.Thread):
                                    "sites": sites}
             if lr.refused:
                 rec["refused"] = lr.refused
-            if lr.owner and self.prober is None:
-                rec["holder"] = {"tid": lr.owner, "status": STACKS_OFF}
-            elif lr.owner and self.prober is not None:
+            if lr.owner and self.prober is not None:
                 key = (base, lr.owner)
                 if key not in probes and len(probes) < MAX_PROBES_PER_ROUND:
                     probes[key] = self.prober.probe(lr, tids, tid).to_json()
                 if key in probes:
                     rec["holder"] = probes[key]
+            elif lr.owner:
+                rec["holder"] = {"tid": lr.owner, "status": STACKS_OFF}
             self.waiters += 1
             self.log.write(json.dumps(rec, sort_keys=True) + "\n")
 
