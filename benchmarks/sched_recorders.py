@@ -95,7 +95,7 @@ from wallflame.collect import perf as wf_perf  # noqa: E402
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
              "bpf_acct", "bpf_offcpu", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
-             "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199")
+             "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199", "a_cpu", "a_cpu99")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -118,6 +118,8 @@ COLLECTS = {
                          "--owner-rate", "5"],
     "wf_light_owners5_nostop": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
                                 "--owner-rate", "5", "--no-holder-stacks"],
+    "wf_light99": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ), "--owner-rate",
+                   str(budget.LIGHT_OWNER_HZ), "-F", "99"],
     "wf_light199": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ), "--owner-rate",
                     str(budget.LIGHT_OWNER_HZ), "-F", "199"],
 }
@@ -220,6 +222,9 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
         hz = "199" if kind == "p_cpu199" else "499"
         return [*perf, "-e", "cpu-clock", "-F", hz, "--call-graph", "fp", "-p", str(pid),
                 *sleep]
+    if kind in ("a_cpu", "a_cpu99"):  # the same on every CPU, as an attached collect takes them
+        hz = "99" if kind == "a_cpu99" else "499"
+        return [*perf, "-e", "cpu-clock", "-F", hz, "--call-graph", "fp", "-a", *sleep]
     if kind in ("p_switch", "a_switch"):
         who = ["-p", str(pid)] if kind == "p_switch" else ["-a"]
         return [*perf, "-e", "dummy", "--switch-events", *who, *sleep]
@@ -503,6 +508,12 @@ def check_offcpu(seconds: float = 10.0) -> int:
     return 0 if worst <= 2.0 else 1
 
 
+def paired_loss(values: list[float], none: list[float]) -> float:
+    """The median over rounds of each round's loss against that round's window with no
+    profiler (a fraction)."""
+    return statistics.median(1 - v / n for v, n in zip(values, none, strict=True))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--window", type=float, default=8.0)
@@ -580,6 +591,10 @@ def main() -> int:
             continue
         med = statistics.median(values)
         loss = "" if kind == "none" or not base else f"  loss {100 * (1 - med / base):+.1f}%"
+        if kind != "none" and len(values) == len(result["none"]) > 1:
+            # each round against the window with no profiler of the same round: the server's
+            # drift over the sitting (minutes) cancels, its moves between windows do not
+            loss += f" (paired {100 * paired_loss(values, result['none']):+.1f}%)"
         print(f"{kind:9s} median {med:8,.0f} tps{loss}   rounds: "
               + ", ".join(f"{v:,.0f}" for v in values))
         if cpus.get(kind):

@@ -94,6 +94,9 @@ RECORD_S_PER_SWITCH = 5e-6
 LIGHT_ABOVE_LOSS = 0.03
 LIGHT_PMP_HZ = 1.0
 LIGHT_OWNER_HZ = 0.0
+#: The on-CPU sampling rate of a light collect whose ``-F`` was left to its default
+#: (``CollectOptions.auto_freq``).  FIGURES
+LIGHT_FREQ_HZ = 99
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).
 MIN_HZ = 1.0
@@ -281,6 +284,7 @@ def _water_fill(rates: list[float], stacks_per_s: float) -> float:
 
 
 __all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "LIGHT_ABOVE_LOSS",
-           "LIGHT_OWNER_HZ", "LIGHT_PMP_HZ", "RECORD_S_PER_SWITCH", "Plan", "automatic",
+           "LIGHT_FREQ_HZ", "LIGHT_OWNER_HZ", "LIGHT_PMP_HZ", "RECORD_S_PER_SWITCH", "Plan",
+           "automatic",
            "cpu_times", "every_switch_mb_per_s", "machine_switches", "plan", "recording_cost",
            "stack_period", "switch_counts", "switch_rates", "too_costly"]

@@ -275,7 +275,8 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                 "machine's CPUs, in the target's own switches, so this collect is light: no "
                 "scheduler recording (each thread's on-CPU, "
                 "runnable and blocked times come from the kernel's counters, its blocked "
-                f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), "
+                f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), on-CPU samples at "
+                f"{opts.freq_hz} Hz{' (-F to choose)' if opts.auto_freq else ''}, "
                 + (f"lock owners sampled at {opts.owner_rate_hz:g}/s" if opts.owner_rate_hz
                    else "lock owners named from the snapshots' /proc records, without holder "
                    "stacks: the owner sampler, which stops lock holders to take them, costs a "
@@ -542,7 +543,8 @@ def _light(opts: CollectOptions, pids: list[int]) -> tuple[
         "chosen": budget.too_costly(rates)}
     if light["chosen"]:
         opts = replace(opts, off_cpu="pmp", pmp_rate_hz=budget.LIGHT_PMP_HZ,
-                       owner_rate_hz=budget.LIGHT_OWNER_HZ)
+                       owner_rate_hz=budget.LIGHT_OWNER_HZ,
+                       freq_hz=budget.LIGHT_FREQ_HZ if opts.auto_freq else opts.freq_hz)
     return opts, light, (rates, machine)
 
 

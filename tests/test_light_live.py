@@ -6,9 +6,10 @@ a second.  Recording every switch would cost it far more than
 ``budget.LIGHT_ABOVE_LOSS``, so ``wallflame collect --pid`` with no off-CPU option must not
 record the scheduler: each thread's on-CPU, runnable and blocked times come from the kernel's
 counters, its blocked time is split over snapshots at ``budget.LIGHT_PMP_HZ``, no lock holder
-is stopped (``budget.LIGHT_OWNER_HZ`` is 0: no owner sampler), the warning says so, how to
-take holder stacks and how to record every switch anyway, and ``meta.json``
-``postprocess.light`` holds the measure.  Given an off-CPU option, the collect does as told.
+is stopped (``budget.LIGHT_OWNER_HZ`` is 0: no owner sampler), on-CPU samples are taken at
+``budget.LIGHT_FREQ_HZ`` unless ``-F`` is given, the warning says so, how to take holder stacks
+and how to record every switch anyway, and ``meta.json`` ``postprocess.light`` holds the
+measure.  Given an off-CPU option, the collect does as told.
 
 Ground truth: the kernel's run time of the target's threads (``/proc/PID/task/TID/schedstat``),
 read by the test itself every 50 ms during the collect and interpolated at the window's
@@ -99,8 +100,10 @@ def test_a_target_that_switches_this_often_gets_a_light_collect(tmp_path: Path, 
     assert "without holder stacks" in r.stderr and "--owner-rate 5" in r.stderr, r.stderr
     assert not list((run / "raw").glob("owners*")), sorted(p.name for p in (run / "raw").iterdir())
     opts = meta["options"]
-    assert (opts["off_cpu"], opts["pmp_rate_hz"], opts["owner_rate_hz"]) == (
-        "pmp", budget.LIGHT_PMP_HZ, budget.LIGHT_OWNER_HZ), opts
+    assert (opts["off_cpu"], opts["pmp_rate_hz"], opts["owner_rate_hz"], opts["freq_hz"]) == (
+        "pmp", budget.LIGHT_PMP_HZ, budget.LIGHT_OWNER_HZ, budget.LIGHT_FREQ_HZ), opts
+    assert opts["auto_freq"] is True, opts
+    assert f"on-CPU samples at {budget.LIGHT_FREQ_HZ} Hz (-F to choose)" in r.stderr, r.stderr
     assert not list((run / "raw").glob("sched*")), sorted(p.name for p in (run / "raw").iterdir())
     assert meta["pmp"]["snapshots"] >= 2, meta["pmp"]
     summary = json.loads((run / "summary.json").read_text())
@@ -133,3 +136,25 @@ def test_an_off_cpu_option_given_is_kept(tmp_path: Path, live: None) -> None:
     assert "this collect is light" not in r.stderr, r.stderr
     assert meta["options"]["auto_light"] is False, meta["options"]
     assert meta["options"]["owner_rate_hz"] == 20.0, meta["options"]
+    assert meta["options"]["freq_hz"] == 499, meta["options"]
+
+
+def test_a_rate_given_is_kept_in_a_light_collect(tmp_path: Path, live: None) -> None:
+    """``-F`` given: the collect is still light (``-F`` is not an off-CPU option), and samples
+    at the rate given, not at ``budget.LIGHT_FREQ_HZ``."""
+    load = _sysbench_threads(60)
+    run = tmp_path / "run"
+    try:
+        time.sleep(1.5)
+        r = collect("--pid", str(load.pid), "--duration", "2", "-F", "199", "-o", str(run),
+                    timeout=180)
+    finally:
+        load.kill()
+        load.wait()
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["postprocess"]["light"]["chosen"] is True, meta["postprocess"]
+    opts = meta["options"]
+    assert (opts["freq_hz"], opts["auto_freq"], meta["rates"]["perf_hz"]) == (199, False, 199.0), (
+        opts, meta["rates"])
+    assert "on-CPU samples at 199 Hz," in r.stderr, r.stderr

@@ -131,6 +131,8 @@ class CollectOptions:
                   (``collect.budget.too_costly``) does not record the scheduler (``off_cpu``
                   becomes ``pmp``, with the light rates); the measure and the choice are in
                   ``postprocess.light``.
+    auto_freq:    ``-F`` was left to its default: a light collect samples on-CPU at
+                  ``collect.budget.LIGHT_FREQ_HZ`` (``freq_hz`` then says so).
     """
 
     duration_s: float | None = 10.0
@@ -149,6 +151,7 @@ class CollectOptions:
     sched_stack_period: int | None = None
     inline_frames: bool | None = None
     auto_light: bool = False
+    auto_freq: bool = False
 
     @property
     def inlined(self) -> bool:

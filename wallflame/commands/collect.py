@@ -118,7 +118,8 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "stack. Without: owners are still named at --owner-rate, nothing is stopped, "
               "and no holder stacks are shown.")
 @click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
-              help="perf on-CPU sampling frequency (Hz).")
+              help="perf on-CPU sampling frequency (Hz). A light collect (see --off-cpu) "
+              "left to this default samples at 99 Hz.")
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
               default=_DEFAULTS.call_graph, show_default=True,
               help="perf stack unwinding: frame pointers (cheap) or DWARF (keeps frames of "
@@ -190,6 +191,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
     ctx = click.get_current_context()
     left = all(ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None) for name in (
         "off_cpu", "pmp_rate", "owner_rate", "max_data_mb_per_s", "sched_stack_hz"))
+    freq_left = ctx.get_parameter_source("freq") in (ParameterSource.DEFAULT, None)
     opts = CollectOptions(duration_s=duration if duration is not None else
                           (10.0 if attach else None),
                           off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
@@ -197,7 +199,8 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                           freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites,
-                          inline_frames=inline_frames, auto_light=attach and left)
+                          inline_frames=inline_frames, auto_light=attach and left,
+                          auto_freq=attach and left and freq_left)
     live, show = _progress_printer()
     if live is None:
         what = _what(pids, trees, cgroups) if attach else " ".join(command)
