@@ -95,7 +95,8 @@ from wallflame.collect import perf as wf_perf  # noqa: E402
 LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
              "bpf_acct", "bpf_offcpu", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
-             "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199", "a_cpu", "a_cpu99")
+             "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199", "a_cpu", "a_cpu99",
+             "eustack1")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -110,6 +111,7 @@ COLLECTS = {
     "wf_light": ["--pmp-rate", "0.5", "--owner-rate", "5"],
     "wf_none": ["--off-cpu", "none"],
     "wf_none199": ["--off-cpu", "none", "-F", "199"],
+    "wf_none99": ["--off-cpu", "none", "-F", "99"],
     "wf_light_no_owners": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
                            "--owner-rate", "0"],
     "wf_light_owners2": ["--off-cpu", "pmp", "--pmp-rate", str(budget.LIGHT_PMP_HZ),
@@ -225,6 +227,9 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     if kind in ("a_cpu", "a_cpu99"):  # the same on every CPU, as an attached collect takes them
         hz = "99" if kind == "a_cpu99" else "499"
         return [*perf, "-e", "cpu-clock", "-F", hz, "--call-graph", "fp", "-a", *sleep]
+    if kind == "eustack1":  # the peer's snapshot: eu-stack -p PID once a second, as pt-pmp does
+        return ["timeout", f"{window:g}", "sh", "-c",
+                f"while :; do eu-stack -p {pid} >/dev/null 2>&1; sleep 1; done"]
     if kind in ("p_switch", "a_switch"):
         who = ["-p", str(pid)] if kind == "p_switch" else ["-a"]
         return [*perf, "-e", "dummy", "--switch-events", *who, *sleep]

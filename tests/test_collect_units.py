@@ -310,6 +310,39 @@ def test_owner_rate_reaches_the_collect(tmp_path: Path, monkeypatch: pytest.Monk
         assert seen[-1] == want
 
 
+def test_the_rate_left_to_its_default_is_marked_for_a_light_collect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto_freq``: ``-F`` and every off-CPU option left to their defaults, attached; a light
+    collect then samples at ``budget.LIGHT_FREQ_HZ``, which ``--help`` states."""
+    from click.testing import CliRunner
+
+    import wallflame.commands.collect as command
+    from wallflame.cli import cli
+    from wallflame.collect import budget
+    from wallflame.errors import InputError
+    from wallflame.rundir import CollectOptions
+
+    seen: list[tuple[int, bool, bool]] = []
+
+    def stop_here(out: Path, opts: CollectOptions, **_: object) -> None:
+        seen.append((opts.freq_hz, opts.auto_light, opts.auto_freq))
+        raise InputError("stopped here", "none")
+
+    monkeypatch.setattr(command, "collect", stop_here)
+    for extra, want in (([], (499, True, True)), (["-F", "499"], (499, True, False)),
+                        (["-F", "99"], (99, True, False)),
+                        (["--off-cpu", "both"], (499, False, False)),
+                        (["--owner-rate", "5"], (499, False, False))):
+        r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(tmp_path / "r"), *extra])
+        assert r.exit_code == 3 and "stopped here" in r.output, r.output
+        assert seen[-1] == want, (extra, seen[-1])
+    r = CliRunner().invoke(cli, ["collect", "-o", str(tmp_path / "r"), "--", "true"])
+    assert seen[-1] == (499, False, False), seen[-1]  # a launched command is never light
+    r = CliRunner().invoke(cli, ["collect", "--help"], terminal_width=200)
+    assert f"left to this default samples at {budget.LIGHT_FREQ_HZ} Hz" in " ".join(
+        r.output.split()), r.output
+
+
 def test_the_folding_process_and_what_it_started_are_found() -> None:
     """The folding process's threads, its ``perf script`` and the ``addr2line`` that one starts
     get the normal priority back when the window closes: all of them found from ``/proc``."""
