@@ -379,16 +379,18 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
             bpf_every: int = 20,
             printed: dict[str, list[tuple[int, int]]] | None = None,
             lights: dict[str, list[bool]] | None = None,
-            test: str = "oltp_update_index") -> dict[str, list[float]]:
+            test: str = "oltp_update_index",
+            by_round: dict[str, dict[int, float]] | None = None) -> dict[str, list[float]]:
     """Each kind's transactions a second, one figure per round.  ``printed``: per kind run
-    with bpftrace, what bpftrace printed at each stop (bytes, stacks)."""
+    with bpftrace, what bpftrace printed at each stop (bytes, stacks); ``by_round``: each
+    kind's figures by round."""
     printed = {} if printed is None else printed
     program = work / "accounting.bt"
     program.write_text(ACCOUNTING)
     offcpu = work / "offcpu.bt"
     offcpu.write_text(OFFCPU)
     result: dict[str, list[float]] = {k: [] for k in kinds}
-    marks: list[tuple[str, float, float]] = []
+    marks: list[tuple[str, float, float, int]] = []
     with MariaDB(tables=tables, table_size=table_size, base_dir=work) as db:
         db.prepare()
         db.sysbench(test, 8, 5)  # warm the buffer pool
@@ -410,7 +412,7 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                             if kind == "bpf_acct" else
                             bpf_window(window, offcpu, [str(db.pid), str(bpf_every)],
                                        printed.setdefault(kind, [])))
-                    marks.append((kind, s - load.started, e - load.started))
+                    marks.append((kind, s - load.started, e - load.started, r))
                     time.sleep(2)
                     continue
                 elif collect_kind(kind) in COLLECTS or collect_kind(kind) in (bases or {}):
@@ -421,7 +423,7 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                               if kind.endswith(BPF) else None)
                     s, e = wallflame_window(db.pid, (Path("/dev/shm") if kind.endswith(SHM)
                                                      else work) / f"wallflame-{kind}", window,
-                                            COLLECTS.get(name, base_args),
+                                            COLLECTS.get(name, base_args or []),
                                             (bases or {}).get(name, ROOT),
                                             None if stops is None else
                                             stops.setdefault(kind, []),
@@ -431,7 +433,7 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                                             lights.setdefault(kind, []))
                     if beside is not None:
                         printed.setdefault(kind, []).append(beside.stop())
-                    marks.append((kind, s - load.started, e - load.started))
+                    marks.append((kind, s - load.started, e - load.started, r))
                     time.sleep(2)
                     continue
                 else:
@@ -440,16 +442,18 @@ def measure(kinds: list[str], window: float, rounds: int, work: Path, tables: in
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    check=False, timeout=window + 120)
                     out.unlink(missing_ok=True)
-                marks.append((kind, start, time.monotonic() - load.started))
+                marks.append((kind, start, time.monotonic() - load.started, r))
                 time.sleep(2)
         per_second = load.intervals()
         load.stop()  # sysbench can take minutes to stop on SIGINT: killed after 30 s
         with contextlib.suppress(subprocess.TimeoutExpired, RuntimeError):
             load.result(30)
-    for kind, s, e in marks:
+    for kind, s, e, r in marks:
         inside = [tps for t, tps in per_second if s + 1.5 <= t <= e]
         if inside:
             result[kind].append(statistics.mean(inside))
+            if by_round is not None:
+                by_round.setdefault(kind, {})[r] = result[kind][-1]
     return result
 
 
@@ -513,10 +517,11 @@ def check_offcpu(seconds: float = 10.0) -> int:
     return 0 if worst <= 2.0 else 1
 
 
-def paired_loss(values: list[float], none: list[float]) -> float:
+def paired_loss(values: dict[int, float], none: dict[int, float]) -> float | None:
     """The median over rounds of each round's loss against that round's window with no
-    profiler (a fraction)."""
-    return statistics.median(1 - v / n for v, n in zip(values, none, strict=True))
+    profiler (a fraction), over the rounds that have both; None without two such rounds."""
+    losses = [1 - v / none[r] for r, v in values.items() if none.get(r)]
+    return statistics.median(losses) if len(losses) > 1 else None
 
 
 def main() -> int:
@@ -582,9 +587,10 @@ def main() -> int:
             cpus: dict[str, list[float]] = {}
             printed: dict[str, list[tuple[int, int]]] = {}
             lights: dict[str, list[bool]] = {}
+            by_round: dict[str, dict[int, float]] = {}
             result = measure(kinds, args.window, args.rounds, work, args.tables,
                              args.table_size, bases, args.base_args.split(), stops, cpus,
-                             args.bpf_every, printed, lights, args.test)
+                             args.bpf_every, printed, lights, args.test, by_round)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(result["none"]) if result["none"] else None
@@ -596,10 +602,12 @@ def main() -> int:
             continue
         med = statistics.median(values)
         loss = "" if kind == "none" or not base else f"  loss {100 * (1 - med / base):+.1f}%"
-        if kind != "none" and len(values) == len(result["none"]) > 1:
+        paired = None if kind == "none" else paired_loss(by_round.get(kind, {}),
+                                                         by_round.get("none", {}))
+        if paired is not None:
             # each round against the window with no profiler of the same round: the server's
             # drift over the sitting (minutes) cancels, its moves between windows do not
-            loss += f" (paired {100 * paired_loss(values, result['none']):+.1f}%)"
+            loss += f" (paired {100 * paired:+.1f}%)"
         print(f"{kind:9s} median {med:8,.0f} tps{loss}   rounds: "
               + ", ".join(f"{v:,.0f}" for v in values))
         if cpus.get(kind):
