@@ -58,6 +58,7 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLES,
     MariaDB,
     Missing,
+    mount_tracefs,
     require,
     warm_bytecode,
 )
@@ -176,6 +177,7 @@ class Truth:
         path = work / f"{name}.bt"
         path.write_text(program())
         self.out = work / f"{name}.out"
+        mount_tracefs()
         self.proc = subprocess.Popen(
             ["bpftrace", str(path), str(pid)], stdout=self.out.open("w"),
             stderr=subprocess.PIPE, text=True,

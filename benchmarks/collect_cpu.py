@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import MariaDB, wallflame_env, warm_bytecode  # noqa: E402
+from benchmarks.servers import MariaDB, mount_tracefs, wallflame_env, warm_bytecode  # noqa: E402
 
 PROGRAM = r"""
 tracepoint:sched:sched_process_fork { printf("F %d %d\n", args->parent_pid, args->child_pid); }
@@ -90,6 +90,7 @@ def main() -> int:
                                       stdout=subprocess.DEVNULL)
         pid = a.pid or target.pid  # type: ignore[union-attr]
         (work / "exit.bt").write_text(PROGRAM)
+        mount_tracefs()
         with open(work / "exit.log", "w") as log:
             tracer = subprocess.Popen(["bpftrace", str(work / "exit.bt")], stdout=log,
                                       stderr=subprocess.STDOUT)

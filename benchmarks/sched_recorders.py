@@ -86,6 +86,7 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,
     THROUGHPUT_TABLES,
     MariaDB,
+    mount_tracefs,
     require,
     warm_bytecode,
 )
@@ -273,6 +274,7 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
                                 window)
         return [*cmd[:-1], f"{window:g}"]
     if kind == "bpf_acct":
+        mount_tracefs()
         return ["timeout", "-s", "INT", f"{window:g}", "bpftrace", str(program), str(pid)]
     raise ValueError(kind)
 
@@ -328,6 +330,7 @@ class Bpftrace:
     """A bpftrace program running beside the server, from its attaching to ``stop``."""
 
     def __init__(self, program: Path, args: list[str]) -> None:
+        mount_tracefs()
         self.proc = subprocess.Popen(
             ["bpftrace", str(program), *args], stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True,
