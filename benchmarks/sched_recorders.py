@@ -274,7 +274,6 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
                                 window)
         return [*cmd[:-1], f"{window:g}"]
     if kind == "bpf_acct":
-        mount_tracefs()
         return ["timeout", "-s", "INT", f"{window:g}", "bpftrace", str(program), str(pid)]
     raise ValueError(kind)
 

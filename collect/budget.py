@@ -289,6 +289,5 @@ def _water_fill(rates: list[float], stacks_per_s: float) -> float:
 
 __all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "LIGHT_ABOVE_LOSS",
            "LIGHT_FREQ_HZ", "LIGHT_OWNER_HZ", "LIGHT_PMP_HZ", "RECORD_S_PER_SWITCH", "Plan",
-           "automatic",
-           "cpu_times", "every_switch_mb_per_s", "machine_switches", "plan", "recording_cost",
-           "stack_period", "switch_counts", "switch_rates", "too_costly"]
+           "automatic", "cpu_times", "every_switch_mb_per_s", "machine_switches", "plan",
+           "recording_cost", "stack_period", "switch_counts", "switch_rates", "too_costly"]
