@@ -16,7 +16,11 @@ side (and against the one before alone), how far the server moved between those 
 with no profiler (the measurement's own spread), transactions/s from the window's start until
 the collect had finished (post-processing included), the post-processing time after the window,
 the run directory's size, the scheduler's data rate and sampled stacks, the smallest per-thread
-coverage, the budget plan and what streaming cost (``meta.json`` ``postprocess``).
+coverage, the budget plan and what streaming cost (``meta.json`` ``postprocess``), and how many
+seconds of the window with no profiler and of the collect's lie under 85% of the median of the
+former (``low_seconds``: the server also moves between levels on its own).  With ``--keep DIR``
+sysbench's per-second log is kept there too (``TEST-sysbench.log``; each round's ``none_s``
+and ``window_s`` are in its seconds).
 
 Then the reference: one collect that records every switch with its DWARF call chain
 (``--sched-stack-hz 0``, ``--reference-window`` seconds: it writes about 100 MB a second), and
@@ -98,6 +102,23 @@ def mean_tps(intervals: list[tuple[float, float]], a: float, b: float) -> float 
     return statistics.mean(vals) if vals else None
 
 
+def low_seconds(intervals: list[tuple[float, float]], none: tuple[float, float],
+                window: tuple[float, float], under: float = 0.85) -> dict[str, int]:
+    """How many of sysbench's per-second figures lie under ``under`` times the median of the
+    window with no profiler before the collect: in that window and in the collect's.  The
+    server moves between throughput levels for tens of seconds on its own; a collect whose
+    every second is low and a window with no profiler that drops halfway read differently
+    from the same mean."""
+    def seconds(a: float, b: float) -> list[float]:
+        return [r for t, r in intervals if a + 1 <= t <= b]
+    base = seconds(*none)
+    if not base:
+        return {}
+    mark = under * statistics.median(base)
+    return {"none": sum(1 for r in base if r < mark),
+            "collect": sum(1 for r in seconds(*window) if r < mark)}
+
+
 def class_shares(run: Path) -> tuple[dict[str, float], float, list[float]]:
     """Per wait class (and ``runqueue``) the share of the threads' wall time, the smallest
     coverage, and every thread's coverage."""
@@ -149,6 +170,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             time.sleep(2)
             iv = job.intervals()
             base = mean_tps(iv, n0, n1)
+            low = low_seconds(iv, (n0, n1), (c["start"] - t_job, c["end"] - t_job))
             during = mean_tps(iv, c["start"] - t_job, c["end"] - t_job)
             whole = mean_tps(iv, c["t0"] - t_job, c["t1"] - t_job)
             shares, min_cov, cov = class_shares(run)
@@ -159,6 +181,11 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             sched_mb = sum(p.stat().st_size for p in raw.glob("sched.data*")) / 1e6
             row = {
                 "round": i, "tps_none": base, "tps_collect": during, "tps_whole": whole,
+                # the windows in seconds since sysbench started: its per-second figures are
+                # kept beside the run directories (``TEST-sysbench.log``)
+                "none_s": [round(n0, 2), round(n1, 2)],
+                "window_s": [round(c["start"] - t_job, 2), round(c["end"] - t_job, 2)],
+                "low_seconds": low,
                 "loss_pct": 100 * (1 - during / base) if base and during else None,
                 "loss_whole_pct": 100 * (1 - whole / base) if base and whole else None,
                 "post_s": round(c["t1"] - c["end"], 2),
@@ -199,6 +226,8 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
         job.stop()  # sysbench can take minutes to stop on SIGINT: killed after 60 s
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             job.result(60)
+        with contextlib.suppress(OSError):
+            shutil.copyfile(job.log, keep / f"{test}-sysbench.log")
     return {"rounds": rounds, "reference": ref}
 
 
@@ -247,6 +276,11 @@ def summarize(test: str, res: dict[str, Any]) -> None:
           "the server itself moved by a median "
           f"{statistics.median(spread) if spread else float('nan'):.1f}% from one window "
           "with no profiler to the next")
+    low = [(r["low_seconds"]["none"], r["low_seconds"]["collect"]) for r in rows
+           if r.get("low_seconds")]
+    if low:
+        print("seconds under 85% of the median of the window before, per round (none / "
+              "collect): " + ", ".join(f"{a} / {b}" for a, b in low))
     ref = res.get("reference")
     if ref:
         keys = [*CLASSES, "runqueue"]

@@ -1,0 +1,22 @@
+"""``benchmarks/server_collect.py``'s count of low seconds: sysbench's per-second figures under
+85% of the median of the window with no profiler before a collect, in that window and in the
+collect's."""
+
+from __future__ import annotations
+
+from benchmarks.server_collect import low_seconds
+
+
+def test_a_window_that_drops_halfway_and_a_collect_low_throughout() -> None:
+    # seconds 0-19: no profiler, 100 for ten seconds then 80 (the server's own drop);
+    # seconds 20-29: the collect, every second at 90 but two at 70
+    iv = [(float(t), 100.0 if t <= 9 else 80.0) for t in range(20)]
+    iv += [(float(t), 70.0 if t in (24, 25) else 90.0) for t in range(20, 30)]
+    # the first second after each window's start is left out (as ``mean_tps`` does): the
+    # window before holds seconds 1-19, whose median is 80 (nine at 100, ten at 80): mark 68
+    assert low_seconds(iv, (0.0, 19.0), (19.0, 29.0)) == {"none": 0, "collect": 0}
+    # against the first ten seconds alone (median 100, mark 85): the collect's two at 70 and
+    # its eight at 90 are 2 low seconds, the window's own none
+    assert low_seconds(iv, (0.0, 9.0), (19.0, 29.0)) == {"none": 0, "collect": 2}
+    # a window with no figure in it: nothing to count against
+    assert low_seconds(iv, (100.0, 110.0), (19.0, 29.0)) == {}
