@@ -44,6 +44,15 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   their work);
 * ``wf_*_shm``: the same collect with its run directory in ``/dev/shm`` (memory), not on the
   disk the server's data directory is on;
+* ``p_cpu`` / ``p_cpu199``: the on-CPU samples alone, ``perf record -e cpu-clock -F 499|199
+  --call-graph fp -p PID``; ``a_cpu`` / ``a_cpu99``: the same on every CPU (``-a``, at 499 or
+  99 Hz), as an attached collect takes them;
+* ``eustack1``: ``eu-stack -p PID``, then a second's sleep, in a loop: the peer's snapshot;
+* ``proc_poll``: no recorder, what the collect's watch and memory sampler read, alone: every
+  thread's ``/proc/PID/task/TID/schedstat`` and ``/proc/PID/status``, four times a second;
+* ``a_cpu99_script``: ``a_cpu99`` in 10 s chunks (``--switch-output=10s``), each chunk read by
+  ``perf script`` at ``SCHED_IDLE`` and nice 19 as it closes, as the collect's folding process
+  reads them (without the folding itself);
 * ``wf_base`` (with ``--base CHECKOUT``): a default collect run from another checkout, to
   compare a change with the code before it in the same sysbench run; ``--base`` given again
   adds ``wf_base2``, ``wf_base3``... (one checkout each, in the order given);
@@ -97,7 +106,7 @@ LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
              "bpf_acct", "bpf_offcpu", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
              "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199", "a_cpu", "a_cpu99",
-             "eustack1")
+             "eustack1", "proc_poll", "a_cpu99_script")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -228,6 +237,28 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     if kind in ("a_cpu", "a_cpu99"):  # the same on every CPU, as an attached collect takes them
         hz = "99" if kind == "a_cpu99" else "499"
         return [*perf, "-e", "cpu-clock", "-F", hz, "--call-graph", "fp", "-a", *sleep]
+    if kind == "proc_poll":  # what the collect's watch and memory sampler read, alone
+        return ["timeout", f"{window:g}", sys.executable, "-c",
+                "import glob, time\n"
+                "while True:\n"
+                f"    for f in glob.glob('/proc/{pid}/task/*/schedstat'):\n"
+                "        try:\n"
+                "            open(f).read()\n"
+                "        except OSError:\n"
+                "            pass\n"
+                f"    open('/proc/{pid}/status').read()\n"
+                "    time.sleep(0.25)\n"]
+    if kind == "a_cpu99_script":  # a_cpu99 in 10 s chunks, each read by perf script at
+        # SCHED_IDLE and nice 19 as it closes, as the collect's folding process reads them
+        rec = " ".join([*perf, "-e", "cpu-clock", "-F", "99", "--call-graph", "fp", "-a",
+                        "--switch-output=10s", *sleep])
+        return ["sh", "-c",
+                f"{rec} & r=$!; done=''; "
+                f"while kill -0 $r 2>/dev/null; do sleep 1; "
+                f"for c in {out}.2*; do [ -f \"$c\" ] || continue; "
+                "case \" $done \" in *\" $c \"*) continue;; esac; "
+                "chrt -i 0 nice -n 19 perf script -i \"$c\" >/dev/null 2>&1; "
+                "done=\"$done $c\"; done; done; wait $r"]
     if kind == "eustack1":  # the peer's snapshot: eu-stack -p PID once a second, as pt-pmp does
         return ["timeout", f"{window:g}", "sh", "-c",
                 f"while :; do eu-stack -p {pid} >/dev/null 2>&1; sleep 1; done"]
