@@ -52,7 +52,8 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   thread's ``/proc/PID/task/TID/schedstat`` and ``/proc/PID/status``, four times a second;
 * ``a_cpu99_script``: ``a_cpu99`` in 10 s chunks (``--switch-output=10s``), each chunk read by
   ``perf script`` at ``SCHED_IDLE`` and nice 19 as it closes, as the collect's folding process
-  reads them (without the folding itself);
+  reads them (perf script's default fields, not the collect's; no folding; the last chunk,
+  written as perf ends, is not read);
 * ``wf_base`` (with ``--base CHECKOUT``): a default collect run from another checkout, to
   compare a change with the code before it in the same sysbench run; ``--base`` given again
   adds ``wf_base2``, ``wf_base3``... (one checkout each, in the order given);
