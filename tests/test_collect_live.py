@@ -49,7 +49,10 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         sources = load_inputs([str(run)]).meta.sources  # libdw writes eu-stack's text
         assert {"eu-stack"} == {s["format"] for s in sources
                                 if str(s["path"]).endswith("snapshots.log")}, sources
-        assert meta["pmp"]["snapshots"] >= 5
+        # A default collect snapshots at 2 a second, each gap drawn from 0.25-0.75 s, the first
+        # as the loop starts (before the window): over a 2 s window at least 3 (the bound of 5
+        # it had failed once in a clean run, with 4).
+        assert meta["pmp"]["snapshots"] >= 3
         # The samplers' own CPU: each ran (a snapshot loop that took snapshots, an owner
         # sampler that read /proc) and none used more CPU than the collect's wall time.
         cpu = meta["postprocess"]["samplers_cpu_s"]
@@ -62,7 +65,7 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         summary = load(run, "summary.json")
         names = {t["name"] for t in summary["threads"]}
         assert {"mix-1", "mix-2", "mix-3"} <= names
-        assert summary["pause"]["snapshots"] >= 5
+        assert summary["pause"]["snapshots"] >= 3
         mem = load(run, "memory.json")
         assert mem["samples"] and mem["samples"][0]["threads"] == 5
         # Every perf script of the run reads the kernel's symbols from the copy in raw/,
