@@ -95,10 +95,15 @@ def du_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
+def window_seconds(intervals: list[tuple[float, float]], a: float, b: float) -> list[float]:
+    """sysbench's per-second figures whose second lies within [a, b] (seconds since sysbench
+    started), the first second after ``a`` left out."""
+    return [r for t, r in intervals if a + 1 <= t <= b]
+
+
 def mean_tps(intervals: list[tuple[float, float]], a: float, b: float) -> float | None:
-    """Mean of sysbench's per-second figures whose second lies within [a, b] (seconds since
-    sysbench started)."""
-    vals = [r for t, r in intervals if a + 1 <= t <= b]
+    """Mean of ``window_seconds``."""
+    vals = window_seconds(intervals, a, b)
     return statistics.mean(vals) if vals else None
 
 
@@ -109,14 +114,12 @@ def low_seconds(intervals: list[tuple[float, float]], none: tuple[float, float],
     server moves between throughput levels for tens of seconds on its own; a collect whose
     every second is low and a window with no profiler that drops halfway read differently
     from the same mean."""
-    def seconds(a: float, b: float) -> list[float]:
-        return [r for t, r in intervals if a + 1 <= t <= b]
-    base = seconds(*none)
+    base = window_seconds(intervals, *none)
     if not base:
         return {}
     mark = under * statistics.median(base)
     return {"none": sum(1 for r in base if r < mark),
-            "collect": sum(1 for r in seconds(*window) if r < mark)}
+            "collect": sum(1 for r in window_seconds(intervals, *window) if r < mark)}
 
 
 def class_shares(run: Path) -> tuple[dict[str, float], float, list[float]]:
