@@ -122,6 +122,21 @@ def low_seconds(intervals: list[tuple[float, float]], none: tuple[float, float],
             "collect": sum(1 for r in window_seconds(intervals, *window) if r < mark)}
 
 
+#: InnoDB's state, polled once a second beside sysbench (``--keep``: ``TEST-innodb.tsv``): the
+#: undo history not yet purged (each update's old row versions, which reads of hot rows walk),
+#: the redo log not yet checkpointed, and the dirty pages.  A window's mean of each is printed
+#: beside its transactions/s.
+STATUS = ("Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_buffer_pool_pages_dirty")
+
+
+def state_mean(rows: list[tuple[float, dict[str, float]]], a: float, b: float,
+               name: str) -> float | None:
+    """The mean of one polled status variable over the polls at ``a`` to ``b`` (seconds in
+    the rows' own clock)."""
+    vals = [r[name] for t, r in rows if a <= t <= b and name in r]
+    return sum(vals) / len(vals) if vals else None
+
+
 def class_shares(run: Path) -> tuple[dict[str, float], float, list[float]]:
     """Per wait class (and ``runqueue``) the share of the threads' wall time, the smallest
     coverage, and every thread's coverage."""
@@ -159,10 +174,18 @@ def collect(pid: int, out: Path, window: float, extra: list[str],
 def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[str, Any]:
     per_round = a.window * 2 + 60
     total = int(a.rounds * per_round + a.window + a.reference_window + 120)
+    total += int(a.rounds * a.settle)
     job = db.sysbench_start(test, a.threads, total)
     t_job = job.started
+    poll = db.status_poll(STATUS)
+    poll.start()
     time.sleep(5)  # warm-up
     rounds = []
+
+    def state(lo: float, hi: float) -> dict[str, float | None]:
+        rows = [(t - t_job, r) for t, r in poll.rows]
+        return {n.lower(): state_mean(rows, lo, hi, n.lower()) for n in STATUS}
+
     try:
         for i in range(a.rounds):
             n0 = time.monotonic() - t_job
@@ -171,6 +194,13 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             run = keep / f"{test}-{i}"
             c = collect(db.pid, run, a.window, a.collect_args)
             time.sleep(2)
+            c_end = c["end"] - t_job
+            if a.settle > 0:
+                # no profiler, and in no window the loss is set against: the server's own
+                # figures right after a collect (it can rebound) are kept apart from the
+                # next round's window with no profiler
+                time.sleep(max(0.0, c_end + a.settle - (time.monotonic() - t_job)))
+            settle = (c_end, time.monotonic() - t_job)
             iv = job.intervals()
             base = mean_tps(iv, n0, n1)
             low = low_seconds(iv, (n0, n1), (c["start"] - t_job, c["end"] - t_job))
@@ -189,6 +219,12 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                 "none_s": [round(n0, 2), round(n1, 2)],
                 "window_s": [round(c["start"] - t_job, 2), round(c["end"] - t_job, 2)],
                 "low_seconds": low,
+                # after the collect's window, until the next window with no profiler
+                "settle_s": [round(settle[0], 2), round(settle[1], 2)],
+                "tps_settle": mean_tps(iv, *settle),
+                "innodb": {"none": state(n0, n1),
+                           "collect": state(c["start"] - t_job, c["end"] - t_job),
+                           "settle": state(*settle)},
                 "loss_pct": 100 * (1 - during / base) if base and during else None,
                 "loss_whole_pct": 100 * (1 - whole / base) if base and whole else None,
                 "post_s": round(c["t1"] - c["end"], 2),
@@ -226,11 +262,17 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                    "switches": (meta["profile"]["extra"].get("sched") or {}).get("switch_outs")}
             print(json.dumps({"test": test, "reference": ref}, default=_round), flush=True)
     finally:
+        poll.stop()
         job.stop()  # sysbench can take minutes to stop on SIGINT: killed after 60 s
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             job.result(60)
         with contextlib.suppress(OSError):
             shutil.copyfile(job.log, keep / f"{test}-sysbench.log")
+            names = [n.lower() for n in STATUS]
+            (keep / f"{test}-innodb.tsv").write_text(
+                "\t".join(["seconds", *names]) + "\n"
+                + "".join("\t".join([f"{t - t_job:.2f}", *(f"{r.get(n, '')}" for n in names)])
+                          + "\n" for t, r in poll.rows))
     return {"rounds": rounds, "reference": ref}
 
 
@@ -284,6 +326,15 @@ def summarize(test: str, res: dict[str, Any]) -> None:
     if low:
         print("seconds under 85% of the median of the window before, per round (none / "
               "collect): " + ", ".join(f"{a} / {b}" for a, b in low))
+    hist = "innodb_history_list_length"
+    inno = [(r, r.get("innodb") or {}) for r in rows]
+    if any(x for _, x in inno):
+        print("per round: InnoDB's history list length, mean over the window with no profiler / "
+              "the collect's / the seconds after it; transactions/s in those seconds")
+        for r, x in inno:
+            h = [(x.get(k) or {}).get(hist) for k in ("none", "collect", "settle")]
+            print(f"round {r['round']}: " + " / ".join("-" if v is None else f"{v:.0f}" for v in h)
+                  + f"; {r.get('tps_settle') or 0:.0f} tps after the collect")
     ref = res.get("reference")
     if ref:
         keys = [*CLASSES, "runqueue"]
@@ -471,6 +522,9 @@ def main() -> int:
     ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
     ap.add_argument("--table-size", type=int, default=THROUGHPUT_TABLE_SIZE)
     ap.add_argument("--reference-window", type=float, default=10)
+    ap.add_argument("--settle", type=float, default=0,
+                    help="seconds after each collect's window with no profiler, in no window "
+                         "the loss is set against (its transactions/s are printed apart)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the run directories here (default: a temporary directory)")
     ap.add_argument("--thin", type=Path, default=None, help="estimator check on this run")

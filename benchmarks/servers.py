@@ -56,11 +56,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 #: Debian packages per server, and the programs each one provides.
 PACKAGES = {
@@ -136,7 +137,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _stop_pid(proc: subprocess.Popen[bytes], grace_s: float) -> int | None:
+def _stop_pid(proc: subprocess.Popen[Any], grace_s: float) -> int | None:
     """SIGTERM the child by its PID, SIGKILL after ``grace_s``; returns its exit code."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -376,6 +377,11 @@ class MariaDB(_Server):
                      f"GRANT ALL ON {self.db}.* TO '{self.user}'@'127.0.0.1';")
         return self.pid
 
+    def status_poll(self, names: Sequence[str], interval_s: float = 1.0) -> StatusPoll:
+        """Poll these global status variables (``Innodb_history_list_length``...) every
+        ``interval_s`` through one client kept connected (not a process per poll)."""
+        return StatusPoll(self.socket, names, interval_s)
+
     def _sysbench_cmd(self, test: str, threads: int, seconds: float, action: str) -> list[str]:
         sb = which("sysbench")
         assert sb is not None
@@ -404,6 +410,54 @@ class MariaDB(_Server):
                  seconds: float = 10) -> float:
         """Run ``sysbench TEST run`` and return transactions per second."""
         return self.sysbench_start(test, threads, seconds).result(seconds + 120)
+
+
+class StatusPoll(threading.Thread):
+    """A server's global status variables, read every ``interval_s`` by one ``mariadb`` client
+    kept connected: ``rows`` holds (``time.monotonic()`` when read, {name: value}).  What it
+    costs the server is one small query a second, in the windows with a profiler and without
+    alike."""
+
+    def __init__(self, socket: Path, names: Sequence[str], interval_s: float) -> None:
+        super().__init__(name="status-poll", daemon=True)
+        client = which("mariadb")
+        assert client is not None
+        self.names = list(names)
+        self.interval_s = interval_s
+        self.rows: list[tuple[float, dict[str, float]]] = []
+        self._stop_event = threading.Event()
+        listed = ",".join(f"'{n}'" for n in self.names)
+        self._query = ("SELECT GROUP_CONCAT(CONCAT(VARIABLE_NAME, '=', VARIABLE_VALUE)) FROM "
+                       f"information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ({listed});\n")
+        self.proc = subprocess.Popen([client, "--no-defaults", f"--socket={socket}", "-uroot",
+                                      "-N", "-B", "-n"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1)
+
+    def run(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            while not self._stop_event.is_set():
+                t = time.monotonic()
+                self.proc.stdin.write(self._query)
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+                if not line:
+                    return
+                row: dict[str, float] = {}
+                for item in line.strip().split(","):
+                    name, _, value = item.partition("=")
+                    with contextlib.suppress(ValueError):
+                        row[name.lower()] = float(value)
+                self.rows.append((t, row))
+                self._stop_event.wait(max(0.0, self.interval_s - (time.monotonic() - t)))
+        except (OSError, ValueError):
+            return
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(5)
+        _stop_pid(self.proc, 2)
 
 
 class Redis(_Server):
