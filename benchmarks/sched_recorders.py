@@ -48,6 +48,9 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   --call-graph fp -p PID``; ``a_cpu`` / ``a_cpu99``: the same on every CPU (``-a``, at 499 or
   99 Hz), as an attached collect takes them;
 * ``eustack1``: ``eu-stack -p PID``, then a second's sleep, in a loop: the peer's snapshot;
+* ``snap1``: the collect's own snapshots alone, once a second: its libdw backend
+  (``collect.pmp.LibdwBackend``, under ``SCHED_FIFO`` while threads are stopped, as in a
+  collect) on every thread, with no perf, watch or folding beside it;
 * ``proc_poll``: no recorder, what the collect's watch and memory sampler read, alone: every
   thread's ``/proc/PID/task/TID/schedstat`` and ``/proc/PID/status``, four times a second;
 * ``a_cpu99_script``: ``a_cpu99`` in 10 s chunks (``--switch-output=10s``), each chunk read by
@@ -107,7 +110,7 @@ LOCK = "/tmp/wallflame-measure.lock"
 RECORDERS = ("p_sched", "p_switch", "a_switch", "p_tp", "a_tp", "a_tp_filt", "a_tp_dwarf",
              "bpf_acct", "bpf_offcpu", "wf_rec_sched", "wf_rec_sched_nostack", "wf_rec_sched_wide",
              "wf_rec_wake", "idle_burn", "idle_burn1", "p_cpu", "p_cpu199", "a_cpu", "a_cpu99",
-             "eustack1", "proc_poll", "a_cpu99_script")
+             "eustack1", "proc_poll", "a_cpu99_script", "snap1")
 #: Whole collects: the extra options of each.
 COLLECTS = {
     "wf_default": [],
@@ -260,6 +263,17 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
                 "case \" $done \" in *\" $c \"*) continue;; esac; "
                 "chrt -i 0 nice -n 19 perf script -i \"$c\" >/dev/null 2>&1; "
                 "done=\"$done $c\"; done; done; wait $r"]
+    if kind == "snap1":  # the collect's own snapshots alone: its libdw backend once a second
+        return [sys.executable, "-c",
+                f"import os, sys, time\nsys.path.insert(0, {str(ROOT)!r})\n"
+                "from wallflame.collect.pmp import LibdwBackend\n"
+                f"b = LibdwBackend({pid})\n"
+                f"end = time.monotonic() + {window!r}\n"
+                "while time.monotonic() < end:\n"
+                "    t = time.monotonic()\n"
+                f"    b.snapshot(5.0, [int(x) for x in os.listdir('/proc/{pid}/task')])\n"
+                "    time.sleep(max(0.0, 1.0 - (time.monotonic() - t)))\n"
+                "b.close()\n"]
     if kind == "eustack1":  # the peer's snapshot: eu-stack -p PID once a second, as pt-pmp does
         return ["timeout", f"{window:g}", "sh", "-c",
                 f"while :; do eu-stack -p {pid} >/dev/null 2>&1; sleep 1; done"]

@@ -22,6 +22,13 @@ former (``low_seconds``: the server also moves between levels on its own).  With
 sysbench's per-second log is kept there too (``TEST-sysbench.log``; each round's ``none_s``
 and ``window_s`` are in its seconds).
 
+InnoDB's history list length, checkpoint age and dirty pages are polled once a second through
+one client kept connected (``STATUS``; ``TEST-innodb.tsv`` with ``--keep``), and each window's
+means are printed.  ``--settle S``: after each collect's window, S seconds with no profiler
+that no loss is set against (their transactions/s and means are printed apart): without it the
+next window with no profiler starts about 3 s after a collect, and the server's figures right
+after a collect are not those of a server left alone.
+
 Then the reference: one collect that records every switch with its DWARF call chain
 (``--sched-stack-hz 0``, ``--reference-window`` seconds: it writes about 100 MB a second), and
 the per-class totals of each sampled collect (off-CPU per wait class and run-queue time, summed
@@ -29,6 +36,7 @@ over the threads, as a share of their wall time) against it: the largest differe
 
     python3 benchmarks/server_collect.py [--tests oltp_update_index,oltp_read_write]
         [--window 60] [--rounds 3] [--threads 32] [--reference-window 10] [--keep DIR]
+        [--settle 0]
     python3 benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3] [--base CHECKOUT]
 
 ``--thin RUN --every N``: the estimator alone, on a run collected with ``--sched-stack-hz 0``:

@@ -4,7 +4,7 @@ collect's."""
 
 from __future__ import annotations
 
-from benchmarks.server_collect import low_seconds
+from benchmarks.server_collect import low_seconds, state_mean
 
 
 def test_a_window_that_drops_halfway_and_a_collect_low_throughout() -> None:
@@ -20,3 +20,15 @@ def test_a_window_that_drops_halfway_and_a_collect_low_throughout() -> None:
     assert low_seconds(iv, (0.0, 9.0), (19.0, 29.0)) == {"none": 0, "collect": 2}
     # a window with no figure in it: nothing to count against
     assert low_seconds(iv, (100.0, 110.0), (19.0, 29.0)) == {}
+
+
+def test_state_mean_takes_the_polls_inside_the_window_only() -> None:
+    # polls once a second, seconds 0-9: the history list grows by 100 a second; second 5 has
+    # no reading of it (a poll that returned other variables only)
+    rows = [(float(t), {"h": 100.0 * t} if t != 5 else {"d": 1.0}) for t in range(10)]
+    # seconds 2-6, bounds included: 200, 300, 400 and 600 (second 5 has no "h")
+    assert state_mean(rows, 2.0, 6.0, "h") == 375.0
+    assert state_mean(rows, 5.0, 5.0, "d") == 1.0
+    # no poll inside the window, or no such variable: no mean, not zero
+    assert state_mean(rows, 20.0, 30.0, "h") is None
+    assert state_mean(rows, 0.0, 9.0, "nothing") is None
