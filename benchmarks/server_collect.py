@@ -50,6 +50,10 @@ light method's per-class totals against every switch over the same window and lo
 kernel's run-queue and run times from the same listings beside them, in ``summary.json``).
 ``--as-light RUN`` does that for a run already collected so.
 
+``--alt "OPTIONS"``: every other round (1, 3...) collects with these options added, and the
+two kinds of round are summarised apart: a part of the collect left out, set against the whole
+in one sysbench run (the server's level moves between sittings more than a part costs).
+
 ``--heartbeat``: instead of MariaDB, ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000``
 (eight CPU-bound threads and a real-time thread waking 2,000 times a second, which preempts a
 worker each time).  Its work per second over the whole collect (from the command's start to
@@ -200,7 +204,10 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             time.sleep(a.window)
             n1 = time.monotonic() - t_job
             run = keep / f"{test}-{i}"
-            c = collect(db.pid, run, a.window, a.collect_args)
+            # with --alt, every other round's collect takes those options instead
+            variant = "alt" if a.alt is not None and i % 2 else "collect"
+            c = collect(db.pid, run, a.window,
+                        [*a.collect_args, *(a.alt.split() if variant == "alt" else [])])
             time.sleep(2)
             c_end = c["end"] - t_job
             if a.settle > 0:
@@ -221,7 +228,8 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             raw = run / "raw"
             sched_mb = sum(p.stat().st_size for p in raw.glob("sched.data*")) / 1e6
             row = {
-                "round": i, "tps_none": base, "tps_collect": during, "tps_whole": whole,
+                "round": i, "variant": variant, "tps_none": base, "tps_collect": during,
+                "tps_whole": whole,
                 # the windows in seconds since sysbench started: its per-second figures are
                 # kept beside the run directories (``TEST-sysbench.log``)
                 "none_s": [round(n0, 2), round(n1, 2)],
@@ -304,6 +312,14 @@ def _round(x: Any) -> Any:
 
 
 def summarize(test: str, res: dict[str, Any]) -> None:
+    variants = sorted({r.get("variant", "collect") for r in res["rounds"]})
+    if len(variants) > 1:
+        for v in variants:
+            opts = "the options given" if v == "collect" else "--alt's options"
+            summarize(f"{test}, rounds with {opts}",
+                      {**res, "rounds": [r for r in res["rounds"]
+                                         if r.get("variant", "collect") == v]})
+        return
     rows = res["rounds"]
 
     def med(key: str) -> float:
@@ -530,6 +546,10 @@ def main() -> int:
     ap.add_argument("--tables", type=int, default=THROUGHPUT_TABLES)
     ap.add_argument("--table-size", type=int, default=THROUGHPUT_TABLE_SIZE)
     ap.add_argument("--reference-window", type=float, default=10)
+    ap.add_argument("--alt", default=None,
+                    help="more collect options for every other round (rounds 1, 3...): two "
+                         "collects set against the same server in one sysbench run, each "
+                         "summarised apart (\"--off-cpu none -F 99\")")
     ap.add_argument("--settle", type=float, default=0,
                     help="seconds after each collect's window with no profiler, in no window "
                          "the loss is set against (its transactions/s are printed apart)")
