@@ -359,6 +359,17 @@ def summarize(test: str, res: dict[str, Any]) -> None:
             h = [(x.get(k) or {}).get(hist) for k in ("none", "collect", "settle")]
             print(f"round {r['round']}: " + " / ".join("-" if v is None else f"{v:.0f}" for v in h)
                   + f"; {r.get('tps_settle') or 0:.0f} tps after the collect")
+    settled = [r for r in rows if r.get("tps_settle") and r.get("tps_none") and r["tps_collect"]
+               and r["settle_s"][1] - r["settle_s"][0] >= 10]
+    if settled:
+        # with --settle: whether a server just left by a collect is where it was before it
+        after = [100 * (r["tps_settle"] / r["tps_none"] - 1) for r in settled]
+        under = [100 * (1 - r["tps_collect"] / r["tps_settle"]) for r in settled]
+        print("the seconds after each collect against the window with no profiler before it: "
+              + ", ".join(f"{x:+.1f}" for x in after)
+              + f"% (median {statistics.median(after):+.1f}%); the collect's window under "
+              "those seconds: " + ", ".join(f"{x:.1f}" for x in under)
+              + f"% (median {statistics.median(under):.1f}%)")
     ref = res.get("reference")
     if ref:
         keys = [*CLASSES, "runqueue"]

@@ -1,10 +1,13 @@
-"""``benchmarks/server_collect.py``'s count of low seconds: sysbench's per-second figures under
-85% of the median of the window with no profiler before a collect, in that window and in the
-collect's."""
+"""``benchmarks/server_collect.py``'s pure parts: its count of low seconds (sysbench's
+per-second figures under 85% of the median of the window with no profiler before a collect, in
+that window and in the collect's), a window's mean of a polled status variable, and the summary
+of rounds with ``--alt``'s options apart from the others."""
 
 from __future__ import annotations
 
-from benchmarks.server_collect import low_seconds, state_mean
+import pytest
+
+from benchmarks.server_collect import low_seconds, state_mean, summarize
 
 
 def test_a_window_that_drops_halfway_and_a_collect_low_throughout() -> None:
@@ -32,3 +35,18 @@ def test_state_mean_takes_the_polls_inside_the_window_only() -> None:
     # no poll inside the window, or no such variable: no mean, not zero
     assert state_mean(rows, 20.0, 30.0, "h") is None
     assert state_mean(rows, 0.0, 9.0, "nothing") is None
+
+
+def test_summarize_sets_the_alt_rounds_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    # four rounds, --alt's options in rounds 1 and 3: each kind's median is of its own rounds
+    rows = [{"round": i, "variant": "alt" if i % 2 else "collect", "tps_none": 100.0,
+             "tps_collect": 100.0 - loss, "tps_whole": 100.0 - loss, "loss_pct": loss,
+             "loss_before_pct": loss, "loss_whole_pct": loss, "none_change_pct": 0.0,
+             "tps_none_after": 100.0, "post_s": 1.0, "run_mb": 20.0, "sched_mb_per_s": 0.0,
+             "min_coverage": 1.0, "below_95": 0}
+            for i, loss in enumerate((10.0, 2.0, 12.0, 4.0))]
+    summarize("t", {"rounds": rows, "reference": None})
+    out = capsys.readouterr().out
+    alt, _, given = out.partition("rounds with the options given")
+    assert "rounds with --alt's options: 2 rounds" in alt
+    assert "median loss 3.0%" in alt and "median loss 11.0%" in given
