@@ -544,14 +544,21 @@ def test_mariadb_update_blocked_on_a_row_lock_is_a_lock_for_the_whole_window(
     runnable >= 99% of the window, on-CPU <= 1%; its blocked stack runs from
     pthread_cond_timedwait through ``handler::ha_index_read_map`` to ``mysql_update`` and
     ``dispatch_command`` (mariadbd is stripped: InnoDB's ``lock_wait`` is not in its
-    ``.dynsym`` and shows as ``[mariadbd]``); and it is the only thread of the server whose
-    blocked time is mostly `lock`.
+    ``.dynsym`` and shows as ``[mariadbd]``); and it is the only thread of the server blocked on
+    a lock for 95% of the window.  Not "the only thread whose blocked time is mostly `lock`":
+    sysbench's own UPDATEs wait on InnoDB row locks too, and in one clean run a sysbench
+    connection's thread had 2.06 s of its 3.30 s off-CPU in `lock` (the same row-lock stack,
+    through ``mysql_update``), beside 0.55 s on-CPU: a thread that runs cannot be blocked for
+    95% of the window.
 
     Measured, 6 runs (2026-11-25, 2-vCPU VM, load average 5-12): lock 99.81-99.95% of the
     window (7 runs), all of it `InnoDB row lock`; stopped 1.5-5.2 ms; runnable 0.9-4.2 ms;
     on-CPU 0.33-0.41 ms; coverage 1.000; one thread mostly `lock` every time; the collect
     took 56-77 s for the 5 s window.  benchmarks/README.md, "Real servers: --pid-tree on
-    PostgreSQL, a row-lock wait in MariaDB"."""
+    PostgreSQL, a row-lock wait in MariaDB".  10 runs in a row (2026-11-29): lock
+    5.0008-5.0014 s of a 5.0012-5.0018 s window, stopped 0.26-0.58 ms, runnable 0.78-3.09 ms,
+    on-CPU 0.13-0.25 ms, coverage 1.0002-1.0006, one thread blocked on a lock for 95% of the
+    window every time; 13.5-14.1 s a run."""
     _need("mariadbd", "mariadb-install-db", "sysbench", "mariadb")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from servers import MariaDB
@@ -603,8 +610,7 @@ def test_mariadb_update_blocked_on_a_row_lock_is_a_lock_for_the_whole_window(
     assert tid in rows, (tid, sorted(rows))
     row = rows[tid]
     lock, stopped = row["wait"]["lock"], row["stopped_s"]
-    mostly_lock = sorted(t for t, x in rows.items()
-                         if x["off_cpu_s"] > 0 and x["wait"]["lock"] > 0.5 * x["off_cpu_s"])
+    mostly_lock = sorted(t for t, x in rows.items() if x["wait"]["lock"] >= 0.95 * window)
     p = load_run_dir(str(run))
     mine = [(k, w) for k, w in p.stacks.items() if k.tid == tid]
     row_lock = sum(w for k, w in mine if k.state == "off" and k.wait == "lock"
