@@ -25,9 +25,9 @@ and ``window_s`` are in its seconds).
 InnoDB's history list length, checkpoint age and dirty pages are polled once a second through
 one client kept connected (``STATUS``; ``TEST-innodb.tsv`` with ``--keep``), and each window's
 means are printed.  ``--settle S``: after each collect's window, S seconds with no profiler
-that no loss is set against (their transactions/s and means are printed apart): without it the
-next window with no profiler starts about 3 s after a collect, and the server's figures right
-after a collect are not those of a server left alone.
+that no loss is set against (their transactions/s and means are printed apart, and set against
+the windows around them): without it the next window with no profiler starts about 3 s after a
+collect, and would hold a server rebounding from it, were it to.
 
 Then the reference: one collect that records every switch with its DWARF call chain
 (``--sched-stack-hz 0``, ``--reference-window`` seconds: it writes about 100 MB a second), and
@@ -204,7 +204,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             time.sleep(a.window)
             n1 = time.monotonic() - t_job
             run = keep / f"{test}-{i}"
-            # with --alt, every other round's collect takes those options instead
+            # with --alt, every other round's collect takes those options as well
             variant = "alt" if a.alt is not None and i % 2 else "collect"
             c = collect(db.pid, run, a.window,
                         [*a.collect_args, *(a.alt.split() if variant == "alt" else [])])
@@ -212,8 +212,8 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             c_end = c["end"] - t_job
             if a.settle > 0:
                 # no profiler, and in no window the loss is set against: the server's own
-                # figures right after a collect (it can rebound) are kept apart from the
-                # next round's window with no profiler
+                # figures right after a collect (were it to rebound from it) are kept apart
+                # from the next round's window with no profiler
                 time.sleep(max(0.0, c_end + a.settle - (time.monotonic() - t_job)))
             settle = (c_end, time.monotonic() - t_job)
             iv = job.intervals()
