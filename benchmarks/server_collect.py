@@ -50,6 +50,12 @@ light method's per-class totals against every switch over the same window and lo
 kernel's run-queue and run times from the same listings beside them, in ``summary.json``).
 ``--as-light RUN`` does that for a run already collected so.
 
+``--replay LINES --window W``: the summary again, for a sitting kept with ``--keep DIR``
+whose printed JSON lines were saved to ``DIR/LINES``: the rounds' lines as printed, and what is
+read from ``DIR/TEST-sysbench.log`` computed again (the last window with no profiler, and
+``first_second_pct``: sysbench's figure for the second each collect's window opens in, which
+every window's mean leaves out, against that mean: what the collect's start costs).
+
 ``--alt "OPTIONS"``: every other round (1, 3...) collects with these options added, and the
 two kinds of round are summarised apart: a part of the collect left out, set against the whole
 in one sysbench run (the server's level moves between sittings more than a part costs).
@@ -93,6 +99,7 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLES,
     MariaDB,
     Missing,
+    _SysbenchRate,
     require,
     wallflame_env,
     warm_bytecode,
@@ -117,6 +124,14 @@ def mean_tps(intervals: list[tuple[float, float]], a: float, b: float) -> float 
     """Mean of ``window_seconds``."""
     vals = window_seconds(intervals, a, b)
     return statistics.mean(vals) if vals else None
+
+
+def first_second_pct(intervals: list[tuple[float, float]], a: float, b: float) -> float | None:
+    """sysbench's figure for the second the window [a, b] opens in (the one ``window_seconds``
+    leaves out), against the window's mean, in percent: what the collect's start costs."""
+    first = [r for t, r in intervals if a < t < a + 1]
+    mean = mean_tps(intervals, a, b)
+    return 100 * (first[0] / mean - 1) if first and mean else None
 
 
 def low_seconds(intervals: list[tuple[float, float]], none: tuple[float, float],
@@ -235,6 +250,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                 "none_s": [round(n0, 2), round(n1, 2)],
                 "window_s": [round(c["start"] - t_job, 2), round(c["end"] - t_job, 2)],
                 "low_seconds": low,
+                "first_second_pct": first_second_pct(iv, c["start"] - t_job, c["end"] - t_job),
                 # after the collect's window, until the next window with no profiler
                 "settle_s": [round(settle[0], 2), round(settle[1], 2)],
                 "tps_settle": mean_tps(iv, *settle),
@@ -350,6 +366,10 @@ def summarize(test: str, res: dict[str, Any]) -> None:
     if low:
         print("seconds under 85% of the median of the window before, per round (none / "
               "collect): " + ", ".join(f"{a} / {b}" for a, b in low))
+    first = [r["first_second_pct"] for r in rows if r.get("first_second_pct") is not None]
+    if first:
+        print("the second each collect's window opens in (left out of its mean) against that "
+              "mean: " + ", ".join(f"{x:+.1f}" for x in first) + "%")
     hist = "innodb_history_list_length"
     inno = [(r, r.get("innodb") or {}) for r in rows]
     if any(x for _, x in inno):
@@ -548,6 +568,32 @@ def as_light(run: Path, keep: Path) -> tuple[dict[str, float], dict[str, float],
     return every, light, diff
 
 
+def replay(lines: Path, window: float) -> None:
+    """The summary of a sitting, again, from the JSON lines it printed (``lines``) and the
+    sysbench logs ``--keep`` kept beside them (``TEST-sysbench.log``): what the rounds' lines
+    hold is printed as it was, and what is read from sysbench's seconds (the window each
+    collect opens in, ``first_second_pct``; the last window with no profiler) is computed
+    again."""
+    by_test: dict[str, list[dict[str, Any]]] = {}
+    for line in lines.read_text().splitlines():
+        if line.startswith("{") and '"round"' in line:
+            row = json.loads(line)
+            by_test.setdefault(row.pop("test"), []).append(row)
+    for test, rows in by_test.items():
+        iv = [(float(t), float(r)) for t, r in _SysbenchRate.INTERVAL.findall(
+            (lines.parent / f"{test}-sysbench.log").read_text(errors="replace"))]
+        for r in rows:
+            r["first_second_pct"] = first_second_pct(iv, *r["window_s"])
+        # the last window with no profiler began where the last round ended: after its
+        # settle, or about 2 s after its collect's window
+        last = rows[-1]
+        n0 = last["settle_s"][1] if "settle_s" in last else last["window_s"][1] + 2
+        after = mean_tps(iv, n0, n0 + window)
+        for row, nxt in zip(rows, [*(r["tps_none"] for r in rows[1:]), after], strict=True):
+            bracket(row, nxt)
+        summarize(test, {"rounds": rows, "reference": None})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--tests", default="oltp_update_index,oltp_read_write")
@@ -566,6 +612,10 @@ def main() -> int:
                          "the loss is set against (its transactions/s are printed apart)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--replay", type=Path, default=None,
+                    help="summarise again a sitting kept with --keep: the JSON lines it printed "
+                         "(this file), with TEST-sysbench.log beside it; --window as in the "
+                         "sitting")
     ap.add_argument("--thin", type=Path, default=None, help="estimator check on this run")
     ap.add_argument("--every", default="10,50,200", help="with --thin: sampling intervals")
     ap.add_argument("--as-light", type=Path, default=None,
@@ -585,6 +635,9 @@ def main() -> int:
                  "--window above 0")
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
+        return 0
+    if a.replay is not None:
+        replay(a.replay, a.window)
         return 0
     if a.as_light is not None:
         as_light(a.as_light, a.keep or a.as_light.parent)

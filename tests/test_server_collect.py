@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.server_collect import low_seconds, state_mean, summarize
+from benchmarks.server_collect import first_second_pct, low_seconds, state_mean, summarize
 
 
 def test_a_window_that_drops_halfway_and_a_collect_low_throughout() -> None:
@@ -50,3 +50,13 @@ def test_summarize_sets_the_alt_rounds_apart(capsys: pytest.CaptureFixture[str])
     alt, _, given = out.partition("rounds with the options given")
     assert "rounds with --alt's options: 2 rounds" in alt
     assert "median loss 3.0%" in alt and "median loss 11.0%" in given
+
+
+def test_first_second_pct_is_the_left_out_second_against_the_window() -> None:
+    # sysbench's figure stamped t covers the second before t; the window opens at 10.4
+    iv = [(float(t), 50.0 if t == 11 else 100.0) for t in range(1, 30)]
+    # the figure at 11 (10-11, the window opening in it) is left out of the mean (100): -50%
+    assert first_second_pct(iv, 10.4, 20.4) == -50.0
+    # a window opening on a figure's own stamp leaves none out: nothing to set against
+    assert first_second_pct(iv, 10.0, 20.0) is None
+    assert first_second_pct(iv, 100.0, 110.0) is None
