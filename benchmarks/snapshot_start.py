@@ -10,7 +10,10 @@ threads, the mean per-thread stop and the longest stop's upper bound (attach req
 release).  The first snapshot builds the libdw session: it reports the modules, loads each
 one's ELF and CFI on first use and builds the symbol indexes; the later ones reuse it.
 
-    python3 benchmarks/snapshot_start.py [--snapshots 5] [--runs 3]
+    python3 benchmarks/snapshot_start.py [--snapshots 5] [--runs 3] [--profile]
+
+``--profile``: the first snapshot of each run under ``cProfile``, its eight most costly
+functions by their own time printed after it (the profiler's own cost is in the figures).
 
 Needs root (ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds
 ``/tmp/wallflame-measure.lock`` while the server runs.
@@ -19,8 +22,10 @@ Needs root (ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds
 from __future__ import annotations
 
 import argparse
+import cProfile
 import fcntl
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -41,7 +46,7 @@ from wallflame.collect.pmp import LibdwBackend  # noqa: E402
 LOCK = "/tmp/wallflame-measure.lock"
 
 
-def one_run(snapshots: int) -> list[tuple[float, float]]:
+def one_run(snapshots: int, profile: bool = False) -> list[tuple[float, float]]:
     """One server, one backend: each snapshot's (wall ms, thread CPU ms), printed as taken."""
     out = []
     with MariaDB(THROUGHPUT_TABLES, THROUGHPUT_TABLE_SIZE) as db:
@@ -53,14 +58,21 @@ def one_run(snapshots: int) -> list[tuple[float, float]]:
             try:
                 for i in range(snapshots):
                     tids = [int(t) for t in os.listdir(f"/proc/{db.pid}/task")]
+                    prof = cProfile.Profile() if profile and i == 0 else None
                     c0, w0 = time.thread_time(), time.monotonic()
+                    if prof is not None:
+                        prof.enable()
                     dump = backend.snapshot(5.0, tids)
+                    if prof is not None:
+                        prof.disable()
                     wall, cpu = 1000 * (time.monotonic() - w0), 1000 * (time.thread_time() - c0)
                     longest = max((hi for _, hi in dump.stops.values()), default=0.0)
                     print(f"snapshot {i}: wall {wall:6.1f} ms, thread CPU {cpu:5.1f} ms, "
                           f"{len(tids)} threads, mean stop {dump.pause_ms:.3f} ms, longest "
                           f"stop at most {longest:.2f} ms"
                           + (f", error {dump.error}" if dump.error else ""), flush=True)
+                    if prof is not None:
+                        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(8)
                     out.append((wall, cpu))
                     time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
             finally:
@@ -74,6 +86,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--snapshots", type=int, default=5)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true",
+                    help="the first snapshot of each run under cProfile")
     a = ap.parse_args()
     if a.snapshots < 2 or a.runs < 1:
         ap.error("--snapshots must be at least 2 and --runs at least 1")
@@ -87,7 +101,7 @@ def main() -> int:
         fcntl.flock(lk, fcntl.LOCK_EX)
         for r in range(a.runs):
             print(f"== run {r}")
-            rows = one_run(a.snapshots)
+            rows = one_run(a.snapshots, a.profile)
             firsts.append(rows[0][1])
             laters += [cpu for _, cpu in rows[1:]]
     print(f"the snapshotting thread's CPU: first snapshot median {statistics.median(firsts):.1f} "
