@@ -579,6 +579,8 @@ def replay(lines: Path, window: float) -> None:
         if line.startswith("{") and '"round"' in line:
             row = json.loads(line)
             by_test.setdefault(row.pop("test"), []).append(row)
+    if not by_test:
+        raise ValueError("no round's JSON line in it")
     for test, rows in by_test.items():
         iv = [(float(t), float(r)) for t, r in _SysbenchRate.INTERVAL.findall(
             (lines.parent / f"{test}-sysbench.log").read_text(errors="replace"))]
@@ -630,14 +632,22 @@ def main() -> int:
                     help="the 8-thread CPU-bound target with a 2 kHz heartbeat, not MariaDB")
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
     a = ap.parse_args()
-    if min(a.tables, a.table_size, a.rounds, a.threads) < 1 or not 0 < a.window < 1e6:
+    if min(a.tables, a.table_size, a.rounds, a.threads) < 1 or not 0 < a.window < 1e6 \
+            or not 0 <= a.settle < 1e6:
         ap.error("--tables, --table-size, --rounds and --threads must be at least 1, "
-                 "--window above 0")
+                 "--window above 0, --settle 0 or more")
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
         return 0
     if a.replay is not None:
-        replay(a.replay, a.window)
+        try:
+            replay(a.replay, a.window)
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            # exit 2, as argparse's own errors: the file given is not a kept sitting
+            print(f"server_collect.py: --replay {a.replay}: {type(e).__name__}: {e} (give "
+                  "the JSON lines a sitting printed, saved in the --keep directory beside "
+                  "its TEST-sysbench.log)", file=sys.stderr)
+            return 2
         return 0
     if a.as_light is not None:
         as_light(a.as_light, a.keep or a.as_light.parent)

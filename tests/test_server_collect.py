@@ -1,13 +1,23 @@
 """``benchmarks/server_collect.py``'s pure parts: its count of low seconds (sysbench's
 per-second figures under 85% of the median of the window with no profiler before a collect, in
-that window and in the collect's), a window's mean of a polled status variable, and the summary
-of rounds with ``--alt``'s options apart from the others."""
+that window and in the collect's), a window's mean of a polled status variable, the summary
+of rounds with ``--alt``'s options apart from the others, and ``--replay`` on a made-up kept
+sitting."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from benchmarks.server_collect import first_second_pct, low_seconds, state_mean, summarize
+from benchmarks.server_collect import (
+    first_second_pct,
+    low_seconds,
+    replay,
+    state_mean,
+    summarize,
+)
 
 
 def test_a_window_that_drops_halfway_and_a_collect_low_throughout() -> None:
@@ -60,3 +70,29 @@ def test_first_second_pct_is_the_left_out_second_against_the_window() -> None:
     # a window opening on a figure's own stamp leaves none out: nothing to set against
     assert first_second_pct(iv, 10.0, 20.0) is None
     assert first_second_pct(iv, 100.0, 110.0) is None
+
+
+def test_replay_summarises_a_kept_sitting_and_refuses_what_is_not_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a sysbench log of 200 seconds at 100 transactions/s, but 90 in seconds 71-130 (the
+    # collect's window, opening at 70.5 with its first second at 50) and 80 from 132 on
+    log = "".join(f"[ {t}s ] thds: 32 tps: "
+                  f"{50.0 if t == 71 else 90.0 if 71 < t <= 130 else 80.0 if t > 131 else 100.0}"
+                  " qps: 1\n" for t in range(1, 201))
+    (tmp_path / "t-sysbench.log").write_text(log)
+    row = {"test": "t", "round": 0, "tps_none": 100.0, "tps_collect": 90.0, "tps_whole": 90.0,
+           "none_s": [5.0, 65.0], "window_s": [70.5, 130.5], "loss_pct": 10.0,
+           "loss_whole_pct": 10.0, "post_s": 1.0, "run_mb": 20.0, "sched_mb_per_s": 0.0,
+           "min_coverage": 1.0, "below_95": 0}
+    lines = tmp_path / "lines"
+    lines.write_text("not a JSON line\n" + json.dumps(row) + "\n")
+    replay(lines, 60)
+    out = capsys.readouterr().out
+    # the last window with no profiler starts 2 s after the collect's (132.5): 80 a second;
+    # against (100 + 80) / 2 the collect's 90 is no loss, against the window before 10%
+    assert "median loss 0.0% against the windows either side (10.0% against the one before" in out
+    assert "the second each collect's window opens in (left out of its mean) against that " \
+           "mean: -44.4%" in out
+    lines.write_text("no sitting here\n")
+    with pytest.raises(ValueError):
+        replay(lines, 60)
