@@ -274,8 +274,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
         n0 = time.monotonic() - t_job
         time.sleep(a.window)
         after = mean_tps(job.intervals(), n0, time.monotonic() - t_job)
-        for row, nxt in zip(rounds, [*(r["tps_none"] for r in rounds[1:]), after], strict=True):
-            bracket(row, nxt)
+        bracket_rounds(rounds, after)
         ref = None
         if a.reference_window > 0:
             run = keep / f"{test}-reference"
@@ -321,6 +320,13 @@ def bracket(r: dict[str, Any], after: float | None) -> None:
         r["loss_pct"] = 100 * (1 - during / base) if during else None
         r["loss_whole_pct"] = 100 * (1 - whole / base) if whole else None
         r["none_change_pct"] = 100 * (after / before - 1)
+
+
+def bracket_rounds(rows: list[dict[str, Any]], after: float | None) -> None:
+    """``bracket`` every round: the window with no profiler after a collect is the next
+    round's, and ``after`` (the last window with no profiler) for the last round."""
+    for row, nxt in zip(rows, [*(r["tps_none"] for r in rows[1:]), after], strict=True):
+        bracket(row, nxt)
 
 
 def _round(x: Any) -> Any:
@@ -591,8 +597,7 @@ def replay(lines: Path, window: float) -> None:
         last = rows[-1]
         n0 = last["settle_s"][1] if "settle_s" in last else last["window_s"][1] + 2
         after = mean_tps(iv, n0, n0 + window)
-        for row, nxt in zip(rows, [*(r["tps_none"] for r in rows[1:]), after], strict=True):
-            bracket(row, nxt)
+        bracket_rounds(rows, after)
         summarize(test, {"rounds": rows, "reference": None})
 
 
