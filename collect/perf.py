@@ -10,6 +10,12 @@ samples/bin/spin8, perf used 4% of a CPU with one-second chunks and none without
 each chunk's ``perf script`` about 50 ms more whatever its size (with the kernel's symbols
 read from ``raw/``, below; 100 ms without).  With three recorders, 5 s chunks and no copy of
 the symbols that was 0.08 s of CPU a second of collect; 10 s chunks with the copy, 0.03 s.
+
+The on-CPU recorder's chunks are longer when its samples are few (``oncpu_chunk_s``): each
+chunk's ``perf script`` costs a busy target a dip whatever the chunk holds, even at
+``SCHED_IDLE`` (MariaDB under sysbench: 6.6% of the second a 10 s chunk of 99 Hz samples is
+read in, and 1.2 times sysbench's 95th-percentile latency there), so a light collect's minute
+is one chunk instead of six.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from wallflame.rundir import WAKE_STEM
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 10
+#: The on-CPU recorder's chunks: long enough to hold about this many samples, between
+#: ``CHUNK_S`` and ``CHUNK_MAX_S`` seconds (``oncpu_chunk_s``).
+CHUNK_SAMPLES = 12_000
+CHUNK_MAX_S = 60
 #: Seconds ``-- sleep N`` runs past the requested duration (see ``record_command``).
 SLEEP_MARGIN_S = 10
 #: Bound of ``-- sleep N`` when collection has no duration (launch mode until the command
@@ -129,6 +139,7 @@ class PerfOptions:
                 which bpftrace saw on the same tracepoint.)
     stack_period: with ``switch_filter``: one switch out of this many (per CPU) carries a
                 stack; each such sample stands for that many switches.
+    chunk_s:    seconds per chunk (``--switch-output``; ``oncpu_chunk_s``).
     """
 
     freq_hz: int = 499
@@ -139,6 +150,7 @@ class PerfOptions:
     system_wide: bool = False
     switch_filter: str | None = None
     stack_period: int = 1
+    chunk_s: int = CHUNK_S
 
 
 #: User stack copied per *sampled* scheduler stack (a stack rate per thread, as a data budget
@@ -158,6 +170,26 @@ def sched_options(freq_hz: int, call_graph: str, stack_hz: float | None) -> Perf
                        SAMPLED_STACK_BYTES if hz > 0 else PerfOptions.stack_bytes)
 
 
+def oncpu_chunk_s(freq_hz: int, call_graph: str, duration_s: float | None = None,
+                  cpus: int | None = None) -> int:
+    """Seconds per chunk of the on-CPU recorder: ``CHUNK_S``, or up to ``CHUNK_MAX_S`` when
+    frame-pointer samples at ``freq_hz`` on every CPU fill fewer than ``CHUNK_SAMPLES`` in it
+    (99 Hz on 2 CPUs: 60 s; 499 Hz on 2: 12 s; 99 Hz on 8: 15 s), and a window of
+    ``duration_s`` that fits in one such chunk is one chunk, closed when perf stops.  A
+    chunk's ``perf script`` costs about the same whatever it holds (module docstring), so
+    chunks of few samples are read less often; the bound on samples per chunk keeps what is
+    read after the window (the last chunk) short.  DWARF samples copy kilobytes of stack each:
+    their chunks stay at ``CHUNK_S``.  What a longer chunk costs: a perf killed by SIGKILL
+    loses it whole."""
+    if call_graph != "fp" or freq_hz <= 0:
+        return CHUNK_S
+    n = cpus if cpus is not None else (os.cpu_count() or 1)
+    fits = min(CHUNK_MAX_S, CHUNK_SAMPLES / (freq_hz * max(1, n)))
+    if duration_s is not None and 0 < duration_s <= fits:
+        return max(1, int(duration_s + 0.999)) + SLEEP_MARGIN_S  # perf's own bound (below)
+    return max(CHUNK_S, int(fits))
+
+
 def record_command(pid: int | str, out: Path, opts: PerfOptions,
                    duration_s: float | None) -> list[str]:
     """``perf record`` of ``pid`` (one PID, or several joined by commas, as ``-p`` takes them;
@@ -171,7 +203,7 @@ def record_command(pid: int | str, out: Path, opts: PerfOptions,
     call_graph = opts.call_graph
     if opts.sched and opts.system_wide and opts.switch_filter is not None:
         return [*_switches_command(opts), *CLOCK, "-a", "-o", str(out),
-                f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
+                f"--switch-output={opts.chunk_s}s", "--", "sleep", str(sleep_s)]
     if opts.sched:
         cmd = [perf_path(), "record", "-e", "sched:sched_switch"]
         cmd += ["-F", f"{max(1, round(opts.stack_hz))}"] if opts.stack_hz > 0 else ["-c", "1"]
@@ -190,7 +222,7 @@ def record_command(pid: int | str, out: Path, opts: PerfOptions,
     # Timestamps in CLOCK_MONOTONIC, the clock of the window's bounds and of a program's own
     # clock_gettime (perf's default clock drifts from it: 2.3 ms after 3 hours of uptime).
     cmd += [*CLOCK, "--call-graph", call_graph, *who, "-o", str(out),
-            f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
+            f"--switch-output={opts.chunk_s}s", "--", "sleep", str(sleep_s)]
     return cmd
 
 

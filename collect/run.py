@@ -352,8 +352,9 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
     wide = attached and perf.system_wide_allowed()
     pids = ",".join(str(t.pid) for t in procs.targets)
     out = [perf.PerfRecorder(perf.record_command(
-        pids, raw / PERF_DATA, perf.PerfOptions(opts.freq_hz, opts.call_graph,
-                                                system_wide=wide),
+        pids, raw / PERF_DATA, perf.PerfOptions(
+            opts.freq_hz, opts.call_graph, system_wide=wide,
+            chunk_s=perf.oncpu_chunk_s(opts.freq_hz, opts.call_graph, opts.duration_s)),
         opts.duration_s), raw, "perf")]
     if opts.off_cpu not in ("sched", "both"):
         return out

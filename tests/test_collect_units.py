@@ -17,11 +17,14 @@ from wallflame.collect.gdbmi import mi_cstring, stream_text
 from wallflame.collect.memory import HEAP_MAX_SIZE, arenas, parse_smaps
 from wallflame.collect.mutex import parse_maps
 from wallflame.collect.perf import (
+    CHUNK_MAX_S,
     CHUNK_S,
+    CHUNK_SAMPLES,
     SAMPLED_STACK_BYTES,
     SLEEP_MARGIN_S,
     PerfOptions,
     lost_from_stderr,
+    oncpu_chunk_s,
     record_command,
     sched_options,
 )
@@ -115,6 +118,26 @@ def test_perf_lost_lines_counted() -> None:
     lost, lines = lost_from_stderr(text)
     assert lost == 7
     assert lines == ["Processed 12000 events and lost 7 chunks!"]
+
+
+def test_oncpu_chunks_are_longer_when_their_samples_are_few(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Frame-pointer samples on every CPU: a chunk holds about CHUNK_SAMPLES, between CHUNK_S
+    and CHUNK_MAX_S seconds; a window that fits in one is one chunk, closed when perf stops
+    (its switch never comes before perf's own bound); DWARF chunks keep CHUNK_S."""
+    assert oncpu_chunk_s(99, "fp", None, cpus=2) == 60
+    assert oncpu_chunk_s(499, "fp", None, cpus=2) == 12
+    assert oncpu_chunk_s(99, "fp", None, cpus=8) == 15
+    assert oncpu_chunk_s(997, "fp", None, cpus=64) == CHUNK_S
+    assert oncpu_chunk_s(99, "dwarf", 60, cpus=2) == CHUNK_S
+    for hz, cpus in ((1, 1), (99, 2), (499, 2), (997, 64), (4999, 1)):
+        n = oncpu_chunk_s(hz, "fp", None, cpus=cpus)
+        assert CHUNK_S <= n <= CHUNK_MAX_S
+        assert n == CHUNK_S or n * hz * cpus <= CHUNK_SAMPLES
+    one = oncpu_chunk_s(99, "fp", 60, cpus=2)
+    cmd = record_command(1, tmp_path / "perf.data", PerfOptions(99, "fp", chunk_s=one), 60)
+    assert cmd[-1] == str(60 + SLEEP_MARGIN_S) and f"--switch-output={one}s" in cmd
+    assert oncpu_chunk_s(499, "fp", 60, cpus=2) == 12  # a minute at 499 Hz: five chunks
+    assert oncpu_chunk_s(499, "fp", 10, cpus=2) == 10 + SLEEP_MARGIN_S
 
 
 def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignore[no-untyped-def]
