@@ -446,8 +446,9 @@ class _Processes:
         self.col.target = target.identity()
         return target
 
-    def start(self, target: Target, primary: bool) -> None:
-        """The snapshot loop and the owner sampler of one process."""
+    def start(self, target: Target, primary: bool, warm: bool = False) -> None:
+        """The snapshot loop and the owner sampler of one process; ``warm``: before the window
+        opens, so the libdw backend's start-up is done first (``LibdwBackend.warm``)."""
         opts, raw, col = self.opts, self.raw, self.col
         if opts.off_cpu not in ("pmp", "both"):
             return
@@ -458,7 +459,7 @@ class _Processes:
                    encoding="utf-8")
         rate = opts.pmp_rate_hz or (10.0 if opts.off_cpu == "pmp" else 2.0)
         loop = SnapshotLoop(target, backend, log, rate, opts.max_pause_ms, self.stop,
-                            self.guard.watch)
+                            self.guard.watch, warm=warm)
         with self.lock:
             self.logs.append(log)
             self.loops.append(loop)
@@ -651,7 +652,7 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         # runs the command's own program (below).
         if child is None:
             for i, t in enumerate(procs.targets):
-                procs.start(t, primary=i == 0)
+                procs.start(t, primary=i == 0, warm=True)
         for r in recorders:
             r.start(target.pid)
             if r.proc is not None:
