@@ -105,6 +105,8 @@ from benchmarks.servers import (  # noqa: E402
     warm_bytecode,
 )
 from wallflame.collect import budget  # noqa: E402
+from wallflame.collect.packed import chunk_name  # noqa: E402
+from wallflame.collect.perf import data_chunks  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 CLASSES = ("mutex", "rwlock", "lock", "condvar", "io", "poll", "sleep", "other")
@@ -132,6 +134,43 @@ def first_second_pct(intervals: list[tuple[float, float]], a: float, b: float) -
     first = [r for t, r in intervals if a < t < a + 1]
     mean = mean_tps(intervals, a, b)
     return 100 * (first[0] / mean - 1) if first and mean else None
+
+
+def chunk_closes(run: Path) -> list[float]:
+    """When perf closed each of the on-CPU recorder's chunks in ``run`` (a collect's run
+    directory), in seconds after its window opened: perf names a chunk for its local time
+    then, to the hundredth of a second (``perf.data.YYYYmmddHHMMSScc``).  The collect's
+    folding process reads a chunk with ``perf script`` as soon as it is closed."""
+    try:
+        start = json.loads((run / "meta.json").read_text())["window"]["start_ns"] / 1e9
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    out = []
+    for p in data_chunks(run / "raw", "perf"):
+        stamp = chunk_name(p).rpartition(".")[2]
+        if len(stamp) != 16 or not stamp.isdigit():
+            continue  # not renamed by perf (it was killed): no time
+        with contextlib.suppress(ValueError, OverflowError):
+            t = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) + int(stamp[14:]) / 100
+            out.append(round(t - start, 2))
+    return out
+
+
+def chunk_second_pct(intervals: list[tuple[float, float]], a: float, b: float,
+                     closes: list[float]) -> list[float]:
+    """For each chunk closed inside the window [a, b] (``closes``: seconds after ``a``; not in
+    its first or last second), sysbench's figure for the second it is read in, against the
+    window's mean, in percent: what reading a chunk in the window costs."""
+    mean = mean_tps(intervals, a, b)
+    out = []
+    for c in closes:
+        t = a + c + 0.05  # perf script starts as the chunk closes and runs about 0.1 s
+        if not mean or not a + 1 <= t <= b - 1:
+            continue
+        fig = [r for s, r in intervals if s - 1 < t <= s]
+        if fig:
+            out.append(100 * (fig[0] / mean - 1))
+    return out
 
 
 def low_seconds(intervals: list[tuple[float, float]], none: tuple[float, float],
@@ -251,6 +290,9 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                 "window_s": [round(c["start"] - t_job, 2), round(c["end"] - t_job, 2)],
                 "low_seconds": low,
                 "first_second_pct": first_second_pct(iv, c["start"] - t_job, c["end"] - t_job),
+                "chunks_s": (closes := chunk_closes(run)),
+                "chunk_second_pct": chunk_second_pct(iv, c["start"] - t_job, c["end"] - t_job,
+                                                     closes),
                 # after the collect's window, until the next window with no profiler
                 "settle_s": [round(settle[0], 2), round(settle[1], 2)],
                 "tps_settle": mean_tps(iv, *settle),
@@ -376,6 +418,14 @@ def summarize(test: str, res: dict[str, Any]) -> None:
     if first:
         print("the second each collect's window opens in (left out of its mean) against that "
               "mean: " + ", ".join(f"{x:+.1f}" for x in first) + "%")
+    chunked = [r for r in rows if r.get("chunk_second_pct") is not None]
+    if chunked:
+        each = [x for r in chunked for x in r["chunk_second_pct"]]
+        print("on-CPU chunks closed inside each window: "
+              + ", ".join(str(len(r["chunk_second_pct"])) for r in chunked)
+              + ("; the second each is read in against its window's mean: median "
+                 f"{statistics.median(each):+.1f}% ({min(each):+.1f} to {max(each):+.1f}%)"
+                 if each else ""))
     hist = "innodb_history_list_length"
     inno = [(r, r.get("innodb") or {}) for r in rows]
     if any(x for _, x in inno):
@@ -592,6 +642,9 @@ def replay(lines: Path, window: float) -> None:
             (lines.parent / f"{test}-sysbench.log").read_text(errors="replace"))]
         for r in rows:
             r["first_second_pct"] = first_second_pct(iv, *r["window_s"])
+            if "chunks_s" not in r:  # a sitting from before chunks_s: its run directory
+                r["chunks_s"] = chunk_closes(lines.parent / f"{test}-{r['round']}")
+            r["chunk_second_pct"] = chunk_second_pct(iv, *r["window_s"], r["chunks_s"])
         # the last window with no profiler began where the last round ended: after its
         # settle, or about 2 s after its collect's window
         last = rows[-1]

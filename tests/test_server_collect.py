@@ -1,17 +1,20 @@
 """``benchmarks/server_collect.py``'s pure parts: its count of low seconds (sysbench's
 per-second figures under 85% of the median of the window with no profiler before a collect, in
 that window and in the collect's), a window's mean of a polled status variable, the summary
-of rounds with ``--alt``'s options apart from the others, and ``--replay`` on a made-up kept
-sitting."""
+of rounds with ``--alt``'s options apart from the others, when the on-CPU chunks were closed
+and what the seconds they are read in cost, and ``--replay`` on a made-up kept sitting."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from benchmarks.server_collect import (
+    chunk_closes,
+    chunk_second_pct,
     first_second_pct,
     low_seconds,
     replay,
@@ -96,3 +99,30 @@ def test_replay_summarises_a_kept_sitting_and_refuses_what_is_not_one(
     lines.write_text("no sitting here\n")
     with pytest.raises(ValueError):
         replay(lines, 60)
+
+
+def test_chunk_closes_reads_perfs_names_against_the_window(tmp_path: Path) -> None:
+    start = 1_795_911_266.64  # the window opened then (epoch seconds)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "meta.json").write_text(json.dumps({"window": {"start_ns": int(start * 1e9)}}))
+
+    def stamp(t: float) -> str:  # perf's name for a chunk closed at t, in local time
+        return time.strftime("%Y%m%d%H%M%S", time.localtime(int(t))) + f"{int(t % 1 * 100):02d}"
+
+    for after, suffix in ((9.8, ".zst"), (19.81, ".zst"), (60.07, "")):
+        (tmp_path / "raw" / f"perf.data.{stamp(start + after)}{suffix}").write_bytes(b"x")
+    (tmp_path / "raw" / "perf.data").write_bytes(b"x")  # not renamed (perf killed): no time
+    (tmp_path / "raw" / f"sched.data.{stamp(start + 5)}").write_bytes(b"x")  # another stem
+    assert chunk_closes(tmp_path) == pytest.approx([9.8, 19.81, 60.07], abs=0.011)
+    assert chunk_closes(tmp_path / "nothing") == []
+
+
+def test_chunk_second_pct_is_the_second_a_chunk_is_read_in_against_the_window() -> None:
+    # the window [10.4, 70.4]; figures of 100 a second but 80 in the one stamped 21 (20-21)
+    iv = [(float(t), 80.0 if t == 21 else 100.0) for t in range(1, 80)]
+    mean = (58 * 100.0 + 80.0) / 59
+    # a chunk closed 9.8 s after the window opened is read at 20.25: in the figure at 21;
+    # one in the window's first second and one after it are not counted
+    got = chunk_second_pct(iv, 10.4, 70.4, [0.3, 9.8, 30.0, 60.5])
+    assert got == pytest.approx([100 * (80.0 / mean - 1), 100 * (100.0 / mean - 1)])
+    assert chunk_second_pct(iv, 10.4, 70.4, []) == []

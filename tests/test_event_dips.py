@@ -1,0 +1,55 @@
+"""``benchmarks/event_dips.py``'s pure part: the commit rate around events, from a counter
+polled every 20 ms, and what each event cost in milliseconds of the server's mean rate."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.event_dips import BINS, around, count_at
+
+
+def _polls(events: list[float], stall_s: float, end: float = 30.0,
+           rate: float = 1000.0) -> tuple[list[float], list[float]]:
+    """A counter that rises at ``rate`` a second but stands still for ``stall_s`` after each
+    event, read every 20 ms."""
+    times, counts, n, t = [], [], 0.0, 0.0
+    step = 0.001
+    for i in range(int(end / step)):
+        t = i * step
+        if not any(e <= t < e + stall_s for e in events):
+            n += rate * step
+        if i % 20 == 0:
+            times.append(t)
+            counts.append(n)
+    return times, counts
+
+
+def test_count_at_interpolates_between_polls_and_knows_its_bounds() -> None:
+    assert count_at([0.0, 1.0], [0.0, 10.0], 0.25) == pytest.approx(2.5)
+    assert count_at([0.0, 1.0], [0.0, 10.0], -0.1) is None
+    assert count_at([0.0, 1.0], [0.0, 10.0], 1.5) is None
+
+
+def test_a_stall_after_each_event_is_its_cost() -> None:
+    events = [2.0 + 1.1 * k for k in range(20)]
+    times, counts = _polls(events, 0.05)
+    mean = counts[-1] / times[-1]
+    got = around(times, counts, events, mean)
+    assert got is not None
+    curve, cost_ms = got
+    assert len(curve) == len(BINS)
+    # the bin right after the events: nothing committed; the others near the mean
+    first_after = next(i for i, (lo, _) in enumerate(BINS) if lo >= 0)
+    assert curve[first_after] < 0.2
+    assert all(0.9 < r < 1.1 for i, r in enumerate(curve) if i != first_after)
+    # 50 ms stood still after each event: 50 ms of the mean rate, within the polls' 20 ms
+    assert cost_ms == pytest.approx(50 * curve[0], abs=8)
+
+
+def test_no_stall_costs_nothing_and_no_events_no_answer() -> None:
+    events = [2.0 + 1.1 * k for k in range(20)]
+    times, counts = _polls(events, 0.0)
+    got = around(times, counts, events, 1000.0)
+    assert got is not None and abs(got[1]) < 1.0
+    assert around(times, counts, [], 1000.0) is None
+    assert around(times, counts, events, 0.0) is None
