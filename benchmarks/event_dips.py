@@ -7,9 +7,12 @@ every 20 ms through one client kept connected, in every phase alike.  Phases of 
 seconds take turns, ``--rounds`` times:
 
 * ``none``: nothing, at the times the events of the other kinds would be (0.5-1.5 s apart);
-* ``snapshot``: one snapshot of every thread by the collect's own backend
-  (``collect.pmp.LibdwBackend``: each thread stopped on its own, ``SCHED_FIFO`` while it
-  unwinds), 0.5-1.5 s apart, as a light collect takes one a second;
+* ``snapshot``: one snapshot by the collect's own backend (``collect.pmp.LibdwBackend``: each
+  thread stopped on its own, ``SCHED_FIFO`` while it unwinds; a thread its /proc ``stat``
+  reads running is left running, as the collect leaves it), 0.5-1.5 s apart, as a light
+  collect takes one a second;
+* ``snapshot_all``: the same, every thread stopped, running ones too (as the backend did
+  before it left the threads /proc reads running alone);
 * ``read``: ``perf script`` of a 10 s on-CPU chunk (``perf record -e cpu-clock -F 99
   --call-graph fp -a``, recorded from the same server before the phases, read with the
   kernel's symbols from a copy, as the collect reads it) at the collect's folding process's
@@ -20,7 +23,7 @@ after it, against that phase's mean rate, and what the event cost: the commits m
 bins after it (against the mean of the bins before it), in milliseconds of the server's mean
 rate.  A snapshot a second that costs S ms costs S/10 percent of the server's minute.
 
-    python3 benchmarks/event_dips.py [--phase 120] [--rounds 2] [--kinds snapshot,read]
+    python3 benchmarks/event_dips.py [--phase 120] [--rounds 2] [--kinds snapshot,snapshot_all,read]
 
 Needs root (perf, ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds
 ``/tmp/wallflame-measure.lock`` while the server runs.
@@ -55,7 +58,7 @@ from wallflame.collect.perf import script_command  # noqa: E402
 from wallflame.collect.pmp import LibdwBackend  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
-KINDS = ("none", "snapshot", "read")
+KINDS = ("none", "snapshot", "snapshot_all", "read")
 #: Bins around each event: 50 ms wide, from 0.2 s before it to 0.6 s after it.
 BIN_S = 0.05
 BINS = [(-0.2 + BIN_S * k, -0.2 + BIN_S * (k + 1)) for k in range(16)]
@@ -108,6 +111,18 @@ def read_chunk(chunk: Path, pid: int) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
+def task_states(pid: int) -> dict[int, str]:
+    """Each thread's state letter from its ``/proc/PID/task/TID/stat``."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        out[int(tid)] = stat[stat.rindex(")") + 2]
+    return out
+
+
 def phase(kind: str, seconds: float, backend: LibdwBackend, pid: int, chunk: Path,
           rng: random.Random) -> tuple[float, float, list[float]]:
     """One phase; its bounds and its events (``time.monotonic()``)."""
@@ -122,6 +137,10 @@ def phase(kind: str, seconds: float, backend: LibdwBackend, pid: int, chunk: Pat
         time.sleep(max(0.0, nxt - time.monotonic()))
         events.append(time.monotonic())
         if kind == "snapshot":
+            states = task_states(pid)
+            backend.snapshot(5.0, [t for t, st in states.items() if st not in "RDZX"],
+                             None, [t for t, st in states.items() if st == "R"])
+        elif kind == "snapshot_all":
             backend.snapshot(5.0, [int(t) for t in os.listdir(f"/proc/{pid}/task")])
         elif kind == "read":
             read_chunk(chunk, pid)
@@ -133,7 +152,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--phase", type=float, default=120.0, help="seconds per phase")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--kinds", default="snapshot,read",
+    ap.add_argument("--kinds", default="snapshot,snapshot_all,read",
                     help="events besides none, comma-separated: " + ", ".join(KINDS[1:]))
     a = ap.parse_args()
     kinds = ["none", *[k for k in a.kinds.split(",") if k]]

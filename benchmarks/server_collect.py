@@ -55,6 +55,9 @@ whose printed JSON lines were saved to ``DIR/LINES``: the rounds' lines as print
 read from ``DIR/TEST-sysbench.log`` computed again (the last window with no profiler, and
 ``first_second_pct``: sysbench's figure for the second each collect's window opens in, which
 every window's mean leaves out, against that mean: what the collect's start costs).
+``--by-second`` also prints each second around the windows against the window with no
+profiler before, averaged over the rounds: a collect's start, its steady level, its chunks,
+its end.
 
 ``--alt "OPTIONS"``: every other round (1, 3...) collects with these options added, and the
 two kinds of round are summarised apart: a part of the collect left out, set against the whole
@@ -171,6 +174,27 @@ def chunk_second_pct(intervals: list[tuple[float, float]], a: float, b: float,
         if fig:
             out.append(100 * (fig[0] / mean - 1))
     return out
+
+
+def by_second(intervals: list[tuple[float, float]], rows: list[dict[str, Any]],
+              before: int = 10, after: int = 10) -> dict[int, float]:
+    """sysbench's figure for each second around the rounds' windows, as a share of the median
+    of that round's window with no profiler, averaged over the rounds: keyed by the second
+    after the window opened (0: the second it opens in; negative: before it, when the
+    collect starts up; past the window's length: its end and the post-processing)."""
+    acc: dict[int, list[float]] = {}
+    for r in rows:
+        base = window_seconds(intervals, *r["none_s"])
+        if not base:
+            continue
+        med = statistics.median(base)
+        w0, w1 = r["window_s"]
+        first = int(w0) + 1  # the stamp of the second the window opens in
+        for t, fig in intervals:
+            k = int(t) - first
+            if -before <= k <= int(w1 - w0) + after:
+                acc.setdefault(k, []).append(fig / med)
+    return {k: statistics.mean(v) for k, v in sorted(acc.items())}
 
 
 def low_seconds(intervals: list[tuple[float, float]], none: tuple[float, float],
@@ -624,7 +648,7 @@ def as_light(run: Path, keep: Path) -> tuple[dict[str, float], dict[str, float],
     return every, light, diff
 
 
-def replay(lines: Path, window: float) -> None:
+def replay(lines: Path, window: float, seconds: bool = False) -> None:
     """The summary of a sitting, again, from the JSON lines it printed (``lines``) and the
     sysbench logs ``--keep`` kept beside them (``TEST-sysbench.log``): what the rounds' lines
     hold is printed as it was, and what is read from sysbench's seconds (the window each
@@ -652,6 +676,14 @@ def replay(lines: Path, window: float) -> None:
         after = mean_tps(iv, n0, n0 + window)
         bracket_rounds(rows, after)
         summarize(test, {"rounds": rows, "reference": None})
+        if seconds:
+            for v in sorted({r.get("variant", "collect") for r in rows}):
+                each = by_second(iv, [r for r in rows if r.get("variant", "collect") == v])
+                print(f"\n{test}, rounds with {v}'s options: each second against the window "
+                      "with no profiler before (0: the second the window opens in)")
+                keys = list(each)
+                for i in range(0, len(keys), 10):
+                    print("  ".join(f"{k:+4d} {each[k]:.2f}" for k in keys[i:i + 10]))
 
 
 def main() -> int:
@@ -672,6 +704,9 @@ def main() -> int:
                          "the loss is set against (its transactions/s are printed apart)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--by-second", action="store_true",
+                    help="with --replay: each second around the windows, against the window "
+                         "with no profiler before, averaged over the rounds")
     ap.add_argument("--replay", type=Path, default=None,
                     help="summarise again a sitting kept with --keep: the JSON lines it printed "
                          "(this file), with TEST-sysbench.log beside it; --window as in the "
@@ -699,7 +734,7 @@ def main() -> int:
         return 0
     if a.replay is not None:
         try:
-            replay(a.replay, a.window)
+            replay(a.replay, a.window, a.by_second)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
             # exit 2, as argparse's own errors: the file given is not a kept sitting
             print(f"server_collect.py: --replay {a.replay}: {type(e).__name__}: {e} (give "

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.server_collect import (
+    by_second,
     chunk_closes,
     chunk_second_pct,
     first_second_pct,
@@ -126,3 +127,22 @@ def test_chunk_second_pct_is_the_second_a_chunk_is_read_in_against_the_window() 
     got = chunk_second_pct(iv, 10.4, 70.4, [0.3, 9.8, 30.0, 60.5])
     assert got == pytest.approx([100 * (80.0 / mean - 1), 100 * (100.0 / mean - 1)])
     assert chunk_second_pct(iv, 10.4, 70.4, []) == []
+
+
+def test_by_second_averages_each_second_around_the_windows_over_the_rounds() -> None:
+    # two rounds; each window with no profiler at 100 a second, each collect's at 90 but 50
+    # in the second it opens in; the second round's server runs at twice the rate
+    iv: list[tuple[float, float]] = []
+    for scale, none_at, w0 in ((1.0, 0, 70.5), (2.0, 200, 270.5)):
+        for t in range(none_at + 1, none_at + 141):
+            inside = w0 < t <= w0 + 60 + 1
+            fig = 50.0 if w0 < t < w0 + 1 else 90.0 if inside else 100.0
+            iv.append((float(t), scale * fig))
+    rows = [{"none_s": [5.0, 65.0], "window_s": [70.5, 130.5]},
+            {"none_s": [205.0, 265.0], "window_s": [270.5, 330.5]}]
+    each = by_second(iv, rows, before=3, after=2)
+    assert each[0] == pytest.approx(0.5)  # the second the window opens in (stamped 71)
+    assert each[1] == pytest.approx(0.9) and each[60] == pytest.approx(0.9)
+    assert each[-1] == pytest.approx(1.0) and each[-3] == pytest.approx(1.0)
+    assert min(each) == -3 and max(each) == 62
+    assert by_second(iv, [{"none_s": [500.0, 560.0], "window_s": [570.5, 630.5]}]) == {}
