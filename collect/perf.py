@@ -13,9 +13,10 @@ the symbols that was 0.08 s of CPU a second of collect; 10 s chunks with the cop
 
 The on-CPU recorder's chunks are longer when its samples are few (``oncpu_chunk_s``): each
 chunk's ``perf script`` costs a busy target a dip whatever the chunk holds, even at
-``SCHED_IDLE`` (MariaDB under sysbench: 6.6% of the second a 10 s chunk of 99 Hz samples is
-read in, and 1.2 times sysbench's 95th-percentile latency there), so a light collect's minute
-is one chunk instead of six.
+``SCHED_IDLE`` (MariaDB under sysbench: a median 4.5-6.5% of the transactions of the second a
+10 s chunk of 99 Hz samples is read in, ``benchmarks/server_collect.py``; about 54 ms of its
+commits a read, ``benchmarks/event_dips.py``), so a light collect's minute is one chunk
+instead of six.
 """
 
 from __future__ import annotations
