@@ -732,6 +732,8 @@ def main() -> int:
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
         return 0
+    if a.by_second and a.replay is None:
+        ap.error("--by-second reads a kept sitting: give it with --replay LINES")
     if a.replay is not None:
         try:
             replay(a.replay, a.window, a.by_second)
