@@ -47,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.server_collect import LOCK  # noqa: E402
 from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,
     THROUGHPUT_TABLES,
@@ -56,8 +57,8 @@ from benchmarks.servers import (  # noqa: E402
 )
 from wallflame.collect.perf import script_command  # noqa: E402
 from wallflame.collect.pmp import LibdwBackend  # noqa: E402
+from wallflame.collect.target import thread_states  # noqa: E402
 
-LOCK = "/tmp/wallflame-measure.lock"
 KINDS = ("none", "snapshot", "snapshot_all", "read")
 #: Bins around each event: 50 ms wide, from 0.2 s before it to 0.6 s after it.
 BIN_S = 0.05
@@ -111,18 +112,6 @@ def read_chunk(chunk: Path, pid: int) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
-def task_states(pid: int) -> dict[int, str]:
-    """Each thread's state letter from its ``/proc/PID/task/TID/stat``."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue
-        out[int(tid)] = stat[stat.rindex(")") + 2]
-    return out
-
-
 def phase(kind: str, seconds: float, backend: LibdwBackend, pid: int, chunk: Path,
           rng: random.Random) -> tuple[float, float, list[float]]:
     """One phase; its bounds and its events (``time.monotonic()``)."""
@@ -137,7 +126,7 @@ def phase(kind: str, seconds: float, backend: LibdwBackend, pid: int, chunk: Pat
         time.sleep(max(0.0, nxt - time.monotonic()))
         events.append(time.monotonic())
         if kind == "snapshot":
-            states = task_states(pid)
+            states = thread_states(pid)
             backend.snapshot(5.0, [t for t, st in states.items() if st not in "RDZX"],
                              None, [t for t, st in states.items() if st == "R"])
         elif kind == "snapshot_all":

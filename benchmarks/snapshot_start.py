@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.server_collect import LOCK  # noqa: E402
 from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,
     THROUGHPUT_TABLES,
@@ -42,8 +43,6 @@ from benchmarks.servers import (  # noqa: E402
     require,
 )
 from wallflame.collect.pmp import LibdwBackend  # noqa: E402
-
-LOCK = "/tmp/wallflame-measure.lock"
 
 
 def one_run(snapshots: int, profile: bool = False) -> list[tuple[float, float]]:
