@@ -63,6 +63,12 @@ its end.
 two kinds of round are summarised apart: a part of the collect left out, set against the whole
 in one sysbench run (the server's level moves between sittings more than a part costs).
 
+``--sham``: every other round (1, 3...) runs no collect: it waits as long as the sitting's
+collects took to open their window, their window and their post-processing, and its loss is
+computed as a collect's. The sham rounds are the loss figure's null distribution, in the same
+sysbench run: the summary sets the collects' losses against them (the difference of the
+medians, and the share of collect-sham pairs in which the collect lost more).
+
 ``--heartbeat``: instead of MariaDB, ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000``
 (eight CPU-bound threads and a real-time thread waking 2,000 times a second, which preempts a
 worker each time).  Its work per second over the whole collect (from the command's start to
@@ -282,10 +288,15 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             time.sleep(a.window)
             n1 = time.monotonic() - t_job
             run = keep / f"{test}-{i}"
-            # with --alt, every other round's collect takes those options as well
-            variant = "alt" if a.alt is not None and i % 2 else "collect"
-            c = collect(db.pid, run, a.window,
-                        [*a.collect_args, *(a.alt.split() if variant == "alt" else [])])
+            # with --alt, every other round's collect takes those options as well; with
+            # --sham, every other round has no collect at all, timed as one
+            variant = ("alt" if a.alt is not None else "sham" if a.sham else "collect") \
+                if i % 2 else "collect"
+            if variant == "sham":
+                c = sham(rounds, a.window)
+            else:
+                c = collect(db.pid, run, a.window,
+                            [*a.collect_args, *(a.alt.split() if variant == "alt" else [])])
             time.sleep(2)
             c_end = c["end"] - t_job
             if a.settle > 0:
@@ -299,12 +310,14 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             low = low_seconds(iv, (n0, n1), (c["start"] - t_job, c["end"] - t_job))
             during = mean_tps(iv, c["start"] - t_job, c["end"] - t_job)
             whole = mean_tps(iv, c["t0"] - t_job, c["t1"] - t_job)
-            shares, min_cov, cov = class_shares(run)
             meta = c["meta"]
-            sched = meta["profile"]["extra"].get("sched") or {}
+            if meta is None:  # a sham round: nothing was collected
+                shares, min_cov, cov, meta, sched_mb = {}, None, [], {}, 0.0
+            else:
+                shares, min_cov, cov = class_shares(run)
+                sched_mb = sum(p.stat().st_size for p in (run / "raw").glob("sched.data*")) / 1e6
+            sched = (meta.get("profile") or {}).get("extra", {}).get("sched") or {}
             pp = meta.get("postprocess") or {}
-            raw = run / "raw"
-            sched_mb = sum(p.stat().st_size for p in raw.glob("sched.data*")) / 1e6
             row = {
                 "round": i, "variant": variant, "tps_none": base, "tps_collect": during,
                 "tps_whole": whole,
@@ -314,7 +327,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                 "window_s": [round(c["start"] - t_job, 2), round(c["end"] - t_job, 2)],
                 "low_seconds": low,
                 "first_second_pct": first_second_pct(iv, c["start"] - t_job, c["end"] - t_job),
-                "chunks_s": (closes := chunk_closes(run)),
+                "chunks_s": (closes := chunk_closes(run) if variant != "sham" else []),
                 "chunk_second_pct": chunk_second_pct(iv, c["start"] - t_job, c["end"] - t_job,
                                                      closes),
                 # after the collect's window, until the next window with no profiler
@@ -325,8 +338,9 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
                            "settle": state(*settle)},
                 "loss_pct": 100 * (1 - during / base) if base and during else None,
                 "loss_whole_pct": 100 * (1 - whole / base) if base and whole else None,
-                "post_s": round(c["t1"] - c["end"], 2),
-                "run_mb": round(du_mb(run), 1), "sched_mb_per_s": round(sched_mb / a.window, 2),
+                "start_s": round(c["start"] - c["t0"], 2), "post_s": round(c["t1"] - c["end"], 2),
+                "run_mb": round(du_mb(run), 1) if variant != "sham" else 0.0,
+                "sched_mb_per_s": round(sched_mb / a.window, 2),
                 "switches": sched.get("switch_outs"), "stack_samples": sched.get("stack_samples"),
                 "threads": len(cov), "min_coverage": min_cov,
                 "below_95": sum(1 for x in cov if x < 0.95),
@@ -373,6 +387,30 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
     return {"rounds": rounds, "reference": ref}
 
 
+#: A sham round's timing where no collect has run yet: the seconds from a collect's start to
+#: its window (the light choice's rate measure, perf's start, the snapshot backend's warm
+#: snapshot: 1.6-2.4 s on MariaDB under sysbench) and from its window's end to its exit.
+SHAM_START_S, SHAM_POST_S = 1.8, 1.5
+
+
+def sham(rounds: list[dict[str, Any]], window: float) -> dict[str, Any]:
+    """A round with no collect, timed as the collects of the sitting so far are (the median
+    of their start and of their post-processing): the windows with no profiler on either side
+    are then as far from its window as from a collect's.  What the loss of a sham round
+    measures is the server's own movement (the null distribution of the loss figure, in the
+    same sysbench run as the collects)."""
+    done = [r for r in rounds if r.get("variant") != "sham"]
+    start_s = statistics.median([r["start_s"] for r in done]) if done else SHAM_START_S
+    post_s = statistics.median([r["post_s"] for r in done]) if done else SHAM_POST_S
+    t0 = time.monotonic()
+    time.sleep(start_s)
+    start = time.monotonic()
+    time.sleep(window)
+    end = time.monotonic()
+    time.sleep(post_s)
+    return {"t0": t0, "t1": time.monotonic(), "start": start, "end": end, "meta": None}
+
+
 def bracket(r: dict[str, Any], after: float | None) -> None:
     """A round's loss against the mean of the windows with no profiler before and after its
     collect (``loss_pct``; ``loss_before_pct`` against the one before alone), and how far the
@@ -399,14 +437,39 @@ def _round(x: Any) -> Any:
     return round(x, 4) if isinstance(x, float) else str(x)
 
 
+#: How the summary names each kind of round.
+VARIANTS = {"collect": "rounds with the options given", "alt": "rounds with --alt's options",
+            "sham": "sham rounds (no collect, timed as one)"}
+
+
+def against_sham(rows: list[dict[str, Any]]) -> str:
+    """The collects' losses set against the sham rounds' (the server's own movement, measured
+    the same way in the same sysbench run): the difference of the medians, and how often a
+    collect round lost more than a sham round, over every pair of the two (0.5: the collects
+    cannot be told from no collect; 1.0: every collect lost more than every sham)."""
+    col = [r["loss_pct"] for r in rows if r.get("variant") == "collect"
+           and r.get("loss_pct") is not None]
+    nul = [r["loss_pct"] for r in rows if r.get("variant") == "sham"
+           and r.get("loss_pct") is not None]
+    if not col or not nul:
+        return "no collect or no sham round with a loss figure: nothing to set against"
+    wins = sum(1.0 if c > n else 0.5 if c == n else 0.0 for c in col for n in nul)
+    return (f"collects against sham rounds: median loss {statistics.median(col):.1f}% against "
+            f"{statistics.median(nul):.1f}% (difference "
+            f"{statistics.median(col) - statistics.median(nul):+.1f} points); a collect lost "
+            f"more than a sham in {wins / (len(col) * len(nul)):.2f} of the "
+            f"{len(col) * len(nul)} pairs")
+
+
 def summarize(test: str, res: dict[str, Any]) -> None:
     variants = sorted({r.get("variant", "collect") for r in res["rounds"]})
     if len(variants) > 1:
         for v in variants:
-            opts = "the options given" if v == "collect" else "--alt's options"
-            summarize(f"{test}, rounds with {opts}",
+            summarize(f"{test}, {VARIANTS[v]}",
                       {**res, "rounds": [r for r in res["rounds"]
                                          if r.get("variant", "collect") == v]})
+        if "sham" in variants:
+            print(against_sham(res["rounds"]))
         return
     rows = res["rounds"]
 
@@ -423,8 +486,9 @@ def summarize(test: str, res: dict[str, Any]) -> None:
               f"{r.get('tps_none_after') or 0:14.0f}  {r['loss_pct'] or 0:5.1f}  "
               f"{r.get('loss_before_pct') or 0:15.1f}  {r['loss_whole_pct'] or 0:16.1f}  "
               f"{r.get('none_change_pct') or 0:13.1f}  {r['post_s']:6.1f}  "
-              f"{r['run_mb']:6.1f}  {r['sched_mb_per_s']:10.2f}  {r['min_coverage']:12.3f}  "
-              f"{r['below_95']:11d}")
+              f"{r['run_mb']:6.1f}  {r['sched_mb_per_s']:10.2f}  "
+              + (f"{r['min_coverage']:12.3f}" if r["min_coverage"] is not None else f"{'-':>12}")
+              + f"  {r['below_95']:11d}")
     spread = [abs(r["none_change_pct"]) for r in rows if r.get("none_change_pct") is not None]
     print(f"median loss {med('loss_pct'):.1f}% against the windows either side "
           f"({med('loss_before_pct'):.1f}% against the one before; incl. post-processing "
@@ -679,7 +743,7 @@ def replay(lines: Path, window: float, seconds: bool = False) -> None:
         if seconds:
             for v in sorted({r.get("variant", "collect") for r in rows}):
                 each = by_second(iv, [r for r in rows if r.get("variant", "collect") == v])
-                print(f"\n{test}, rounds with {v}'s options: each second against the window "
+                print(f"\n{test}, {VARIANTS.get(v, v)}: each second against the window "
                       "with no profiler before (0: the second the window opens in)")
                 keys = list(each)
                 for i in range(0, len(keys), 10):
@@ -699,6 +763,9 @@ def main() -> int:
                     help="more collect options for every other round (rounds 1, 3...): two "
                          "collects set against the same server in one sysbench run, each "
                          "summarised apart (\"--off-cpu none -F 99\")")
+    ap.add_argument("--sham", action="store_true",
+                    help="every other round (1, 3...) runs no collect, timed as one: the loss "
+                         "figure's own spread, measured beside the collects")
     ap.add_argument("--settle", type=float, default=0,
                     help="seconds after each collect's window with no profiler, in no window "
                          "the loss is set against (its transactions/s are printed apart)")
@@ -732,6 +799,8 @@ def main() -> int:
     if a.thin is not None:
         thin_check(a.thin, [int(x) for x in a.every.split(",")])
         return 0
+    if a.sham and a.alt is not None:
+        ap.error("--sham and --alt each take every other round: give one of them")
     if a.by_second and a.replay is None:
         ap.error("--by-second reads a kept sitting: give it with --replay LINES")
     if a.replay is not None:

@@ -1,7 +1,8 @@
 """``benchmarks/server_collect.py``'s pure parts: its count of low seconds (sysbench's
 per-second figures under 85% of the median of the window with no profiler before a collect, in
 that window and in the collect's), a window's mean of a polled status variable, the summary
-of rounds with ``--alt``'s options apart from the others, when the on-CPU chunks were closed
+of rounds with ``--alt``'s options apart from the others, sham rounds (no collect) timed as
+the collects and their losses set against the collects', when the on-CPU chunks were closed
 and what the seconds they are read in cost, and ``--replay`` on a made-up kept sitting."""
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import server_collect
 from benchmarks.server_collect import (
+    against_sham,
     by_second,
     chunk_closes,
     chunk_second_pct,
     first_second_pct,
     low_seconds,
     replay,
+    sham,
     state_mean,
     summarize,
 )
@@ -64,6 +68,62 @@ def test_summarize_sets_the_alt_rounds_apart(capsys: pytest.CaptureFixture[str])
     alt, _, given = out.partition("rounds with the options given")
     assert "rounds with --alt's options: 2 rounds" in alt
     assert "median loss 3.0%" in alt and "median loss 11.0%" in given
+
+
+def _round_row(i: int, variant: str, loss: float) -> dict[str, object]:
+    return {"round": i, "variant": variant, "tps_none": 100.0, "tps_collect": 100.0 - loss,
+            "tps_whole": 100.0 - loss, "loss_pct": loss, "loss_before_pct": loss,
+            "loss_whole_pct": loss, "none_change_pct": 0.0, "tps_none_after": 100.0,
+            "post_s": 1.0, "run_mb": 0.0 if variant == "sham" else 20.0,
+            "sched_mb_per_s": 0.0, "min_coverage": None if variant == "sham" else 1.0,
+            "below_95": 0}
+
+
+def test_sham_rounds_are_the_null_the_collects_are_set_against(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # collects lost 6, 8, 3 and 9%; the shams (the server alone) -2, 4, 1 and 8%
+    rows = [_round_row(i, "sham" if i % 2 else "collect", loss)
+            for i, loss in enumerate((6.0, -2.0, 8.0, 4.0, 3.0, 1.0, 9.0, 8.0))]
+    line = against_sham(rows)
+    # medians 7.0 and 2.5; of the 16 pairs the collect lost more in 12, the same in one
+    # (8 against 8: a half), less in three (3 against 4 and 8, 6 against 8): 12.5 of 16
+    assert "median loss 7.0% against 2.5% (difference +4.5 points)" in line
+    assert "in 0.78 of the 16 pairs" in line
+    summarize("t", {"rounds": rows, "reference": None})
+    out = capsys.readouterr().out
+    # each kind summarised apart, a sham's coverage printed as "-" (nothing was collected),
+    # then the comparison
+    assert "t, sham rounds (no collect, timed as one): 4 rounds" in out
+    assert "t, rounds with the options given: 4 rounds" in out
+    assert out.rstrip().endswith(line)
+    assert "    1       100          102             100   -2.0" in out
+    assert "0.0        0.00             -            0\n" in out
+    # no sham with a loss figure: said, not a division by zero
+    assert "nothing to set against" in against_sham(rows[::2])
+
+
+def test_a_sham_round_is_timed_as_the_collects_before_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    clock = [100.0]
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock[0] += s
+
+    monkeypatch.setattr(server_collect.time, "sleep", sleep)
+    monkeypatch.setattr(server_collect.time, "monotonic", lambda: clock[0])
+    # no collect yet: the default start and post-processing
+    c = sham([], 60.0)
+    assert slept == [server_collect.SHAM_START_S, 60.0, server_collect.SHAM_POST_S]
+    assert c["meta"] is None and c["end"] - c["start"] == pytest.approx(60.0)
+    # then the medians of the collects' (a sham round's own figures are not counted)
+    slept.clear()
+    done = [{"variant": "collect", "start_s": s, "post_s": p}
+            for s, p in ((1.5, 1.0), (2.5, 3.0), (2.0, 2.0))]
+    c = sham([*done, {"variant": "sham", "start_s": 9.0, "post_s": 9.0}], 10.0)
+    assert slept == [2.0, 10.0, 2.0]
+    assert c["start"] - c["t0"] == pytest.approx(2.0) and c["t1"] - c["end"] == pytest.approx(2.0)
 
 
 def test_first_second_pct_is_the_left_out_second_against_the_window() -> None:
