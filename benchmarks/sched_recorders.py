@@ -608,7 +608,6 @@ def main() -> int:
         if not (b / "wallflame" / "__init__.py").is_file():
             ap.error(f"--base {b}: not a checkout of wallflame (no wallflame/__init__.py)")
     require("mariadb")
-    warm_bytecode(ROOT)
     kinds = ["none", *[k for k in args.recorders.split(",") if k]]
     for k in kinds:
         if k != "none" and k not in RECORDERS and collect_kind(k) not in COLLECTS and not (
@@ -618,8 +617,6 @@ def main() -> int:
             ap.error(f"--recorders: {k} is none of {', '.join([*RECORDERS, *COLLECTS])}, "
                      "idle_duty1..idle_duty9")
     bases = {("wf_base" if i == 0 else f"wf_base{i + 1}"): b for i, b in enumerate(args.base)}
-    for b in bases.values():
-        warm_bytecode(b)
     kinds.extend(bases)
     if shutil.which("bpftrace") is None:
         gone = [k for k in kinds if k.startswith("bpf_") or k.endswith(BPF)]
@@ -631,6 +628,9 @@ def main() -> int:
     try:
         with open(LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            # inside the lock: the imports are a burst of CPU another sitting would see
+            for root in (ROOT, *bases.values()):
+                warm_bytecode(root)
             stops: dict[str, list[float]] = {}
             cpus: dict[str, list[float]] = {}
             printed: dict[str, list[tuple[int, int]]] = {}
