@@ -311,8 +311,12 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
             during = mean_tps(iv, c["start"] - t_job, c["end"] - t_job)
             whole = mean_tps(iv, c["t0"] - t_job, c["t1"] - t_job)
             meta = c["meta"]
+            shares: dict[str, float] = {}
+            cov: list[float] = []
+            min_cov: float | None = None
+            sched_mb = 0.0
             if meta is None:  # a sham round: nothing was collected
-                shares, min_cov, cov, meta, sched_mb = {}, None, [], {}, 0.0
+                meta = {}
             else:
                 shares, min_cov, cov = class_shares(run)
                 sched_mb = sum(p.stat().st_size for p in (run / "raw").glob("sched.data*")) / 1e6

@@ -151,12 +151,13 @@ def main() -> int:
                 finally:
                     sampler.stop.set()
                     job.stop()
+                # read here: the log is in the server's private directory, removed with it
+                iv = job.intervals()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"server_levels.py: the server or its load failed: {first}", file=sys.stderr)
         return 1
     t_job = job.started
-    iv = job.intervals()
     probes = [(t - t_job, p) for t, p in sampler.probes]
     cpu = [(t - t_job, c) for t, c in sampler.cpu]
     if not iv or not probes:
