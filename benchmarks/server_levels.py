@@ -118,7 +118,7 @@ def by_block(intervals: list[tuple[float, float]], probes: list[tuple[float, flo
         cp = [(s, c) for s, c in cpu if t <= s <= t + block]
         cpus = ((cp[-1][1] - cp[0][1]) / (cp[-1][0] - cp[0][0])
                 if len(cp) > 1 and cp[-1][0] > cp[0][0] else None)
-        rows.append((t, statistics.mean(tps) / med if tps else float("nan"),
+        rows.append((t, statistics.mean(tps) / med if tps and med > 0 else float("nan"),
                      statistics.median(pr) if pr else None, cpus))
         t += block
     return rows
