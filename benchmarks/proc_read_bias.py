@@ -45,6 +45,7 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLES,
     MariaDB,
     Missing,
+    first_line,
     require,
 )
 from wallflame.collect.owners import ProcReader  # noqa: E402
@@ -138,8 +139,7 @@ def main() -> int:
                 finally:
                     job.stop()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"proc_read_bias.py: the server or its load failed: {first}", file=sys.stderr)
+        print(f"proc_read_bias.py: the server or its load failed: {first_line(e)}", file=sys.stderr)
         return 1
     shares = poll_shares(records)
     print(f"{a.test}, {a.seconds:.0f} s: share of poll among the connection threads' records "

@@ -42,6 +42,7 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLES,
     MariaDB,
     Missing,
+    first_line,
     require,
 )
 
@@ -154,8 +155,7 @@ def main() -> int:
                 # read here: the log is in the server's private directory, removed with it
                 iv = job.intervals()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"server_levels.py: the server or its load failed: {first}", file=sys.stderr)
+        print(f"server_levels.py: the server or its load failed: {first_line(e)}", file=sys.stderr)
         return 1
     t_job = job.started
     probes = [(t - t_job, p) for t, p in sampler.probes]

@@ -104,6 +104,13 @@ def warm_bytecode(root: Path) -> None:
                    cwd=str(root), env=wallflame_env(), check=True)
 
 
+def first_line(e: BaseException) -> str:
+    """An error's first line, for a benchmark's one-line message (its type when it says
+    nothing)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 class Missing(RuntimeError):
     """A package the harness needs is not installed."""
 
