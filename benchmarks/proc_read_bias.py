@@ -50,6 +50,7 @@ from benchmarks.servers import (  # noqa: E402
 )
 from wallflame.collect.owners import ProcReader  # noqa: E402
 from wallflame.collect.target import list_tids  # noqa: E402
+from wallflame.fold.snapshots import _WCHAN_CLASS  # noqa: E402
 
 KINDS = ("one", "full", "again")
 #: Threads read alone in a ``one`` turn, each after its own wait of 5-25 ms.
@@ -57,14 +58,12 @@ ONE_READS = 40
 
 
 def sleep_kind(state: str, wchan: str) -> str:
-    """``poll``, ``futex`` or ``other`` for one record."""
+    """``poll``, ``futex`` or ``other`` for one record, by the table the snapshot folder reads
+    ``wchan`` with (a futex there is ``condvar`` until its call says more)."""
     if state != "S" or not wchan:
         return "other"
-    if wchan.startswith("poll") or wchan.startswith("do_sys_poll"):
-        return "poll"
-    if wchan.startswith("futex"):
-        return "futex"
-    return "other"
+    cls = next((c for prefix, c in _WCHAN_CLASS if wchan.startswith(prefix)), None)
+    return "poll" if cls == "poll" else "futex" if wchan.startswith("futex") else "other"
 
 
 def read_one(reader: ProcReader, tid: int) -> tuple[str, str] | None:
