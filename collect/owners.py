@@ -195,26 +195,40 @@ class ProcReader:
         ``kind`` and name (``lock``), with its ``owner`` and the waiter's call ``sites`` when
         one was recorded, else why not (``refused``: a lock seen free was released between
         the two reads; the wait was on it all the same)."""
-        threads = self.threads.read()
-        tids = {t.tid for t in threads}
+        tids = self.threads.listing()
+        alive = set(tids)
         out = []
-        for t in threads:
-            rec = t.to_json()
-            call = parse_futex(t.call) if t.syscall == SYS_FUTEX_X86_64 and t.arg0 else None
-            if call is not None and call.waits:
-                rec["futex"] = [call.op, call.val]
-                sites = self.symbols.return_sites(self.mem, t.sp)
-                lr = read_lock(self.mem.read, call, sites, tids, t.tid)
-                if lr.kind:
-                    rec["kind"] = lr.kind
-                    rec["lock"] = self.lock_name(lr.base or t.arg0)
-                    if lr.owner:
-                        rec["owner"] = lr.owner
-                        rec["sites"] = sites
-                    elif lr.refused:
-                        rec["refused"] = lr.refused
-            out.append(rec)
+        for tid in tids:
+            rec = self.read_one(tid, alive)
+            if rec is not None:
+                out.append(rec)
         return out
+
+    def listing(self) -> list[int]:
+        """The process's threads now (``read_one`` reads each)."""
+        return self.threads.listing()
+
+    def read_one(self, tid: int, tids: set[int]) -> dict[str, Any] | None:
+        """``read``'s record of one thread (``None`` once it has ended); ``tids``: the
+        process's threads, of which a lock's owner must be one."""
+        t = self.threads.read_one(tid)
+        if t is None:
+            return None
+        rec = t.to_json()
+        call = parse_futex(t.call) if t.syscall == SYS_FUTEX_X86_64 and t.arg0 else None
+        if call is not None and call.waits:
+            rec["futex"] = [call.op, call.val]
+            sites = self.symbols.return_sites(self.mem, t.sp)
+            lr = read_lock(self.mem.read, call, sites, tids, t.tid)
+            if lr.kind:
+                rec["kind"] = lr.kind
+                rec["lock"] = self.lock_name(lr.base or t.arg0)
+                if lr.owner:
+                    rec["owner"] = lr.owner
+                    rec["sites"] = sites
+                elif lr.refused:
+                    rec["refused"] = lr.refused
+        return rec
 
     def close(self) -> None:
         self.mem.close()

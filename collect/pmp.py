@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
-from wallflame.collect.libdw import StopReads, Unwinder, libdw_library
+from wallflame.collect.libdw import StopReads, ThreadStack, Unwinder, libdw_library
 from wallflame.collect.owners import ProcReader, spaced
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target, TaskFiles, parse_schedstat
@@ -62,6 +62,10 @@ class Dump:
     stop_pcount: dict[int, int] = field(default_factory=dict)
     #: no thread was stopped (libdw, every thread left running): no pause to count
     stopped_none: bool = False
+    #: a staggered snapshot (libdw): the CPU time (ms) of its reading and unwinding, its
+    #: waits for each thread's moment left out (its ``span_ms`` is its whole length); -1:
+    #: not one
+    cpu_ms: float = -1.0
 
 
 #: The one frame of a thread the libdw backend left running (``LibdwBackend.snapshot``).
@@ -240,8 +244,17 @@ class LibdwBackend:
         (1,332 of 2,928 records in one 60 s collect)."""
         running = running or []
         if not tids:  # every thread running, exiting or in uninterruptible sleep
-            return Dump(f"PID {self.pid} - process\n" + _running_text(running), 0.0, 0.0,
-                        stopped_none=True)
+            return self.compose("", [], running, 0.0)
+        t0 = time.monotonic()
+        got = self.unwind(tids)
+        span = (time.monotonic() - t0) * 1000
+        if isinstance(got, str):
+            return Dump("", span, span, got)
+        return self.compose(*got, running, span)
+
+    def unwind(self, tids: list[int]) -> tuple[str, list[ThreadStack]] | str:
+        """Stop and unwind ``tids`` one at a time: eu-stack's text of their stacks (without
+        its ``PID`` line) and each one's stop, or what failed."""
         t0 = time.monotonic()
         try:
             if self.unwinder is None:
@@ -252,9 +265,16 @@ class LibdwBackend:
                      if (fd := self.schedstat.fd(tid)) >= 0}
             text, stacks = self.unwinder.dump(tids, reads)
         except ToolError as e:
-            span = (time.monotonic() - t0) * 1000
-            return Dump("", span, span, str(e))
-        span = (time.monotonic() - t0) * 1000
+            return str(e)
+        return text.partition("\n")[2], stacks
+
+    def compose(self, text: str, stacks: list[ThreadStack], running: list[int],
+                span: float) -> Dump:
+        """One snapshot's dump from the stacks ``unwind`` took (``text``, their text) and the
+        threads left running, ``span`` ms from its first stop to its last."""
+        head = f"PID {self.pid} - process\n"
+        if not stacks:
+            return Dump(head + _running_text(running), 0.0, span, stopped_none=True)
         if not any(not st.error for st in stacks):
             err = next((st.error for st in stacks if st.error), "no thread to unwind")
             return Dump("", span, span, f"libdw: {err}")
@@ -264,9 +284,9 @@ class LibdwBackend:
         # tracer's wake-up); otherwise, as for eu-stack, an upper bound: from the attach
         # request, which includes waiting for a CPU before the stop takes effect.
         live = [st for st in stacks if not st.error] or stacks
-        realtime = self.realtime = bool(self.unwinder.realtime)
+        realtime = self.realtime = bool(self.unwinder and self.unwinder.realtime)
         pause = sum(st.stop_ms if realtime else st.span_ms for st in live) / len(live)
-        return Dump(text + _running_text(running), pause, span,
+        return Dump(head + text + _running_text(running), pause, span,
                     # a thread whose unwind failed may still have been stopped for its span:
                     # bounds of 0 and the span, so that the tracer's timing covers every stop
                     # the scheduler may see (its lower bound is 0 when no frame was read)
@@ -376,7 +396,8 @@ class SnapshotLoop(threading.Thread):
             if not self.target.alive():
                 self.stats.target_gone = True
                 break
-            ok = self._one(reader, timeout)
+            length = spaced(interval, rng)
+            ok = self._one(reader, timeout, next_t + length, rng)
             failed = 0 if ok else failed + 1
             if failed >= 5:
                 self.stats.errors.append("5 snapshots in a row failed: snapshots stopped")
@@ -394,31 +415,82 @@ class SnapshotLoop(threading.Thread):
                 if under >= 10 and interval > base and pause < self.max_pause_ms / 2:
                     interval, under = max(interval / 2, base), 0
             self.stats.rate_hz = min(self.stats.rate_hz, 1.0 / interval)
-            next_t += spaced(interval, rng)
+            next_t += length
             now = time.monotonic()
             if next_t < now:
                 next_t = now
             self.stop_event.wait(next_t - now)
+
+    def _staggered(self, backend: LibdwBackend, reader: ProcReader, until: float,
+                   rng: random.Random
+                   ) -> tuple[list[dict[str, Any]], int, Dump]:
+        """A libdw snapshot whose threads are each read at a moment of their own, drawn
+        uniformly between now and ``until``: its /proc record (with ``t_ns``, when it was
+        read, which its weight is counted from: ``fold.snapshots``), then, if it is asleep,
+        its stack at once (stopped alone, as every libdw stop is).  Read all at once, in
+        the 1.7 ms it takes for MariaDB's 50 threads, the records are not those of the
+        server unobserved: under sysbench ``oltp_read_write`` a reading of every thread
+        found the connection threads asleep in ``poll`` in 0.45-0.53 of their waits, where
+        single threads read one at a time 5-25 ms apart found them so in 0.20-0.22
+        (``benchmarks/proc_read_bias.py``), and the snapshots' ``poll`` share was 1.4-3.9
+        points over the kernel's own trace of the same minute (``benchmarks/class_truth.py``).
+        A thread in uninterruptible sleep (``D``) is not attached: it would hold the
+        snapshot until it wakes (forever on a hung mount); its time goes to its next
+        snapshot's stack.  The round ends early when ``stop`` is set (the window closed):
+        the threads read by then make the snapshot."""
+        tids = reader.listing()
+        alive = set(tids)
+        start = time.monotonic()
+        length = max(until - start, 0.0)
+        moments = sorted((start + rng.random() * length, tid) for tid in tids)
+        procs: list[dict[str, Any]] = []
+        texts: list[str] = []
+        stacks: list[ThreadStack] = []
+        running: list[int] = []
+        first_ns = 0
+        cpu = 0.0
+        for at, tid in moments:
+            wait = at - time.monotonic()
+            if wait > 0 and self.stop_event.wait(wait):
+                break
+            t0 = time.thread_time()
+            rec = reader.read_one(tid, alive)
+            if rec is not None:
+                rec["t_ns"] = time.time_ns()
+                first_ns = first_ns or rec["t_ns"]
+                procs.append(rec)
+                state = rec.get("state")
+                if state == "R":
+                    running.append(tid)
+                elif state not in ("Z", "X", "D"):
+                    got = backend.unwind([tid])
+                    if isinstance(got, str):
+                        return procs, first_ns, Dump("", 0.0, 0.0, got)
+                    texts.append(got[0])
+                    stacks += got[1]
+            cpu += time.thread_time() - t0
+        span = (time.monotonic() - start) * 1000
+        dump = backend.compose("".join(texts), stacks, running, span)
+        dump.cpu_ms = cpu * 1000
+        return procs, first_ns or time.time_ns(), dump
 
     def _tids(self, procs: list[dict[str, Any]]) -> list[int]:
         """The threads a snapshot unwinds, of those ``ProcReader.read`` listed."""
         skip = ("Z", "X", "D") if isinstance(self.backend, LibdwBackend) else ("Z", "X")
         return [int(r["tid"]) for r in procs if r.get("state") not in skip]
 
-    def _one(self, reader: ProcReader, timeout: float) -> bool:
-        procs = reader.read()
-        t_ns = time.time_ns()
-        # In-process, an attach cannot be timed out: a thread in uninterruptible sleep (D) is
-        # not attached, as it would hold the snapshot until it wakes (forever on a hung
-        # mount).  Its time goes to its next snapshot's stack (weights are time since the
-        # thread's previous snapshot).
-        tids = self._tids(procs)
+    def _one(self, reader: ProcReader, timeout: float, until: float,
+             rng: random.Random) -> bool:
+        """One snapshot, written to the log; ``until``: when the next one is due
+        (``time.monotonic``).  False if it failed."""
         if isinstance(self.backend, LibdwBackend):
-            running = {int(r["tid"]) for r in procs if r.get("state") == "R"}
-            dump = self.backend.snapshot(timeout, [t for t in tids if t not in running],
-                                         self.watch, [t for t in tids if t in running])
+            procs, t_ns, dump = self._staggered(self.backend, reader, until, rng)
+            if not procs and not dump.error:  # the window closed before any thread was read
+                return True
         else:
-            dump = self.backend.snapshot(timeout, tids, self.watch)
+            procs = reader.read()
+            t_ns = time.time_ns()
+            dump = self.backend.snapshot(timeout, self._tids(procs), self.watch)
         left = ensure_running(self.target.pid, self.target.start_ticks,
                              self.target.stopped_at_start)
         if left and not self.target.stopped_at_start:
@@ -444,6 +516,8 @@ class SnapshotLoop(threading.Thread):
                                 "consistent": self.backend.consistent}
         if not dump.stopped_none:  # a snapshot that stopped no thread paused none
             snap["pause_ms"] = round(dump.pause_ms, 3)
+        if dump.cpu_ms >= 0:
+            snap["cpu_ms"] = round(dump.cpu_ms, 3)
         if dump.stops:
             snap["stops"] = {str(tid): [round(lo, 3), round(hi, 3)]
                              for tid, (lo, hi) in sorted(dump.stops.items())}

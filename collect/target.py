@@ -406,33 +406,44 @@ class ThreadReader:
         self.schedstat = TaskFiles(pid, "schedstat")
 
     def read(self) -> list[ThreadProc]:
+        """Every thread of the process, one after the other."""
+        out = []
+        for tid in self.listing():
+            t = self.read_one(tid)
+            if t is not None:
+                out.append(t)
+        return out
+
+    def listing(self) -> list[int]:
+        """The process's threads now; the files of those that ended are closed."""
         tids = list_tids(self.pid)
         alive = set(tids)
         for f in (self.stat, self.wchan, self.syscall, self.schedstat):
             f.keep_only(alive)
-        out = []
-        for tid in tids:
-            # the timeslice count first: a thread whose count is the same when it is stopped
-            # for its stack (but for the stop's own) did not run in between, so the state
-            # read after it is the state the stack was taken in
-            counts = parse_schedstat(self.schedstat.read(tid))
-            pcount = counts[2] if counts is not None else -1
-            text = self.stat.read(tid)
-            if text is None:
-                continue
-            try:
-                st = parse_stat(text)
-            except ValueError:
-                continue
-            wchan = (self.wchan.read(tid) or "").strip()
-            try:
-                call = self.syscall.read(tid) or ""
-            except PermissionError:
-                call = ""
-            nr, arg0 = parse_syscall(call)
-            out.append(ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr,
-                                  arg0, syscall_sp(call), pcount, call))
-        return out
+        return tids
+
+    def read_one(self, tid: int) -> ThreadProc | None:
+        """One thread's record (``None`` once it has ended)."""
+        # the timeslice count first: a thread whose count is the same when it is stopped
+        # for its stack (but for the stop's own) did not run in between, so the state
+        # read after it is the state the stack was taken in
+        counts = parse_schedstat(self.schedstat.read(tid))
+        pcount = counts[2] if counts is not None else -1
+        text = self.stat.read(tid)
+        if text is None:
+            return None
+        try:
+            st = parse_stat(text)
+        except ValueError:
+            return None
+        wchan = (self.wchan.read(tid) or "").strip()
+        try:
+            call = self.syscall.read(tid) or ""
+        except PermissionError:
+            call = ""
+        nr, arg0 = parse_syscall(call)
+        return ThreadProc(tid, st.comm, st.state, "" if wchan == "0" else wchan, nr,
+                          arg0, syscall_sp(call), pcount, call)
 
     def close(self) -> None:
         for f in (self.stat, self.wchan, self.syscall, self.schedstat):

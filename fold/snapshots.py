@@ -256,7 +256,9 @@ class Accumulator:
         blocked = (kstate != "R" if kstate and kstate != "t"
                    else find_wait(frames, self.rules) is not None)
         pid = dump.pid or self.pid
-        weight = self._weight(th.tid, t)
+        # a staggered snapshot (libdw: ``collect.pmp``) read each thread at its own moment
+        own = _int_or_none(proc.get("t_ns")) if proc else None
+        weight = self._weight(th.tid, own if own and t is not None else t)
         holder_key: HolderKey | None = None
         running_tid = 0
         call: _Call | None = None
