@@ -66,6 +66,8 @@ _WCHAN_CLASS = (("futex", "condvar"), ("poll_schedule", "poll"), ("do_sys_poll",
                 ("do_select", "poll"), ("ep_poll", "poll"), ("do_nanosleep", "sleep"),
                 ("hrtimer_nanosleep", "sleep"))
 _FUTEX_WAIT, _FUTEX_PRIVATE, _FUTEX_CLOCK_REALTIME = 0, 128, 256
+#: The kernel function an idle io_uring worker sleeps in (``_proc_class``).
+_IO_WORKER_IDLE = "io_wq_worker"
 
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
 #: lock classes, and ``other`` (a futex wait no rule named may still be on a lock).
@@ -462,6 +464,11 @@ def _proc_class(proc: dict[str, Any], kstate: str) -> str:
     variable, semaphore or join waits with ``FUTEX_WAIT_BITSET``."""
     if kstate == "D":
         return "io"
+    if str(proc.get("wchan") or "").startswith(_IO_WORKER_IDLE):
+        # an io_uring worker (``iou-wrk-N``, a kernel thread of the process) waiting for
+        # work: it is in no system call of its own (its ``syscall`` file shows the one of
+        # the thread it was made for, ``io_uring_enter``)
+        return FALLBACK
     sc = _int_or_none(proc.get("syscall"))
     if sc == SYS_FUTEX:
         kind = str(proc.get("kind") or "")

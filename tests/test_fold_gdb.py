@@ -504,6 +504,9 @@ def test_the_class_proc_gives_a_futex_wait(fields: dict[str, object], expected: 
     ({"syscall": 128, "wchan": "do_sigtimedwait.isra.0"}, "poll"),  # as the rules say
     ({"syscall": 7}, "poll"),
     ({"syscall": 9999}, "other"),
+    # an idle io_uring worker: its syscall file shows its creator's io_uring_enter
+    ({"syscall": 426, "wchan": "io_wq_worker"}, "other"),
+    ({"syscall": 426, "wchan": "io_cqring_wait"}, "io"),
 ])
 def test_the_class_proc_gives_a_system_call(fields: dict[str, object], expected: str) -> None:
     """restart_syscall (a timed wait that a snapshot's stop interrupted goes on in it) is

@@ -10,8 +10,8 @@
   ``RUNNING_FRAME`` alone, and its time still counts as running.
 
 Ground truth: the collect's own timing of each snapshot (``cpu_ms``: the CPU time it spent
-reading /proc and stopping, unwinding and naming its threads, each at its own moment) and the threads'
-/proc records logged with each snapshot.
+reading /proc and stopping, unwinding and naming its threads, each at its own moment) and the
+threads' /proc records logged with each snapshot.
 
 Measured against ``samples/bin/mix --threads 3`` (three workers that spin, sleep and take a
 lock), ``--pmp-rate 5``, 3 s windows, 10 collects each (2026-11-29): before the change the first
@@ -103,3 +103,18 @@ def test_a_thread_read_running_is_not_stopped(run: Path) -> None:
     meta = json.loads((run / "meta.json").read_text())
     assert sum(meta["profile"]["extra"]["pmp_running_ns"].values()) > 0
     assert "thread without frames" not in json.dumps(meta.get("losses"))
+
+
+def test_each_thread_is_read_at_a_moment_of_its_own(run: Path) -> None:
+    """A snapshot reads each thread at its own moment, drawn uniformly over the interval to
+    the next snapshot (200 ms at ``--pmp-rate 5``, drawn in 100-300 ms): read together, mix's
+    5 threads would be read within a millisecond of one another.  Under a uniform draw over
+    100 ms or more, the chance that 5 readings fall within 10 ms of one another is under 1 in
+    2,000; the median over the snapshots must be 10 ms or more."""
+    dumps = [d for d in _dumps(run / "raw" / "snapshots.log") if len(d["procs"]) >= 5]
+    assert len(dumps) >= 10, len(dumps)
+    spans = sorted((max(r["t_ns"] for r in d["procs"].values()) -
+                    min(r["t_ns"] for r in d["procs"].values())) / 1e6 for d in dumps)
+    assert spans[len(spans) // 2] >= 10, spans
+    for d in dumps:  # the snapshot is timed from its first reading
+        assert d["snap"]["t_ns"] == min(r["t_ns"] for r in d["procs"].values())
