@@ -9,7 +9,9 @@ clients.  Every 0.5-1.5 s, in turn:
   disturb;
 * ``full``: every thread read by the collect's own reader (``collect.owners.ProcReader``, as
   each snapshot reads them: ``stat``, ``syscall``, ``wchan``, and each futex waiter's lock and
-  stack words), then every thread read that way again at once (``again``).
+  stack words), then every thread read that way again at once (``again``);
+* ``group``: 10 times, 50-150 ms apart, ``--group`` threads picked at random read at once by
+  the collect's reader (``ProcReader.read_one``, one after the other).
 
 Each record is asleep in ``poll`` (state ``S``, ``wchan`` a ``poll`` function), asleep on a
 futex (``wchan`` a ``futex`` function), or neither.  It prints, for the threads seen asleep in
@@ -19,7 +21,7 @@ how long a ``full`` reading took.  If the reading itself put threads in ``poll``
 taken while the clients wait for one), ``full`` would show more of it than ``one``, and
 ``again`` more than ``full``.
 
-    python3 benchmarks/proc_read_bias.py [--test oltp_read_write] [--seconds 120]
+    python3 benchmarks/proc_read_bias.py [--test oltp_read_write] [--seconds 120] [--group 5]
 
 Needs ``mariadb-server`` and ``sysbench``.  Holds ``/tmp/wallflame-measure.lock`` while the
 server runs.
@@ -52,7 +54,9 @@ from wallflame.collect.owners import ProcReader  # noqa: E402
 from wallflame.collect.target import list_tids  # noqa: E402
 from wallflame.fold.snapshots import _WCHAN_CLASS  # noqa: E402
 
-KINDS = ("one", "full", "again")
+KINDS = ("one", "full", "again", "group")
+#: Readings of ``--group`` threads in a ``group`` turn, each after its own wait of 50-150 ms.
+GROUP_READS = 10
 #: Threads read alone in a ``one`` turn, each after its own wait of 5-25 ms.
 ONE_READS = 40
 
@@ -92,9 +96,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--test", default="oltp_read_write")
     ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--group", type=int, default=5,
+                    help="threads read at once in a group turn (default 5)")
     a = ap.parse_args()
     if not 20 <= a.seconds <= 86400:
         ap.error("--seconds must be 20 to 86400")
+    if not 1 <= a.group <= 1000:
+        ap.error("--group must be 1 to 1000")
     try:
         require("mariadb")
     except Missing as e:
@@ -116,7 +124,18 @@ def main() -> int:
                     turn = 0
                     while time.monotonic() < end:
                         time.sleep(rng.uniform(0.5, 1.5))
-                        if turn % 2 == 0:
+                        if turn % 3 == 2:
+                            for _ in range(GROUP_READS):
+                                time.sleep(rng.uniform(0.05, 0.15))
+                                tids = list_tids(db.pid)
+                                alive = set(tids)
+                                for tid in rng.sample(tids, min(a.group, len(tids))):
+                                    r = reader.read_one(tid, alive)
+                                    if r is not None:
+                                        records["group"].append(
+                                            (tid, sleep_kind(str(r.get("state", "")),
+                                                             str(r.get("wchan") or ""))))
+                        elif turn % 3 == 0:
                             tids = list_tids(db.pid)
                             for _ in range(ONE_READS if tids else 0):
                                 time.sleep(rng.uniform(0.005, 0.025))

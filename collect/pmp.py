@@ -17,12 +17,15 @@ Any ptrace stop makes a blocked ``epoll_wait``, ``nanosleep``, ``read`` and frie
 return early (EINTR or restart, see signal(7)); perf never does.  Before each dump every
 thread's /proc state, wait channel and system call are read without stopping anything, with the
 owner of a contended glibc lock (``collect.owners.ProcReader``, layouts in
-``collect.locklayout``).  The log is pt-pmp compatible: each dump is followed by a ``TS`` line.
+``collect.locklayout``); with libdw, each thread's record is also read alone between two dumps,
+at a moment of its own (``SnapshotLoop._read_alone``).  The log is pt-pmp compatible: each dump
+is followed by a ``TS`` line.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import signal
@@ -39,7 +42,7 @@ from wallflame.collect.owners import ProcReader, spaced
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target, TaskFiles, parse_schedstat
 from wallflame.errors import ToolError
-from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+from wallflame.rundir import PROC_LINE, READ_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 
 BACKENDS = ("libdw", "eu-stack", "gdb", "gdb-batch")
 
@@ -62,10 +65,6 @@ class Dump:
     stop_pcount: dict[int, int] = field(default_factory=dict)
     #: no thread was stopped (libdw, every thread left running): no pause to count
     stopped_none: bool = False
-    #: a staggered snapshot (libdw): the CPU time (ms) of its reading and unwinding, its
-    #: waits for each thread's moment left out (its ``span_ms`` is its whole length); -1:
-    #: not one
-    cpu_ms: float = -1.0
 
 
 #: The one frame of a thread the libdw backend left running (``LibdwBackend.snapshot``).
@@ -350,6 +349,8 @@ class SnapshotLoop(threading.Thread):
                  watch: Watch | None = None, warm: bool = False) -> None:
         super().__init__(name="wallflame-pmp", daemon=True)
         self.warm = warm  # the libdw backend's start-up first (``LibdwBackend.warm``)
+        # libdw: each thread read alone between snapshots (``_read_alone``)
+        self.read_alone = os.environ.get("WALLFLAME_READ_ALONE", "1") != "0"
         self.target = target
         self.backend = backend
         self.log = log
@@ -397,7 +398,7 @@ class SnapshotLoop(threading.Thread):
                 self.stats.target_gone = True
                 break
             length = spaced(interval, rng)
-            ok = self._one(reader, timeout, next_t + length, rng)
+            ok = self._one(reader, timeout)
             failed = 0 if ok else failed + 1
             if failed >= 5:
                 self.stats.errors.append("5 snapshots in a row failed: snapshots stopped")
@@ -416,81 +417,63 @@ class SnapshotLoop(threading.Thread):
                     interval, under = max(interval / 2, base), 0
             self.stats.rate_hz = min(self.stats.rate_hz, 1.0 / interval)
             next_t += length
+            if isinstance(self.backend, LibdwBackend) and self.read_alone:
+                self._read_alone(reader, next_t, rng)
             now = time.monotonic()
             if next_t < now:
                 next_t = now
             self.stop_event.wait(next_t - now)
 
-    def _staggered(self, backend: LibdwBackend, reader: ProcReader, until: float,
-                   rng: random.Random
-                   ) -> tuple[list[dict[str, Any]], int, Dump]:
-        """A libdw snapshot whose threads are each read at a moment of their own, drawn
-        uniformly between now and ``until``: its /proc record (with ``t_ns``, when it was
-        read, which its weight is counted from: ``fold.snapshots``), then, if it is asleep,
-        its stack at once (stopped alone, as every libdw stop is).  Read all at once, in
-        the 1.7 ms it takes for MariaDB's 50 threads, the records are not those of the
-        server unobserved: under sysbench ``oltp_read_write`` a reading of every thread
-        found the connection threads asleep in ``poll`` in 0.45-0.53 of their waits, where
-        single threads read one at a time 5-25 ms apart found them so in 0.20-0.22
-        (``benchmarks/proc_read_bias.py``), and the snapshots' ``poll`` share was 1.4-3.9
-        points over the kernel's own trace of the same minute (``benchmarks/class_truth.py``).
-        A thread in uninterruptible sleep (``D``) is not attached: it would hold the
-        snapshot until it wakes (forever on a hung mount); its time goes to its next
-        snapshot's stack.  The round ends early when ``stop`` is set (the window closed):
-        the threads read by then make the snapshot."""
+    def _read_alone(self, reader: ProcReader, until: float, rng: random.Random) -> None:
+        """Each thread's /proc record read alone, at a moment of its own drawn uniformly
+        between now and ``until`` (the next snapshot), written as a ``READ_LINE`` with
+        ``t_ns``, when it was read.  These records, not the snapshots', say what each thread
+        was doing (``fold.snapshots``): read one after the other, in the 1.7 ms it takes for
+        MariaDB's 50 threads, a snapshot's records are not those of the server unobserved.
+        The reading holds a CPU, and on a busy machine the threads that wait for it (the
+        clients of a server's threads waiting for them in ``poll``) wait longer: under
+        sysbench ``oltp_read_write`` a reading of every thread found the connection threads
+        asleep in ``poll`` in 0.45-0.53 of their waits, 5 threads read at once 0.33, and
+        single threads read one at a time 0.20-0.22 (``benchmarks/proc_read_bias.py``).  No
+        thread is stopped: a stop at each of these moments cost that server 9% of its
+        transactions, against 0.2% for rounds with no collect
+        (``benchmarks/server_collect.py --sham``); the stacks come from the snapshots.  Ends
+        early when ``stop`` is set (the window closed)."""
         tids = reader.listing()
         alive = set(tids)
         start = time.monotonic()
         length = max(until - start, 0.0)
-        moments = sorted((start + rng.random() * length, tid) for tid in tids)
-        procs: list[dict[str, Any]] = []
-        texts: list[str] = []
-        stacks: list[ThreadStack] = []
-        running: list[int] = []
-        first_ns = 0
-        cpu = 0.0
-        for at, tid in moments:
+        w = self.log.write
+        for at, tid in sorted((start + rng.random() * length, tid) for tid in tids):
             wait = at - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
                 break
-            t0 = time.thread_time()
             rec = reader.read_one(tid, alive)
             if rec is not None:
                 rec["t_ns"] = time.time_ns()
-                first_ns = first_ns or rec["t_ns"]
-                procs.append(rec)
-                state = rec.get("state")
-                if state == "R":
-                    running.append(tid)
-                elif state not in ("Z", "X", "D"):
-                    got = backend.unwind([tid])
-                    if isinstance(got, str):
-                        return procs, first_ns, Dump("", 0.0, 0.0, got)
-                    texts.append(got[0])
-                    stacks += got[1]
-            cpu += time.thread_time() - t0
-        span = (time.monotonic() - start) * 1000
-        dump = backend.compose("".join(texts), stacks, running, span)
-        dump.cpu_ms = cpu * 1000
-        return procs, first_ns or time.time_ns(), dump
+                w(READ_LINE + json.dumps(rec, sort_keys=True) + "\n")
+        self.log.flush()
 
     def _tids(self, procs: list[dict[str, Any]]) -> list[int]:
         """The threads a snapshot unwinds, of those ``ProcReader.read`` listed."""
         skip = ("Z", "X", "D") if isinstance(self.backend, LibdwBackend) else ("Z", "X")
         return [int(r["tid"]) for r in procs if r.get("state") not in skip]
 
-    def _one(self, reader: ProcReader, timeout: float, until: float,
-             rng: random.Random) -> bool:
-        """One snapshot, written to the log; ``until``: when the next one is due
-        (``time.monotonic``).  False if it failed."""
+    def _one(self, reader: ProcReader, timeout: float) -> bool:
+        """One snapshot, written to the log.  False if it failed."""
+        procs = reader.read()
+        t_ns = time.time_ns()
+        # In-process, an attach cannot be timed out: a thread in uninterruptible sleep (D) is
+        # not attached, as it would hold the snapshot until it wakes (forever on a hung
+        # mount).  Its time goes to its next snapshot's stack (weights are time since the
+        # thread's previous snapshot).
+        tids = self._tids(procs)
         if isinstance(self.backend, LibdwBackend):
-            procs, t_ns, dump = self._staggered(self.backend, reader, until, rng)
-            if not procs and not dump.error:  # the window closed before any thread was read
-                return True
+            running = {int(r["tid"]) for r in procs if r.get("state") == "R"}
+            dump = self.backend.snapshot(timeout, [t for t in tids if t not in running],
+                                         self.watch, [t for t in tids if t in running])
         else:
-            procs = reader.read()
-            t_ns = time.time_ns()
-            dump = self.backend.snapshot(timeout, self._tids(procs), self.watch)
+            dump = self.backend.snapshot(timeout, tids, self.watch)
         left = ensure_running(self.target.pid, self.target.start_ticks,
                              self.target.stopped_at_start)
         if left and not self.target.stopped_at_start:
@@ -516,8 +499,6 @@ class SnapshotLoop(threading.Thread):
                                 "consistent": self.backend.consistent}
         if not dump.stopped_none:  # a snapshot that stopped no thread paused none
             snap["pause_ms"] = round(dump.pause_ms, 3)
-        if dump.cpu_ms >= 0:
-            snap["cpu_ms"] = round(dump.cpu_ms, 3)
         if dump.stops:
             snap["stops"] = {str(tid): [round(lo, 3), round(hi, 3)]
                              for tid, (lo, hi) in sorted(dump.stops.items())}

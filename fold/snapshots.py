@@ -6,7 +6,9 @@ A snapshot log is a sequence of whole-process dumps (gdb ``thread apply all bt``
 (pause) comment lines before it.  Without ``TS`` lines a dump ends where the next one starts.
 
 Weighting (docs/design.md, "The data model"): one stack per thread per snapshot.  A blocked
-thread's snapshot weighs the wall time since that thread's previous snapshot; a thread's first
+thread's snapshot weighs the wall time since that thread's previous snapshot (from its /proc
+record's ``t_ns`` when it has one: the libdw backend reads each thread at a moment of its own,
+``collect.pmp``); a thread's first
 snapshot weighs the log's median interval (1 / rate when there is only one dump,
 ``snapshot_interval_ns`` when there are no timestamps at all).  A thread is blocked when its
 /proc state is not R (S and D wait; T is stopped by job control: not on a CPU either), or, when

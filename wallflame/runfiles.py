@@ -55,6 +55,10 @@ SNAPSHOTS_MAGIC = "# wallflame-snapshots 1"
 PROC_LINE = "# wallflame-proc "
 #: A snapshot's own record in the log (its time and pause), as JSON.
 SNAPSHOT_LINE = "# wallflame-snapshot "
+#: One thread's /proc record read alone, at a moment of its own between two snapshots, as
+#: JSON (``PROC_LINE``'s fields and ``t_ns``): what each thread was doing, unmoved by the
+#: reading of the others (``collect.pmp.SnapshotLoop``).
+READ_LINE = "# wallflame-read "
 
 #: In a ``capture.json`` written while the run goes on: who writes it (``pid``,
 #: ``start_ticks``) and when it last did (``updated_ns``).  The final one has no such key.
@@ -88,6 +92,7 @@ __all__ = [
     "PERF_STEMS",
     "PROC_LINE",
     "RAW",
+    "READ_LINE",
     "RECONSTRUCTED",
     "RELEASES_DATA",
     "RELEASES_SCRIPT",
