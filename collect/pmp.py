@@ -25,7 +25,6 @@ is followed by a ``TS`` line.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import signal
@@ -66,6 +65,10 @@ class Dump:
     #: no thread was stopped (libdw, every thread left running): no pause to count
     stopped_none: bool = False
 
+
+#: At most this many threads read alone a second (``SnapshotLoop._read_alone``): each reading
+#: wakes the collect and takes a CPU for about 40 µs, on a busy server from one of its threads.
+READ_ALONE_PER_S = 100
 
 #: The one frame of a thread the libdw backend left running (``LibdwBackend.snapshot``).
 RUNNING_FRAME = "[running: not stopped for its stack]"
@@ -346,11 +349,12 @@ class SnapshotLoop(threading.Thread):
 
     def __init__(self, target: Target, backend: Backend, log: IO[str], rate_hz: float,
                  max_pause_ms: float, stop: threading.Event,
-                 watch: Watch | None = None, warm: bool = False) -> None:
+                 watch: Watch | None = None, warm: bool = False,
+                 read_alone: bool = False) -> None:
         super().__init__(name="wallflame-pmp", daemon=True)
         self.warm = warm  # the libdw backend's start-up first (``LibdwBackend.warm``)
         # libdw: each thread read alone between snapshots (``_read_alone``)
-        self.read_alone = os.environ.get("WALLFLAME_READ_ALONE", "1") != "0"
+        self.read_alone = read_alone and isinstance(backend, LibdwBackend)
         self.target = target
         self.backend = backend
         self.log = log
@@ -379,8 +383,8 @@ class SnapshotLoop(threading.Thread):
 
     def _run(self, reader: ProcReader) -> None:
         self.log.write(SNAPSHOTS_MAGIC + " " + json.dumps(
-            {"backend": self.backend.name, "pid": self.target.pid, "rate_hz": self.rate_hz},
-            sort_keys=True) + "\n")
+            {"backend": self.backend.name, "pid": self.target.pid, "rate_hz": self.rate_hz,
+             "read_alone": self.read_alone}, sort_keys=True) + "\n")
         if isinstance(self.backend, GdbBackend):
             self.backend.start(self.watch)
         elif self.warm and isinstance(self.backend, LibdwBackend):
@@ -417,7 +421,7 @@ class SnapshotLoop(threading.Thread):
                     interval, under = max(interval / 2, base), 0
             self.stats.rate_hz = min(self.stats.rate_hz, 1.0 / interval)
             next_t += length
-            if isinstance(self.backend, LibdwBackend) and self.read_alone:
+            if self.read_alone:
                 self._read_alone(reader, next_t, rng)
             now = time.monotonic()
             if next_t < now:
@@ -443,8 +447,12 @@ class SnapshotLoop(threading.Thread):
         alive = set(tids)
         start = time.monotonic()
         length = max(until - start, 0.0)
+        # at most READ_ALONE_PER_S readings a second: each thread read with this chance
+        # (its weight, the time since its own previous reading, stays unbiased)
+        chance = min(1.0, READ_ALONE_PER_S * length / max(len(tids), 1))
         w = self.log.write
-        for at, tid in sorted((start + rng.random() * length, tid) for tid in tids):
+        for at, tid in sorted((start + rng.random() * length, tid) for tid in tids
+                              if rng.random() < chance):
             wait = at - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
                 break

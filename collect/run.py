@@ -458,8 +458,9 @@ class _Processes:
         log = open(raw / _log_name(SNAPSHOT_LOG, target, primary), "w",  # noqa: SIM115
                    encoding="utf-8")
         rate = opts.pmp_rate_hz or (10.0 if opts.off_cpu == "pmp" else 2.0)
+        # with snapshots alone, their records split the blocked time: read alone
         loop = SnapshotLoop(target, backend, log, rate, opts.max_pause_ms, self.stop,
-                            self.guard.watch, warm=warm)
+                            self.guard.watch, warm=warm, read_alone=opts.off_cpu == "pmp")
         with self.lock:
             self.logs.append(log)
             self.loops.append(loop)

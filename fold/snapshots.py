@@ -6,9 +6,7 @@ A snapshot log is a sequence of whole-process dumps (gdb ``thread apply all bt``
 (pause) comment lines before it.  Without ``TS`` lines a dump ends where the next one starts.
 
 Weighting (docs/design.md, "The data model"): one stack per thread per snapshot.  A blocked
-thread's snapshot weighs the wall time since that thread's previous snapshot (from its /proc
-record's ``t_ns`` when it has one: the libdw backend reads each thread at a moment of its own,
-``collect.pmp``); a thread's first
+thread's snapshot weighs the wall time since that thread's previous snapshot; a thread's first
 snapshot weighs the log's median interval (1 / rate when there is only one dump,
 ``snapshot_interval_ns`` when there are no timestamps at all).  A thread is blocked when its
 /proc state is not R (S and D wait; T is stopped by job control: not on a CPU either), or, when
@@ -17,6 +15,12 @@ was doing), or in a log without proc lines, when a wait rule matches its stack. 
 of a wallflame log are not added (perf measures on-CPU better) but their time goes to
 ``meta.extra["pmp_running_ns"]``; in foreign logs they become on-CPU stacks, since there is no
 perf data beside them.
+
+A log whose header says ``read_alone`` (the libdw backend with snapshots alone, ``collect.pmp``)
+also holds each thread's /proc record read alone, at moments of its own between the snapshots
+(``# wallflame-read``).  Those records carry the weight (each the time since that thread's
+previous one) and the wait class; the snapshots' stacks of the same thread in the same wait only
+say where it waited (``Accumulator.read``).
 
 Only the current dump is buffered (its threads are needed to name a lock owner's thread), so
 memory is bounded by the size of one dump; everything else streams.
@@ -34,7 +38,7 @@ from wallflame.classify import classify, find_wait
 from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Meta, Profile, StackKey
-from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+from wallflame.rundir import PROC_LINE, READ_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 from wallflame.stops import MEASURED_STOPS, STOP_MARKS, add_stops, stops_json
 from wallflame.textio import iter_lines
 from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
@@ -121,6 +125,11 @@ _Call = tuple["int | None", str, str]
 #: The frame of a blocked snapshot whose thread ran before its stack was taken, and which no
 #: other snapshot of that thread can stand for: its class is /proc's system call's.
 RAN_FRAME = "[blocked when /proc was read: the stack was taken after it ran]"
+#: The frame of a thread's record read alone (``READ_LINE``) that no snapshot's stack of
+#: that thread in that wait (or that class) stands for: its class is /proc's.
+ALONE_FRAME = "[blocked when read alone: no snapshot's stack of this wait]"
+#: A record read alone of a running thread (its time is running time, never added).
+RUNNING_READ_FRAME = "[running when read alone]"
 #: A snapshot whose weight (the median interval) is known only at the end: a thread's first
 #: one, or one whose timestamp did not advance.  Counted per distinct stack: memory stays
 #: bounded by the number of distinct stacks, not by the length of the log.
@@ -180,6 +189,12 @@ class Accumulator:
         # had each
         self.by_call: dict[tuple[int, int | None, str, str], dict[StackKey, int]] = {}
         self.marks: list[list[Any]] = []  # STOP_MARKS
+        # records read alone (``READ_LINE``): when the log has them, they carry the weight and
+        # the snapshots only the stacks (``read``)
+        self.read_alone = False
+        self.reads = 0
+        self.reads_prev: dict[int, int] = {}
+        self.wchans = False  # whether any record named a sleeping function
 
     def header(self, text: str, line: int) -> None:
         self.wallflame_log = True
@@ -187,6 +202,7 @@ class Accumulator:
             d = json.loads(text)
             self.pid = int(d.get("pid", 0) or 0)
             self.rate_hz = float(d.get("rate_hz", 0) or 0)
+            self.read_alone = d.get("read_alone") is True
         except (ValueError, TypeError, AttributeError):
             self.meta.lose("bad snapshot log header", line)
 
@@ -260,9 +276,7 @@ class Accumulator:
         blocked = (kstate != "R" if kstate and kstate != "t"
                    else find_wait(frames, self.rules) is not None)
         pid = dump.pid or self.pid
-        # a staggered snapshot (libdw: ``collect.pmp``) read each thread at its own moment
-        own = _int_or_none(proc.get("t_ns")) if proc else None
-        weight = self._weight(th.tid, own if own and t is not None else t)
+        weight = self._weight(th.tid, t)
         holder_key: HolderKey | None = None
         running_tid = 0
         call: _Call | None = None
@@ -273,7 +287,8 @@ class Accumulator:
                         _proc_class(proc, kstate))
                 if _ran_before_stop(proc, dump.pause, th.tid):
                     call = seen
-                    self.stale += 1
+                    if not self.read_alone:  # read alone, no time is its own
+                        self.stale += 1
                 else:
                     per = self.by_call.setdefault((th.tid, *seen), {})
                     per[key] = per.get(key, 0) + 1
@@ -287,11 +302,56 @@ class Accumulator:
             key = StackKey(frames, th.tid, name, pid, ON)
             if proc is not None or self.wallflame_log:
                 running_tid = th.tid or -1
+        if self.read_alone:
+            return  # the stack stands for the waits read alone (``read``), not for time
         if weight is None:
             pk = (key, holder_key, running_tid, call)
             self.pending[pk] = self.pending.get(pk, 0) + 1
         else:
             self._add(key, holder_key, running_tid, weight, call)
+
+    def read(self, rec: dict[str, Any], line: int) -> None:
+        """One thread's record read alone (``READ_LINE``): it weighs the time since that
+        thread's previous one, as a snapshot's stack would, and is placed at the end
+        (``_place``) on the stacks the snapshots took of that thread in the same wait (the
+        same system call, lock and class from /proc), failing those in the same class,
+        failing those under ``ALONE_FRAME`` in that class.  A record read running adds to
+        the thread's running time."""
+        tid = _int_or_none(rec.get("tid"))
+        t = _int_or_none(rec.get("t_ns"))
+        if tid is None or t is None or t <= 0:
+            self.meta.lose("bad wallflame-read line", line)
+            return
+        self.reads += 1
+        self.wchans = self.wchans or bool(rec.get("wchan"))
+        prev = self.reads_prev.get(tid)
+        self.reads_prev[tid] = t if prev is None else max(prev, t)
+        weight = t - prev if prev is not None and t > prev else None
+        name = str(rec.get("comm", "")) or self.meta.threads.get(tid, "")
+        if name:
+            self.meta.threads.setdefault(tid, name)
+        kstate = str(rec.get("state", ""))
+        if kstate in _WAITING_STATES and not rec.get("wchan") and self.wchans:
+            kstate = "R"  # on a run queue, its state still saying asleep (``_kernel_state``)
+            self.on_runqueue.add((line, tid))
+        pid = self.pid
+        if kstate == "R":
+            # running: its time is perf's, and the thread's running time for the coverage check
+            key = StackKey((RUNNING_READ_FRAME,), tid, name, pid, ON)
+            pk: _PendingKey = (key, None, tid, None)
+        elif kstate not in ("S", "D", "T", "t"):
+            return  # exiting (Z, X) or unknown: its time is not known to be either
+        else:
+            cls = _proc_class(rec, kstate)
+            lock = str(rec.get("lock") or "") if cls in LOCK_CLASSES else ""
+            owner = (_int_or_none(rec.get("owner")) or 0) if lock else 0
+            key = StackKey((ALONE_FRAME,), tid, name, pid, OFF, cls, lock, owner)
+            call = (_int_or_none(rec.get("syscall")), str(rec.get("lock") or ""), cls)
+            pk = (key, None, 0, call)
+        if weight is None:
+            self.pending[pk] = self.pending.get(pk, 0) + 1
+        else:
+            self._add(pk[0], None, pk[2], weight, pk[3])
 
     def _blocked(self, th: Thread, frames: tuple[str, ...], name: str, pid: int,
                  proc: dict[str, Any] | None, dump: Dump, by_tid: dict[int, Thread]
@@ -369,7 +429,8 @@ class Accumulator:
             if not denom:
                 # what is known: blocked, in that system call (on that lock), at /proc's read
                 on_lock = cls in LOCK_CLASSES
-                mine = key._replace(frames=(RAN_FRAME,), wait=cls,
+                mine = key._replace(frames=key.frames if key.frames == (ALONE_FRAME,)
+                                    else (RAN_FRAME,), wait=cls,
                                     lock=lock if on_lock else "",
                                     holder=key.holder if on_lock and key.lock == lock else 0)
                 self.profile.add(mine, w)
@@ -419,6 +480,8 @@ class Accumulator:
             meta.warn(f"{self.mismatches} thread snapshot(s) blocked in /proc but with no wait on "
                       "the stack (state and stack read at different instants): classified by "
                       "the system call /proc showed")
+        if self.reads:
+            meta.count("reads alone", self.reads)
         if self.on_runqueue:
             meta.extra["pmp_asleep_on_runqueue"] = len(self.on_runqueue)
         if self.stale:
@@ -582,6 +645,12 @@ class _LogReader:
                 self.meta.lose("bad wallflame-proc line", no)
             else:
                 self.dump.procs[tid] = rec
+        elif line.startswith(READ_LINE):
+            rec = _json(line[len(READ_LINE):])
+            if rec is None:
+                self.meta.lose("bad wallflame-read line", no)
+            else:
+                self.acc.read(rec, no)
         elif line.startswith(SNAPSHOT_LINE):
             rec = _json(line[len(SNAPSHOT_LINE):])
             if rec is None:

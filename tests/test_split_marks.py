@@ -311,30 +311,3 @@ def test_a_range_over_the_whole_window_splits_as_the_window_does(passes: str) ->
     assert per_class(got) == per_class(whole)
     assert per_class(whole)["sleep"] == 30 * 300 * MS - 20 * MS
 
-
-def test_a_staggered_snapshot_weighs_each_thread_from_its_own_reading(tmp_path: Any) -> None:
-    """A libdw snapshot reads each thread at a moment of its own (``t_ns`` in its /proc
-    record): a thread's stack weighs the time since its own previous reading, not since the
-    previous snapshot's start."""
-    import json
-
-    from wallflame.fold import FoldOptions, fold_file
-    from wallflame.rundir import PROC_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
-
-    base = 10**18
-    lines = [SNAPSHOTS_MAGIC + ' {"backend": "libdw", "pid": 5, "rate_hz": 1.0}']
-    # snapshot n starts at n s; thread 5 is read 0.1, 0.9 and 0.2 s into them
-    for n, (own, leaf) in enumerate(((100, "first"), (900, "second"), (200, "third"))):
-        lines += ["PID 5 - process", "TID 5:", f"#0  0x00007f0000001000 {leaf}",
-                  "#1  0x00007f0000001100 nanosleep",
-                  "#2  0x00007f0000004000 start_thread",
-                  PROC_LINE + json.dumps({"tid": 5, "state": "S", "comm": "w",
-                                          "t_ns": base + n * 10**9 + own * 10**6}),
-                  SNAPSHOT_LINE + json.dumps({"t_ns": base + n * 10**9, "pause_ms": 0.1}),
-                  f"TS 000000000.{base // 10**9 + n}"]
-    log = tmp_path / "snapshots.log"
-    log.write_text("\n".join(lines) + "\n")
-    p = fold_file(str(log), FoldOptions(), "eu-stack")
-    by_leaf = {k.frames[-1]: w for k, w in p.stacks.items()}
-    # the first weighs the median interval between snapshots (1 s); then 1.8 s and 0.3 s
-    assert by_leaf == {"first": 10**9, "second": 1_800_000_000, "third": 300_000_000}, by_leaf
