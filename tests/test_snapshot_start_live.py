@@ -9,9 +9,8 @@
   counted (running time is perf's), and the stop takes it off its CPU.  It is logged with
   ``RUNNING_FRAME`` alone, and its time still counts as running.
 
-Ground truth: the collect's own timing of each snapshot (``cpu_ms``: the CPU time it spent
-reading /proc and stopping, unwinding and naming its threads, each at its own moment) and the
-threads' /proc records logged with each snapshot.
+Ground truth: the collect's own timing of each snapshot (``span_ms``: from the request to the
+last thread's release and its names) and the threads' /proc records logged with each snapshot.
 
 Measured against ``samples/bin/mix --threads 3`` (three workers that spin, sleep and take a
 lock), ``--pmp-rate 5``, 3 s windows, 10 collects each (2026-11-29): before the change the first
@@ -31,6 +30,7 @@ import pytest
 from livehelp import collect, start_mix, stop_mix
 
 from wallflame.collect.pmp import RUNNING_FRAME
+from wallflame.rundir import READ_LINE
 
 pytestmark = pytest.mark.live
 
@@ -76,11 +76,9 @@ def _dumps(log: Path) -> list[dict[str, Any]]:
 def test_libdw_starts_before_the_window(run: Path) -> None:
     dumps = _dumps(run / "raw" / "snapshots.log")
     assert len(dumps) >= 10, len(dumps)
-    # a staggered snapshot's work is its CPU time, not its length (its waits for each
-    # thread's moment)
-    cpu = [d["snap"]["cpu_ms"] for d in dumps]
+    first = dumps[0]["snap"]["span_ms"]
     start = json.loads((run / "meta.json").read_text())["profile"]["extra"]["attach_ms"]
-    assert start > cpu[0], (start, cpu)
+    assert start > first, (start, first, [d["snap"]["span_ms"] for d in dumps])
 
 
 def test_a_thread_read_running_is_not_stopped(run: Path) -> None:
@@ -105,16 +103,27 @@ def test_a_thread_read_running_is_not_stopped(run: Path) -> None:
     assert "thread without frames" not in json.dumps(meta.get("losses"))
 
 
-def test_each_thread_is_read_at_a_moment_of_its_own(run: Path) -> None:
-    """A snapshot reads each thread at its own moment, drawn uniformly over the interval to
-    the next snapshot (200 ms at ``--pmp-rate 5``, drawn in 100-300 ms): read together, mix's
-    5 threads would be read within a millisecond of one another.  Under a uniform draw over
-    100 ms or more, the chance that 5 readings fall within 10 ms of one another is under 1 in
-    2,000; the median over the snapshots must be 10 ms or more."""
-    dumps = [d for d in _dumps(run / "raw" / "snapshots.log") if len(d["procs"]) >= 5]
-    assert len(dumps) >= 10, len(dumps)
-    spans = sorted((max(r["t_ns"] for r in d["procs"].values()) -
-                    min(r["t_ns"] for r in d["procs"].values())) / 1e6 for d in dumps)
+def test_each_thread_is_read_alone_between_snapshots(run: Path) -> None:
+    """With snapshots alone, each thread's /proc record is also read alone between two
+    snapshots, at a moment of its own drawn uniformly over the interval (200 ms at
+    ``--pmp-rate 5``, drawn in 100-300 ms).  Read together, mix's 5 threads would be read
+    within a millisecond of one another; under a uniform draw over 100 ms or more, the chance
+    that 5 readings fall within 10 ms of one another is under 1 in 2,000, and the median over
+    the intervals must be 10 ms or more."""
+    snaps: list[int] = []
+    reads: list[list[int]] = [[]]
+    for line in (run / "raw" / "snapshots.log").read_text().splitlines():
+        if line.startswith(_SNAP):
+            snaps.append(json.loads(line[len(_SNAP):])["t_ns"])
+            reads.append([])
+        elif line.startswith(READ_LINE):
+            rec = json.loads(line[len(READ_LINE):])
+            assert rec["state"] and rec["comm"], rec
+            reads[-1].append(rec["t_ns"])
+    assert not reads[0]  # none before the first snapshot
+    full = [r for r in reads[1:-1] if len(r) >= 5]
+    assert len(full) >= 8, [len(r) for r in reads]
+    for n, r in enumerate(reads[1:-1]):  # between that snapshot and the next
+        assert all(snaps[n] < t < snaps[n + 1] for t in r), n
+    spans = sorted((max(r) - min(r)) / 1e6 for r in full)
     assert spans[len(spans) // 2] >= 10, spans
-    for d in dumps:  # the snapshot is timed from its first reading
-        assert d["snap"]["t_ns"] == min(r["t_ns"] for r in d["procs"].values())
