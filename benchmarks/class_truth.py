@@ -205,6 +205,13 @@ class Truth:
         return self.out.read_text()
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def read_threads(pid: int) -> dict[int, int]:
     """Every thread's group from /proc now: its state and, asleep, its system call."""
     out = {}
@@ -220,6 +227,10 @@ def read_threads(pid: int) -> dict[int, int]:
             out[int(name)] = ON  # running or waiting for a CPU: its switch says which
         elif state == "D":
             out[int(name)] = IO
+        elif _read(Path(base, "wchan")).startswith("io_wq_worker"):
+            # an idle io_uring worker (``iou-wrk-N``): it makes no system call of its own (its
+            # syscall file shows its creator's ``io_uring_enter``), so no trace event will
+            out[int(name)] = OTHER
         elif call and call[0].isdigit():
             nr = int(call[0])
             if nr == SYS_RESTART:  # the call it continues, by where it sleeps
