@@ -25,6 +25,11 @@ program itself.
 
     python3 benchmarks/class_truth.py [--tests oltp_update_index,oltp_read_write]
         [--window 60] [--rounds 1] [--threads 32] [--keep DIR] [-- COLLECT OPTIONS]
+    python3 benchmarks/class_truth.py --replay DIR
+
+``--replay DIR`` compares the rounds a sitting kept with ``--keep DIR`` again, each run folded
+anew from its ``raw/`` by this checkout (``wallflame finish``), against the same kernel trace:
+a change to the folding, measured on the same minutes.
 
 Needs root, ``bpftrace``, ``mariadb-server`` and ``sysbench`` (it says which are missing).
 Holds ``/tmp/wallflame-measure.lock`` as the other server benchmarks do.  bpftrace costs the
@@ -58,6 +63,7 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLES,
     MariaDB,
     Missing,
+    first_line,
     mount_tracefs,
     require,
     warm_bytecode,
@@ -365,6 +371,37 @@ def compare(run: Path, kernel: dict[int, list[float]], window_s: float) -> float
     return diff
 
 
+def replay(keep: Path) -> int:
+    """``--replay``: each kept round's run folded again from its ``raw/`` by this checkout,
+    and compared with its kernel trace (``NAME-kernel.out``, ``NAME-kernel.first.json``)."""
+    traces = sorted(keep.glob("*-kernel.out"))
+    if not traces:
+        print(f"class_truth.py: --replay {keep}: no kept round (NAME-kernel.out) there",
+              file=sys.stderr)
+        return 2
+    diffs: list[float] = []
+    for out in traces:
+        name = out.name[:-len("-kernel.out")]
+        run = keep / name
+        try:
+            first = {int(k): int(v) for k, v in json.loads(
+                (keep / f"{name}-kernel.first.json").read_text()).items()}
+            r = subprocess.run([sys.executable, "-m", "wallflame", "finish", str(run)],
+                               cwd=ROOT, capture_output=True, text=True, timeout=600,
+                               check=False)
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr.strip() or f"exit {r.returncode}")
+            w = json.loads((run / "meta.json").read_text())["window"]
+        except (OSError, ValueError, KeyError, RuntimeError,
+                subprocess.TimeoutExpired) as e:
+            print(f"class_truth.py: --replay {name}: {first_line(e)}", file=sys.stderr)
+            return 2
+        per = kernel_groups(out.read_text(), first, w["mono_start_ns"], w["mono_end_ns"])
+        diffs.append(compare(run, per, w["window_ns"] / 1e9))
+    print("\nlargest difference per round, points: " + ", ".join(f"{d:.2f}" for d in diffs))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--tests", default="oltp_update_index,oltp_read_write")
@@ -372,8 +409,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--keep", type=Path, default=None)
+    ap.add_argument("--replay", type=Path, default=None, metavar="DIR",
+                    help="compare the rounds a sitting kept in DIR (--keep) again, each run "
+                         "finished anew by this checkout's wallflame (wallflame finish), "
+                         "against the same kernel trace")
     ap.add_argument("collect_args", nargs="*", help="wallflame collect options (after --)")
     a = ap.parse_args()
+    if a.replay is not None:
+        return replay(a.replay)
     try:
         require("mariadb")
     except Missing as e:

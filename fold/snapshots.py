@@ -359,6 +359,8 @@ class Accumulator:
         """The off-CPU key of a blocked thread, and who held its lock if /proc said."""
         kstate = self._kernel_state(proc, dump)
         wait = classify(frames, kstate, self.rules)
+        if proc and str(proc.get("wchan") or "").startswith(_IO_WORKER_IDLE):
+            wait = FALLBACK  # an idle io_uring worker: its user stack is its creator's
         lock, owner = th.lock, None
         if proc and wait in _LOCK_OR_FALLBACK_CLASSES:
             lock = str(proc.get("lock") or "") or lock

@@ -67,3 +67,25 @@ def test_a_bad_read_line_is_counted_not_fatal(tmp_path: Path) -> None:
         f.write(READ_LINE + "{not json\n")
     p = fold_file(str(log), FoldOptions(), "eu-stack")
     assert p.meta.losses["bad wallflame-read line"].count == 3
+
+
+def test_an_idle_io_uring_worker_waits_in_no_call_of_its_own(tmp_path: Path) -> None:
+    """An io_uring worker (``iou-wrk-N``, a kernel thread of the process) idle in
+    ``io_wq_worker`` shows its creator's user stack and system call: a wait the rules call
+    I/O (``read``), which the kernel does not see as any call of the worker's.  Snapshot and
+    record read alone both give it ``other``."""
+    head = {"backend": "libdw", "pid": 5, "rate_hz": 1.0, "read_alone": True}
+    rec = {"tid": 7, "state": "S", "comm": "iou-wrk-5", "syscall": 426,
+           "wchan": "io_wq_worker"}
+    lines = [SNAPSHOTS_MAGIC + " " + json.dumps(head)]
+    for n in range(2):
+        lines += ["PID 5 - process", "TID 7:", "#0  0x00007f0000001000 read",
+                  "#1  0x00007f0000004000 start_thread", PROC_LINE + json.dumps(rec),
+                  SNAPSHOT_LINE + json.dumps({"t_ns": BASE + n * 10**9, "pause_ms": 0.1}),
+                  f"TS 000000000.{BASE // 10**9 + n}"]
+    lines += [READ_LINE + json.dumps({**rec, "t_ns": BASE + at * MS}) for at in (300, 800)]
+    log = tmp_path / "snapshots.log"
+    log.write_text("\n".join(lines) + "\n")
+    p = fold_file(str(log), FoldOptions(), "eu-stack")
+    assert {(k.frames[-1], k.wait) for k in p.stacks} == {("read", "other")}
+    assert sum(p.stacks.values()) == 10**9 + 500 * MS
