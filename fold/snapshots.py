@@ -194,6 +194,7 @@ class Accumulator:
         self.read_alone = False
         self.reads = 0
         self.reads_prev: dict[int, int] = {}
+        self.reads_on_runqueue = 0
         self.wchans = False  # whether any record named a sleeping function
 
     def header(self, text: str, line: int) -> None:
@@ -317,6 +318,11 @@ class Accumulator:
         same system call, lock and class from /proc), failing those in the same class,
         failing those under ``ALONE_FRAME`` in that class.  A record read running adds to
         the thread's running time."""
+        if not self.read_alone:
+            # its snapshots carry the weight already: counted, not added twice
+            self.meta.lose("wallflame-read line in a log whose header does not say "
+                           "read_alone", line)
+            return
         tid = _int_or_none(rec.get("tid"))
         t = _int_or_none(rec.get("t_ns"))
         if tid is None or t is None or t <= 0:
@@ -333,7 +339,7 @@ class Accumulator:
         kstate = str(rec.get("state", ""))
         if kstate in _WAITING_STATES and not rec.get("wchan") and self.wchans:
             kstate = "R"  # on a run queue, its state still saying asleep (``_kernel_state``)
-            self.on_runqueue.add((line, tid))
+            self.reads_on_runqueue += 1
         pid = self.pid
         if kstate == "R":
             # running: its time is perf's, and the thread's running time for the coverage check
@@ -484,8 +490,8 @@ class Accumulator:
                       "the system call /proc showed")
         if self.reads:
             meta.count("reads alone", self.reads)
-        if self.on_runqueue:
-            meta.extra["pmp_asleep_on_runqueue"] = len(self.on_runqueue)
+        if self.on_runqueue or self.reads_on_runqueue:
+            meta.extra["pmp_asleep_on_runqueue"] = len(self.on_runqueue) + self.reads_on_runqueue
         if self.stale:
             meta.extra["pmp_ran_before_stop"] = self.stale
             meta.warn(f"{self.stale} thread snapshot(s) blocked in /proc but running again "

@@ -61,6 +61,17 @@ def test_without_reads_the_snapshots_weigh_as_before(tmp_path: Path) -> None:
     assert sum(p.stacks.values()) == 2 * 10**9  # the first weighs the median interval
 
 
+def test_reads_in_a_log_that_does_not_say_so_are_counted_not_added(tmp_path: Path) -> None:
+    """Without ``read_alone`` in its header the snapshots weigh the time: records read alone
+    there would count it twice."""
+    sleep = {"state": "S", "syscall": 230, "wchan": "hrtimer_nanosleep"}
+    log = _log(tmp_path, [_read(100, **sleep), _read(900, **sleep)], header=False)
+    p = fold_file(str(log), FoldOptions(), "eu-stack")
+    assert sum(p.stacks.values()) == 2 * 10**9
+    assert p.meta.losses["wallflame-read line in a log whose header does not say "
+                         "read_alone"].count == 2
+
+
 def test_a_bad_read_line_is_counted_not_fatal(tmp_path: Path) -> None:
     log = _log(tmp_path, [{"tid": 5}, {"tid": "x", "t_ns": 5}])
     with log.open("a") as f:
