@@ -68,6 +68,7 @@ from benchmarks.servers import (  # noqa: E402
     require,
     warm_bytecode,
 )
+from wallflame.collect.target import read_text  # noqa: E402
 from wallflame.fold.snapshots import SYS_FUTEX, SYSCALL_CLASS  # noqa: E402
 
 #: The groups compared, by code in the program's output (0: on a CPU).
@@ -211,13 +212,6 @@ class Truth:
         return self.out.read_text()
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
 def read_threads(pid: int) -> dict[int, int]:
     """Every thread's group from /proc now: its state and, asleep, its system call."""
     out = {}
@@ -233,7 +227,7 @@ def read_threads(pid: int) -> dict[int, int]:
             out[int(name)] = ON  # running or waiting for a CPU: its switch says which
         elif state == "D":
             out[int(name)] = IO
-        elif _read(Path(base, "wchan")).startswith("io_wq_worker"):
+        elif (read_text(f"{base}/wchan") or "").startswith("io_wq_worker"):
             # an idle io_uring worker (``iou-wrk-N``): it makes no system call of its own (its
             # syscall file shows its creator's ``io_uring_enter``), so no trace event will
             out[int(name)] = OTHER

@@ -70,6 +70,11 @@ def sleep_kind(state: str, wchan: str) -> str:
     return "poll" if cls == "poll" else "futex" if wchan.startswith("futex") else "other"
 
 
+def record_kind(rec: dict[str, object]) -> str:
+    """``sleep_kind`` of a record of the collect's reader."""
+    return sleep_kind(str(rec.get("state", "")), str(rec.get("wchan") or ""))
+
+
 def read_one(reader: ProcReader, tid: int) -> tuple[str, str] | None:
     """One thread's state and ``wchan``, read alone, from the files the collect's reader
     keeps open (so that the two reads are as far apart as in a full reading)."""
@@ -132,9 +137,7 @@ def main() -> int:
                                 for tid in rng.sample(tids, min(a.group, len(tids))):
                                     r = reader.read_one(tid, alive)
                                     if r is not None:
-                                        records["group"].append(
-                                            (tid, sleep_kind(str(r.get("state", "")),
-                                                             str(r.get("wchan") or ""))))
+                                        records["group"].append((tid, record_kind(r)))
                         elif turn % 3 == 0:
                             tids = list_tids(db.pid)
                             for _ in range(ONE_READS if tids else 0):
@@ -149,10 +152,8 @@ def main() -> int:
                                 recs = reader.read()
                                 if kind == "full":
                                     spans.append((time.monotonic() - t0) * 1000)
-                                records[kind].extend(
-                                    (int(r["tid"]), sleep_kind(str(r.get("state", "")),
-                                                               str(r.get("wchan") or "")))
-                                    for r in recs)
+                                records[kind].extend((int(r["tid"]), record_kind(r))
+                                                     for r in recs)
                         turn += 1
                 finally:
                     job.stop()

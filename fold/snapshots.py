@@ -72,7 +72,7 @@ _WCHAN_CLASS = (("futex", "condvar"), ("poll_schedule", "poll"), ("do_sys_poll",
                 ("do_select", "poll"), ("ep_poll", "poll"), ("do_nanosleep", "sleep"),
                 ("hrtimer_nanosleep", "sleep"))
 _FUTEX_WAIT, _FUTEX_PRIVATE, _FUTEX_CLOCK_REALTIME = 0, 128, 256
-#: The kernel function an idle io_uring worker sleeps in (``_proc_class``).
+#: The kernel function an idle io_uring worker sleeps in (``_io_worker_idle``).
 _IO_WORKER_IDLE = "io_wq_worker"
 
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
@@ -365,8 +365,8 @@ class Accumulator:
         """The off-CPU key of a blocked thread, and who held its lock if /proc said."""
         kstate = self._kernel_state(proc, dump)
         wait = classify(frames, kstate, self.rules)
-        if proc and str(proc.get("wchan") or "").startswith(_IO_WORKER_IDLE):
-            wait = FALLBACK  # an idle io_uring worker: its user stack is its creator's
+        if proc and _io_worker_idle(proc):
+            wait = FALLBACK  # its user stack is its creator's
         lock, owner = th.lock, None
         if proc and wait in _LOCK_OR_FALLBACK_CLASSES:
             lock = str(proc.get("lock") or "") or lock
@@ -537,10 +537,7 @@ def _proc_class(proc: dict[str, Any], kstate: str) -> str:
     variable, semaphore or join waits with ``FUTEX_WAIT_BITSET``."""
     if kstate == "D":
         return "io"
-    if str(proc.get("wchan") or "").startswith(_IO_WORKER_IDLE):
-        # an io_uring worker (``iou-wrk-N``, a kernel thread of the process) waiting for
-        # work: it is in no system call of its own (its ``syscall`` file shows the one of
-        # the thread it was made for, ``io_uring_enter``)
+    if _io_worker_idle(proc):
         return FALLBACK
     sc = _int_or_none(proc.get("syscall"))
     if sc == SYS_FUTEX:
@@ -554,6 +551,13 @@ def _proc_class(proc: dict[str, Any], kstate: str) -> str:
         wchan = str(proc.get("wchan") or "")
         return next((cls for prefix, cls in _WCHAN_CLASS if wchan.startswith(prefix)), FALLBACK)
     return SYSCALL_CLASS.get(sc, FALLBACK) if sc is not None else FALLBACK
+
+
+def _io_worker_idle(proc: dict[str, Any]) -> bool:
+    """An io_uring worker (``iou-wrk-N``, a kernel thread of the process) waiting for work: it
+    is in no system call of its own (its ``syscall`` file shows the one of the thread it was
+    made for, ``io_uring_enter``, and its user stack is that thread's)."""
+    return str(proc.get("wchan") or "").startswith(_IO_WORKER_IDLE)
 
 
 def _is_lock_wait(futex: Any) -> bool:
