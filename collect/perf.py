@@ -42,6 +42,11 @@ from wallflame.rundir import WAKE_STEM
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 10
+#: On-CPU samples per CPU that a window whose ``-F`` is left to its default is sampled for
+#: (``window_freq_hz``): what the default 499 Hz gives in a 10 s window.
+WINDOW_SAMPLES_PER_CPU = 5_000
+#: The lowest rate ``window_freq_hz`` goes to (a light collect's rate as well).
+WINDOW_MIN_HZ = 99
 #: The on-CPU recorder's chunks: long enough to hold about this many samples, between
 #: ``CHUNK_S`` and ``CHUNK_MAX_S`` seconds (``oncpu_chunk_s``).
 CHUNK_SAMPLES = 12_000
@@ -189,6 +194,26 @@ def oncpu_chunk_s(freq_hz: int, call_graph: str, duration_s: float | None = None
     if duration_s is not None and 0 < duration_s <= fits:
         return max(1, int(duration_s + 0.999)) + SLEEP_MARGIN_S  # perf's own bound (below)
     return max(CHUNK_S, int(fits))
+
+
+def window_freq_hz(duration_s: float | None, default_hz: int) -> int:
+    """The on-CPU rate of a collect whose ``-F`` was left to ``default_hz``: that rate for a
+    window of up to ``WINDOW_SAMPLES_PER_CPU / default_hz`` seconds (10 s at 499 Hz) or of no
+    set length; for a longer window, the rate that takes about as many samples per CPU, down
+    to ``WINDOW_MIN_HZ`` (99 Hz for a minute), ending in 9 as 99 and 499 do, off the 10 ms
+    ticks of a program's own timers.  Each sample is a timer interrupt in the target: at 499
+    Hz the work of a CPU-bound target per CPU-second fell by 1.1% on this kind of machine, a
+    cost a minute's window paid for five times the samples a 10 s one has
+    (``benchmarks/README.md``, "What the on-CPU rate costs a minute").  The samples only
+    place on-CPU time over stacks (each thread's on-CPU time comes from the scheduler or the
+    kernel's counters when those are recorded), and the flame graph's error goes with their
+    number, so a longer window needs no higher a rate."""
+    if duration_s is None or duration_s <= 0:
+        return default_hz
+    hz = WINDOW_SAMPLES_PER_CPU / duration_s
+    if hz >= default_hz:
+        return default_hz
+    return max(WINDOW_MIN_HZ, int(hz) // 10 * 10 - 1)
 
 
 def record_command(pid: int | str, out: Path, opts: PerfOptions,

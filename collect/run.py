@@ -283,6 +283,8 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
                    "busy server more than the rest of the collect (--off-cpu pmp --pmp-rate "
                    f"{opts.pmp_rate_hz:g} --owner-rate 5 to take them)")
                 + " (--off-cpu both to record every switch anyway)")
+    if opts.auto_freq and not (light or {}).get("chosen"):
+        opts = replace(opts, freq_hz=perf.window_freq_hz(opts.duration_s, opts.freq_hz))
     raw = prepare_dir(out)
     col = Capture(options=replace(opts),
                   tools=tool_versions(opts.pmp_backend if opts.off_cpu in ("pmp", "both")

@@ -506,3 +506,34 @@ def test_memory_counts_glibc_arenas(live: None, tmp_path: Path) -> None:
     finally:
         target.kill()
         target.wait()
+
+
+def test_a_longer_window_is_sampled_at_a_lower_rate(live: None, sample_bin: Path,
+                                                    tmp_path: Path) -> None:
+    """``-F`` left to its default: a 20 s window is sampled at ``window_freq_hz(20)`` (249 Hz,
+    as many samples a CPU as 499 Hz takes in 10 s), and the samples taken are that rate times
+    the CPU time the kernel's own counters give the target over the window
+    (``meta.json`` ``machine.target_cpus``, from /proc/PID/stat).  Two CPU-bound threads on
+    this 2-CPU machine, ten runs in a row: the samples were 0.2-0.7% over that figure (9,895-9,916
+    samples); the margin is 3%."""
+    from wallflame.collect.perf import window_freq_hz
+
+    spin = subprocess.Popen([str(sample_bin / "spin8"), "--threads", "2", "--duration", "60"],
+                            stdout=subprocess.DEVNULL)
+    run = tmp_path / "run"
+    try:
+        time.sleep(0.5)
+        r = collect("--pid", str(spin.pid), "--duration", "20", "--off-cpu", "none", "-o",
+                    str(run), timeout=180)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert r.returncode == 0, r.stderr
+    meta = load(run, "meta.json")
+    hz = window_freq_hz(20, 499)
+    assert hz == 249 and meta["options"]["freq_hz"] == hz, meta["options"]
+    assert meta["rates"]["perf_hz"] == hz and meta["options"]["auto_freq"] is True, meta
+    m = meta["machine"]
+    want = hz * m["target_cpus"] * m["seconds"]
+    got = meta["profile"]["samples"]["perf"]
+    assert abs(got - want) <= 0.03 * want, (got, want, m)

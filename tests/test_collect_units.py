@@ -22,11 +22,14 @@ from wallflame.collect.perf import (
     CHUNK_SAMPLES,
     SAMPLED_STACK_BYTES,
     SLEEP_MARGIN_S,
+    WINDOW_MIN_HZ,
+    WINDOW_SAMPLES_PER_CPU,
     PerfOptions,
     lost_from_stderr,
     oncpu_chunk_s,
     record_command,
     sched_options,
+    window_freq_hz,
 )
 from wallflame.collect.pmp import PmpStats, ts_line
 from wallflame.collect.target import parse_stat, parse_syscall
@@ -140,6 +143,28 @@ def test_oncpu_chunks_are_longer_when_their_samples_are_few(tmp_path) -> None:  
     assert oncpu_chunk_s(499, "fp", 10, cpus=2) == 10 + SLEEP_MARGIN_S
 
 
+@given(st.one_of(st.none(), st.floats(min_value=0.1, max_value=7 * 24 * 3600)))
+def test_a_longer_window_is_sampled_at_a_lower_rate_for_as_many_samples(
+        duration: float | None) -> None:
+    """``window_freq_hz``: the default rate up to 10 s (or with no set length); beyond, the rate
+    that takes about ``WINDOW_SAMPLES_PER_CPU`` samples a CPU, never under ``WINDOW_MIN_HZ``
+    nor above the default, ending in 9; never rising with the window's length."""
+    hz = window_freq_hz(duration, 499)
+    assert WINDOW_MIN_HZ <= hz <= 499 and hz % 10 == 9
+    if duration is None or duration <= WINDOW_SAMPLES_PER_CPU / 499:
+        assert hz == 499
+    elif hz > WINDOW_MIN_HZ:  # within 10 Hz of the rate that takes exactly that many
+        assert WINDOW_SAMPLES_PER_CPU - 10 * duration <= hz * duration <= WINDOW_SAMPLES_PER_CPU
+    if duration is not None:
+        assert window_freq_hz(duration * 1.5, 499) <= hz
+    assert window_freq_hz(duration, 99) == 99  # a default at the floor stays there
+
+
+def test_window_rates() -> None:
+    assert [window_freq_hz(d, 499) for d in (None, 5, 10, 12, 20, 30, 60, 600)] == [
+        499, 499, 499, 409, 249, 159, 99, 99]
+
+
 def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignore[no-untyped-def]
     cmd = record_command(1234, tmp_path / "perf.data", PerfOptions(997, "fp"), 2.5)
     assert cmd[-3:] == ["--", "sleep", str(3 + SLEEP_MARGIN_S)]
@@ -159,6 +184,11 @@ def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignor
     few = record_command(1, tmp_path / "s", sched_options(997, "dwarf", 10.0), 2)
     assert few[few.index("--call-graph") + 1] == f"dwarf,{SAMPLED_STACK_BYTES}"
     assert SAMPLED_STACK_BYTES == 32768
+    # what the run's missing-frames note names is the copy perf was given
+    from wallflame.finish import _stack_copy_bytes
+    assert (_stack_copy_bytes(every), _stack_copy_bytes(few)) == (8192, SAMPLED_STACK_BYTES)
+    assert _stack_copy_bytes(["perf", "record", "--call-graph", "dwarf"]) == 8192
+    assert _stack_copy_bytes(None) == _stack_copy_bytes("dwarf,4096") == 8192
 
 
 def test_ts_line_is_pt_pmp_format() -> None:
@@ -335,8 +365,9 @@ def test_owner_rate_reaches_the_collect(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_the_rate_left_to_its_default_is_marked_for_a_light_collect(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``auto_freq``: ``-F`` and every off-CPU option left to their defaults, attached; a light
-    collect then samples at ``budget.LIGHT_FREQ_HZ``, which ``--help`` states."""
+    """``auto_freq``: ``-F`` left to its default (whatever the other options); a light collect
+    (every off-CPU option left too, attached) then samples at ``budget.LIGHT_FREQ_HZ``, any
+    other a window longer than 10 s at ``window_freq_hz``, which ``--help`` states."""
     from click.testing import CliRunner
 
     import wallflame.commands.collect as command
@@ -354,16 +385,17 @@ def test_the_rate_left_to_its_default_is_marked_for_a_light_collect(
     monkeypatch.setattr(command, "collect", stop_here)
     for extra, want in (([], (499, True, True)), (["-F", "499"], (499, True, False)),
                         (["-F", "99"], (99, True, False)),
-                        (["--off-cpu", "both"], (499, False, False)),
-                        (["--owner-rate", "5"], (499, False, False))):
+                        (["--off-cpu", "both"], (499, False, True)),
+                        (["--owner-rate", "5"], (499, False, True))):
         r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(tmp_path / "r"), *extra])
         assert r.exit_code == 3 and "stopped here" in r.output, r.output
         assert seen[-1] == want, (extra, seen[-1])
     r = CliRunner().invoke(cli, ["collect", "-o", str(tmp_path / "r"), "--", "true"])
-    assert seen[-1] == (499, False, False), seen[-1]  # a launched command is never light
+    assert seen[-1] == (499, False, True), seen[-1]  # a launched command is never light
     r = CliRunner().invoke(cli, ["collect", "--help"], terminal_width=200)
-    assert f"left to this default samples at {budget.LIGHT_FREQ_HZ} Hz" in " ".join(
-        r.output.split()), r.output
+    text = " ".join(r.output.split())
+    assert f"a light collect (see --off-cpu) at {budget.LIGHT_FREQ_HZ} Hz" in text, r.output
+    assert f"({window_freq_hz(60, 499)} Hz for a minute, no lower)" in text, r.output
 
 
 def test_the_folding_process_and_what_it_started_are_found() -> None:

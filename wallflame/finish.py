@@ -174,6 +174,17 @@ def _whole_window(profile: Profile, cap: Capture, sched: Profile | None,
         window.whole_window(profile, cap.threads, seen, pmp, bounds[1] - bounds[0])
 
 
+def _stack_copy_bytes(command: object) -> int:
+    """The user stack perf copied per DWARF stack, from its recorded command
+    (``--call-graph dwarf,SIZE``; 8 KiB, perf's own default, when it does not say)."""
+    if isinstance(command, list):
+        for arg in command:
+            kind, _, size = str(arg).partition(",")
+            if kind == "dwarf" and size.isdigit():
+                return int(size)
+    return 8192
+
+
 def _annotate_meta(profile: Profile, cap: Capture, warnings: list[str],
                    bad_chunks: int) -> None:
     meta = profile.meta
@@ -212,8 +223,9 @@ def _annotate_meta(profile: Profile, cap: Capture, warnings: list[str],
                              "a blocking glibc function (glibc has no frame pointers); "
                              "--sched-call-graph dwarf keeps it")
     if known and perf_info.get("sched") and opts.sched_call_graph == "dwarf":
-        missing.setdefault("offcpu", "DWARF unwinding copies 8 KiB of stack per switch: "
-                           "deeper stacks are cut at that depth")
+        kib = _stack_copy_bytes(cap.commands.get("sched_record")) // 1024
+        missing.setdefault("offcpu", f"DWARF unwinding copies {kib} KiB of stack per "
+                           "scheduler stack: deeper stacks are cut at that depth")
     meta.extra["missing_frames"] = missing
     ended = cap.ended_by
     if ended == "target exited":

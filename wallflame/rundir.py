@@ -132,8 +132,10 @@ class CollectOptions:
                   (``collect.budget.too_costly``) does not record the scheduler (``off_cpu``
                   becomes ``pmp``, with the light rates); the measure and the choice are in
                   ``postprocess.light``.
-    auto_freq:    ``-F`` was left to its default: a light collect samples on-CPU at
-                  ``collect.budget.LIGHT_FREQ_HZ`` (``freq_hz`` then says so).
+    auto_freq:    ``-F`` was left to its default: a window longer than 10 s is sampled at
+                  the rate that takes as many samples per CPU (``collect.perf.window_freq_hz``)
+                  and a light collect at ``collect.budget.LIGHT_FREQ_HZ`` (``freq_hz`` then
+                  says which).
     """
 
     duration_s: float | None = 10.0

@@ -118,8 +118,9 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "stack. Without: owners are still named at --owner-rate, nothing is stopped, "
               "and no holder stacks are shown.")
 @click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
-              help="perf on-CPU sampling frequency (Hz). A light collect (see --off-cpu) "
-              "left to this default samples at 99 Hz.")
+              help="perf on-CPU sampling frequency (Hz). Left to this default, a window "
+              "longer than 10 s is sampled at the rate that takes as many samples (99 Hz for a "
+              "minute, no lower), and a light collect (see --off-cpu) at 99 Hz.")
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
               default=_DEFAULTS.call_graph, show_default=True,
               help="perf stack unwinding: frame pointers (cheap) or DWARF (keeps frames of "
@@ -200,7 +201,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                           max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
                           sched_stack_hz=sched_stack_hz, release_sites=release_sites,
                           inline_frames=inline_frames, auto_light=attach and left,
-                          auto_freq=attach and left and freq_left)
+                          auto_freq=freq_left)
     live, show = _progress_printer()
     if live is None:
         what = _what(pids, trees, cgroups) if attach else " ".join(command)
