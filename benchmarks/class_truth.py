@@ -236,7 +236,8 @@ def read_threads(pid: int) -> dict[int, int]:
             if nr == SYS_RESTART:  # the call it continues, by where it sleeps
                 wchan = Path(base, "wchan").read_text()
                 out[int(name)] = (FUTEX if wchan.startswith("futex") else
-                                  SLEEP if "nanosleep" in wchan else
+                                  SLEEP if "nanosleep" in wchan
+                                  or wchan.startswith("do_syscall_64") else
                                   POLL if "poll" in wchan or "select" in wchan else OTHER)
             elif nr == SYS_FUTEX:
                 op, val = int(call[2], 16), int(call[3], 16)

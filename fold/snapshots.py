@@ -66,11 +66,20 @@ SYSCALL_CLASS = {
 SYS_FUTEX = 202
 #: ``restart_syscall``: a timed wait (futex, poll, nanosleep) that a signal or a ptrace stop
 #: (a snapshot's own) interrupted goes on in it, and /proc shows it instead of the call it
-#: continues: the kernel function it sleeps in (``wchan``) says which.
+#: continues: the kernel function it sleeps in (``wchan``) says which.  A ``nanosleep``
+#: restarted sleeps in functions the kernel marks as the scheduler's own
+#: (``hrtimer_nanosleep_restart``, ``do_nanosleep``), which ``wchan`` skips: it then names the
+#: system call's entry, ``do_syscall_64`` (Linux 6.1, x86-64: ``sleep 1000`` stopped and
+#: continued, or attached and detached, showed ``219`` and ``do_syscall_64`` where it had
+#: shown ``230`` and ``hrtimer_nanosleep``; a restarted timed futex wait kept
+#: ``futex_do_wait``, a restarted ``poll`` ``poll_schedule_timeout``).  The kernel's other
+#: restarts are sleeps on other clocks.
 SYS_RESTART = 219
 _WCHAN_CLASS = (("futex", "condvar"), ("poll_schedule", "poll"), ("do_sys_poll", "poll"),
                 ("do_select", "poll"), ("ep_poll", "poll"), ("do_nanosleep", "sleep"),
-                ("hrtimer_nanosleep", "sleep"))
+                ("hrtimer_nanosleep", "sleep"), ("do_syscall_64", "sleep"),
+                ("__x64_sys_restart_syscall", "sleep"), ("do_cpu_nanosleep", "sleep"),
+                ("alarmtimer_do_nsleep", "sleep"))
 _FUTEX_WAIT, _FUTEX_PRIVATE, _FUTEX_CLOCK_REALTIME = 0, 128, 256
 #: The kernel function an idle io_uring worker sleeps in (``_io_worker_idle``).
 _IO_WORKER_IDLE = "io_wq_worker"

@@ -20,7 +20,11 @@ queue -0.59 to +0.09.  The kernel's figures: mutex 3.6-4.0, sleep 48.1-48.7, oth
 12.2-13.0, its coverage of each thread 0.999-1.003.  With each thread's /proc record read alone
 between the snapshots (``collect.pmp.SnapshotLoop._read_alone``), over 10 runs in a row
 (2026-11-29): the largest group's difference 1.11-2.71 points (median 1.8), between sleep,
-mutex and the other futex waits; the margin is 1.8 times the largest.
+mutex and the other futex waits; the next day, in 6 more runs of that 8 s window, 0.59-4.16,
+with ``other`` 0.30-1.78 over the kernel (a ``nanosleep`` restarted after a snapshot's stop,
+read as ``restart_syscall``, now ``sleep`` by its ``wchan``: ``fold.snapshots.SYS_RESTART``).
+The window is now 16 s, for twice the records: 10 runs in a row, the largest difference
+0.42-2.82 points (median 1.5), ``other`` -0.14 to +0.12; the margin is 1.8 times the largest.
 """
 
 from __future__ import annotations
@@ -37,21 +41,21 @@ from benchmarks.class_truth import GROUPS, Truth, kernel_groups, shares
 
 pytestmark = pytest.mark.live
 
-#: Share each group may differ from the kernel's figure: 5 points, 1.7-1.8 times the largest
-#: difference seen (spread: see the module's text).
+#: Share each group may differ from the kernel's figure: 5 points, 1.8 times the largest
+#: difference seen with the 16 s window (spread: see the module's text).
 MARGIN = 0.05
 
 
 @pytest.mark.skipif(shutil.which("bpftrace") is None, reason="needs bpftrace")
 def test_snapshot_classes_agree_with_the_kernel(live: None, sample_bin: Path,
                                                 tmp_path: Path) -> None:
-    mix = start_mix(sample_bin, "--threads", "3", "--duration", "30", "--hold-ms", "5")
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "40", "--hold-ms", "5")
     try:
         truth = Truth(mix.pid, tmp_path)
         try:
             time.sleep(0.5)
             run = tmp_path / "run"
-            r = collect("--pid", str(mix.pid), "--duration", "8", "--off-cpu", "pmp",
+            r = collect("--pid", str(mix.pid), "--duration", "16", "--off-cpu", "pmp",
                         "-o", str(run), timeout=180)
             time.sleep(0.3)
         finally:

@@ -500,6 +500,7 @@ def test_the_class_proc_gives_a_futex_wait(fields: dict[str, object], expected: 
     ({"syscall": 219, "wchan": "futex_do_wait"}, "condvar"),  # a timed futex wait restarted
     ({"syscall": 219, "wchan": "poll_schedule_timeout.constprop.0"}, "poll"),
     ({"syscall": 219, "wchan": "do_nanosleep"}, "sleep"),
+    ({"syscall": 219, "wchan": "do_syscall_64"}, "sleep"),  # a nanosleep restarted (6.1)
     ({"syscall": 219, "wchan": ""}, "other"),
     ({"syscall": 128, "wchan": "do_sigtimedwait.isra.0"}, "poll"),  # as the rules say
     ({"syscall": 7}, "poll"),
