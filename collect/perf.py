@@ -201,13 +201,15 @@ def window_freq_hz(duration_s: float | None, default_hz: int) -> int:
     window of up to ``WINDOW_SAMPLES_PER_CPU / default_hz`` seconds (10 s at 499 Hz) or of no
     set length; for a longer window, the rate that takes about as many samples per CPU, down
     to ``WINDOW_MIN_HZ`` (99 Hz for a minute), ending in 9 as 99 and 499 do, off the 10 ms
-    ticks of a program's own timers.  Each sample is a timer interrupt in the target: at 499
-    Hz the work of a CPU-bound target per CPU-second fell by 1.1% on this kind of machine, a
-    cost a minute's window paid for five times the samples a 10 s one has
-    (``benchmarks/README.md``, "What the on-CPU rate costs a minute").  The samples only
-    place on-CPU time over stacks (each thread's on-CPU time comes from the scheduler or the
-    kernel's counters when those are recorded), and the flame graph's error goes with their
-    number, so a longer window needs no higher a rate."""
+    ticks of a program's own timers.  Each sample is a timer interrupt in the target (at 499
+    Hz the work of a CPU-bound target per CPU-second fell by 1.1% on a 2-CPU VM:
+    ``benchmarks/README.md``, "``overhead.py``"), and each is read and folded after the
+    window.  The samples only place on-CPU time over stacks (each thread's on-CPU time comes
+    from the scheduler or the kernel's counters when those are recorded), and the flame
+    graph's error goes with their number, so a longer window needs no higher a rate.  A
+    minute of the 8-thread CPU-bound target at 99 Hz instead of 499: 0.7 s less of the
+    collect's CPU, 2-3 s less after the window, a third of the run directory less; its loss
+    moved less than the rounds' spread ("Twelfth sitting")."""
     if duration_s is None or duration_s <= 0:
         return default_hz
     hz = WINDOW_SAMPLES_PER_CPU / duration_s
