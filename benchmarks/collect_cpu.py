@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.servers import MariaDB, mount_tracefs, wallflame_env, warm_bytecode  # noqa: E402
 
 PROGRAM = r"""
+tracepoint:syscalls:sys_enter_execve { printf("E %d ", pid); join(args->argv); }
 tracepoint:sched:sched_process_fork { printf("F %d %d\n", args->parent_pid, args->child_pid); }
 tracepoint:sched:sched_process_exit {
   printf("X %d %d %llu %s\n", pid, tid, curtask->se.sum_exec_runtime, comm);
@@ -110,9 +111,12 @@ def main() -> int:
             return 1
         forks: dict[int, set[int]] = collections.defaultdict(set)
         rows = []
+        argv: dict[int, str] = {}  # what each process ran, its last exec
         for line in (work / "exit.log").read_text(errors="replace").splitlines():
             f = line.split()
-            if len(f) == 3 and f[0] == "F":
+            if len(f) >= 3 and f[0] == "E" and f[1].isdigit():
+                argv[int(f[1])] = " ".join(f[2:])
+            elif len(f) == 3 and f[0] == "F":
                 forks[int(f[1])].add(int(f[2]))
             elif len(f) >= 5 and f[0] == "X":
                 rows.append((int(f[1]), int(f[2]), int(f[3]), " ".join(f[4:])))
@@ -127,7 +131,8 @@ def main() -> int:
             if ns >= 5_000_000:
                 kind = "process" if p != collect.pid and p == tid else \
                     ("main thread" if tid == collect.pid else "thread")
-                print(f"{ns / 1e9:8.3f}  {comm:16s} {kind} {tid}")
+                what = argv.get(tid, "") if kind == "process" else ""
+                print(f"{ns / 1e9:8.3f}  {comm:16s} {kind} {tid}  {what[:90]}")
         print(f"{total / 1e9:8.3f}  total")
         pp = json.loads((run / "meta.json").read_text()).get("postprocess") or {}
         cost, fin = pp.get("cost") or {}, pp.get("finish") or {}

@@ -53,6 +53,10 @@ CHUNK_SAMPLES = 12_000
 CHUNK_MAX_S = 60
 #: Seconds ``-- sleep N`` runs past the requested duration (see ``record_command``).
 SLEEP_MARGIN_S = 10
+#: Seconds a recorder runs outside the window, which a window's chunks are sized to hold
+#: too (``chunk_seconds``): it starts before the window opens (the window waits for every
+#: recorder to be ready; perf -a can take a second on a busy machine) and stops after it.
+LEAD_S = 3
 #: Bound of ``-- sleep N`` when collection has no duration (launch mode until the command
 #: exits); perf is stopped with SIGINT long before.
 UNBOUNDED_S = 7 * 24 * 3600
@@ -178,22 +182,40 @@ def sched_options(freq_hz: int, call_graph: str, stack_hz: float | None) -> Perf
 
 def oncpu_chunk_s(freq_hz: int, call_graph: str, duration_s: float | None = None,
                   cpus: int | None = None) -> int:
-    """Seconds per chunk of the on-CPU recorder: ``CHUNK_S``, or up to ``CHUNK_MAX_S`` when
-    frame-pointer samples at ``freq_hz`` on every CPU fill fewer than ``CHUNK_SAMPLES`` in it
-    (99 Hz on 2 CPUs: 60 s; 499 Hz on 2: 12 s; 99 Hz on 8: 15 s), and a window of
-    ``duration_s`` that fits in one such chunk is one chunk, closed when perf stops.  A
-    chunk's ``perf script`` costs about the same whatever it holds (module docstring), so
-    chunks of few samples are read less often; the bound on samples per chunk keeps what is
-    read after the window (the last chunk) short.  DWARF samples copy kilobytes of stack each:
-    their chunks stay at ``CHUNK_S``.  What a longer chunk costs: a perf killed by SIGKILL
-    loses it whole."""
+    """Seconds per chunk of the on-CPU recorder: up to ``CHUNK_S``, or up to ``CHUNK_MAX_S``
+    when frame-pointer samples at ``freq_hz`` on every CPU fill fewer than ``CHUNK_SAMPLES``
+    in it (99 Hz on 2 CPUs: 60 s; 499 Hz on 2: 12 s; 99 Hz on 8: 15 s), the window split
+    evenly (``chunk_seconds``).  A chunk's ``perf script`` costs about the same whatever it
+    holds (module docstring), so chunks of few samples are read less often; the bound on
+    samples per chunk keeps what is read after the window (the last chunk) short.  DWARF
+    samples copy kilobytes of stack each: their chunks last up to ``CHUNK_S``.  What a longer
+    chunk costs: a perf killed by SIGKILL loses it whole."""
     if call_graph != "fp" or freq_hz <= 0:
-        return CHUNK_S
+        return chunk_seconds(duration_s)
     n = cpus if cpus is not None else (os.cpu_count() or 1)
     fits = min(CHUNK_MAX_S, CHUNK_SAMPLES / (freq_hz * max(1, n)))
-    if duration_s is not None and 0 < duration_s <= fits:
-        return max(1, int(duration_s + 0.999)) + SLEEP_MARGIN_S  # perf's own bound (below)
-    return max(CHUNK_S, int(fits))
+    return chunk_seconds(duration_s, max(CHUNK_S, int(fits)))
+
+
+def chunk_seconds(duration_s: float | None, longest_s: int = CHUNK_S) -> int:
+    """Seconds per chunk (``--switch-output``) of a recorder whose chunks may last up to
+    ``longest_s``, for a window of ``duration_s``: a window that fits in one such chunk is
+    one chunk, closed when perf stops (its length is perf's own bound, ``record_command``);
+    a longer one is split into as few chunks as ``longest_s`` allows, of equal length,
+    enough for the window and ``LEAD_S`` besides.  Fixed chunks of ``longest_s`` left a last
+    chunk of the fraction of a second the recorder ran past a whole number of them (it starts
+    before the window opens and stops after it closes), and each chunk's ``perf script`` has
+    a fixed cost: of the scheduler's, measured on spin8 with a 2 kHz heartbeat, 85 ms of CPU
+    for a 0.2 s chunk and 108 ms for a 10 s one, so a 10 s window's tail chunks (the
+    scheduler's and the wake-ups') cost 95 ms of its collect's 1.2 s.  No set duration
+    (until a launched command exits): ``longest_s``."""
+    if duration_s is None or not 0 < duration_s < UNBOUNDED_S:
+        return longest_s
+    whole = max(1, int(duration_s + 0.999))
+    if whole <= longest_s:
+        return whole + SLEEP_MARGIN_S
+    n = -(-whole // longest_s)
+    return -(-(whole + LEAD_S) // n)
 
 
 def window_freq_hz(duration_s: float | None, default_hz: int) -> int:
@@ -278,7 +300,8 @@ def _switches_command(opts: PerfOptions) -> list[str]:
 CLOCK = ["-k", "mono"]
 
 
-def wake_command(out: Path, wakee_filter: str, duration_s: float | None) -> list[str]:
+def wake_command(out: Path, wakee_filter: str, duration_s: float | None,
+                 chunk_s: int = CHUNK_S) -> list[str]:
     """The wake-ups of the target's threads: ``sched:sched_wakeup`` on every CPU (a wake-up
     runs in the waker's context, often an interrupt or another process, so a per-thread
     event misses most of them), filtered in the kernel on the wakee, no call chain: about
@@ -293,7 +316,7 @@ def wake_command(out: Path, wakee_filter: str, duration_s: float | None) -> list
     cmd += ["-c", "1", "-a", *CLOCK]
     if os.geteuid() == 0:
         cmd += ["-m", "1M"]
-    return [*cmd, "-o", str(out), f"--switch-output={CHUNK_S}s", "--", "sleep", str(sleep_s)]
+    return [*cmd, "-o", str(out), f"--switch-output={chunk_s}s", "--", "sleep", str(sleep_s)]
 
 
 @dataclass

@@ -365,9 +365,10 @@ def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
     new = threads.new_pid_ranges()
     if perf.system_wide_allowed():
         out.append(perf.PerfRecorder(perf.wake_command(
-            raw / f"{perf.WAKE}.data", threads.wake_filter(tids, new), opts.duration_s),
-            raw, perf.WAKE))
-    sched = perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz)
+            raw / f"{perf.WAKE}.data", threads.wake_filter(tids, new), opts.duration_s,
+            perf.chunk_seconds(opts.duration_s)), raw, perf.WAKE))
+    sched = replace(perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz),
+                    chunk_s=perf.chunk_seconds(opts.duration_s))
     if opts.sched_stack_period is not None:  # on every CPU (``_switches_on_every_cpu``)
         sched = replace(sched, system_wide=True, stack_period=opts.sched_stack_period,
                         switch_filter=threads.wake_filter(tids, new, "prev_pid"))

@@ -20,15 +20,18 @@ from wallflame.collect.perf import (
     CHUNK_MAX_S,
     CHUNK_S,
     CHUNK_SAMPLES,
+    LEAD_S,
     SAMPLED_STACK_BYTES,
     SLEEP_MARGIN_S,
     WINDOW_MIN_HZ,
     WINDOW_SAMPLES_PER_CPU,
     PerfOptions,
+    chunk_seconds,
     lost_from_stderr,
     oncpu_chunk_s,
     record_command,
     sched_options,
+    wake_command,
     window_freq_hz,
 )
 from wallflame.collect.pmp import PmpStats, ts_line
@@ -126,12 +129,15 @@ def test_perf_lost_lines_counted() -> None:
 def test_oncpu_chunks_are_longer_when_their_samples_are_few(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Frame-pointer samples on every CPU: a chunk holds about CHUNK_SAMPLES, between CHUNK_S
     and CHUNK_MAX_S seconds; a window that fits in one is one chunk, closed when perf stops
-    (its switch never comes before perf's own bound); DWARF chunks keep CHUNK_S."""
+    (its switch never comes before perf's own bound); DWARF chunks last up to CHUNK_S, a
+    window split evenly."""
     assert oncpu_chunk_s(99, "fp", None, cpus=2) == 60
     assert oncpu_chunk_s(499, "fp", None, cpus=2) == 12
     assert oncpu_chunk_s(99, "fp", None, cpus=8) == 15
     assert oncpu_chunk_s(997, "fp", None, cpus=64) == CHUNK_S
-    assert oncpu_chunk_s(99, "dwarf", 60, cpus=2) == CHUNK_S
+    assert oncpu_chunk_s(99, "dwarf", None, cpus=2) == CHUNK_S
+    assert oncpu_chunk_s(99, "dwarf", 60, cpus=2) == 11  # six chunks, 66 s
+    assert oncpu_chunk_s(99, "dwarf", 10, cpus=2) == 10 + SLEEP_MARGIN_S
     for hz, cpus in ((1, 1), (99, 2), (499, 2), (997, 64), (4999, 1)):
         n = oncpu_chunk_s(hz, "fp", None, cpus=cpus)
         assert CHUNK_S <= n <= CHUNK_MAX_S
@@ -139,8 +145,39 @@ def test_oncpu_chunks_are_longer_when_their_samples_are_few(tmp_path) -> None:  
     one = oncpu_chunk_s(99, "fp", 60, cpus=2)
     cmd = record_command(1, tmp_path / "perf.data", PerfOptions(99, "fp", chunk_s=one), 60)
     assert cmd[-1] == str(60 + SLEEP_MARGIN_S) and f"--switch-output={one}s" in cmd
-    assert oncpu_chunk_s(499, "fp", 60, cpus=2) == 12  # a minute at 499 Hz: five chunks
+    assert oncpu_chunk_s(499, "fp", 60, cpus=2) == 13  # a minute at 499 Hz: five chunks
     assert oncpu_chunk_s(499, "fp", 10, cpus=2) == 10 + SLEEP_MARGIN_S
+
+
+@given(st.one_of(st.none(), st.floats(min_value=0.01, max_value=7 * 24 * 3600)),
+       st.integers(1, CHUNK_MAX_S))
+def test_a_window_is_split_into_even_chunks(duration: float | None, longest: int) -> None:
+    """``chunk_seconds``: no set length, ``longest``; a window that fits in one chunk is one,
+    bounded by perf's own end; a longer one is as few chunks as ``longest`` allows, of one
+    length, holding the window and ``LEAD_S`` (no last chunk of the fraction of a second the
+    recorder ran past them), none longer than ``longest + LEAD_S``."""
+    got = chunk_seconds(duration, longest)
+    if duration is None:
+        assert got == longest
+        return
+    whole = max(1, int(duration + 0.999))
+    if whole <= longest:
+        assert got == whole + SLEEP_MARGIN_S
+        return
+    n = -(-whole // longest)
+    assert n * got >= whole + LEAD_S
+    assert got <= longest + LEAD_S
+    assert (n - 1) * got < whole + LEAD_S or n > longest  # n - 1 of them would not hold it
+
+
+def test_the_scheduler_and_wake_recorders_chunk_a_window_evenly(tmp_path: Path) -> None:
+    """A 10 s window is one chunk of each scheduler recorder, a minute six of 11 s."""
+    assert chunk_seconds(10) == 10 + SLEEP_MARGIN_S
+    assert chunk_seconds(60) == 11
+    assert chunk_seconds(61) == 10  # seven chunks, 70 s
+    assert chunk_seconds(None) == CHUNK_S
+    cmd = wake_command(tmp_path / "wake.data", "pid==1", 60, chunk_seconds(60))
+    assert "--switch-output=11s" in cmd and cmd[-1] == str(60 + SLEEP_MARGIN_S)
 
 
 @given(st.one_of(st.none(), st.floats(min_value=0.1, max_value=7 * 24 * 3600)))
