@@ -276,7 +276,7 @@ def run_test(db: MariaDB, test: str, a: argparse.Namespace, keep: Path) -> dict[
     poll = db.status_poll(STATUS)
     poll.start()
     time.sleep(5)  # warm-up
-    rounds = []
+    rounds: list[dict[str, Any]] = []
 
     def state(lo: float, hi: float) -> dict[str, float | None]:
         rows = [(t - t_job, r) for t, r in poll.rows]
@@ -736,7 +736,8 @@ def replay(lines: Path, window: float, seconds: bool = False) -> None:
             r["first_second_pct"] = first_second_pct(iv, *r["window_s"])
             if "chunks_s" not in r:  # a sitting from before chunks_s: its run directory
                 r["chunks_s"] = chunk_closes(lines.parent / f"{test}-{r['round']}")
-            r["chunk_second_pct"] = chunk_second_pct(iv, *r["window_s"], r["chunks_s"])
+            w0, w1 = r["window_s"]
+            r["chunk_second_pct"] = chunk_second_pct(iv, w0, w1, r["chunks_s"])
         # the last window with no profiler began where the last round ended: after its
         # settle, or about 2 s after its collect's window
         last = rows[-1]

@@ -626,7 +626,10 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
     # Attached on every CPU, the target's samples are picked out by PID: every process the
     # watch has seen by the time a chunk is read.  A launched command's perf only records
     # its own processes (with those it starts): no PID to pick out.
-    streamer = None if stream_command is None else stream.StreamProcess(
+    # A window that is one chunk of every recorder has no chunk to fold before it closes:
+    # the collect folds them itself after it (``perf.one_chunk``).
+    streamer = None if stream_command is None or perf.one_chunk(opts.duration_s) \
+        else stream.StreamProcess(
         list(stream_command), raw.parent, raw, [r.stem for r in recorders],
         procs.watch.pids() if attached else None, opts.inlined,
         any(r.stem == perf.WAKE for r in recorders))

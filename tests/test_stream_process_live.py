@@ -104,18 +104,54 @@ def test_a_killed_collect_leaves_no_folding_process(tmp_path: Path, sample_bin: 
 def test_a_folding_process_that_fails_leaves_the_run_to_the_collect(
         tmp_path: Path, sample_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If the folding process dies (here: a command that exits 1 at once), the collect says so
-    and folds every chunk itself: the run directory is whole."""
+    and folds every chunk itself: the run directory is whole, with what the folding cost.  (A
+    window of more than one chunk: a shorter one has no folding process.)"""
     monkeypatch.setattr(collect_command, "STREAM_COMMAND", ["false"])
     mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
     run = tmp_path / "run"
     try:
-        r = CliRunner().invoke(cli, ["collect", "--pid", str(mix.pid), "--duration", "2",
+        r = CliRunner().invoke(cli, ["collect", "--pid", str(mix.pid), "--duration", "11",
                                      "-o", str(run)])
         assert r.exit_code == 0, r.output
         assert "the folding process failed (exit 1): every chunk is folded now" in r.output
         assert (run / "summary.json").exists() and (run / "oncpu.folded").stat().st_size > 0
         meta = load(run, "meta.json")
-        assert meta["window"]["window_ns"] > 1.5e9
+        assert meta["window"]["window_ns"] > 10.5e9
         assert any("ended early" in w for w in meta["warnings"]), meta["warnings"]
+        assert meta["postprocess"]["cost"]["chunks"] >= 3, meta["postprocess"]
+    finally:
+        stop_mix(mix)
+
+
+@pytest.mark.live
+def test_a_window_of_one_chunk_is_folded_by_the_collect_itself(
+        tmp_path: Path, sample_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window that is one chunk of every recorder starts no folding process (here: one that
+    would fail, and say so); the collect folds the chunks after the window and says in
+    ``meta.json`` what that cost, as the folding process would."""
+    monkeypatch.setattr(collect_command, "STREAM_COMMAND", ["false"])
+    mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
+    run = tmp_path / "run"
+    try:
+        r = CliRunner().invoke(cli, ["collect", "--pid", str(mix.pid), "--duration", "3",
+                                     "-o", str(run)])
+        assert r.exit_code == 0, r.output
+        assert "folding process" not in r.output, r.output
+        meta = load(run, "meta.json")
+        pp = meta["postprocess"]
+        assert pp["finish"]["streamed"] is False, pp
+        # one chunk of each recorder: on-CPU samples, wake-ups, switches
+        assert pp["cost"]["chunks"] == 3, pp
+        assert pp["cost"]["chunks_during_window"] == 0, pp
+        assert pp["cost"]["priority"] == ["after the window: normal"], pp
+        assert 0 < pp["cost"]["after_window_s"] < 60, pp
+        assert pp["packed"]["chunks"] == 3, pp
+        assert sorted(p.name.split(".")[0] for p in (run / "raw").glob("*.data*.zst")) == \
+            ["perf", "sched", "wake"]
+        assert (run / "offcpu.folded").stat().st_size > 0
+        # a later finish keeps the collect's figures
+        r = CliRunner().invoke(cli, ["finish", str(run)])
+        assert r.exit_code == 0, r.output
+        assert load(run, "meta.json")["postprocess"]["cost"] == pp["cost"]
     finally:
         stop_mix(mix)

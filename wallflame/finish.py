@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -236,9 +237,12 @@ def _annotate_meta(profile: Profile, cap: Capture, warnings: list[str],
                              "off_cpu": opts.off_cpu}
 
 
-def finish(run_dir: str | Path, folded: Any = None) -> Profile:
+def finish(run_dir: str | Path, folded: Any = None, after_collect: bool = False) -> Profile:
     """Build (or rebuild) the run directory's derived files from ``raw/`` (``folded``: what
-    ``collect`` already folded while recording)."""
+    ``collect`` already folded while recording).  ``after_collect``: this is the collect's
+    own folding, just after its window, with no folding process (``collect.perf.one_chunk``,
+    or that process failed): what the folding cost goes into ``postprocess`` as the folding
+    process puts it (``cost``, ``packed``), unless the capture has it already."""
     from wallflame.report.summary import build_summary
 
     out = Path(run_dir)
@@ -250,6 +254,8 @@ def finish(run_dir: str | Path, folded: Any = None) -> Profile:
     streamed = folded
     if folded is None:
         folded = _fold_chunks(raw, cap)
+        if after_collect and "cost" not in cap.postprocess:
+            _collect_cost(raw, cap, folded)
     read = Meta()
     evidence = _evidence(raw, read)
     profile = build_profile(raw, cap, evidence, folded)
@@ -292,6 +298,19 @@ def _write_slices(out: Path) -> None:
         write_slices(out)
     except (OSError, WallflameError) as e:
         print(f"wallflame: warning: {out / 'slices.json'} not written: {e}", file=sys.stderr)
+
+
+def _collect_cost(raw: Path, cap: Capture, folded: Any) -> None:
+    """The folding's cost, done by the collect after its window, in the capture (``finish``'s
+    ``after_collect``)."""
+    cost = folded.cost
+    cost.priority = ["after the window: normal"]
+    end = cap.window.mono_end_ns
+    if end and cap.window.perf_clock == "mono":  # perf's clock is CLOCK_MONOTONIC
+        cost.after_window_s = max(0, time.monotonic_ns() - end) / 1e9
+    cap.postprocess["cost"] = cost.to_json()
+    cap.postprocess["packed"] = folded.packed.to_json()
+    rundir.write_capture(raw, cap)
 
 
 def _fold_chunks(raw: Path, cap: Capture) -> Any:

@@ -30,9 +30,11 @@ STREAM_COMMAND = [sys.executable, "-m", "wallflame.streaming"]
 
 
 def _finish(out: str, streaming: StreamProcess | None) -> None:
-    """The run directory, written by the folding process; if that process could not start
-    or failed otherwise than with one of wallflame's errors (which it has printed), written
-    here from every chunk in raw/, as ``wallflame finish`` would."""
+    """The run directory, written by the folding process; if there was none (a window that
+    is one chunk of every recorder, ``collect.perf.one_chunk``), or that process could not
+    start or failed otherwise than with one of wallflame's errors (which it has printed),
+    written here from every chunk in raw/, as ``wallflame finish`` would, with what that
+    cost in ``meta.json`` ``postprocess.cost``."""
     code = None if streaming is None else streaming.finish()
     if code == 0:
         return
@@ -41,7 +43,7 @@ def _finish(out: str, streaming: StreamProcess | None) -> None:
     if code is not None:  # (one that never started is already among the warnings)
         say(f"wallflame: warning: the folding process failed (exit {code}): every chunk is "
             "folded now")
-    print_losses(finish(out).meta)
+    print_losses(finish(out, after_collect=True).meta)
 
 
 def _progress_printer() -> tuple[object, object]:
