@@ -156,8 +156,9 @@ def test_chunks_read_in_the_window_fold_as_when_read_after_it(
         live: None, sample_bin: Path, tmp_path: Path) -> None:
     """An attached collect reads each finished chunk while its window is still open (its
     scheduler chunks' switch records from the file, as `finish` reads them afterwards): a
-    14 s window closes one 10 s chunk of each recorder inside it.  Finished again from the
-    kept chunks, every chunk read after the window, the run gives the same files."""
+    14 s window closes the first chunk of the scheduler's and the wake-ups' recorders inside it
+    (``chunk_seconds``: two of 9 s).  Finished again from the kept chunks, every chunk read
+    after the window, the run gives the same files."""
     mix = start_mix(sample_bin, "--threads", "3", "--duration", "40")
     run = tmp_path / "run"
     try:
