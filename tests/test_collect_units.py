@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from wallflame.collect.gdbmi import mi_cstring, stream_text
@@ -23,6 +23,7 @@ from wallflame.collect.perf import (
     LEAD_S,
     SAMPLED_STACK_BYTES,
     SLEEP_MARGIN_S,
+    UNBOUNDED_S,
     WINDOW_MIN_HZ,
     WINDOW_SAMPLES_PER_CPU,
     PerfOptions,
@@ -151,13 +152,16 @@ def test_oncpu_chunks_are_longer_when_their_samples_are_few(tmp_path) -> None:  
 
 @given(st.one_of(st.none(), st.floats(min_value=0.01, max_value=7 * 24 * 3600)),
        st.integers(1, CHUNK_MAX_S))
+@example(7 * 24 * 3600.0, 1)
+@example(7 * 24 * 3600.0 - 0.5, 1)
 def test_a_window_is_split_into_even_chunks(duration: float | None, longest: int) -> None:
     """``chunk_seconds``: no set length, ``longest``; a window that fits in one chunk is one,
     bounded by perf's own end; a longer one is as few chunks as ``longest`` allows, of one
     length, holding the window and ``LEAD_S`` (no last chunk of the fraction of a second the
-    recorder ran past them), none longer than ``longest + LEAD_S``."""
+    recorder ran past them), none longer than ``longest + LEAD_S``; a duration at perf's own
+    bound (``UNBOUNDED_S``, a week) or past it, as none."""
     got = chunk_seconds(duration, longest)
-    if duration is None:
+    if duration is None or duration >= UNBOUNDED_S:  # no set length, or past perf's bound
         assert got == longest
         return
     whole = max(1, int(duration + 0.999))
@@ -372,8 +376,9 @@ def test_numbers_that_are_not_finite_are_refused_before_anything_starts(tmp_path
                           ("--owner-rate", "-1"), ("--owner-rate", "inf")):
         out = tmp_path / f"run{option}{value}"
         r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(out), option, value])
-        assert r.exit_code == 3, (option, value, r.output)
+        assert r.exit_code == 2, (option, value, r.output)  # a bad command line
         assert "must be" in r.output and "Traceback" not in r.output, r.output
+        assert "(fix: give" in r.output and r.output.count("\n") == 1, r.output
         assert not out.exists()
 
 

@@ -58,6 +58,13 @@ class InputError(WallflameError):
     exit_code = EXIT_INPUT
 
 
+class UsageError(WallflameError):
+    """An option's value that no run could take (``nan``, a negative duration): a bad command
+    line, as click's own errors are, in one line."""
+
+    exit_code = EXIT_USAGE
+
+
 class TargetError(WallflameError):
     exit_code = EXIT_TARGET
 

@@ -17,6 +17,7 @@ from wallflame.errors import (
     EXIT_INCONCLUSIVE,
     EXIT_INPUT,
     InputError,
+    UsageError,
     say,
 )
 from wallflame.finish import finish
@@ -184,12 +185,13 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                          "wallflame collect --pid 1234 -o run, or: "
                          "wallflame collect -o run -- ./app")
     if not all(_positive(v) for v in (pmp_rate, freq, duration, max_pause_ms)):
-        raise InputError("--pmp-rate, -F, --duration and --max-pause-ms must be positive "
-                         "numbers")
+        raise UsageError("--pmp-rate, -F, --duration and --max-pause-ms must be positive "
+                         "numbers", "give each a finite number above 0, e.g. --duration 10")
     if not _positive(max_data_mb_per_s) or not all(
             _positive(v, zero=True) for v in (sched_stack_hz, owner_rate)):
-        raise InputError("--max-data-mb-per-s must be a positive number, --sched-stack-hz and "
-                         "--owner-rate numbers not negative")
+        raise UsageError("--max-data-mb-per-s must be a positive number, --sched-stack-hz and "
+                         "--owner-rate numbers not negative", "give finite numbers, e.g. "
+                         "--owner-rate 0 for no owner sampler")
     select = selection(pids, trees, cgroups) if attach else None
     ctx = click.get_current_context()
     left = all(ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None) for name in (
