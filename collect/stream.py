@@ -188,6 +188,10 @@ class Folded:
         self.cost.children_cpu_s += usage
         return code
 
+    def costs(self) -> dict[str, Any]:
+        """What processing the chunks cost, as ``meta.json`` ``postprocess`` holds it."""
+        return {"cost": self.cost.to_json(), "packed": self.packed.to_json()}
+
     def close(self) -> None:
         for f in (self._script, self._err):
             if f is not None:

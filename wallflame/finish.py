@@ -308,8 +308,7 @@ def _collect_cost(raw: Path, cap: Capture, folded: Any) -> None:
     end = cap.window.mono_end_ns
     if end and cap.window.perf_clock == "mono":  # perf's clock is CLOCK_MONOTONIC
         cost.after_window_s = max(0, time.monotonic_ns() - end) / 1e9
-    cap.postprocess["cost"] = cost.to_json()
-    cap.postprocess["packed"] = folded.packed.to_json()
+    cap.postprocess.update(folded.costs())
     rundir.write_capture(raw, cap)
 
 

@@ -134,8 +134,7 @@ class Streaming:
 
         self.folded.close()
         cap = read_capture(self.raw)
-        cap.postprocess["cost"] = self.folded.cost.to_json()
-        cap.postprocess["packed"] = self.folded.packed.to_json()
+        cap.postprocess.update(self.folded.costs())
         write_capture(self.raw, cap)
         profile = finish(self.out, self.folded)
         print_losses(profile.meta)
