@@ -123,6 +123,25 @@ def rate(times: list[float], counts: list[float], t0: float, t1: float) -> float
     return (b - a) / (t1 - t0 - HEAD_S - TAIL_S)
 
 
+def phase_losses(kinds: list[str], rates: list[float | None], kind: str) -> list[tuple[int, float]]:
+    """Each phase of ``kind`` (by index) and its loss in percent against the mean rate of the
+    phases either side of it: the next ones for a kind of something (the plan alternates, so
+    those are phases of nothing), two away for ``none`` (the phases of nothing beside the
+    phases of something beside it: what the estimate gives where nothing differs).  A level
+    that moves linearly over the three phases cancels out.  A phase at either end, or whose
+    rate or a neighbour's is unknown, has none."""
+    step = 2 if kind == "none" else 1
+    out = []
+    for i, k in enumerate(kinds):
+        if k != kind or i - step < 0 or i + step >= len(kinds):
+            continue
+        here, before, after = rates[i], rates[i - step], rates[i + step]
+        if here is None or not before or not after:
+            continue
+        out.append((i, 100 * (1 - here / ((before + after) / 2))))
+    return out
+
+
 def summary(losses: list[float]) -> str:
     if not losses:
         return "no phase measured"
@@ -193,18 +212,10 @@ def main() -> int:
         print(f"phases of nothing: median {statistics.median(levels):,.0f}/s "
               f"({min(levels):,.0f}-{max(levels):,.0f})")
     for kind in [*dict.fromkeys(kinds), "none"]:
-        losses, cpu, snaps = [], [], []
-        step = 2 if kind == "none" else 1
-        for i, (k, p) in enumerate(phases):
-            if k != kind or i - step < 0 or i + step >= len(phases):
-                continue
-            here, before, after = rates[i], rates[i - step], rates[i + step]
-            if here is None or not before or not after:
-                continue
-            losses.append(100 * (1 - here / ((before + after) / 2)))
-            if kind != "none":
-                cpu.append(p["cpu_s"] / a.phase)
-                snaps.append(p["snapshots"] / a.phase)
+        got = phase_losses([k for k, _ in phases], rates, kind)
+        losses = [x for _, x in got]
+        cpu = [phases[i][1]["cpu_s"] / a.phase for i, _ in got if kind != "none"]
+        snaps = [phases[i][1]["snapshots"] / a.phase for i, _ in got if kind != "none"]
         label = "nothing (two phases away)" if kind == "none" else kind
         print(f"{label}: {summary(losses)}")
         if losses:
