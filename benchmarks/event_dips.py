@@ -76,14 +76,16 @@ def count_at(times: list[float], counts: list[float], t: float) -> float | None:
 
 
 def around(times: list[float], counts: list[float], events: list[float],
-           mean_rate: float) -> tuple[list[float], float] | None:
-    """The commit rate in each of ``BINS`` around the events, against ``mean_rate``, and the
-    events' cost: the commits missing in the bins after each (against the mean of the bins
-    before it), in milliseconds of ``mean_rate``."""
+           mean_rate: float, bins: list[tuple[float, float]] | None = None,
+           ) -> tuple[list[float], float] | None:
+    """The commit rate in each of ``bins`` (``BINS``) around the events, against
+    ``mean_rate``, and the events' cost: the commits missing in the bins after each (against
+    the mean of the bins before it), in milliseconds of ``mean_rate``."""
+    bins = bins or BINS
     if not mean_rate or not events:
         return None
     ratios = []
-    for lo, hi in BINS:
+    for lo, hi in bins:
         rates = []
         for e in events:
             a, b = count_at(times, counts, e + lo), count_at(times, counts, e + hi)
@@ -92,9 +94,10 @@ def around(times: list[float], counts: list[float], events: list[float],
         if not rates:
             return None
         ratios.append(statistics.mean(rates) / mean_rate)
-    before = [r for (lo, _), r in zip(BINS, ratios, strict=True) if lo < 0]
+    before = [r for (lo, _), r in zip(bins, ratios, strict=True) if lo < 0]
     level = statistics.mean(before)
-    lost = sum((level - r) * BIN_S for (lo, _), r in zip(BINS, ratios, strict=True) if lo >= 0)
+    lost = sum((level - r) * (hi - lo) for (lo, hi), r in zip(bins, ratios, strict=True)
+               if lo >= 0)
     return ratios, 1000 * lost
 
 
