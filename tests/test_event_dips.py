@@ -53,3 +53,19 @@ def test_no_stall_costs_nothing_and_no_events_no_answer() -> None:
     assert got is not None and abs(got[1]) < 1.0
     assert around(times, counts, [], 1000.0) is None
     assert around(times, counts, events, 0.0) is None
+
+
+def test_bins_of_another_width_count_a_longer_stall() -> None:
+    # start_dips.py's bins: 0.1 s wide, from 0.4 s before each event to 2 s after it; a
+    # stall of 0.3 s after each event costs 300 ms of the mean rate
+    from benchmarks.start_dips import BINS as WIDE
+
+    events = [2.0 + 3.3 * k for k in range(8)]
+    times, counts = _polls(events, 0.3)
+    got = around(times, counts, events, 1000.0, WIDE)
+    assert got is not None
+    curve, cost_ms = got
+    assert len(curve) == len(WIDE) == 24
+    after = [r for (lo, _), r in zip(WIDE, curve, strict=True) if lo >= 0]
+    assert max(after[:3]) < 0.05 and min(after[3:]) > 0.9
+    assert cost_ms == pytest.approx(300, abs=25)
