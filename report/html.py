@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 import re
-import stat
 from contextlib import suppress
 from functools import lru_cache
 from operator import itemgetter
 from typing import IO, TYPE_CHECKING, Any
 
 import wallflame
+from wallflame import cachedir
 from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.output import write_bytes
@@ -120,31 +119,11 @@ def _fingerprint(env: Environment) -> str:
                  env.keep_trailing_newline, env.undefined.__name__, sorted(calls.items())))
 
 
-def _private_dir(path: str) -> bool:
-    """``path`` is (now) a real directory of ours that nobody else may write to: bytecode
-    loaded from it is code we run."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
-
-
 def cache_folder() -> str | None:
     """The template cache, ``$XDG_CACHE_HOME/wallflame/templates``
     (``~/.cache/wallflame/templates``), or none when ``WALLFLAME_NO_CACHE`` is set or no
-    private directory can be had."""
-    if os.environ.get("WALLFLAME_NO_CACHE"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if not os.path.isabs(base):
-        return None
-    folder = os.path.join(base, "wallflame", "templates")
-    if not (_private_dir(os.path.dirname(folder)) and _private_dir(folder)):
-        return None
-    return folder
+    private directory can be had (``wallflame.cachedir``)."""
+    return cachedir.cache_folder("templates")
 
 
 def bytecode_cache() -> FileSystemBytecodeCache | None:

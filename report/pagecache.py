@@ -22,10 +22,10 @@ import importlib
 import marshal
 import os
 import sys
-from contextlib import suppress
 from types import CodeType, ModuleType
 
 import wallflame
+from wallflame.cachedir import write_private
 from wallflame.report import pageruntime
 
 TYPE_CHECKING = False
@@ -112,16 +112,7 @@ def store(env: Environment, folder: str, key: str) -> None:
         source, filename, _ = env.loader.get_source(env, name)
         code = compile(env.compile(source, name, filename, raw=True), filename or name, "exec")
         data = key.encode() + b"\n" + marshal.dumps(code)
-        path = _entry(folder, key, name)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except OSError:
-            with suppress(OSError):
-                os.unlink(tmp)
+        if not write_private(_entry(folder, key, name), data):
             return
 
 

@@ -11,6 +11,7 @@ import itertools
 import os
 import random
 import struct
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -106,10 +107,11 @@ def test_nm_runs_once_per_file_for_every_symbols(monkeypatch: pytest.MonkeyPatch
     """The owner sampler's and the snapshots' ``Symbols`` share each file's ``nm`` reading
     (code and data alike), and what they read is what a fresh ``nm`` gives."""
     monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    monkeypatch.setenv("WALLFLAME_NO_CACHE", "1")  # nothing kept by another collect
     runs: list[tuple[str, tuple[str, ...]]] = []
     real = mutex._nm_rows
 
-    def counted(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]]:
+    def counted(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]] | None:
         runs.append((path, tuple(extra)))
         return real(nm, path, extra)
 
@@ -127,7 +129,7 @@ def test_nm_runs_once_per_file_for_every_symbols(monkeypatch: pytest.MonkeyPatch
     assert all(r in code_runs for r in runs[:len(code_runs)])
     # what is shared is what nm says, split by type as before
     for path, extra in set(runs):
-        rows = real("nm", path, list(extra))
+        rows = real("nm", path, list(extra)) or []
         assert mutex._nm("nm", path, list(extra), "Tt") == \
             [(v, s, n) for v, s, k, n in rows if k in "Tt"]
 
@@ -211,3 +213,73 @@ def test_a_scan_that_reads_the_maps_again_keeps_the_names_it_had() -> None:
     stack = [8 << 40, *words]  # no address, then the same code words
     assert sym.return_sites(_stack(stack), 1, len(stack)) == named
     assert reads == [1]
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every run of ``nm`` from now on, by path; nothing read in this process kept."""
+    monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    runs: list[str] = []
+    real = mutex._nm_rows
+
+    def counted(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]] | None:
+        runs.append(path)
+        return real(nm, path, extra)
+
+    monkeypatch.setattr(mutex, "_nm_rows", counted)
+    return runs
+
+
+def test_a_file_read_by_an_earlier_collect_is_not_read_again(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A collect keeps each file's ``nm`` reading in the cache folder; the next one (a new
+    process: nothing in ``_NM_ROWS``) reads the same rows from there, without ``nm``.  A file
+    changed since, a kept table that cannot be read or is another file's, and
+    ``WALLFLAME_NO_CACHE`` each mean ``nm`` again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("WALLFLAME_NO_CACHE", raising=False)
+    lib = tmp_path / "libc-copy.so"
+    lib.write_bytes(Path(_libc_code()[1]).read_bytes())
+    path = str(lib)
+    data = [(v, s, n) for v, s, k, n in mutex._nm_rows("nm", path, ["-D"]) or [] if k in "Dd"]
+    runs = _counting(monkeypatch)
+    fresh = mutex._nm("nm", path, ["-D"], "Tt")
+    assert fresh and runs == [path]
+    kept = list((tmp_path / "cache" / "wallflame" / "symbols").iterdir())
+    assert len(kept) == 1 and kept[0].stat().st_mode & 0o077 == 0
+
+    runs = _counting(monkeypatch)  # the next collect
+    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == []
+    assert data and mutex._nm("nm", path, ["-D"], "Dd") == data
+    assert runs == []
+
+    # the kept table spoiled: nm again, and the table written anew
+    kept[0].write_text('{"key": ')
+    runs = _counting(monkeypatch)
+    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    # another file's table under this name is not read as this one's
+    kept[0].write_text('{"key": "other", "rows": [[1, 2, "T", "planted"]]}')
+    runs = _counting(monkeypatch)
+    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+
+    # the file changed (another size and change time): another key, nm again
+    with open(lib, "ab") as f:
+        f.write(b"\0" * 4096)
+    runs = _counting(monkeypatch)
+    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+
+    monkeypatch.setenv("WALLFLAME_NO_CACHE", "1")
+    runs = _counting(monkeypatch)
+    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    runs = _counting(monkeypatch)
+    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+
+
+def test_a_failed_nm_is_not_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("WALLFLAME_NO_CACHE", raising=False)
+    monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    junk = tmp_path / "not-elf"
+    junk.write_bytes(b"not an ELF file")
+    assert mutex._nm_rows("nm", str(junk), []) is None  # nm exits 1: "file format not recognized"
+    assert mutex._nm("nm", str(junk), [], "Tt") == []
+    assert not list((tmp_path / "cache" / "wallflame" / "symbols").glob("*.json"))
