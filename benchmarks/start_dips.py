@@ -23,7 +23,7 @@ connected.  Phases of ``--phase`` seconds take turns, one kind each (``none``: n
 same times), events 3-4 s apart.  For each kind it prints the rate in 0.1 s bins from 0.4 s
 before each event to 2 s after it, against the phase's mean, and the cost of an event: the
 statements missing in the 2 s after it against the 0.4 s before it, in milliseconds of the
-server's mean rate.
+server's mean rate, and those missing in the first 0.5 s of the mean curve.
 
     python3 benchmarks/start_dips.py [--test oltp_update_index] [--phase 60] [--rounds 2]
         [--kinds python,reader,warm,perf]
@@ -62,6 +62,8 @@ KINDS = ("none", "python", "reader", "warm", "perf")
 BIN_S = 0.1
 BINS = [(-0.4 + BIN_S * k, -0.4 + BIN_S * (k + 1)) for k in range(24)]
 POLL_S = 0.02
+#: The span after an event that ``first_ms`` sums over.
+FIRST_S = 0.5
 #: What each kind runs in its fresh process (``PID``: the server's).
 PROGRAMS = {
     "python": "import wallflame.collect.run",
@@ -76,6 +78,14 @@ PROGRAMS = {
             "b.warm([int(r['tid']) for r in recs if r.get('state') not in ('Z', 'X', 'D')])\n"
             "b.close()",
 }
+
+
+def first_ms(curve: list[float]) -> float:
+    """The statements missing in the first ``FIRST_S`` after the events, in milliseconds of
+    the phase's mean rate, from the mean curve (``BINS``).  Steadier than each phase's cost
+    over 2 s: the server's own moves over those 2 s are as large as what a piece costs."""
+    return 1000 * sum((1 - r) * (hi - lo) for (lo, hi), r in zip(BINS, curve, strict=True)
+                      if 0 <= lo < FIRST_S - 1e-9)
 
 
 def event(kind: str, pid: int, out: Path) -> None:
@@ -175,7 +185,8 @@ def main() -> int:
             continue
         curve = [statistics.mean(c[i] for c in curves) for i in range(len(BINS))]
         print(f"{kind:7s} {n:4d} events, {statistics.median(rates):6.0f}/s; cost per event by "
-              f"phase: {', '.join(f'{c:.0f}' for c in costs)} ms")
+              f"phase: {', '.join(f'{c:.0f}' for c in costs)} ms; in the first "
+              f"{FIRST_S:g} s of the mean curve: {first_ms(curve):.0f} ms")
         print("        " + " ".join(f"{x:.2f}" for x in curve))
     return 0
 

@@ -325,8 +325,9 @@ def _kept_rows(key: _Key) -> list[_Row] | None:
     """``nm``'s rows for this file, kept by an earlier collect (``_keep_rows``), or ``None``.
     The first reading of a server's threads ran ``nm`` on each module its futex waiters'
     stacks point into, twice (without ``-D``, then with it): 0.1 s of CPU for MariaDB's, 0.08 s
-    more reading it, in the second before the window opens, which cost the server about 0.14 s
-    of its statements (``benchmarks/start_dips.py``).  A file changed since (another inode,
+    more reading it, in the second before the window opens, which cost the server under
+    sysbench about 0.11 s of its statements, 0.03 s with the rows kept
+    (``benchmarks/start_dips.py``).  A file changed since (another inode,
     size or change time) has another key."""
     path = _kept_path(key)
     if path is None:

@@ -69,3 +69,15 @@ def test_bins_of_another_width_count_a_longer_stall() -> None:
     after = [r for (lo, _), r in zip(WIDE, curve, strict=True) if lo >= 0]
     assert max(after[:3]) < 0.05 and min(after[3:]) > 0.9
     assert cost_ms == pytest.approx(300, abs=25)
+
+
+def test_the_first_half_second_of_a_curve() -> None:
+    # start_dips.py: half the rate for the first 0.3 s after the events is 150 ms of the mean
+    # rate; the bins before the events and after the first 0.5 s are not counted
+    from benchmarks.start_dips import BINS as WIDE
+    from benchmarks.start_dips import first_ms
+
+    curve = [0.2 if lo < 0 else 0.5 if lo < 0.3 - 1e-9 else 0.1 if lo >= 0.5 else 1.0
+             for lo, _ in WIDE]
+    assert first_ms(curve) == pytest.approx(150.0)
+    assert first_ms([1.0] * len(WIDE)) == pytest.approx(0.0)
