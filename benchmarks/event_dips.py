@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +100,45 @@ def around(times: list[float], counts: list[float], events: list[float],
     lost = sum((level - r) * (hi - lo) for (lo, hi), r in zip(bins, ratios, strict=True)
                if lo >= 0)
     return ratios, 1000 * lost
+
+
+@dataclass
+class KindSummary:
+    """What the phases of one kind measured: its events, each phase's mean rate and the
+    events' cost in it (``around``), and the mean curve over the phases."""
+
+    events: int
+    rates: list[float]
+    costs: list[float]
+    curve: list[float]
+
+
+def kind_summary(phases: list[tuple[str, float, float, list[float]]], times: list[float],
+                 counts: list[float], kind: str,
+                 bins: list[tuple[float, float]] | None = None) -> KindSummary | None:
+    """``phases`` (kind, start, end, events) of ``kind``, each against its own mean rate
+    from a second after its start to a second before its end; ``None`` if none measured."""
+    bins = bins or BINS
+    costs, curves, rates = [], [], []
+    n = 0
+    for k, t0, t1, events in phases:
+        if k != kind:
+            continue
+        c0, c1 = count_at(times, counts, t0 + 1), count_at(times, counts, t1 - 1)
+        if c0 is None or c1 is None:
+            continue
+        rate = (c1 - c0) / (t1 - t0 - 2)
+        got = around(times, counts, events, rate, bins)
+        if got is None:
+            continue
+        curves.append(got[0])
+        costs.append(got[1])
+        rates.append(rate)
+        n += len(events)
+    if not curves:
+        return None
+    return KindSummary(n, rates, costs,
+                       [statistics.mean(c[i] for c in curves) for i in range(len(bins))])
 
 
 def record_chunk(out: Path, kallsyms: Path) -> None:
@@ -188,29 +228,13 @@ def main() -> int:
     print(f"\ncommits against each phase's mean rate, in 50 ms bins from -0.2 to +0.6 s around "
           f"each event (polled every {1000 * POLL_S:.0f} ms)")
     for kind in kinds:
-        costs, curves, rates = [], [], []
-        n = 0
-        for k, t0, t1, events in phases:
-            if k != kind:
-                continue
-            c0, c1 = count_at(times, counts, t0 + 1), count_at(times, counts, t1 - 1)
-            if c0 is None or c1 is None:
-                continue
-            rate = (c1 - c0) / (t1 - t0 - 2)
-            got = around(times, counts, events, rate)
-            if got is None:
-                continue
-            curves.append(got[0])
-            costs.append(got[1])
-            rates.append(rate)
-            n += len(events)
-        if not curves:
+        got = kind_summary(phases, times, counts, kind)
+        if got is None:
             print(f"{kind:9s} no phase measured")
             continue
-        curve = [statistics.mean(c[i] for c in curves) for i in range(len(BINS))]
-        print(f"{kind:9s} {n:4d} events, {statistics.median(rates):6.0f} commits/s; cost per "
-              f"event by phase: {', '.join(f'{c:.1f}' for c in costs)} ms")
-        print("          " + " ".join(f"{x:.2f}" for x in curve))
+        print(f"{kind:9s} {got.events:4d} events, {statistics.median(got.rates):6.0f} commits/s; "
+              f"cost per event by phase: {', '.join(f'{c:.1f}' for c in got.costs)} ms")
+        print("          " + " ".join(f"{x:.2f}" for x in got.curve))
     return 0
 
 

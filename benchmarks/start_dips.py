@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.event_dips import around, count_at  # noqa: E402
+from benchmarks.event_dips import kind_summary  # noqa: E402
 from benchmarks.server_collect import LOCK  # noqa: E402
 from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,
@@ -164,30 +164,14 @@ def main() -> int:
     print(f"\n{a.test}: {counter} against each phase's mean rate, in 0.1 s bins from -0.4 to "
           f"+2.0 s around each event (polled every {1000 * POLL_S:.0f} ms)")
     for kind in kinds:
-        costs, curves, rates = [], [], []
-        n = 0
-        for k, t0, t1, events in phases:
-            if k != kind:
-                continue
-            c0, c1 = count_at(times, counts, t0 + 1), count_at(times, counts, t1 - 1)
-            if c0 is None or c1 is None:
-                continue
-            rate = (c1 - c0) / (t1 - t0 - 2)
-            got = around(times, counts, events, rate, BINS)
-            if got is None:
-                continue
-            curves.append(got[0])
-            costs.append(got[1])
-            rates.append(rate)
-            n += len(events)
-        if not curves:
+        got = kind_summary(phases, times, counts, kind, BINS)
+        if got is None:
             print(f"{kind:7s} no phase measured")
             continue
-        curve = [statistics.mean(c[i] for c in curves) for i in range(len(BINS))]
-        print(f"{kind:7s} {n:4d} events, {statistics.median(rates):6.0f}/s; cost per event by "
-              f"phase: {', '.join(f'{c:.0f}' for c in costs)} ms; in the first "
-              f"{FIRST_S:g} s of the mean curve: {first_ms(curve):.0f} ms")
-        print("        " + " ".join(f"{x:.2f}" for x in curve))
+        print(f"{kind:7s} {got.events:4d} events, {statistics.median(got.rates):6.0f}/s; cost per "
+              f"event by phase: {', '.join(f'{c:.0f}' for c in got.costs)} ms; in the first "
+              f"{FIRST_S:g} s of the mean curve: {first_ms(got.curve):.0f} ms")
+        print("        " + " ".join(f"{x:.2f}" for x in got.curve))
     return 0
 
 

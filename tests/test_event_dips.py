@@ -81,3 +81,22 @@ def test_the_first_half_second_of_a_curve() -> None:
              for lo, _ in WIDE]
     assert first_ms(curve) == pytest.approx(150.0)
     assert first_ms([1.0] * len(WIDE)) == pytest.approx(0.0)
+
+
+def test_each_kind_is_summed_over_its_own_phases() -> None:
+    # two phases of 15 s: events in both, a 50 ms stall after each only in the second
+    from benchmarks.event_dips import kind_summary
+
+    quiet = [2.0 + 1.1 * k for k in range(10)]
+    busy = [17.0 + 1.1 * k for k in range(10)]
+    times, counts = _polls(busy, 0.05)
+    phases = [("none", 0.0, 15.0, quiet), ("snapshot", 15.0, 29.0, busy)]
+    none = kind_summary(phases, times, counts, "none")
+    snap = kind_summary(phases, times, counts, "snapshot")
+    assert none is not None and snap is not None
+    assert none.events == snap.events == 10
+    assert none.rates[0] == pytest.approx(1000.0, rel=0.01)
+    assert abs(none.costs[0]) < 2.0
+    assert snap.costs[0] == pytest.approx(50.0, abs=8)
+    assert len(snap.curve) == len(BINS)
+    assert kind_summary(phases, times, counts, "read") is None
