@@ -283,3 +283,20 @@ def test_a_failed_nm_is_not_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert mutex._nm_rows("nm", str(junk), []) is None  # nm exits 1: "file format not recognized"
     assert mutex._nm("nm", str(junk), [], "Tt") == []
     assert not list((tmp_path / "cache" / "wallflame" / "symbols").glob("*.json"))
+
+
+def test_a_symbols_folder_others_may_write_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    # rows planted there would name what a report shows: such a folder is neither read nor
+    # written
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("WALLFLAME_NO_CACHE", raising=False)
+    folder = tmp_path / "cache" / "wallflame" / "symbols"
+    folder.mkdir(parents=True)
+    os.chmod(folder, 0o770)
+    path = _libc_code()[1]
+    runs = _counting(monkeypatch)
+    first = mutex._nm("nm", path, ["-D"], "Tt")
+    runs = _counting(monkeypatch)
+    assert mutex._nm("nm", path, ["-D"], "Tt") == first and runs == [path]
+    assert not list(folder.iterdir())
