@@ -63,6 +63,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from wallflame.systools import find_program
+
 #: Debian packages per server, and the programs each one provides.
 PACKAGES = {
     "mariadb": {"mariadb-server": ["mariadbd", "mariadb-install-db", "mariadb"],
@@ -70,8 +72,6 @@ PACKAGES = {
     "redis": {"redis-server": ["redis-server"], "redis-tools": ["redis-benchmark",
                                                                 "redis-cli"]},
 }
-
-_SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 
 #: The schema of the throughput benchmarks (a profiler's cost as the server's own
 #: transactions/s): 8 tables of 100,000 rows.  With the small default (4 of 10,000), 32
@@ -116,13 +116,8 @@ class Missing(RuntimeError):
 
 
 def which(prog: str) -> str | None:
-    found = shutil.which(prog)
-    if found is None:  # mariadbd lives in /usr/sbin, not always on a user's PATH
-        for d in _SBIN:
-            p = os.path.join(d, prog)
-            if os.access(p, os.X_OK):
-                return p
-    return found
+    """``prog``'s path, on PATH or in the sbin directories (``mariadbd``)."""
+    return find_program(prog)
 
 
 def missing(kind: str) -> list[str]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -39,6 +38,7 @@ from wallflame.collect.safety import reads_copy_of_kallsyms, spawn, stop_tool, t
 from wallflame.collect.target import read_text
 from wallflame.errors import PermissionDenied, ToolError
 from wallflame.rundir import WAKE_STEM
+from wallflame.systools import package_of, require_program
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 10
@@ -67,10 +67,7 @@ _LOST_EVENTS = re.compile(r"Processed (\d+) events and lost (\d+) chunks", re.I)
 
 
 def perf_path() -> str:
-    path = shutil.which("perf")
-    if path is None:
-        raise ToolError("perf is not installed", "apt-get install linux-perf")
-    return path
+    return require_program("perf")
 
 
 def version() -> str:
@@ -360,8 +357,8 @@ class PerfRecorder:
                               stdout=subprocess.DEVNULL, stderr=err, cwd=str(self.raw_dir))
         except OSError as e:
             err.close()
-            raise ToolError(f"cannot run perf: {e.strerror}", "apt-get install linux-perf") \
-                from None
+            raise ToolError(f"cannot run perf: {e.strerror}",
+                            f"apt-get install {package_of('perf')}") from None
         self.kallsyms_copy = reads_copy_of_kallsyms(self.proc.pid, copy)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:

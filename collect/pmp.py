@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import signal
 import subprocess
 import threading
@@ -42,6 +41,7 @@ from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_
 from wallflame.collect.target import Target, TaskFiles, parse_schedstat
 from wallflame.errors import ToolError
 from wallflame.rundir import PROC_LINE, READ_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+from wallflame.systools import require_program
 
 BACKENDS = ("libdw", "eu-stack", "gdb", "gdb-batch")
 
@@ -76,13 +76,6 @@ RUNNING_FRAME = "[running: not stopped for its stack]"
 
 def _running_text(tids: list[int]) -> str:
     return "".join(f"TID {tid}:\n#0  0x{0:016x} {RUNNING_FRAME}\n" for tid in tids)
-
-
-def _tool(name: str, package: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise ToolError(f"{name} is not installed", f"apt-get install {package}")
-    return path
 
 
 #: How a backend tells the guard about a tool it started: ``watch(pid, stop_signal)``.
@@ -140,7 +133,7 @@ class EuStackBackend(_OneShot):
     pause_measure = "per thread: eu-stack's run time / threads (upper bound)"
 
     def __init__(self, pid: int) -> None:
-        super().__init__(pid, [_tool("eu-stack", "elfutils"), "-p", str(pid)])
+        super().__init__(pid, [require_program("eu-stack"), "-p", str(pid)])
 
     def _dump(self, text: str, err: str, span: float, tids: list[int]) -> Dump:
         error = "" if "TID " in text else err
@@ -154,7 +147,7 @@ class GdbBatchBackend(_OneShot):
     pause_measure = "whole process: gdb's run time (upper bound)"
 
     def __init__(self, pid: int) -> None:
-        super().__init__(pid, [_tool("gdb", "gdb"), *GDB_HARDENING, "-batch", "-ex",
+        super().__init__(pid, [require_program("gdb"), *GDB_HARDENING, "-batch", "-ex",
                                "set pagination 0", "-ex", "set width 0", "-ex",
                                "thread apply all bt", "-p", str(pid)])
 
@@ -170,7 +163,7 @@ class GdbBackend:
     pause_measure = "whole process: interrupt to continue"
 
     def __init__(self, pid: int) -> None:
-        self.mi = GdbMI(_tool("gdb", "gdb"), pid)
+        self.mi = GdbMI(require_program("gdb"), pid)
         self.commands = [self.mi.command()]
         self.attach_ms = 0.0
 

@@ -57,6 +57,7 @@ from wallflame.rundir import (
     SnapshotStats,
     Window,
 )
+from wallflame.systools import find_program
 
 #: Seconds between two updates of ``capture.json`` while collecting.
 CHECKPOINT_S = 0.25
@@ -103,7 +104,7 @@ def _memory_so_far(col: Capture, mem: MemorySampler) -> Capture:
 
 
 def _version(cmd: list[str]) -> str:
-    if shutil.which(cmd[0]) is None:
+    if find_program(cmd[0]) is None:
         return ""
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False,

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Servers and administration tools (mariadbd, runuser) live in the sbin directories, which
+# the PATH of su without -, cron and many CI images leave out.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 bash scripts/setup.sh dev,test
 PY=$PWD/.venv/bin/python
 

@@ -11,9 +11,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from wallflame.collect.target import read_stat, thread_states, tracer_of
+from wallflame.systools import find_program, missing_message
 
 WALLFLAME = [sys.executable, "-m", "wallflame"]
+
+
+def need(*progs: str) -> list[str]:
+    """The paths of ``progs`` (on PATH or in the sbin directories).  One not found skips the
+    test, or fails it under WALLFLAME_REQUIRE_LIVE=1 (the test script: the machine must have
+    it), with the package that provides it."""
+    paths = [find_program(p) for p in progs]
+    missing = "; ".join(missing_message(p) for p, path in zip(progs, paths, strict=True)
+                        if path is None)
+    if missing and os.environ.get("WALLFLAME_REQUIRE_LIVE") != "1":
+        pytest.skip(missing)
+    assert not missing, missing
+    return [p for p in paths if p is not None]
 
 
 #: Where each started mix writes its stderr (by pid): it names the sender of a signal that

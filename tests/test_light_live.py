@@ -25,14 +25,13 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from livehelp import collect
+from livehelp import collect, need
 
 from wallflame.collect import budget
 
@@ -40,11 +39,8 @@ pytestmark = pytest.mark.live
 
 
 def _sysbench_threads(seconds: int) -> subprocess.Popen[bytes]:
-    if shutil.which("sysbench") is None:
-        if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1":
-            pytest.fail("sysbench is not installed (apt-get install sysbench)")
-        pytest.skip("sysbench is not installed")
-    return subprocess.Popen(["sysbench", "threads", "--threads=8", f"--time={seconds}", "run"],
+    (sysbench,) = need("sysbench")
+    return subprocess.Popen([sysbench, "threads", "--threads=8", f"--time={seconds}", "run"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

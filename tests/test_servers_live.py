@@ -28,23 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from livehelp import SLACK_US, WALLFLAME, stops_against_bounds
+from livehelp import SLACK_US, WALLFLAME, need, stops_against_bounds
 
 from wallflame.classify import find_rule
 from wallflame.names import is_unknown
 from wallflame.profile import RUNNABLE
 from wallflame.report.summary import user_frames
 from wallflame.rundir import load_run_dir
+from wallflame.systools import find_program
 
 pytestmark = pytest.mark.usefixtures("live")
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _need(*progs: str) -> None:
-    missing = [p for p in progs if shutil.which(p) is None]
-    if missing and os.environ.get("WALLFLAME_REQUIRE_LIVE") != "1":
-        pytest.skip(f"not installed: {', '.join(missing)}")
-    assert not missing, f"not installed: {', '.join(missing)}"
 
 
 def _pg_bin() -> Path | None:
@@ -65,7 +59,7 @@ class Postgres:
             pw = pwd.getpwnam("postgres")
             for p in (self.dir, self.sock):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
+            self.as_user = [find_program("runuser") or "runuser", "-u", "postgres", "--"]
         self.pid = 0
 
     def run(self, *cmd: str) -> subprocess.CompletedProcess[str]:
@@ -119,7 +113,7 @@ def postgres() -> Iterator[Postgres]:
     if bindir is None and os.environ.get("WALLFLAME_REQUIRE_LIVE") != "1":
         pytest.skip("postgresql is not installed")
     assert bindir is not None, "postgresql is not installed"
-    _need("pt-pmp")
+    need("pt-pmp")
     pg = Postgres(bindir)
     try:
         pg.start()
@@ -184,7 +178,7 @@ def test_postgres_row_lock_waits_are_locks(postgres: Postgres, tmp_path: Path) -
 def _mariadb_under_sysbench(tmp_path: Path, clients: int, seconds: int, *options: str) -> Path:
     """A private MariaDB (2 tables of 2,000 rows) under sysbench ``oltp_update_index`` with
     ``clients`` clients, collected for ``seconds`` after 3 s of load; the run directory."""
-    _need("mariadbd", "mariadb-install-db", "sysbench")
+    need("mariadbd", "mariadb-install-db", "sysbench")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from servers import MariaDB  # type: ignore[import-not-found]
 
@@ -302,7 +296,7 @@ def test_redis_main_thread_on_cpu_agrees_with_schedstat(tmp_path: Path) -> None:
     carried into ``summary.json``, not an independent figure (the MariaDB test below is one).
     Ten runs (2026-11-26, the lag -7.6 to +4.4 µs): the worst thread's gap -0.01 to +0.07
     points."""
-    _need("redis-server", "redis-benchmark")
+    need("redis-server", "redis-benchmark")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from servers import Redis  # type: ignore[import-not-found]
 
@@ -389,7 +383,7 @@ def test_postgres_pid_tree_covers_every_process_named_and_resolved(postgres: Pos
     in the binary named 70.7-75.1% (7 runs); frames of the binary named 61.7-62.6%; other
     unresolved frames 0.4-1.1%.  benchmarks/README.md, "Real servers: --pid-tree on
     PostgreSQL, a row-lock wait in MariaDB"."""
-    _need("nm", "readelf", "ps")
+    need("nm", "readelf", "ps")
     load = subprocess.Popen([*postgres.client("pgbench"), "-c", "8", "-j", "2", "-T", "120",
                              "-n", "bench"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -498,7 +492,7 @@ class _Session:
     order; it is ended by its PID."""
 
     def __init__(self, db: Any, log: Path) -> None:
-        client = shutil.which("mariadb")
+        client = find_program("mariadb")
         assert client is not None
         self.log = log.open("w")
         self.proc = subprocess.Popen([client, "--no-defaults", f"--socket={db.socket}", "-uroot",
@@ -519,7 +513,7 @@ class _Session:
 
 
 def _query(db: Any, sql: str) -> list[list[str]]:
-    client = shutil.which("mariadb")
+    client = find_program("mariadb")
     assert client is not None
     r = subprocess.run([client, "--no-defaults", f"--socket={db.socket}", "-uroot", "-N", "-B",
                         "-e", sql], capture_output=True, text=True, timeout=60, check=False)
@@ -559,7 +553,7 @@ def test_mariadb_update_blocked_on_a_row_lock_is_a_lock_for_the_whole_window(
     5.0008-5.0014 s of a 5.0012-5.0018 s window, stopped 0.26-0.58 ms, runnable 0.78-3.09 ms,
     on-CPU 0.13-0.25 ms, coverage 1.0002-1.0006, one thread blocked on a lock for 95% of the
     window every time; 13.5-14.1 s a run."""
-    _need("mariadbd", "mariadb-install-db", "sysbench", "mariadb")
+    need("mariadbd", "mariadb-install-db", "sysbench", "mariadb")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from servers import MariaDB
 

@@ -124,8 +124,8 @@ class Rules:
         rule = Rule(cls, _STRENGTHS[strength], label, regex(under) if under else None,
                     self._size)
         self._seen.clear()
-        if match == "name":
-            self.names.setdefault(pattern, []).append(rule)
+        if match == "name":  # under the name every collector gives it (``pread64``: ``pread``)
+            self.names.setdefault(normalize(pattern), []).append(rule)
         elif match == "prefix":
             self.patterns.append((_Prefix(pattern), rule))
             self._prefixes += (pattern,)

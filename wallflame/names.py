@@ -5,8 +5,9 @@ and eu-stack ``Queue::pop(int) const``; all three become ``Queue::pop``.  Templa
 ``(anonymous namespace)``, ``operator()`` and lambda names are kept whole: only the final,
 top-level parameter list is dropped, and suffixes that differ between builds and symbol tables
 (``+0x`` offsets, ``@@GLIBC_2.2.5`` versions, ``[clone .constprop.0]``, ``.isra.0``, Rust
-``::h<hash>``, glibc's ``__GI_`` aliases) are removed, and glibc's internal aliases of public
-functions (``___pthread_cond_wait``, ``__clock_nanosleep``) become the public name.  Mangled
+``::h<hash>``) are removed, and the symbols that share a code address get one name
+(``canonical_name``: ``__vdso_clock_gettime``, ``__libc_malloc``, ``___pthread_cond_wait``
+become ``clock_gettime``, ``malloc``, ``pthread_cond_wait``).  Mangled
 names are demangled in batches with ``c++filt`` when it is installed.
 """
 
@@ -25,52 +26,76 @@ _C_CLONE = re.compile(r"(\.(?:constprop|isra|part|cold|lto_priv|localalias)(?:\.
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _QUALIFIERS = (" const", " volatile", " &&", " &", " noexcept")
 
-#: glibc exports one function under several symbols at the same address (``clock_nanosleep``,
-#: ``__clock_nanosleep``, ``__GI___clock_nanosleep``); which one a collector prints depends on
-#: whether it reads ``.dynsym`` (eu-stack without ``-i``) or DWARF (gdb, perf with debug info).
-#: Each alias here was seen at one address from two collectors on the same process; the value
-#: is the public name.  Extend it when a cross-collector test shows a new pair.
-GLIBC_ALIASES = {
-    "__clock_nanosleep": "clock_nanosleep",
-    "__nanosleep": "nanosleep",
-    "__libc_nanosleep": "nanosleep",
-    "___pthread_cond_wait": "pthread_cond_wait",
-    "__pthread_cond_wait": "pthread_cond_wait",
-    "___pthread_cond_timedwait": "pthread_cond_timedwait",
-    "__pthread_cond_timedwait": "pthread_cond_timedwait",
-    "___pthread_cond_clockwait": "pthread_cond_clockwait",
-    "___pthread_cond_broadcast": "pthread_cond_broadcast",  # eu-stack -i against perf, mix
-    "___pthread_mutex_lock": "pthread_mutex_lock",
-    "__pthread_mutex_lock": "pthread_mutex_lock",
-    "___pthread_mutex_unlock": "pthread_mutex_unlock",
-    "__pthread_mutex_unlock": "pthread_mutex_unlock",
-    "___pthread_mutex_trylock": "pthread_mutex_trylock",
-    "__pthread_mutex_trylock": "pthread_mutex_trylock",
-    "___pthread_rwlock_rdlock": "pthread_rwlock_rdlock",
-    "___pthread_rwlock_wrlock": "pthread_rwlock_wrlock",
-    "___pthread_join": "pthread_join",
-    "__pthread_join": "pthread_join",
-    "__clone3": "clone3",
-    "__clone": "clone",
-    "__libc_start_main_impl": "__libc_start_main",
-    "__libc_read": "read",
-    "__read": "read",
-    "__libc_write": "write",
-    "__write": "write",
-    "__libc_recv": "recv",
-    "__recv": "recv",
-    "__libc_send": "send",
-    "__send": "send",
-    "__libc_accept": "accept",
-    "__poll": "poll",
-    "__select": "select",
-    "__epoll_wait": "epoll_wait",
-    "__usleep": "usleep",
-    "__sleep": "sleep",
-    "__sched_yield": "sched_yield",
-    "__clock_gettime": "clock_gettime",
-    "__gettimeofday": "gettimeofday",
-}
+#: Where several symbols name one code address, every collector's name becomes the one this
+#: rule picks, so a function is one frame whichever collector saw it.  The groups are in
+#: ``aliases.txt`` next to this module: glibc's, libm's and libgcc's symbol tables (made by
+#: ``scripts/aliases.py``), and pairs that debug information adds.  Two prefixes are aliases by
+#: construction and need no table: glibc's hidden ``__GI_x`` is ``x``, and the vDSO exports
+#: each ``__vdso_x`` as ``x`` too.
+ALIAS_PREFIXES = ("__GI_", "__vdso_")
+
+
+def canonical_name(names: Iterable[str]) -> str:
+    """The one name of a code address that several symbols name: the one with the fewest
+    leading underscores, then the shortest, then the first in alphabetical order
+    (``__libc_malloc``, ``malloc`` -> ``malloc``; ``mmap``, ``mmap64`` -> ``mmap``)."""
+    return min(names, key=lambda n: (len(n) - len(n.lstrip("_")), len(n), n))
+
+
+def alias_groups(nm_text: str) -> list[list[str]]:
+    """The names of each code address that several function symbols name, from ``nm -D
+    --defined-only`` output.  ``@VERSION`` is dropped; an address that only old versions name
+    (a compatibility implementation) is not a group of today's names and is left out."""
+    names: dict[str, set[str]] = {}
+    current: set[str] = set()
+    for line in nm_text.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or parts[1] not in ("T", "t", "W", "w", "i", "I"):
+            continue
+        addr, _, symbol = parts
+        name, at, version = symbol.partition("@")
+        names.setdefault(addr, set()).add(name)
+        if not at or version.startswith("@"):
+            current.add(addr)
+    return [sorted(v) for a, v in sorted(names.items()) if len(v) > 1 and a in current]
+
+
+def read_aliases(text: str) -> dict[str, str]:
+    """Each alias -> its group's canonical name, from ``aliases.txt`` text: one group of names
+    a line, ``#`` comments.  Groups that share a name are one group."""
+    parent: dict[str, str] = {}
+
+    def root(n: str) -> str:
+        while parent.setdefault(n, n) != n:
+            n = parent[n]
+        return n
+
+    for line in text.splitlines():
+        group = line.split("#", 1)[0].split()
+        for n in group[1:]:
+            a, b = root(group[0]), root(n)
+            if a != b:
+                parent[b] = a
+    members: dict[str, list[str]] = {}
+    for n in parent:
+        members.setdefault(root(n), []).append(n)
+    aliases: dict[str, str] = {}
+    for group in members.values():
+        name = canonical_name(group)
+        aliases.update((n, name) for n in group if n != name)
+    return aliases
+
+
+def _load_aliases() -> dict[str, str]:
+    import os  # only here: the table is read once, at import
+
+    path = os.path.join(os.path.dirname(__file__), "aliases.txt")
+    with open(path, encoding="utf-8") as f:
+        return read_aliases(f.read())
+
+
+#: alias -> the canonical name of its code address (``canonical_name``).
+ALIASES = _load_aliases()
 
 
 def strip_params(name: str) -> str:
@@ -120,11 +145,9 @@ def normalize(raw: str) -> str:
         s = strip_params(s)
     if "::h" in s:
         s = _RUST_HASH.sub("", s)
-    if s.startswith("__GI_"):
-        s = s[5:]
-    if s.startswith("__"):
-        s = GLIBC_ALIASES.get(s, s)
-    return s or UNKNOWN
+    if s.startswith(ALIAS_PREFIXES):
+        s = next(s[len(p) :] for p in ALIAS_PREFIXES if s.startswith(p))
+    return ALIASES.get(s, s) or UNKNOWN
 
 
 def unknown_in(module: str) -> str:

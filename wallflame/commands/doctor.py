@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import subprocess
 
 import click
@@ -12,6 +11,7 @@ import click
 from wallflame.collect.run import tool_versions
 from wallflame.collect.target import open_target, status_field
 from wallflame.errors import EXIT_PERMISSION, EXIT_TARGET, EXIT_TOOL, WallflameError
+from wallflame.systools import find_program, package_of
 
 
 def _read(path: str) -> str | None:
@@ -44,7 +44,7 @@ _CRT = {"_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones"
 def frame_pointer_share(exe: str) -> float | None:
     """Share of the program's own non-leaf ``.text`` functions that set up a frame pointer
     (``mov %rsp,%rbp`` in the prologue; first 8 MiB of the disassembly), or ``None``."""
-    if shutil.which("objdump") is None:
+    if find_program("objdump") is None:
         return None
     funcs = with_fp = 0
     lines = _run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", exe]).splitlines()
@@ -67,15 +67,14 @@ def checks(pid: int | None) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     root = os.geteuid() == 0
     versions = tool_versions()
-    for tool, pkg, need in (("perf", "linux-perf", True), ("eu-stack", "elfutils", True),
-                            ("gdb", "gdb", True), ("pt-pmp", "percona-toolkit", False)):
-        found = shutil.which(tool)
+    for tool, need in (("perf", True), ("eu-stack", True), ("gdb", True), ("pt-pmp", False)):
+        found = find_program(tool)
         v = versions.get(tool, "") if found else ""
         if found:
             rows.append(("ok", f"{tool}: {v or found}", ""))
         else:
             rows.append(("FAIL" if need else "warn", f"{tool}: not installed",
-                         f"apt-get install {pkg}"))
+                         f"apt-get install {package_of(tool)}"))
     lib = versions.get("libdw", "")
     rows.append(("ok", f"{lib} (the default snapshot backend)", "") if lib else
                 ("FAIL", "libdw.so.1: cannot be loaded (the default snapshot backend)",
@@ -130,7 +129,7 @@ def target_checks(pid: int) -> list[tuple[str, str, str]]:
     if t.stopped_at_start:
         rows.append(("warn", "the target is stopped (state T): it will stay stopped", ""))
     exe = f"/proc/{pid}/exe"
-    sections = _run(["readelf", "-S", "-W", exe]) if shutil.which("readelf") else ""
+    sections = _run(["readelf", "-S", "-W", exe]) if find_program("readelf") else ""
     if sections:
         debug = ".debug_info" in sections
         symtab = ".symtab" in sections
@@ -140,7 +139,7 @@ def target_checks(pid: int) -> list[tuple[str, str, str]]:
                      ("yes" if symtab else "no (stripped)"),
                      "" if symtab else "keep symbols (do not strip) for readable stacks"))
     share = frame_pointer_share(exe)
-    if share is None and shutil.which("objdump"):
+    if share is None and find_program("objdump"):
         rows.append(("warn", "frame pointers: cannot tell (no function symbols)",
                      "collect with --call-graph dwarf if on-CPU stacks look shallow"))
     if share is not None:
