@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: The default budget: a minute of a busy server stays within about 240 MB.
-DEFAULT_MB_PER_S = 4.0
 MEASURE_S = 0.5
 #: Measured: MariaDB under sysbench, 39,000 switches/s, 2.68 MB/s of scheduler data of which
 #: 0.17 MB/s were 19 stacks a second: 64 bytes a switch (two records).
@@ -287,7 +285,7 @@ def _water_fill(rates: list[float], stacks_per_s: float) -> float:
     return MAX_HZ
 
 
-__all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "DEFAULT_MB_PER_S", "LIGHT_ABOVE_LOSS",
+__all__ = ["AUTO_ABOVE_MB_PER_S", "AUTO_MB_PER_S", "LIGHT_ABOVE_LOSS",
            "LIGHT_FREQ_HZ", "LIGHT_OWNER_HZ", "LIGHT_PMP_HZ", "RECORD_S_PER_SWITCH", "Plan",
            "automatic", "cpu_times", "every_switch_mb_per_s", "machine_switches", "plan",
            "recording_cost", "stack_period", "switch_counts", "switch_rates", "too_costly"]

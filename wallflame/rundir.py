@@ -15,7 +15,7 @@ directory"):
     RUN/memory.json     RSS and thread count over the window, glibc arena mappings
     RUN/slices.json     per-slice totals for ``check``'s noise (``wallflame.fold.slices``)
     RUN/raw/            the raw captures, never deleted (perf.data chunks, snapshot log, ...)
-    RUN/report.html     written by ``wallflame report`` / ``collect --report``
+    RUN/report.html     written by ``wallflame report``
 
 The names (of the files, the magic lines) live in ``wallflame.runfiles``, which a report of
 a plain file imports without this module, and are re-exported here.  This module imports

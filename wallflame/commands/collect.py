@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from wallflame.collect import budget
 from wallflame.collect.pmp import BACKENDS
 from wallflame.collect.procs import selection
 from wallflame.collect.run import OFF_CPU_MODES, CollectOptions, Progress, collect
@@ -97,7 +98,12 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               help="Off-CPU evidence: stack snapshots (pmp), scheduler events (sched), both "
               "(exact times from the scheduler; snapshots name the locks waited on and fill in "
               "stacks) or none. Lock holders' stacks come from the owner sampler, which "
-              "stops only a lock's owner (modes pmp and both).")
+              "stops only a lock's owner (modes pmp and both). Left to its default (with no "
+              "other off-CPU option), an attached target that switches so often that "
+              "recording every switch would cost more than "
+              f"{budget.LIGHT_ABOVE_LOSS:.0%} of the machine's CPUs is collected light: no "
+              "scheduler recording; each thread's totals from the kernel's counters, its "
+              f"blocked time split over snapshots at {budget.LIGHT_PMP_HZ:g}/s.")
 @click.option("--pmp-backend", type=click.Choice(BACKENDS), default=_DEFAULTS.pmp_backend,
               show_default=True,
               help="Snapshot tool: libdw (elfutils' unwinder kept loaded in wallflame: lowest "
@@ -143,7 +149,8 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "wait classes and stacks is estimated from the sampled stacks (its measured "
               "error is in benchmarks/README.md). Default: no budget, a stack at every "
               "switch (exact), unless an attached target switches so often that every stack "
-              "would write over 64 MB/s: then 8 MB/s, said in the warnings.")
+              f"would write over {budget.AUTO_ABOVE_MB_PER_S:g} MB/s: then "
+              f"{budget.AUTO_MB_PER_S:g} MB/s, said in the warnings.")
 @click.option("--sched-stack-hz", type=float, default=None,
               help="Scheduler stacks per second per thread (default: every switch, or from "
               "the data-rate budget; 0: every switch, 8 KiB copied per switch with DWARF, "
