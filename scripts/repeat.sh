@@ -4,7 +4,7 @@
 #   ./scripts/repeat.sh [--hog] N [PYTEST ARGS...]   # default: the live tests (-m live)
 #
 # --hog keeps a CPU-bound process pinned to CPU 0 for the whole series (a noisy CI neighbour).
-# Each run's pytest output is kept in repeat-logs/; the last line is the tally of all runs.
+# Each run's pytest output is kept in repeat-logs/ (or $REPEAT_LOGS); the last line tallies all runs.
 # Run ./scripts/test.sh once first: it installs what the tests need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ shift
 PY=$PWD/.venv/bin/python
 [ -x "$PY" ] || { echo "repeat: no .venv (fix: run ./scripts/test.sh once)" >&2; exit 6; }
 make -s -C samples
-logs=$PWD/repeat-logs
+logs=${REPEAT_LOGS:-$PWD/repeat-logs}
 mkdir -p "$logs"
 hog_pid=
 if [ -n "$hog" ]; then

@@ -511,11 +511,20 @@ def test_memory_counts_glibc_arenas(live: None, tmp_path: Path) -> None:
 def test_a_longer_window_is_sampled_at_a_lower_rate(live: None, sample_bin: Path,
                                                     tmp_path: Path) -> None:
     """``-F`` left to its default: a 20 s window is sampled at ``window_freq_hz(20)`` (249 Hz,
-    as many samples a CPU as 499 Hz takes in 10 s), and the samples taken are that rate times
-    the CPU time the kernel's own counters give the target over the window
-    (``meta.json`` ``machine.target_cpus``, from /proc/PID/stat).  Two CPU-bound threads on
-    this 2-CPU machine, ten runs in a row: the samples were 0.2-0.7% over that figure (9,895-9,916
-    samples); the margin is 3%."""
+    as many samples a CPU as 499 Hz takes in 10 s).  perf samples every CPU (``-a``), so
+    perf's own count of the window's samples, of every task, is that rate times the CPUs times
+    the window; and the target's samples are that rate times the CPU time the kernel's own
+    counters give it (``meta.json`` ``machine.target_cpus``, from /proc/PID/stat).
+
+    Two CPU-bound threads on this 2-CPU machine, ten runs on an idle machine: the target's
+    samples 0.2-0.7% over that figure.  Beside a busy machine (the other processes 0.5-1.5 of
+    the 2 CPUs), 30 runs: every task's samples -0.41% to -0.11% of the rate's figure; the
+    target's -1.0% to +2.1% beside a CPU-bound process pinned to CPU 0 (20 runs), +0.04% to
+    +4.9% beside a loop that starts processes (10 runs), and +6.7% once beside the unit tests.
+    A timer's sample taken while interrupts were off lands on the task switched in next: a
+    neighbour that runs briefly and often hands the target those samples.  The margins: 1%
+    for every task's count, 10% for the target's.
+    from wallflame.collect.packed import unpacked
     from wallflame.collect.perf import window_freq_hz
 
     spin = subprocess.Popen([str(sample_bin / "spin8"), "--threads", "2", "--duration", "60"],
@@ -533,7 +542,18 @@ def test_a_longer_window_is_sampled_at_a_lower_rate(live: None, sample_bin: Path
     hz = window_freq_hz(20, 499)
     assert hz == 249 and meta["options"]["freq_hz"] == hz, meta["options"]
     assert meta["rates"]["perf_hz"] == hz and meta["options"]["auto_freq"] is True, meta
+    window = meta["window"]
+    start, end = window["mono_start_ns"] / 1e9, window["mono_end_ns"] / 1e9
+    every = 0
+    for chunk in sorted((run / "raw").glob("perf.data.*")):
+        with unpacked(chunk) as data:
+            out = subprocess.run(["perf", "script", "-i", str(data), "-F", "time"],
+                                 capture_output=True, text=True, timeout=120, check=True).stdout
+        every += sum(1 for t in out.split() if start <= float(t.rstrip(":")) <= end)
     m = meta["machine"]
+    every_want = hz * m["cpus"] * (end - start)
     want = hz * m["target_cpus"] * m["seconds"]
     got = meta["profile"]["samples"]["perf"]
-    assert abs(got - want) <= 0.03 * want, (got, want, m)
+    print(f"SAMPLES every task {every / every_want - 1:+.2%}, target {got / want - 1:+.2%}", m)
+    assert abs(every - every_want) <= 0.01 * every_want, (every, every_want)
+    assert abs(got - want) <= 0.10 * want, (got, want, m)
