@@ -522,7 +522,7 @@ def test_a_longer_window_is_sampled_at_a_lower_rate(live: None, sample_bin: Path
     target's -1.0% to +2.1% beside a CPU-bound process pinned to CPU 0 (20 runs), +0.04% to
     +4.9% beside a loop that starts processes (10 runs), and +6.7% once beside the unit tests.
     The target's share leans up beside a neighbour that runs briefly and often; every task's
-    count does not move.  The margins: 1% for every task's count, 10% for the target's.
+    count does not move.  The margins: 1% for every task's count, 10% for the target's."""
     from wallflame.collect.packed import unpacked
     from wallflame.collect.perf import window_freq_hz
 
