@@ -214,9 +214,12 @@ def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
     # The collect's own stops: in no stack of the target's, and each stopped thread's time
     # as the scheduler saw it within the tracer's own timing of its stops of that thread
     # (the bounds and their slack: tests/test_tracer_stops_live.py).  This server loses
-    # scheduler events under the default collect (7,602 to 53,606 in four runs); a lost wake-up
-    # makes a stop look longer (the wait for a CPU after it counted as stopped: seen once, 160
-    # us per stop above the upper bound), so with losses only the lower bound is held.
+    # scheduler events under the default collect (7,602 to 53,606 in four runs, 350,804 beside
+    # a CPU hog on each CPU); a lost wake-up makes a stop look longer (the wait for a CPU after
+    # it counted as stopped: seen once, 160 us per stop above the upper bound), a lost switch
+    # record shorter (seen once, with 350,804 lost: one thread of 29, 191.6 us per stop below
+    # the lower bound; all 353 stops together 9.9 us inside it).  So with losses only the lower
+    # bound is held, over all the stopped threads together.
     assert "ptrace_stop" not in (run / "offcpu.folded").read_text(errors="replace")
     summary = json.loads((run / "summary.json").read_text())
     lost = sum(int(v) for v in json.loads((run / "meta.json").read_text()).get(
@@ -225,8 +228,10 @@ def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
     print("STOPS", lost, json.dumps(rows))
     assert rows and sum(n for *_, n in rows) >= 10, rows
     for name, below, above, _n in rows:
-        assert below <= SLACK_US, (name, below)
+        assert lost or below <= SLACK_US, (name, below)
         assert lost or above <= SLACK_US, (name, above)
+    stops = sum(n for *_, n in rows)
+    assert sum(below * n for _, below, _, n in rows) / stops <= SLACK_US, rows
     assert by_rule.get(("condvar", "commit (redo flush)"), 0.0) > 0, by_rule
     assert by_rule.get(("rwlock", "InnoDB latch"), 0.0) > 0, by_rule
     for k in load_run_dir(str(run)).stacks:
