@@ -16,11 +16,10 @@ leaves (a thread that switches less often than ``hz`` has every switch sampled).
 collect records the scheduler on every CPU (``collect.perf.PerfOptions.switch_filter``): the
 switch records are then every task's (the machine's rate, from ``/proc/stat``), and the same
 number of stacks a second is taken as one switch out of the target's in N per CPU
-(``stack_period``).  The figures
-per record were measured with perf 6.1 against MariaDB under sysbench (about 39,000 switches
-per second: 2.5 MB/s of switch records with no stack at all, about 8.8 KB per DWARF stack).
-The estimate is recorded next to what the run actually wrote
-(``meta.json`` ``postprocess.budget``); a run over budget says so in its warnings.
+(``stack_period``).  The bytes per record are perf 6.1's, measured by
+``benchmarks/sched_stack_bytes.py`` on a busy server.  The estimate is recorded next to what
+the run actually wrote (``meta.json`` ``postprocess.budget``); a run over budget says so in
+its warnings.
 """
 
 from __future__ import annotations
@@ -33,13 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 MEASURE_S = 0.5
-#: Measured: MariaDB under sysbench, 39,000 switches/s, 2.68 MB/s of scheduler data of which
-#: 0.17 MB/s were 19 stacks a second: 64 bytes a switch (two records).
+#: Bytes a switch: two ``PERF_RECORD_SWITCH`` records (``benchmarks/sched_stack_bytes.py``).
 SWITCH_BYTES = 64
-#: The wake-up recorder's ``sched:sched_wakeup`` record per wake-up of a target thread (about
-#: one per voluntary switch).  Measured (``benchmarks/sched_stack_bytes.py``, MariaDB under
-#: sysbench): 49, 62 and 83 bytes per switch of the rate measured before the window (the rate
-#: during it differs).
+#: Bytes of the wake-up recorder's ``sched:sched_wakeup`` record, counted once a switch of the
+#: target (about one wake-up a voluntary switch; ``benchmarks/sched_stack_bytes.py``).
 WAKE_BYTES = 50
 #: With the scheduler recorded on every CPU: the two ``PERF_RECORD_SWITCH_CPU_WIDE`` records
 #: of one switch of any task on the machine (48 bytes each with perf 6.1, ``perf script -D``;
@@ -48,56 +44,33 @@ WIDE_SWITCH_BYTES = 96
 ONCPU_SAMPLE_BYTES = 200
 STACK_OVERHEAD_BYTES = 600
 #: An attached collect given neither a budget nor a stack rate measures the target first: when
-#: a stack at every switch would write more than ``AUTO_ABOVE_MB_PER_S``, its scheduler stacks
-#: are sampled within ``AUTO_MB_PER_S`` (a minute then stays within about 480 MB).  Measured
-#: at every switch (8 KiB stack copies): the sample programs 1.4-49 MB/s (``epoll`` the
-#: highest, ``queue`` 24), MariaDB under sysbench 242-370 MB/s, redis under redis-benchmark
-#: about 220; ``benchmarks/README.md`` has the runs.  The rate read before the window can be
-#: half the rate during it: ``spin8 --heartbeat-hz 2000`` switched 4,115 times a second before
-#: and 6,600-9,000 during the collect (perf's own work preempting its workers), so a stack at
-#: every switch, estimated at 37 MB/s, wrote 58-79.  Above 24 MB/s estimated (about 2,600
-#: switches a second), the budget is taken.
+#: a stack at every switch would write more than ``AUTO_ABOVE_MB_PER_S`` (about 2,600 switches
+#: a second), its scheduler stacks are sampled within ``AUTO_MB_PER_S`` (a minute then stays
+#: within about 480 MB).  The threshold is low because the rate during a collect can be twice
+#: the rate read before it (``benchmarks/README.md``, "``server_collect.py``").
 AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
-#: Recording every switch costs a server about this much CPU time per switch of its own
-#: (perf's switch records on every CPU, or bpftrace's in-kernel sums alike).  Measured
-#: (``benchmarks/sched_recorders.py``, MariaDB under sysbench on 2 CPUs, the load generator on
-#: the same machine, 40,000-50,000 switches a second of the server's threads): a collect
-#: recording the scheduler lost 9-11 points of transactions/s more than one with on-CPU
-#: samples alone, in three sittings of 8 rounds: about 0.2 of a CPU.
+#: Recording every switch costs a target about this much CPU time a switch of its own, in its
+#: own switches (perf's switch records, or bpftrace's in-kernel sums alike;
+#: ``benchmarks/sched_recorders.py``).
 RECORD_S_PER_SWITCH = 5e-6
 #: An attached collect left to its defaults (``CollectOptions.auto_light``) whose target switches
 #: so often that recording every switch would cost more than ``LIGHT_ABOVE_LOSS`` of the machine's
-#: CPUs (2 CPUs: above 12,000 switches a second; the sample programs switch at most about 5,600
-#: before a collect, MariaDB under sysbench 23,000-49,000) is collected light: the scheduler is not
+#: CPUs (2 CPUs: above 12,000 switches a second) is collected light: the scheduler is not
 #: recorded (each thread's on-CPU, runnable and blocked totals come from the kernel's own counters,
 #: ``/proc/PID/task/TID/schedstat``), snapshots at ``LIGHT_PMP_HZ`` split the blocked time over
-#: stacks, and the owner sampler runs at ``LIGHT_OWNER_HZ``: not at all (lock owners are named
-#: from the snapshots' ``/proc`` records, without holder stacks), as the owner sampler cost
-#: MariaDB under sysbench 2-19 points of its transactions a second more than the light collect
-#: without it (``benchmarks/sched_recorders.py``, five sittings: light with the owner sampler at
-#: 5/s 10.3, 9.7, 12.1, 21.3, 5.3%, without it 4.0, 2.9, 2.7, 2.1, 3.3%; at 2/s 13.5%; with
-#: ``--no-holder-stacks``, nothing stopped, 12.0 and 5.7% in the last two), while a program
-#: convoying on one mutex (``benchmarks/owner_cost.py``) lost nothing measurable to it.  Idle
-#: CPUs do not make the recording cheaper: its work is done in the target's own switches, on
-#: the target's time (a rule that also asked for less than 10% of the CPUs idle left MariaDB
-#: under sysbench, which had more idle than that, recorded in full, and it lost 15-32% in 60 s
-#: collects).  Measured on the same server: 2.6% loss (10 s windows, 8 rounds) and -1.1, 5.8,
-#: 9.7% (60 s windows), against 14-16% for the scheduler alone and 15-32% for the full
-#: defaults.
-#: 3%, not the 5% the whole collect may cost: a collect that records the scheduler also runs
-#: the snapshots at 2/s and the owner sampler at 20/s, which cost MariaDB about 9 points more
-#: than the recording alone (24.7% against 15.9% in one sitting), and a rule at 5% left a
-#: 60 s round at 21.7% (``benchmarks/README.md``, "The light collect").
+#: stacks, and the owner sampler does not run (``LIGHT_OWNER_HZ``: lock owners are named from the
+#: snapshots' ``/proc`` records, without holder stacks).  3%, not the 5% the whole collect may
+#: cost: a collect that records the scheduler also runs snapshots and the owner sampler, which
+#: add to the recording's cost.  What it costs a busy server: ``benchmarks/server_collect.py``
+#: and ``benchmarks/sched_recorders.py`` (``benchmarks/README.md``, "The light collect").
 LIGHT_ABOVE_LOSS = 0.03
 LIGHT_PMP_HZ = 1.0
 LIGHT_OWNER_HZ = 0.0
 #: The on-CPU sampling rate of a light collect whose ``-F`` was left to its default
 #: (``CollectOptions.auto_freq``): its on-CPU totals are the kernel's counters, the samples only
-#: split them over stacks.  On MariaDB under sysbench ``oltp_read_write``
-#: (``benchmarks/sched_recorders.py``, paired losses): perf's on-CPU recording alone cost 2.3
-#: points at 499 Hz, 0.3 at 99 Hz; the light collect 9.4 at 499 Hz, 6.3 at 99 Hz; each less than
-#: the rounds' spread, all three sittings so far in the same direction.
+#: split them over stacks (``benchmarks/sched_recorders.py``: 99 Hz costs a busy server less
+#: than 499).
 LIGHT_FREQ_HZ = 99
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).
