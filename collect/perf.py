@@ -239,7 +239,7 @@ def window_freq_hz(duration_s: float | None, default_hz: int) -> int:
     graph's error goes with their number, so a longer window needs no higher a rate.  A
     minute of the 8-thread CPU-bound target at 99 Hz instead of 499: 0.7 s less of the
     collect's CPU, 2-3 s less after the window, a third of the run directory less; its loss
-    moved less than the rounds' spread ("Twelfth sitting")."""
+    moved less than the rounds' spread (``benchmarks/sched_recorders.py``)."""
     if duration_s is None or duration_s <= 0:
         return default_hz
     hz = WINDOW_SAMPLES_PER_CPU / duration_s

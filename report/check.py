@@ -416,7 +416,7 @@ def _sides(before: list[Run], after: list[Run], names: list[str], measure: str, 
     """Each side's estimates, with the between-run noise: the frames' excess used, the one
     measured in the series (and its degrees of freedom: 0 with one run per side) and the
     other quantities' run-to-run variation.  Sides collected at different times (not
-    ``interleaved``) differ by what moves between sittings, which the spread within a side
+    ``interleaved``) differ by what moves between collection times, which the spread within a side
     does not show: the priors are then floors, never lowered by a series."""
     # per unit of work, waits too: at the baseline's rate of work, in seconds per second
     rate_ref = work_rate(before) if measure == PER_WORK else None
@@ -521,7 +521,7 @@ def _judge_quantities(before: list[Run], after: list[Run], t: Thresholds
                    f"{measured:.2f}x as much as their slices predict")
         if excess > measured:
             between += (f"; the sides were not collected in turns, so what moves between "
-                        f"sittings is not in that figure: taken to be {prior} "
+                        f"collection times is not in that figure: taken to be {prior} "
                         "(frame_run_excess)")
     spread = [f"{k.split(':')[-1].replace('_', ' ')} {100 * c:.1f}% ({d:g} df)"
               for k, (c, d) in sorted(cv.items()) if d and c > 0 and not k.startswith("lock:")]

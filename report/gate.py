@@ -345,7 +345,7 @@ def add_run_noise(per_side: Sequence[Sequence[dict[str, Estimate]]],
     plus the run-to-run variance: measured as the variance of the logs of the
     runs of the sides' series (pooled over both sides, with its degrees of freedom) when a
     side has two or more runs, else ``prior_cv(name)^2``; with ``at_least_prior`` (sides
-    collected at different times: what moves between sittings is not in the spread within
+    collected at different times: what moves between collection times is not in the spread within
     a side), never below the prior.  Returns, per quantity, the coefficient of variation
     used and its degrees of freedom (0: the prior), and the estimates."""
     names = {k for side in per_side for d in side for k in d if not k.startswith("frame:")}
@@ -397,7 +397,7 @@ def _zero_var(d: dict[str, Estimate], name: str) -> float:
 
 def interleaved(before: Sequence[Run], after: Sequence[Run]) -> bool:
     """Whether the two sides were collected in turns (each side's first run started before
-    the other side's last): then what moves between sittings is in the spread within each
+    the other side's last): then what moves between collection times is in the spread within each
     side too.  False when a run does not say when it was collected."""
     raw = [[r.meta.get("window_start_ns") for r in side] for side in (before, after)]
     if any(not isinstance(x, int) or not x for side in raw for x in side):
