@@ -116,6 +116,21 @@ def wait_clean(pid: int, run_dir: Path, within_s: float) -> tuple[list[str], lis
         time.sleep(0.1)
 
 
+def wait_window_open(run_dir: Path, collect: subprocess.Popen[str], within_s: float) -> bool:
+    """Wait until the collect writing ``run_dir`` has opened its window (its start is in
+    ``raw/capture.json``); False if it ended or ``within_s`` passed first."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and collect.poll() is None:
+        try:
+            window = json.loads((run_dir / "raw" / "capture.json").read_text()).get("window")
+        except (OSError, ValueError):
+            window = None
+        if window and window.get("mono_start_ns"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def load(run_dir: Path, name: str) -> Any:
     return json.loads((run_dir / name).read_text(encoding="utf-8"))
 

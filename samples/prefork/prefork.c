@@ -3,13 +3,15 @@
 // The master forks --workers workers, each of which spins in worker_loop -> spin_work (on-CPU)
 // and naps in worker_nap (nanosleep, off-CPU) in turn, and one idle helper blocked in
 // helper_wait (read on a pipe that never gets data) for the whole run.  After --late seconds
-// it forks one more worker (a process born during a collect's window).  Every process writes
+// it forks one more worker (a process born during a collect's window); with --late-on-usr1, when
+// the master receives SIGUSR1 instead.  Every process writes
 // its title over its argv, as PostgreSQL does, so ps shows "prefork: worker 1",
 // "prefork: idle helper", "prefork: late worker" (with --hostile, worker 1's title carries
 // markup and an escape sequence: a name is the target's text).  --threads N gives the master
 // N-1 extra threads spinning in master_thread.
 //
-// Usage: prefork [--workers N] [--duration S] [--late S] [--threads N] [--hostile]
+// Usage: prefork [--workers N] [--duration S] [--late S | --late-on-usr1] [--threads N]
+//                [--hostile]
 // At exit the master prints one JSON line: the pids and each process's role.
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -27,7 +29,10 @@ static char *title_area;
 static size_t title_len;
 static volatile sig_atomic_t stop;
 
+static volatile sig_atomic_t late_asked;
+
 static void on_term(int sig) { (void)sig; stop = 1; }
+static void on_usr1(int sig) { (void)sig; late_asked = 1; }
 
 // Without SA_RESTART: the idle helper's read returns (EINTR) when it is told to stop.
 static void on_signal(int sig) {
@@ -100,17 +105,18 @@ static pid_t fork_child(const char *title, double until, int idle_fd) {
 }
 
 int main(int argc, char **argv) {
-    int workers = 2, threads = 1, hostile = 0;
+    int workers = 2, threads = 1, hostile = 0, late_on_usr1 = 0;
     double duration = 10, late = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--workers") && i + 1 < argc) workers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--duration") && i + 1 < argc) duration = atof(argv[++i]);
         else if (!strcmp(argv[i], "--late") && i + 1 < argc) late = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--late-on-usr1")) late_on_usr1 = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--hostile")) hostile = 1;
         else {
-            fprintf(stderr, "usage: prefork [--workers N] [--duration S] [--late S] "
-                            "[--threads N] [--hostile]\n");
+            fprintf(stderr, "usage: prefork [--workers N] [--duration S] "
+                            "[--late S | --late-on-usr1] [--threads N] [--hostile]\n");
             return 2;
         }
     }
@@ -135,13 +141,20 @@ int main(int argc, char **argv) {
     pids[n] = fork_child(titles[n], until, pipefd[0]);
     n++;
     set_title("prefork: master");
+    if (late_on_usr1) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr1;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR1, &sa, NULL);
+    }
     pthread_t extra[16];
     int nt = threads - 1 > 16 ? 16 : threads - 1;
     for (int i = 0; i < nt; i++) pthread_create(&extra[i], NULL, master_thread, &until);
     double t0 = now();
-    int late_done = late < 0;
+    int late_done = late < 0 && !late_on_usr1;
     while (!stop && now() < until) {
-        if (!late_done && now() - t0 >= late) {
+        if (!late_done && (late_on_usr1 ? late_asked : now() - t0 >= late)) {
             snprintf(titles[n], sizeof titles[n], "prefork: late worker");
             pids[n] = fork_child(titles[n], until, -1);
             n++;
