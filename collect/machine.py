@@ -31,6 +31,24 @@ TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") or 100)
 #: (guest time is already in user); iowait and idle are not busy; steal is kept apart.
 BUSY_FIELDS = (0, 1, 2, 5, 6)
 STEAL_FIELD = 7
+#: Above this share of the machine's CPUs taken by the hypervisor over the window, the collect
+#: warns: the kernel's run time of a thread (``schedstat``) leaves out the time its CPU was
+#: taken while it ran, the scheduler's switches do not, so the two part by about that share.
+STEAL_NOTE_ABOVE = 0.02
+
+
+def steal_note(machine: dict[str, Any]) -> str | None:
+    """The warning for a window in which the hypervisor took more than ``STEAL_NOTE_ABOVE``
+    of the machine's CPUs (``machine`` of meta.json), or None."""
+    try:
+        share = float(machine["steal_cpus"]) / float(machine["cpus"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if not share > STEAL_NOTE_ABOVE:
+        return None
+    return (f"the hypervisor took {share:.0%} of the machine's CPUs over the window (steal): a "
+            "thread's on-CPU time includes the time its CPU was taken while it ran, which the "
+            "kernel's own run time leaves out")
 
 
 def machine_ticks(path: str = "/proc/stat") -> tuple[int, int] | None:

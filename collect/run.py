@@ -714,6 +714,9 @@ def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
         main_cpu = time.thread_time() - main_cpu
         stop.set()
         col.machine = load.stop() or {}
+        stolen = machine_load.steal_note(col.machine)
+        if stolen:
+            col.warn(stolen)
         if col.window.mono_start_ns:  # nothing after the window's end is counted
             if streamer is not None:
                 streamer.set_window(col.window.mono_start_ns, mono_end)

@@ -13,15 +13,18 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from wallflame.collect.machine import (
+    STEAL_NOTE_ABOVE,
     TICK_S,
     LoadMeter,
     load_figures,
     machine_ticks,
     parse_stat,
+    steal_note,
 )
 from wallflame.profile import Profile, StackKey
 from wallflame.report.check import (
@@ -213,3 +216,22 @@ def test_the_report_shows_the_load_and_trusts_only_numbers() -> None:
     assert "<script>alert(1)</script>" not in html and "other processes used 0.00" in html
     p.meta.extra.pop("machine")
     assert "Machine load" not in render_html(p)
+
+
+@pytest.mark.parametrize(("machine", "share"), [
+    ({"cpus": 2, "steal_cpus": 0.383}, "19%"),  # seen beside a full run of the tests
+    ({"cpus": 2, "steal_cpus": 0.06}, "3%"),
+    ({"cpus": 2, "steal_cpus": 0.04}, None),  # exactly 2%: not over it
+    ({"cpus": 2, "steal_cpus": 0.0}, None),
+    ({"cpus": 2}, None),  # an older run directory: no steal recorded
+    ({}, None),  # the counters could not be read
+    ({"cpus": 0, "steal_cpus": 1.0}, None),
+    ({"cpus": "2", "steal_cpus": "x"}, None),
+])
+def test_steal_note(machine: dict[str, object], share: str | None) -> None:
+    note = steal_note(machine)
+    if share is None:
+        assert note is None
+    else:
+        assert note is not None and f"took {share} of the machine's CPUs" in note
+    assert STEAL_NOTE_ABOVE == 0.02

@@ -14,6 +14,13 @@ the kernel's; each term's total there is the kernel's by construction (on-CPU, r
 blocked as what they leave of the window), so the sum is 1.000 of the window.  The margins (5
 points each) are outside that spread.
 
+On a virtual machine the hypervisor may take the CPU a thread runs on (steal): the kernel's run
+time leaves that out, the switches and the timer's samples do not. Beside a full run of the
+test suite the machine recorded 1-19% of its CPUs taken (``meta.json`` ``machine.steal_cpus``)
+and the workers' on-CPU from the switches stood 0.2-5.7 points over the kernel's, by about
+their on-CPU times that share (0.3-5.3 points). So the kernel's figure is held to theirs less
+that share; the collect warns when it is over ``collect.machine.STEAL_NOTE_ABOVE``.
+
 A thread that sleeps through the window never switches: it must still be there, with the
 whole window in ``sleep`` (from the kernel function it sleeps in), with the scheduler alone
 (``--off-cpu sched``: no snapshot stops it, so nothing makes it switch).
@@ -71,6 +78,8 @@ def test_each_thread_adds_up_to_the_window_and_agrees_with_schedstat(
     cap = json.loads((run / "raw" / "capture.json").read_text())
     summary = json.loads((run / "summary.json").read_text())
     window, kernel = _kernel(cap)
+    machine = json.loads((run / "meta.json").read_text())["machine"]
+    kept = 1 - machine.get("steal_cpus", 0.0) / machine["cpus"]  # what the hypervisor left
     rows = {t["tid"]: t for t in summary["threads"]}
     # pmp: the samples give the split over stacks, the kernel the total; what the samples
     # alone said is compared instead
@@ -86,8 +95,8 @@ def test_each_thread_adds_up_to_the_window_and_agrees_with_schedstat(
         report.append(f"{mode} {t['name']}: on {on:.3f}/{k_on:.3f} (samples {alone:.3f}) "
                       f"runnable {rq:.3f}/{k_rq:.3f} sum {whole:.3f}")
         assert abs(whole - 1) <= MARGIN, report
-        assert abs(on - k_on) <= MARGIN, report
-        assert abs(alone - k_on) <= MARGIN, report
+        assert abs(on * (kept if mode == "both" else 1) - k_on) <= MARGIN, report
+        assert abs(alone * kept - k_on) <= MARGIN, report
         if mode == "pmp":  # every term is the kernel's: the sum is the window
             assert abs(whole - 1) <= 1e-3, report
         assert abs(rq - k_rq) <= MARGIN, report
