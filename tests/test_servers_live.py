@@ -31,6 +31,7 @@ import pytest
 from livehelp import SLACK_US, WALLFLAME, need, stops_against_bounds
 
 from wallflame.classify import find_rule
+from wallflame.collect.machine import steal_note
 from wallflame.names import is_unknown
 from wallflame.profile import RUNNABLE
 from wallflame.report.summary import user_frames
@@ -225,11 +226,12 @@ def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
     lost = sum(int(v) for v in json.loads((run / "meta.json").read_text()).get(
         "losses", {}).values())
     rows = stops_against_bounds(summary)
-    print("STOPS", lost, json.dumps(rows))
+    stolen = steal_note(json.loads((run / "meta.json").read_text())["machine"]) is not None
+    print("STOPS", lost, stolen, json.dumps(rows))
     assert rows and sum(n for *_, n in rows) >= 10, rows
     for name, below, above, _n in rows:
         assert lost or below <= SLACK_US, (name, below)
-        assert lost or above <= SLACK_US, (name, above)
+        assert lost or stolen or above <= SLACK_US, (name, above)  # tests/test_tracer_stops_live.py
     stops = sum(n for *_, n in rows)
     assert sum(below * n for _, below, _, n in rows) / stops <= SLACK_US, rows
     assert by_rule.get(("condvar", "commit (redo flush)"), 0.0) > 0, by_rule
