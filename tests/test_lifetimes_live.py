@@ -77,8 +77,8 @@ START_S = 0.03
 ON_CPU_S = 0.01
 #: The same for the thread still alive at the window's end, compared with its clock read
 #: right after its busy part: +0.0127 and +0.0130 s in 2 of 5 full runs of the suite on a
-#: fresh clone (the other three, and ten runs of this test beside a full run and a CPU hog:
-#: +0.0004 to +0.0028 s).  Where the 13 ms went was not found.
+#: fresh clone (the other three within 0.01 s; ten runs of this test beside a full run and a
+#: CPU hog: +0.0004 to +0.0010 s).  Where the 13 ms went was not found.
 ON_CPU_ALIVE_S = 0.02
 
 
