@@ -31,7 +31,10 @@ SYMBOLS = "# From the symbol tables (scripts/aliases.py):\n"
 
 def main(libraries: list[str]) -> int:
     old = TABLE.read_text(encoding="utf-8") if TABLE.exists() else ""
-    kept = old[old.index(DEBUG_INFO):] if DEBUG_INFO in old else DEBUG_INFO
+    kept = DEBUG_INFO
+    if DEBUG_INFO in old:
+        end = old.find(SYMBOLS)
+        kept = old[old.index(DEBUG_INFO):end if end >= 0 else None]
     lines: set[str] = set()
     for lib in libraries:
         out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True,
