@@ -47,7 +47,7 @@ STACK_OVERHEAD_BYTES = 600
 #: a stack at every switch would write more than ``AUTO_ABOVE_MB_PER_S`` (about 2,600 switches
 #: a second), its scheduler stacks are sampled within ``AUTO_MB_PER_S`` (a minute then stays
 #: within about 480 MB).  The threshold is low because the rate during a collect can be twice
-#: the rate read before it (``benchmarks/README.md``, "``server_collect.py``").
+#: the rate read before it (``benchmarks/server_collect.py``).
 AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
 #: Recording every switch costs a target about this much CPU time a switch of its own, in its
@@ -63,7 +63,7 @@ RECORD_S_PER_SWITCH = 5e-6
 #: snapshots' ``/proc`` records, without holder stacks).  3%, not the 5% the whole collect may
 #: cost: a collect that records the scheduler also runs snapshots and the owner sampler, which
 #: add to the recording's cost.  What it costs a busy server: ``benchmarks/server_collect.py``
-#: and ``benchmarks/sched_recorders.py`` (``benchmarks/README.md``, "The light collect").
+#: and ``benchmarks/sched_recorders.py``.
 LIGHT_ABOVE_LOSS = 0.03
 LIGHT_PMP_HZ = 1.0
 LIGHT_OWNER_HZ = 0.0
