@@ -55,6 +55,8 @@ MIX_FUNCTIONS = {"main", "ticker", "worker_main", "worker_loop", "spin_work", "c
     ("(anonymous namespace)::Worker::run", "(anonymous namespace)::Worker::run"),
     ("main::{lambda()#1}::operator()", "main::{lambda()#1}::operator()"),
     ("__vdso_clock_gettime", "clock_gettime"),
+    ("__GI___vdso_time", "time"),
+    ("__vdso_", UNKNOWN),
     ("__libc_malloc+0x2d", "malloc"),
     # eu-stack
     ("pthread_cond_wait@@GLIBC_2.3.2", "pthread_cond_wait"),

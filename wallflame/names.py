@@ -145,7 +145,7 @@ def normalize(raw: str) -> str:
         s = strip_params(s)
     if "::h" in s:
         s = _RUST_HASH.sub("", s)
-    if s.startswith(ALIAS_PREFIXES):
+    while s.startswith(ALIAS_PREFIXES):  # ``__GI___vdso_x`` too: normalize stays idempotent
         s = next(s[len(p) :] for p in ALIAS_PREFIXES if s.startswith(p))
     return ALIASES.get(s, s) or UNKNOWN
 
