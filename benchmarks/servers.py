@@ -63,14 +63,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from wallflame.systools import find_program
+from wallflame.systools import find_program, package_of
 
-#: Debian packages per server, and the programs each one provides.
-PACKAGES = {
-    "mariadb": {"mariadb-server": ["mariadbd", "mariadb-install-db", "mariadb"],
-                "sysbench": ["sysbench"]},
-    "redis": {"redis-server": ["redis-server"], "redis-tools": ["redis-benchmark",
-                                                                "redis-cli"]},
+#: The programs each server's harness runs (their packages: ``wallflame.systools.PACKAGES``).
+PROGRAMS = {
+    "mariadb": ["mariadbd", "mariadb-install-db", "mariadb", "sysbench"],
+    "redis": ["redis-server", "redis-benchmark", "redis-cli"],
 }
 
 #: The schema of the throughput benchmarks (a profiler's cost as the server's own
@@ -122,8 +120,7 @@ def which(prog: str) -> str | None:
 
 def missing(kind: str) -> list[str]:
     """The Debian packages of ``kind`` (``mariadb`` or ``redis``) whose programs are absent."""
-    return [pkg for pkg, progs in PACKAGES[kind].items()
-            if any(which(p) is None for p in progs)]
+    return sorted({package_of(p) for p in PROGRAMS[kind] if which(p) is None})
 
 
 def require(kind: str) -> None:
