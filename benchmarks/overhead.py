@@ -57,10 +57,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import progress_rate  # noqa: E402
+from wallflame.collect.plan import DEFAULTS, Request  # noqa: E402
 from wallflame.collect.pmp import SnapshotLoop, make_backend  # noqa: E402
-from wallflame.collect.run import CollectOptions  # noqa: E402
 from wallflame.collect.run import collect as wf_collect  # noqa: E402
 from wallflame.collect.target import open_target, thread_states  # noqa: E402
+from wallflame.rundir import OffCpu  # noqa: E402
 
 SPIN8 = ROOT / "samples" / "bin" / "spin8"
 
@@ -266,7 +267,7 @@ def run_wallflame(**options: Any) -> Callable[[float, float], Result]:
         res.meter = Meter(proc.pid)
         ticks0 = worker_ticks(proc.pid)
         with tempfile.TemporaryDirectory() as tmp:
-            col = wf_collect(Path(tmp) / "run", CollectOptions(duration_s=seconds, **options),
+            col = wf_collect(Path(tmp) / "run", Request(duration_s=seconds, **options),
                              pid=proc.pid)
         ticks1 = worker_ticks(proc.pid)
         pause = (col.pmp.pause if col.pmp else None) or {}
@@ -335,15 +336,15 @@ def main() -> None:
                     "to run (default: all), e.g. 'libdw,pt-pmp --interval 0'")
     args = ap.parse_args()
     build()
-    default = CollectOptions()
+    default = DEFAULTS
     configs: dict[str, Callable[[float, float], Result]] = {
         "none": run_none,
         "wallflame pmp libdw": run_pmp("libdw"),
         "wallflame pmp eu-stack": run_pmp("eu-stack"),
         "wallflame pmp gdb": run_pmp("gdb"),
         "wallflame pmp gdb-batch": run_pmp("gdb-batch"),
-        f"wallflame perf -F {default.freq_hz}": run_wallflame(off_cpu="none"),
-        "wallflame perf -F 997": run_wallflame(off_cpu="none", freq_hz=997),
+        f"wallflame perf -F {default.freq_hz}": run_wallflame(off_cpu=OffCpu.NONE),
+        "wallflame perf -F 997": run_wallflame(off_cpu=OffCpu.NONE, freq_hz=997),
         "wallflame collect (defaults)": run_wallflame(),
     }
     if shutil.which("pt-pmp"):

@@ -43,34 +43,31 @@ WAKE_BYTES = 50
 WIDE_SWITCH_BYTES = 96
 ONCPU_SAMPLE_BYTES = 200
 STACK_OVERHEAD_BYTES = 600
-#: An attached collect given neither a budget nor a stack rate measures the target first: when
-#: a stack at every switch would write more than ``AUTO_ABOVE_MB_PER_S`` (about 2,600 switches
-#: a second), its scheduler stacks are sampled within ``AUTO_MB_PER_S`` (a minute then stays
-#: within about 480 MB).  The threshold is low because the rate during a collect can be twice
-#: the rate read before it (``benchmarks/server_collect.py``).
+#: The automatic budget (``automatic``; applied by ``collect.plan``): an attached collect given
+#: neither a budget nor a stack rate whose stacks at every switch would write more than
+#: ``AUTO_ABOVE_MB_PER_S`` (about 2,600 switches a second) samples them within
+#: ``AUTO_MB_PER_S`` (a minute then stays within about 480 MB).  The threshold leaves room for
+#: a rate during the collect twice the rate read before it (``benchmarks/server_collect.py``).
 AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
 #: Recording every switch costs a target about this much CPU time a switch of its own, in its
-#: own switches (perf's switch records, or bpftrace's in-kernel sums alike;
-#: ``benchmarks/sched_recorders.py``).
+#: own switches (``benchmarks/sched_recorders.py``).
 RECORD_S_PER_SWITCH = 5e-6
-#: An attached collect left to its defaults (``CollectOptions.auto_light``) whose target switches
-#: so often that recording every switch would cost more than ``LIGHT_ABOVE_LOSS`` of the machine's
-#: CPUs (2 CPUs: above 12,000 switches a second) is collected light: the scheduler is not
-#: recorded (each thread's on-CPU, runnable and blocked totals come from the kernel's own counters,
-#: ``/proc/PID/task/TID/schedstat``), snapshots at ``LIGHT_PMP_HZ`` split the blocked time over
-#: stacks, and the owner sampler does not run (``LIGHT_OWNER_HZ``: lock owners are named from the
-#: snapshots' ``/proc`` records, without holder stacks).  3%, not the 5% the whole collect may
-#: cost: a collect that records the scheduler also runs snapshots and the owner sampler, which
-#: add to the recording's cost.  What it costs a busy server: ``benchmarks/server_collect.py``
-#: and ``benchmarks/sched_recorders.py``.
+#: The light collect (``too_costly``; applied by ``collect.plan``): a target whose every switch
+#: would cost more than ``LIGHT_ABOVE_LOSS`` of the machine's CPUs to record (2 CPUs: above
+#: 12,000 switches a second) has no scheduler recording: each thread's on-CPU, runnable and
+#: blocked totals come from the kernel's counters (``/proc/PID/task/TID/schedstat``),
+#: snapshots at ``LIGHT_PMP_HZ`` split the blocked time over stacks, and no owner sampler runs
+#: (``LIGHT_OWNER_HZ``: lock owners are named from the snapshots' ``/proc`` records).  3%, not
+#: the 5% the whole collect may cost, leaves room for the snapshots and the owner sampler of a
+#: collect that records the scheduler.  Its cost on a busy server:
+#: ``benchmarks/server_collect.py``.
 LIGHT_ABOVE_LOSS = 0.03
 LIGHT_PMP_HZ = 1.0
 LIGHT_OWNER_HZ = 0.0
-#: The on-CPU sampling rate of a light collect whose ``-F`` was left to its default
-#: (``CollectOptions.auto_freq``): its on-CPU totals are the kernel's counters, the samples only
-#: split them over stacks (``benchmarks/sched_recorders.py``: 99 Hz costs a busy server less
-#: than 499).
+#: A light collect's on-CPU rate when ``-F`` was left to its default: its on-CPU totals are the
+#: kernel's counters, the samples only split them over stacks (``benchmarks/sched_recorders.py``
+#: measures what 99 Hz saves a busy server against 499).
 LIGHT_FREQ_HZ = 99
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles
 #: sampling beyond its perf_event_max_sample_rate).

@@ -42,11 +42,6 @@ from wallflame.systools import package_of, require_program
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 10
-#: On-CPU samples per CPU that a window whose ``-F`` is left to its default is sampled for
-#: (``window_freq_hz``): what the default 499 Hz gives in a 10 s window.
-WINDOW_SAMPLES_PER_CPU = 5_000
-#: The lowest rate ``window_freq_hz`` goes to (a light collect's rate as well).
-WINDOW_MIN_HZ = 99
 #: The on-CPU recorder's chunks: long enough to hold about this many samples, between
 #: ``CHUNK_S`` and ``CHUNK_MAX_S`` seconds (``oncpu_chunk_s``).
 CHUNK_SAMPLES = 12_000
@@ -224,28 +219,6 @@ def one_chunk(duration_s: float | None) -> bool:
     folding after the window in the collect itself."""
     return duration_s is not None and 0 < duration_s < UNBOUNDED_S and \
         chunk_seconds(duration_s) > duration_s
-
-
-def window_freq_hz(duration_s: float | None, default_hz: int) -> int:
-    """The on-CPU rate of a collect whose ``-F`` was left to ``default_hz``: that rate for a
-    window of up to ``WINDOW_SAMPLES_PER_CPU / default_hz`` seconds (10 s at 499 Hz) or of no
-    set length; for a longer window, the rate that takes about as many samples per CPU, down
-    to ``WINDOW_MIN_HZ`` (99 Hz for a minute), ending in 9 as 99 and 499 do, off the 10 ms
-    ticks of a program's own timers.  Each sample is a timer interrupt in the target (at 499
-    Hz the work of a CPU-bound target per CPU-second fell by 1.1% on a 2-CPU VM:
-    ``benchmarks/README.md``, "``overhead.py``"), and each is read and folded after the
-    window.  The samples only place on-CPU time over stacks (each thread's on-CPU time comes
-    from the scheduler or the kernel's counters when those are recorded), and the flame
-    graph's error goes with their number, so a longer window needs no higher a rate.  A
-    minute of the 8-thread CPU-bound target at 99 Hz instead of 499: 0.7 s less of the
-    collect's CPU, 2-3 s less after the window, a third of the run directory less; its loss
-    moved less than the rounds' spread (``benchmarks/sched_recorders.py``)."""
-    if duration_s is None or duration_s <= 0:
-        return default_hz
-    hz = WINDOW_SAMPLES_PER_CPU / duration_s
-    if hz >= default_hz:
-        return default_hz
-    return max(WINDOW_MIN_HZ, int(hz) // 10 * 10 - 1)
 
 
 def record_command(pid: int | str, out: Path, opts: PerfOptions,

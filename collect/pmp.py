@@ -40,10 +40,8 @@ from wallflame.collect.owners import ProcReader, spaced
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target, TaskFiles, parse_schedstat
 from wallflame.errors import ToolError
-from wallflame.rundir import PROC_LINE, READ_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+from wallflame.rundir import BACKENDS, PROC_LINE, READ_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
 from wallflame.systools import require_program
-
-BACKENDS = ("libdw", "eu-stack", "gdb", "gdb-batch")
 
 
 @dataclass

@@ -31,7 +31,17 @@ from wallflame.collect.launch import Launched, end_child, runnable
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.owners import OwnerSampler
-from wallflame.collect.pmp import BACKENDS, PmpStats, SnapshotLoop, make_backend
+from wallflame.collect.plan import (
+    BudgetSource,
+    CollectPlan,
+    Machine,
+    Request,
+    Targets,
+    needs_debug_info,
+    needs_switch_rates,
+    plan,
+)
+from wallflame.collect.pmp import PmpStats, SnapshotLoop, make_backend
 from wallflame.collect.procs import Seen, Selection, Watch
 from wallflame.collect.safety import Guard, ensure_running, pause_summary, spawn
 from wallflame.collect.target import (
@@ -45,7 +55,6 @@ from wallflame.collect.target import (
 )
 from wallflame.errors import InputError, PermissionDenied, TargetError, WallflameError
 from wallflame.rundir import (
-    OFF_CPU_MODES,
     OWNERS_LOG,
     PERF_DATA,
     RAW,
@@ -229,23 +238,38 @@ def _not_ours(launched: int | None) -> Callable[[int], bool]:
     return keep
 
 
-def collect(out: Path, opts: CollectOptions, pid: int | None = None,
+def observe(request: Request, targets: Sequence[Target]) -> tuple[Targets, Machine]:
+    """What ``plan`` needs of the targets and the machine, read from ``/proc`` (and perf's
+    permissions); the switch rates only when the plan needs them (``needs_switch_rates``)."""
+    machine = Machine(cpus=os.cpu_count() or 1, sched_allowed=perf.sched_allowed(),
+                      system_wide_allowed=perf.system_wide_allowed())
+    rates: dict[int, float] = {}
+    measured = needs_switch_rates(request, machine) and bool(targets)
+    if measured:
+        load: dict[str, float] = {}
+        rates = budget.switch_rates([t.pid for t in targets], machine=load)
+        machine = replace(machine, switches_per_s=load.get("switches_per_s"),
+                          idle=load.get("idle"))
+    debug = not needs_debug_info(request) or any(has_debug_info(f"/proc/{t.pid}/exe")
+                                                 for t in targets)
+    return Targets(switch_rates=rates, measured=measured, debug_info=debug,
+                   stopped=any(t.stopped_at_start for t in targets)), machine
+
+
+def collect(out: Path, request: Request, pid: int | None = None,
             command: Sequence[str] | None = None,
             progress: Callable[[Progress], None] | None = None,
             select: Selection | None = None,
-            stream_command: Sequence[str] | None = None) -> Capture:
+            stream_command: Sequence[str] | None = None,
+            announce: Callable[[CollectPlan], None] | None = None) -> Capture:
     """Profile the processes ``select`` names (or ``pid``), or launch ``command`` and profile
-    it and every process it starts.  ``stream_command``: the folding process's command line
-    (``wallflame.streaming``), which folds perf's chunks while they are recorded; the
-    capture's ``streaming`` (``collect.stream.StreamProcess``) then has it write the run
-    directory.  Without it every chunk is folded by ``wallflame.finish``."""
+    it and every process it starts, as ``request`` asks (``collect.plan``; ``announce`` is
+    given the plan before anything is written).  ``stream_command``: the folding process's
+    command line (``wallflame.streaming``), which folds perf's chunks while they are
+    recorded; the capture's ``streaming`` (``collect.stream.StreamProcess``) then has it write
+    the run directory.  Without it every chunk is folded by ``wallflame.finish``."""
     # Tools run with the raw folder as their working directory: every path must be absolute.
     out = out.absolute()
-    if opts.off_cpu not in OFF_CPU_MODES:
-        raise InputError(f"unknown --off-cpu {opts.off_cpu!r}", "use pmp, sched, both or none")
-    if opts.pmp_backend not in BACKENDS:
-        raise InputError(f"unknown --pmp-backend {opts.pmp_backend!r}",
-                         f"use one of {', '.join(BACKENDS)}")
     if select is None and pid is not None:
         select = Selection(pids=(pid,))
     notes: list[str] = []
@@ -255,45 +279,22 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     if command:
         runnable(command)
     perf.perf_path()
-    if opts.off_cpu in ("pmp", "both"):
+    the_plan = plan(request, *observe(request, targets))
+    opts = the_plan.settings
+    if opts.snapshots:
         make_backend(opts.pmp_backend, 0)  # the tool is installed (nothing is started)
-    if opts.off_cpu in ("sched", "both") and not perf.sched_allowed():
-        fix = ("run as root, or sysctl -w kernel.perf_event_paranoid=-1 and make "
-               "/sys/kernel/tracing readable, or grant CAP_PERFMON")
-        if opts.off_cpu == "sched":
-            raise PermissionDenied("perf may not record sched:sched_switch here", fix)
-        notes.append(f"scheduler events are not permitted ({fix}); off-CPU time comes from "
-                     "snapshots only")
-        opts = replace(opts, off_cpu="pmp")
-    light: dict[str, Any] | None = None
-    measured: tuple[dict[int, float], dict[str, float]] | None = None
-    if opts.auto_light and opts.off_cpu == "both" and not command and targets:
-        opts, light, measured = _light(opts, [t.pid for t in targets])
-        if light.get("chosen"):
-            notes.append(
-                f"the target switches {light['switches_per_s']:,.0f} times a second: "
-                f"recording every switch would cost about {100 * light['cost']:.0f}% of the "
-                "machine's CPUs, in the target's own switches, so this collect is light: no "
-                "scheduler recording (each thread's on-CPU, "
-                "runnable and blocked times come from the kernel's counters, its blocked "
-                f"time is split over snapshots at {opts.pmp_rate_hz:g}/s), on-CPU samples at "
-                f"{opts.freq_hz} Hz{' (-F to choose)' if opts.auto_freq else ''}, "
-                + (f"lock owners sampled at {opts.owner_rate_hz:g}/s" if opts.owner_rate_hz
-                   else "lock owners named from the snapshots' /proc records, without holder "
-                   "stacks: the owner sampler, which stops lock holders to take them, costs a "
-                   "busy server more than the rest of the collect (--off-cpu pmp --pmp-rate "
-                   f"{opts.pmp_rate_hz:g} --owner-rate 5 to take them)")
-                + " (--off-cpu both to record every switch anyway)")
-    if opts.auto_freq and not (light or {}).get("chosen"):
-        opts = replace(opts, freq_hz=perf.window_freq_hz(opts.duration_s, opts.freq_hz))
+    if announce is not None:
+        announce(the_plan)
     raw = prepare_dir(out)
-    col = Capture(options=replace(opts),
-                  tools=tool_versions(opts.pmp_backend if opts.off_cpu in ("pmp", "both")
-                                      else ""))
-    for n in notes:
+    col = Capture(options=replace(opts), plan=the_plan.to_json(),
+                  tools=tool_versions(opts.pmp_backend if opts.snapshots else ""))
+    for n in (*notes, *the_plan.warnings):
         col.warn(n)
-    if light is not None:
-        col.postprocess["light"] = light
+    if the_plan.light_measure is not None:
+        col.postprocess["light"] = the_plan.light_measure
+    if the_plan.budget_plan is not None:
+        col.postprocess["budget"] = {**the_plan.budget_plan.to_json(),
+                                     "automatic": the_plan.budget_source is BudgetSource.AUTOMATIC}
     child: Launched | None = None
     if command:
         child = Launched(command, raw)
@@ -309,21 +310,13 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
         if t.stopped_at_start:
             col.warn(f"PID {t.pid} was stopped (state T) when collection began; it stays "
                      "stopped")
-    if any(t.stopped_at_start for t in targets) and opts.off_cpu in ("pmp", "both") and \
-            opts.pmp_backend not in ("libdw", "eu-stack"):
-        # gdb would resume a job-control-stopped process with its continue; libdw (and
-        # eu-stack) leave each thread as they found it.
-        col.warn(f"--pmp-backend {opts.pmp_backend} would resume the stopped target; "
-                 "used libdw instead")
-        opts = replace(opts, pmp_backend="libdw")
     stop = threading.Event()
     guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
-    procs = _Processes(targets, select, opts, raw, col, stop, guard,
+    procs = _Processes(targets, select, the_plan, raw, col, stop, guard,
                        _not_ours(child.pid if child is not None else None))
     try:
         with _Stop(stop) as stopper:
-            _run(procs, opts, raw, col, stop, guard, child, progress, stream_command,
-                 measured)
+            _run(procs, the_plan, raw, col, stop, guard, child, progress, stream_command)
             if stopper.signal:
                 col.ended_by = signal.Signals(stopper.signal).name
     except BaseException:
@@ -345,45 +338,37 @@ def collect(out: Path, opts: CollectOptions, pid: int | None = None,
     return col
 
 
-def _recorders(procs: _Processes, opts: CollectOptions, raw: Path,
-               attached: bool = False) -> list[perf.PerfRecorder]:
-    """On-CPU perf, plus a scheduler perf for ``sched``/``both`` (perf --off-cpu, BPF, would
-    duplicate the sched_switch intervals; only its support is recorded).  Attached to running
-    processes, on-CPU samples are taken system-wide when allowed (``PerfOptions.system_wide``);
-    otherwise, and for the scheduler, perf follows the processes named (``-p``, with the
+def _recorders(procs: _Processes, the_plan: CollectPlan, raw: Path) -> list[perf.PerfRecorder]:
+    """On-CPU perf, plus a scheduler perf when the plan records the scheduler (perf
+    --off-cpu, BPF, would duplicate the sched_switch intervals; only its support is
+    recorded), and the wake-up recorder when it records on every CPU.  On-CPU samples are
+    taken on every CPU when the plan says (``oncpu_every_cpu``); otherwise, and for a
+    scheduler recorded per thread, perf follows the processes named (``-p``, with the
     processes they fork during the window: perf's events are inherited)."""
-    wide = attached and perf.system_wide_allowed()
+    opts = the_plan.settings
     pids = ",".join(str(t.pid) for t in procs.targets)
     out = [perf.PerfRecorder(perf.record_command(
         pids, raw / PERF_DATA, perf.PerfOptions(
-            opts.freq_hz, opts.call_graph, system_wide=wide,
+            opts.freq_hz, opts.call_graph, system_wide=the_plan.oncpu_every_cpu,
             chunk_s=perf.oncpu_chunk_s(opts.freq_hz, opts.call_graph, opts.duration_s)),
         opts.duration_s), raw, "perf")]
-    if opts.off_cpu not in ("sched", "both"):
+    if not opts.sched:
         return out
     # the target's threads and the pids still free, listed once for both kernel filters
     tids = sorted(tid for t in procs.targets for tid in t.threads())
     new = threads.new_pid_ranges()
-    if perf.system_wide_allowed():
+    if the_plan.wakeups:
         out.append(perf.PerfRecorder(perf.wake_command(
             raw / f"{perf.WAKE}.data", threads.wake_filter(tids, new), opts.duration_s,
             perf.chunk_seconds(opts.duration_s)), raw, perf.WAKE))
     sched = replace(perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz),
                     chunk_s=perf.chunk_seconds(opts.duration_s))
-    if opts.sched_stack_period is not None:  # on every CPU (``_switches_on_every_cpu``)
-        sched = replace(sched, system_wide=True, stack_period=opts.sched_stack_period,
+    if the_plan.sched_every_cpu:
+        sched = replace(sched, system_wide=True, stack_period=opts.sched_stack_period or 1,
                         switch_filter=threads.wake_filter(tids, new, "prev_pid"))
     out.append(perf.PerfRecorder(perf.record_command(
         pids, raw / SCHED_DATA, sched, opts.duration_s), raw, "sched"))
     return out
-
-
-def _switches_on_every_cpu(opts: CollectOptions, attached: bool) -> bool:
-    """Whether the scheduler is recorded on every CPU (``perf.PerfOptions.switch_filter``):
-    attached to running processes, when this user may record every CPU.  A launched
-    command's threads are not known before it starts: per thread (``-p``), as perf follows
-    what it starts."""
-    return opts.sched and attached and perf.system_wide_allowed()
 
 
 def _log_name(base: str, target: Target, primary: bool) -> str:
@@ -399,11 +384,12 @@ class _Processes:
     sampler), started for every process present when the window opens and for each one the
     watch finds during it."""
 
-    def __init__(self, targets: list[Target], select: Selection, opts: CollectOptions,
+    def __init__(self, targets: list[Target], select: Selection, the_plan: CollectPlan,
                  raw: Path, col: Capture, stop: threading.Event, guard: Guard,
                  keep: Callable[[int], bool]) -> None:
         self.targets = targets
-        self.opts, self.raw, self.col, self.stop, self.guard = opts, raw, col, stop, guard
+        self.opts = the_plan.settings
+        self.raw, self.col, self.stop, self.guard = raw, col, stop, guard
         self.loops: list[SnapshotLoop] = []
         self.owners: list[OwnerSampler] = []
         self.logs: list[IO[str]] = []
@@ -411,7 +397,7 @@ class _Processes:
         self.window_open = False
         # without a scheduler capture, each thread's last kernel counters: a thread that ends
         # within the window has its figures from them (``wallflame.window.kernel_runqueue``)
-        self.counters = threads.LastCounters() if opts.off_cpu in ("pmp", "none") else None
+        self.counters = threads.LastCounters() if the_plan.kernel_counters else None
         self.watch = Watch(lambda: [p for p in select.members() if keep(p)], stop,
                            self._joined, named=(*select.pids, *select.trees),
                            each_round=self._each_round)
@@ -454,17 +440,17 @@ class _Processes:
         """The snapshot loop and the owner sampler of one process; ``warm``: before the window
         opens, so the libdw backend's start-up is done first (``LibdwBackend.warm``)."""
         opts, raw, col = self.opts, self.raw, self.col
-        if opts.off_cpu not in ("pmp", "both"):
+        if not opts.snapshots:
             return
         backend = make_backend(opts.pmp_backend, target.pid)
         if primary:
             col.commands["pmp"] = backend.commands
         log = open(raw / _log_name(SNAPSHOT_LOG, target, primary), "w",  # noqa: SIM115
                    encoding="utf-8")
-        rate = opts.pmp_rate_hz or (10.0 if opts.off_cpu == "pmp" else 2.0)
-        # with snapshots alone, their records split the blocked time: read alone
-        loop = SnapshotLoop(target, backend, log, rate, opts.max_pause_ms, self.stop,
-                            self.guard.watch, warm=warm, read_alone=opts.off_cpu == "pmp")
+        assert opts.pmp_rate_hz is not None  # planned with the snapshots
+        # without the scheduler, the snapshots' records split the blocked time: read alone
+        loop = SnapshotLoop(target, backend, log, opts.pmp_rate_hz, opts.max_pause_ms,
+                            self.stop, self.guard.watch, warm=warm, read_alone=not opts.sched)
         with self.lock:
             self.logs.append(log)
             self.loops.append(loop)
@@ -534,102 +520,23 @@ class _Processes:
             f.close()
 
 
-def _light(opts: CollectOptions, pids: list[int]) -> tuple[
-        CollectOptions, dict[str, Any], tuple[dict[int, float], dict[str, float]]]:
-    """Measure the machine and the target (``budget.switch_rates``) and, when recording
-    every switch would cost the target too much (``budget.too_costly``), the light
-    options; the measure and the choice (``postprocess.light``), and the rates measured
-    (the budget uses them)."""
-    machine: dict[str, float] = {}
-    rates = budget.switch_rates(pids, machine=machine)
-    switches = sum(rates.values())
-    light: dict[str, Any] = {
-        "switches_per_s": round(switches), "idle": round(machine.get("idle", 1.0), 3),
-        "machine_switches_per_s": round(machine.get("switches_per_s", 0.0)),
-        "cost": round(budget.recording_cost(switches), 3),
-        "chosen": budget.too_costly(rates)}
-    if light["chosen"]:
-        opts = replace(opts, off_cpu="pmp", pmp_rate_hz=budget.LIGHT_PMP_HZ,
-                       owner_rate_hz=budget.LIGHT_OWNER_HZ,
-                       freq_hz=budget.LIGHT_FREQ_HZ if opts.auto_freq else opts.freq_hz)
-    return opts, light, (rates, machine)
-
-
-def inline_frames(targets: Sequence[Target], attached: bool) -> bool:
-    """Whether perf resolves inlined frames: always for a launched command (it may be a
-    wrapper that starts the program that matters), and for an attached target when one of its
-    executables has debug information.  Without it no inlined frame can be found, and each
-    distinct address of each stack still costs an ``addr2line`` lookup (measured on MariaDB
-    under sysbench, stripped: ``perf script`` of a 5 s scheduler chunk 2.40 s of CPU with
-    them, 0.53 s without, the same text but for glibc's own inlined names)."""
-    if not attached:
-        return True
-    return any(has_debug_info(f"/proc/{t.pid}/exe") for t in targets)
-
-
-def _run(procs: _Processes, opts: CollectOptions, raw: Path, col: Capture,
+def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None,
-         stream_command: Sequence[str] | None,
-         measured: tuple[dict[int, float], dict[str, float]] | None = None) -> None:
-    """``measured``: the target's switch rates and the machine's, read just before
-    (``_light``), for the budget."""
+         stream_command: Sequence[str] | None) -> None:
     target = procs.primary
+    opts = the_plan.settings
     mem = MemorySampler(target.pid, stop, alive=target.alive)
-    sched = opts.off_cpu in ("sched", "both") and opts.sched_stack_hz is None
-    wide = _switches_on_every_cpu(opts, child is None)
-    machine: dict[str, float] = {}  # the whole machine's switch rate, read with the target's
-    pids = [t.pid for t in procs.targets]  # every process's switches: each one's are recorded
-    rates = None
-    if sched and opts.max_data_mb_per_s is None and child is None:
-        if measured is not None:
-            rates = measured[0]
-            machine.update(measured[1])
-        else:
-            rates = budget.switch_rates(pids, machine=machine)
-        auto = budget.automatic(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
-        if auto is not None:
-            every = budget.every_switch_mb_per_s(rates, opts.freq_hz, perf.PerfOptions.stack_bytes)
-            opts = replace(opts, max_data_mb_per_s=auto)
-            col.options.max_data_mb_per_s = auto
-            col.warn(f"the target switches {sum(rates.values()):,.0f} times a second: a stack at "
-                     f"every switch would write about {every:,.0f} MB/s, so scheduler stacks are "
-                     f"sampled within {auto:g} MB/s (blocked and runnable times stay exact; "
-                     "--max-data-mb-per-s to choose the rate, --sched-stack-hz 0 for a stack at "
-                     "every switch)")
-    if sched and opts.max_data_mb_per_s is None:
-        opts = replace(opts, sched_stack_hz=0.0)  # no budget: a stack at every switch
-        col.options.sched_stack_hz = 0.0
-    if sched and opts.max_data_mb_per_s is not None:
-        automatic = rates is not None
-        if rates is None:
-            rates = budget.switch_rates(pids, machine=machine)
-        p = budget.plan(rates, opts.max_data_mb_per_s, opts.freq_hz, perf.SAMPLED_STACK_BYTES,
-                        machine=machine.get("switches_per_s") if wide else None)
-        opts = replace(opts, sched_stack_hz=p.stack_hz)
-        col.options.sched_stack_hz = p.stack_hz
-        col.postprocess["budget"] = {**p.to_json(), "automatic": automatic}
-    if wide:  # on every CPU: the stack rate per thread as a period (``budget.stack_period``)
-        hz = opts.sched_stack_hz or 0.0
-        if hz > 0 and rates is None:
-            rates = budget.switch_rates(pids)
-        period = budget.stack_period(rates or {}, hz)
-        opts = replace(opts, sched_stack_period=period)
-        col.options.sched_stack_period = period
-    if opts.inline_frames is None:
-        inline = inline_frames(procs.targets, attached=child is None)
-        opts = replace(opts, inline_frames=inline)
-        col.options.inline_frames = inline
     for t in procs.targets[1:]:
         guard.add_target(t.pid, t.start_ticks, t.stopped_at_start)
     attached = child is None
-    recorders = _recorders(procs, opts, raw, attached=attached)
+    recorders = _recorders(procs, the_plan, raw)
     # Attached on every CPU, the target's samples are picked out by PID: every process the
     # watch has seen by the time a chunk is read.  A launched command's perf only records
     # its own processes (with those it starts): no PID to pick out.
     # A window that is one chunk of every recorder has no chunk to fold before it closes:
     # the collect folds them itself after it (``perf.one_chunk``).
-    streamer = None if stream_command is None or perf.one_chunk(opts.duration_s) \
+    streamer = None if stream_command is None or not the_plan.streamed \
         else stream.StreamProcess(
         list(stream_command), raw.parent, raw, [r.stem for r in recorders],
         procs.watch.pids() if attached else None, opts.inlined,
@@ -915,4 +822,4 @@ def _final_check(target: Target, col: Capture) -> None:
                  "collection")
 
 
-__all__ = ["OFF_CPU_MODES", "CollectOptions", "Progress", "collect", "open_targets", "spawn"]
+__all__ = ["Progress", "collect", "observe", "open_targets", "spawn"]

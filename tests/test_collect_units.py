@@ -24,8 +24,6 @@ from wallflame.collect.perf import (
     SAMPLED_STACK_BYTES,
     SLEEP_MARGIN_S,
     UNBOUNDED_S,
-    WINDOW_MIN_HZ,
-    WINDOW_SAMPLES_PER_CPU,
     PerfOptions,
     chunk_seconds,
     lost_from_stderr,
@@ -33,8 +31,8 @@ from wallflame.collect.perf import (
     record_command,
     sched_options,
     wake_command,
-    window_freq_hz,
 )
+from wallflame.collect.plan import WINDOW_MIN_HZ, WINDOW_SAMPLES_PER_CPU, window_freq_hz
 from wallflame.collect.pmp import PmpStats, ts_line
 from wallflame.collect.target import parse_stat, parse_syscall
 
@@ -382,62 +380,39 @@ def test_numbers_that_are_not_finite_are_refused_before_anything_starts(tmp_path
         assert not out.exists()
 
 
-def test_owner_rate_reaches_the_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--owner-rate`` is the owner sampler's rate (``0``: no sampler), 20 a second unless
-    given."""
+def test_the_command_line_reaches_the_plan_as_asked(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``collect``'s options reach ``collect.plan.Request`` as given, and ``None`` where they
+    were left to their defaults (which lets the plan choose)."""
     from click.testing import CliRunner
 
     import wallflame.commands.collect as command
     from wallflame.cli import cli
+    from wallflame.collect.plan import Overhead, Request
     from wallflame.errors import InputError
-    from wallflame.rundir import CollectOptions
+    from wallflame.rundir import OffCpu, SnapshotBackend
 
-    seen = []
+    seen: list[Request] = []
 
-    def stop_here(out: Path, opts: CollectOptions, **_: object) -> None:
-        seen.append(opts.owner_rate_hz)
+    def stop_here(out: Path, request: Request, **_: object) -> None:
+        seen.append(request)
         raise InputError("stopped here", "none")
 
     monkeypatch.setattr(command, "collect", stop_here)
-    for extra, want in (([], 20.0), (["--owner-rate", "0"], 0.0), (["--owner-rate", "5"], 5.0)):
-        r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(tmp_path / "r"), *extra])
-        assert r.exit_code == 3 and "stopped here" in r.output, r.output
-        assert seen[-1] == want
-
-
-def test_the_rate_left_to_its_default_is_marked_for_a_light_collect(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``auto_freq``: ``-F`` left to its default (whatever the other options); a light collect
-    (every off-CPU option left too, attached) then samples at ``budget.LIGHT_FREQ_HZ``, any
-    other a window longer than 10 s at ``window_freq_hz``, which ``--help`` states."""
-    from click.testing import CliRunner
-
-    import wallflame.commands.collect as command
-    from wallflame.cli import cli
-    from wallflame.collect import budget
-    from wallflame.errors import InputError
-    from wallflame.rundir import CollectOptions
-
-    seen: list[tuple[int, bool, bool]] = []
-
-    def stop_here(out: Path, opts: CollectOptions, **_: object) -> None:
-        seen.append((opts.freq_hz, opts.auto_light, opts.auto_freq))
-        raise InputError("stopped here", "none")
-
-    monkeypatch.setattr(command, "collect", stop_here)
-    for extra, want in (([], (499, True, True)), (["-F", "499"], (499, True, False)),
-                        (["-F", "99"], (99, True, False)),
-                        (["--off-cpu", "both"], (499, False, True)),
-                        (["--owner-rate", "5"], (499, False, True))):
+    for extra, want in (
+            ([], Request()),
+            (["--owner-rate", "0"], Request(owner_rate_hz=0.0)),
+            (["-F", "499"], Request(freq_hz=499)),
+            (["--off-cpu", "both", "--no-holder-stacks"],
+             Request(off_cpu=OffCpu.BOTH, holder_stacks=False)),
+            (["--overhead", "light", "-d", "30"], Request(overhead=Overhead.LIGHT, duration_s=30)),
+            (["--pmp-backend", "gdb", "--sched-stack-hz", "0"],
+             Request(pmp_backend=SnapshotBackend.GDB, sched_stack_hz=0.0))):
         r = CliRunner().invoke(cli, ["collect", "--pid", "1", "-o", str(tmp_path / "r"), *extra])
         assert r.exit_code == 3 and "stopped here" in r.output, r.output
         assert seen[-1] == want, (extra, seen[-1])
     r = CliRunner().invoke(cli, ["collect", "-o", str(tmp_path / "r"), "--", "true"])
-    assert seen[-1] == (499, False, True), seen[-1]  # a launched command is never light
-    r = CliRunner().invoke(cli, ["collect", "--help"], terminal_width=200)
-    text = " ".join(r.output.split())
-    assert f"a light collect (see --off-cpu) at {budget.LIGHT_FREQ_HZ} Hz" in text, r.output
-    assert f"({window_freq_hz(60, 499)} Hz for a minute, no lower)" in text, r.output
+    assert seen[-1] == Request(attached=False), seen[-1]
 
 
 def test_the_folding_process_and_what_it_started_are_found() -> None:

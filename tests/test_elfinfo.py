@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from wallflame.collect.elfinfo import has_debug_info, read_elf
 from wallflame.collect.perf import script_command
-from wallflame.collect.run import inline_frames
-from wallflame.collect.target import open_target
+from wallflame.collect.plan import Request, plan
+from wallflame.collect.run import observe
+from wallflame.collect.target import Target, open_target
 
 
 def _objcopy(*args: str | Path) -> None:
@@ -137,9 +138,13 @@ def test_inline_frames_chosen_from_the_targets_executables(sample_bin: Path, tmp
     try:
         time.sleep(0.2)
         bare, full = (open_target(p.pid, allow_own_child=True) for p in procs)
-        assert not inline_frames([bare], attached=True)
-        assert inline_frames([bare, full], attached=True)
-        assert inline_frames([bare], attached=False)  # a launched command keeps them
+        def inline(targets: list[Target], attached: bool) -> bool | None:
+            request = Request(attached=attached)
+            return plan(request, *observe(request, targets)).settings.inline_frames
+
+        assert inline([bare], attached=True) is False
+        assert inline([bare, full], attached=True) is True
+        assert inline([bare], attached=False) is True  # a launched command keeps them
     finally:
         for p in procs:
             p.kill()

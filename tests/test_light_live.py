@@ -97,14 +97,15 @@ def test_a_target_that_switches_this_often_gets_a_light_collect(tmp_path: Path, 
     print("LIGHT", json.dumps(light))
     assert light["chosen"] is True, light
     assert light["cost"] > budget.LIGHT_ABOVE_LOSS, light
-    assert "this collect is light" in r.stderr and "--off-cpu both" in r.stderr, r.stderr
-    assert "without holder stacks" in r.stderr and "--owner-rate 5" in r.stderr, r.stderr
+    assert "this collect is light" in r.stderr and "--overhead exact" in r.stderr, r.stderr
+    assert "without holder stacks" in r.stderr, r.stderr
+    assert "wallflame: light collect: kernel counters" in r.stderr, r.stderr
     assert not list((run / "raw").glob("owners*")), sorted(p.name for p in (run / "raw").iterdir())
     opts = meta["options"]
     assert (opts["off_cpu"], opts["pmp_rate_hz"], opts["owner_rate_hz"], opts["freq_hz"]) == (
         "pmp", budget.LIGHT_PMP_HZ, budget.LIGHT_OWNER_HZ, budget.LIGHT_FREQ_HZ), opts
-    assert opts["auto_freq"] is True, opts
-    assert f"on-CPU samples at {budget.LIGHT_FREQ_HZ} Hz (-F to choose)" in r.stderr, r.stderr
+    assert meta["plan"]["light"] is True and "freq_hz" not in meta["plan"]["request"], meta["plan"]
+    assert f"on-CPU samples at {budget.LIGHT_FREQ_HZ} Hz," in r.stderr, r.stderr
     assert not list((run / "raw").glob("sched*")), sorted(p.name for p in (run / "raw").iterdir())
     assert meta["pmp"]["snapshots"] >= 2, meta["pmp"]
     summary = json.loads((run / "summary.json").read_text())
@@ -135,7 +136,7 @@ def test_an_off_cpu_option_given_is_kept(tmp_path: Path, live: None) -> None:
     meta = json.loads((run / "meta.json").read_text())
     assert "light" not in meta["postprocess"], meta["postprocess"]
     assert "this collect is light" not in r.stderr, r.stderr
-    assert meta["options"]["auto_light"] is False, meta["options"]
+    assert meta["plan"]["light"] is False, meta["plan"]
     assert meta["options"]["owner_rate_hz"] == 20.0, meta["options"]
     assert meta["options"]["freq_hz"] == 499, meta["options"]
 
@@ -156,6 +157,7 @@ def test_a_rate_given_is_kept_in_a_light_collect(tmp_path: Path, live: None) -> 
     meta = json.loads((run / "meta.json").read_text())
     assert meta["postprocess"]["light"]["chosen"] is True, meta["postprocess"]
     opts = meta["options"]
-    assert (opts["freq_hz"], opts["auto_freq"], meta["rates"]["perf_hz"]) == (199, False, 199.0), (
+    asked = meta["plan"]["request"].get("freq_hz")
+    assert (opts["freq_hz"], asked, meta["rates"]["perf_hz"]) == (199, 199, 199.0), (
         opts, meta["rates"])
     assert "on-CPU samples at 199 Hz," in r.stderr, r.stderr

@@ -105,7 +105,6 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     without it every chunk is folded now.  ``evidence``: which locks were observed
     (``_evidence``)."""
     warnings: list[str] = []
-    mode = cap.options.off_cpu
     if folded is None:
         folded = _fold_chunks(raw, cap)
     for name, code in folded.bad:
@@ -133,7 +132,7 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
         profile.merge(off)
         profile.meta.extra["offcpu_source"] = "sched"
     if pmp_profile is not None:
-        if mode == "pmp" or (mode == "both" and sched_profile is None):
+        if sched_profile is None:  # snapshots alone, or no scheduler chunk was read
             profile.merge(pmp_profile.off_cpu())
             profile.meta.extra["offcpu_source"] = "pmp"
             locks.holders(profile, evidence, lockshare.wait_by_lock(profile))
@@ -148,8 +147,7 @@ def build_profile(raw: Path, cap: Capture, evidence: locks.LockEvidence,
     if cap.stopped_the_target():  # its ptrace stops are wallflame's, not the target's waits
         stops.separate(profile, "wallflame")
         stops.record_measured(profile, stops.merge_measured(measured), "wallflame")
-        if cap.options.sched and (cap.options.sched_stack_hz
-                                  or (cap.options.sched_stack_period or 1) > 1):  # sampled
+        if cap.options.sampled_stacks:
             stops.bound_by_measured(profile)
     procnames.apply(profile, cap)  # several processes: threads named after them
     work = target_output.work_done(raw)

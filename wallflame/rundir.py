@@ -25,6 +25,7 @@ nothing from the stages: ``collect`` writes through it and must not depend on th
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import types
@@ -37,6 +38,7 @@ from wallflame.errors import InputError
 from wallflame.folded import meta_from_json, read_annotated
 from wallflame.profile import Loss, Meta, Profile, merge_all
 from wallflame.runfiles import (
+    BACKENDS,
     CAPTURE,
     FORMAT,
     MEMORY,
@@ -68,6 +70,8 @@ from wallflame.runfiles import (
     TARGET_STDERR,
     TARGET_STDOUT,
     WAKE_STEM,
+    OffCpu,
+    SnapshotBackend,
     is_run_dir,
     script_name,
 )
@@ -78,69 +82,36 @@ if TYPE_CHECKING:  # imported where a path is made: pathlib is not needed to rea
 
 @dataclass
 class CollectOptions:
-    """How to collect (the defaults, and the measurements behind them: docs/collecting.md).
+    """The settings a collect ran with, every one decided (``wallflame.collect.plan``: the
+    rules, and what the user asked; ``docs/collecting.md``: what each costs).
 
-    duration_s:   collection window; ``None`` in launch mode means "until the command exits".
-    off_cpu:      ``pmp`` snapshots, ``sched`` scheduler events, ``both`` or ``none``.
-    pmp_backend:  ``libdw`` (default: elfutils' unwinder kept loaded, lowest pause and cost),
-                  ``eu-stack``, ``gdb`` (persistent), ``gdb-batch``.
-    pmp_rate_hz:  snapshots per second (``None``: 10 with ``--off-cpu pmp``, where snapshots
-                  are the only off-CPU evidence; 2 with ``both``, where the scheduler gives the
-                  times and snapshots give coverage, lock identification and the stacks of
-                  threads the scheduler has none for, at a fifth of the cost).
-    owner_rate_hz: samples of lock waiters and their owners per second, read from /proc
-                  (``both`` and ``pmp``); each lock owner found is stopped to confirm its
-                  stack (the holders' stacks come only from these).
-    holder_stacks: whether the owner sampler stops the owners it finds (``False``: owners
-                  named, nothing stopped, no holder stacks).
-    release_sites: record the futex wakes of the target (``collect.releases``): where each
-                  observed lock was released.
-    freq_hz:      perf on-CPU sampling frequency (499 Hz: each sample is a timer interrupt
-                  in the target; its measured cost, at 499 and 997 Hz, is in
-                  benchmarks/README.md, from benchmarks/overhead.py).
-    call_graph:   perf unwinding of on-CPU samples, ``fp`` or ``dwarf``.
-    sched_call_graph: unwinding of scheduler stacks.  ``dwarf`` by default: frame pointers
-                  lose the callers of a blocking glibc function (glibc has none), which turns
-                  a condition-variable wait into an unclassified futex wait.
+    duration_s:   collection window; ``None`` for a launched command: until it exits.
+    off_cpu:      where off-CPU evidence comes from (``OffCpu``).
+    pmp_backend:  the snapshot tool (``SnapshotBackend``).
+    pmp_rate_hz:  snapshots per second (``None``: no snapshots).
+    owner_rate_hz: rounds per second of the owner sampler (0: none).
+    holder_stacks: whether the owner sampler stops the owners it finds for their stacks.
+    release_sites: the target's futex wakes recorded (``collect.releases``).
+    freq_hz:      perf's on-CPU sampling frequency.
+    call_graph:   perf's unwinding of on-CPU samples, ``fp`` or ``dwarf``.
+    sched_call_graph: unwinding of scheduler stacks.
     max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
-    max_data_mb_per_s: a data-rate budget for busy servers: scheduler stacks are sampled at
-                  the rate that keeps the run within it (``wallflame.collect.budget``).
-                  ``None`` (the default): a stack at every switch, so the split of blocked
-                  time over wait classes and stacks is exact, unless an attached target
-                  switches so often that every stack would cost too much
-                  (``budget.automatic``: the collect then records the budget it took);
-                  with a budget it is estimated from the sampled stacks (blocked and run-queue
-                  totals stay exact), and sampling every N-th switch can alias with a periodic
-                  workload (benchmarks/README.md has the measured error).
-    sched_stack_hz: scheduler call chains per second per thread; ``None``: from the budget
-                  (every switch without one); ``0``: every switch (8 KiB copied per switch
-                  with DWARF; 32 KiB per stack when they are sampled).
-    sched_stack_period: with the scheduler recorded on every CPU (an attached collect that
-                  may: ``wallflame.collect.perf.PerfOptions.switch_filter``), one switch out
-                  of this many per CPU carries a stack (the rate above, or the budget, turned
-                  into a period from the switch rates read before the window; 1: every
-                  switch); ``None``: recorded per thread, stacks at ``sched_stack_hz``.
-    inline_frames: inlined frames in perf's stacks (``perf script``'s default, resolved by
-                  ``addr2line`` for every distinct address).  ``None`` (the default): decided
-                  when the collect starts, as recorded: on, unless the target is attached and
-                  none of its executables has debug information (``collect.elfinfo``), where
-                  they could not be resolved and the lookups only cost.
-    auto_light:   the off-CPU options were left to their defaults (``--off-cpu``,
-                  ``--pmp-rate``, ``--owner-rate``, ``--max-data-mb-per-s``,
-                  ``--sched-stack-hz``): an attached collect then measures the target's switch
-                  rate first, and where recording every switch would cost too much
-                  (``collect.budget.too_costly``) does not record the scheduler (``off_cpu``
-                  becomes ``pmp``, with the light rates); the measure and the choice are in
-                  ``postprocess.light``.
-    auto_freq:    ``-F`` was left to its default: a window longer than 10 s is sampled at
-                  the rate that takes as many samples per CPU (``collect.perf.window_freq_hz``)
-                  and a light collect at ``collect.budget.LIGHT_FREQ_HZ`` (``freq_hz`` then
-                  says which).
+    max_data_mb_per_s: the data-rate budget the scheduler stacks were sampled within
+                  (``collect.budget``); ``None``: none.
+    sched_stack_hz: scheduler call chains per second per thread; 0: every switch; ``None``:
+                  no scheduler recording.
+    sched_stack_period: the scheduler recorded on every CPU: one switch in this many per CPU
+                  carries a stack (1: every switch); ``None``: recorded per thread.
+    inline_frames: inlined frames in perf's stacks (resolved by ``addr2line``); ``None`` in a
+                  capture that does not say (read with them).
+
+    The defaults are those of a collect nobody asked anything of, and what a capture that
+    lacks a field is read with.
     """
 
     duration_s: float | None = 10.0
-    off_cpu: str = "both"
-    pmp_backend: str = "libdw"
+    off_cpu: OffCpu = OffCpu.BOTH
+    pmp_backend: SnapshotBackend = SnapshotBackend.LIBDW
     pmp_rate_hz: float | None = None
     owner_rate_hz: float = 20.0
     holder_stacks: bool = True
@@ -153,8 +124,6 @@ class CollectOptions:
     sched_stack_hz: float | None = None
     sched_stack_period: int | None = None
     inline_frames: bool | None = None
-    auto_light: bool = False
-    auto_freq: bool = False
 
     @property
     def inlined(self) -> bool:
@@ -169,6 +138,11 @@ class CollectOptions:
     @property
     def sched(self) -> bool:
         return self.off_cpu in ("sched", "both")
+
+    @property
+    def sampled_stacks(self) -> bool:
+        """Whether only some scheduler switches carry a stack (a rate or a period)."""
+        return self.sched and bool(self.sched_stack_hz or (self.sched_stack_period or 1) > 1)
 
 
 @dataclass
@@ -238,6 +212,8 @@ class Capture:
     launched: dict[str, Any] = field(default_factory=dict)
     owners: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
+    #: Every decision of the collect (``wallflame.collect.plan.CollectPlan.to_json``).
+    plan: dict[str, Any] = field(default_factory=dict)
     #: How busy the rest of the machine was over the window (``collect.machine``).
     machine: dict[str, Any] = field(default_factory=dict)
     # the target's threads when the window opened and closed (``collect.threads.listing``)
@@ -312,6 +288,7 @@ class RunMeta:
     owners: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
     version: int = FORMAT
 
     @classmethod
@@ -322,7 +299,7 @@ class RunMeta:
                    losses={k: v.count for k, v in sorted(meta.losses.items())},
                    pause=cap.pmp.pause if cap.pmp else None, pmp=cap.pmp, perf=cap.perf,
                    warnings=meta.warnings, ended_by=cap.ended_by, owners=cap.owners,
-                   postprocess=postprocess, machine=cap.machine)
+                   postprocess=postprocess, machine=cap.machine, plan=cap.plan)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = plain(self)
@@ -408,6 +385,11 @@ def _typed(hint: Any, value: Any, where: str, problems: list[str]) -> tuple[bool
             return False, None
         return True, _record(typing.cast("type[Any]", hint), value, where, problems)
     origin = typing.get_origin(hint) or hint
+    if isinstance(origin, type) and issubclass(origin, enum.Enum):
+        try:
+            return True, origin(value)
+        except ValueError:
+            return False, None
     if origin is bool:
         return isinstance(value, bool), value
     if origin is float:
@@ -545,6 +527,7 @@ def _count_once(meta: Meta, copies: list[Meta]) -> None:
 
 
 __all__ = [
+    "BACKENDS",
     "CAPTURE",
     "FORMAT",
     "MEMORY",
@@ -578,8 +561,10 @@ __all__ = [
     "WAKE_STEM",
     "Capture",
     "CollectOptions",
+    "OffCpu",
     "RunMeta",
     "Running",
+    "SnapshotBackend",
     "SnapshotStats",
     "Window",
     "is_number",

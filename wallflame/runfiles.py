@@ -9,6 +9,7 @@ report's start-up).  ``wallflame.rundir`` re-exports every name here.
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 
 #: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
 FORMAT = 1
@@ -66,7 +67,26 @@ RUNNING = "running"
 #: In a ``capture.json`` that ``wallflame finish`` made up from the files in ``raw/``.
 RECONSTRUCTED = "reconstructed"
 
-OFF_CPU_MODES = ("pmp", "sched", "both", "none")
+class OffCpu(StrEnum):
+    """Where off-CPU evidence comes from (``--off-cpu``)."""
+
+    PMP = "pmp"  # stack snapshots
+    SCHED = "sched"  # scheduler events
+    BOTH = "both"  # scheduler events for the times, snapshots for the locks
+    NONE = "none"
+
+
+class SnapshotBackend(StrEnum):
+    """The tool that takes stack snapshots (``--pmp-backend``)."""
+
+    LIBDW = "libdw"
+    EU_STACK = "eu-stack"
+    GDB = "gdb"
+    GDB_BATCH = "gdb-batch"
+
+
+OFF_CPU_MODES = tuple(m.value for m in OffCpu)
+BACKENDS = tuple(b.value for b in SnapshotBackend)
 
 
 def script_name(stem: str) -> str:
@@ -79,6 +99,7 @@ def is_run_dir(path: str | os.PathLike[str]) -> bool:
 
 
 __all__ = [
+    "BACKENDS",
     "CAPTURE",
     "FORMAT",
     "MEMORY",
@@ -110,6 +131,8 @@ __all__ = [
     "TARGET_STDERR",
     "TARGET_STDOUT",
     "WAKE_STEM",
+    "OffCpu",
+    "SnapshotBackend",
     "is_run_dir",
     "script_name",
 ]

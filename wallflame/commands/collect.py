@@ -7,12 +7,21 @@ import sys
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 
 from wallflame.collect import budget
-from wallflame.collect.pmp import BACKENDS
+from wallflame.collect.plan import (
+    ATTACHED_DURATION_S,
+    BOTH_PMP_HZ,
+    DEFAULTS,
+    PMP_HZ,
+    WINDOW_SAMPLES_PER_CPU,
+    CollectPlan,
+    Overhead,
+    Request,
+    window_freq_hz,
+)
 from wallflame.collect.procs import selection
-from wallflame.collect.run import OFF_CPU_MODES, CollectOptions, Progress, collect
+from wallflame.collect.run import Progress, collect
 from wallflame.collect.stream import StreamProcess
 from wallflame.errors import (
     EXIT_INCONCLUSIVE,
@@ -23,8 +32,7 @@ from wallflame.errors import (
 )
 from wallflame.finish import finish
 from wallflame.output import print_losses
-
-_DEFAULTS = CollectOptions()
+from wallflame.rundir import BACKENDS, OFF_CPU_MODES, OffCpu, SnapshotBackend
 
 #: The folding process (``wallflame.streaming``): folds perf's chunks while they are recorded,
 #: then writes the run directory.
@@ -78,7 +86,34 @@ def _positive(value: float | None, zero: bool = False) -> bool:
     return value is None or (math.isfinite(value) and (value > 0 or (zero and value == 0)))
 
 
-@click.command("collect", context_settings={"ignore_unknown_options": False})
+#: The fine knobs, listed apart in ``--help``: ``--overhead`` and the plan choose them.
+ADVANCED = ("off_cpu", "pmp_backend", "pmp_rate", "owner_rate", "holder_stacks", "freq",
+            "call_graph", "sched_call_graph", "max_pause_ms", "max_data_mb_per_s",
+            "sched_stack_hz", "release_sites", "inline_frames")
+
+
+class _CollectCommand(click.Command):
+    """``--help`` lists the advanced options after the others, under a heading of their own."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows: dict[bool, list[tuple[str, str]]] = {False: [], True: []}
+        for param in self.get_params(ctx):
+            row = param.get_help_record(ctx)
+            if row is not None:
+                rows[param.name in ADVANCED].append(row)
+        with formatter.section("Options"):
+            formatter.write_dl(rows[False])
+        with formatter.section("Advanced options (chosen by --overhead and the plan when not "
+                               "given)"):
+            formatter.write_dl(rows[True])
+
+
+def _default(value: object) -> str:
+    return str(value)
+
+
+@click.command("collect", cls=_CollectCommand,
+               context_settings={"ignore_unknown_options": False})
 @click.option("-p", "--pid", "pids", type=int, multiple=True,
               help="Attach to this running process (repeat for several processes).")
 @click.option("--pid-tree", "trees", type=int, multiple=True,
@@ -91,21 +126,28 @@ def _positive(value: float | None, zero: bool = False) -> bool:
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False),
               help="Run directory to create (must not exist, or be empty).")
 @click.option("-d", "--duration", type=float, default=None,
-              help="Seconds to collect (default: 10 with --pid; until the command exits "
-              "when launching one).")
-@click.option("--off-cpu", type=click.Choice(OFF_CPU_MODES), default=_DEFAULTS.off_cpu,
-              show_default=True,
+              help=f"Seconds to collect (default: {ATTACHED_DURATION_S:g} with --pid; until "
+              "the command exits when launching one).")
+@click.option("--overhead", type=click.Choice([o.value for o in Overhead]),
+              default=Overhead.AUTO.value, show_default=True,
+              help="What the collect may cost the target. auto: every scheduler switch "
+              "recorded with its stack, unless recording every switch of an attached target "
+              f"would cost more than {budget.LIGHT_ABOVE_LOSS:.0%} of the machine's CPUs "
+              "(then light), or its stacks would write more than "
+              f"{budget.AUTO_ABOVE_MB_PER_S:g} MB/s (then sampled within "
+              f"{budget.AUTO_MB_PER_S:g} MB/s). light: no scheduler recording; each thread's "
+              "totals from the kernel's counters, its blocked time split over snapshots at "
+              f"{budget.LIGHT_PMP_HZ:g}/s, on-CPU at {budget.LIGHT_FREQ_HZ} Hz, no holder "
+              "stacks. exact: every switch with its stack, whatever it costs. The collect "
+              "prints what it chose when it starts.")
+@click.option("--off-cpu", type=click.Choice(OFF_CPU_MODES), default=None,
+              show_default=_default(DEFAULTS.off_cpu),
               help="Off-CPU evidence: stack snapshots (pmp), scheduler events (sched), both "
               "(exact times from the scheduler; snapshots name the locks waited on and fill in "
               "stacks) or none. Lock holders' stacks come from the owner sampler, which "
-              "stops only a lock's owner (modes pmp and both). Left to its default (with no "
-              "other off-CPU option), an attached target that switches so often that "
-              "recording every switch would cost more than "
-              f"{budget.LIGHT_ABOVE_LOSS:.0%} of the machine's CPUs is collected light: no "
-              "scheduler recording; each thread's totals from the kernel's counters, its "
-              f"blocked time split over snapshots at {budget.LIGHT_PMP_HZ:g}/s.")
-@click.option("--pmp-backend", type=click.Choice(BACKENDS), default=_DEFAULTS.pmp_backend,
-              show_default=True,
+              "stops only a lock's owner (modes pmp and both).")
+@click.option("--pmp-backend", type=click.Choice(BACKENDS), default=None,
+              show_default=_default(DEFAULTS.pmp_backend),
               help="Snapshot tool: libdw (elfutils' unwinder kept loaded in wallflame: lowest "
               "pause and cost, threads stopped one at a time), eu-stack (the same, a new "
               "eu-stack process per snapshot), gdb "
@@ -114,31 +156,36 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "target return early (EINTR); perf and sched never do. While the gdb backend "
               "is attached, a SIGINT sent to the target is held by gdb (other signals pass).")
 @click.option("--pmp-rate", type=float, default=None,
-              help="Snapshots per second (default: 10 with --off-cpu pmp; 2 with both, where "
-              "the scheduler gives the times and snapshots name the locks and fill in stacks).")
-@click.option("--owner-rate", type=float, default=_DEFAULTS.owner_rate_hz, show_default=True,
+              help=f"Snapshots per second (default: {PMP_HZ:g} with --off-cpu pmp; "
+              f"{BOTH_PMP_HZ:g} with both, where the scheduler gives the times and snapshots "
+              "name the locks and fill in stacks).")
+@click.option("--owner-rate", type=float, default=None,
+              show_default=_default(DEFAULTS.owner_rate_hz),
               help="Rounds per second of the owner sampler (modes both and pmp): it reads "
               "each thread's /proc syscall file and stops each lock owner it finds for a "
               "fraction of a millisecond to take its stack (unless --no-holder-stacks); 0 "
               "turns it off (no holder stacks).")
-@click.option("--holder-stacks/--no-holder-stacks", default=_DEFAULTS.holder_stacks,
-              show_default=True,
+@click.option("--holder-stacks/--no-holder-stacks", default=None,
+              show_default=_default(DEFAULTS.holder_stacks),
               help="Whether the owner sampler stops each lock owner it finds to take its "
               "stack. Without: owners are still named at --owner-rate, nothing is stopped, "
               "and no holder stacks are shown.")
-@click.option("-F", "--freq", type=int, default=_DEFAULTS.freq_hz, show_default=True,
-              help="perf on-CPU sampling frequency (Hz). Left to this default, a window "
-              "longer than 10 s is sampled at the rate that takes as many samples (99 Hz for a "
-              "minute, no lower), and a light collect (see --off-cpu) at 99 Hz.")
-@click.option("--call-graph", type=click.Choice(["fp", "dwarf"]),
-              default=_DEFAULTS.call_graph, show_default=True,
+@click.option("-F", "--freq", type=int, default=None, show_default=_default(DEFAULTS.freq_hz),
+              help="perf on-CPU sampling frequency (Hz). Left to its default, a window "
+              f"longer than {WINDOW_SAMPLES_PER_CPU / DEFAULTS.freq_hz:g} s is sampled at "
+              "the rate that takes as many samples "
+              f"({window_freq_hz(60, DEFAULTS.freq_hz)} Hz for a minute, no lower), and a "
+              f"light collect at {budget.LIGHT_FREQ_HZ} Hz.")
+@click.option("--call-graph", type=click.Choice(["fp", "dwarf"]), default=None,
+              show_default=_default(DEFAULTS.call_graph),
               help="perf stack unwinding: frame pointers (cheap) or DWARF (keeps frames of "
               "code without frame pointers, such as glibc; costs more).")
-@click.option("--sched-call-graph", type=click.Choice(["fp", "dwarf"]),
-              default=_DEFAULTS.sched_call_graph, show_default=True,
+@click.option("--sched-call-graph", type=click.Choice(["fp", "dwarf"]), default=None,
+              show_default=_default(DEFAULTS.sched_call_graph),
               help="Stack unwinding of scheduler (off-CPU) stacks: DWARF keeps the callers of "
               "blocking glibc functions, which frame pointers lose.")
-@click.option("--max-pause-ms", type=float, default=_DEFAULTS.max_pause_ms, show_default=True,
+@click.option("--max-pause-ms", type=float, default=None,
+              show_default=_default(DEFAULTS.max_pause_ms),
               help="Pause budget per snapshot: three snapshots in a row over it halve the "
               "snapshot rate (ten well under it restore it step by step).")
 @click.option("--max-data-mb-per-s", type=float, default=None,
@@ -146,19 +193,17 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "minute): scheduler stacks are then sampled at the rate that keeps it (planned "
               "from the target's switch rate before the window). Every switch is still "
               "recorded, so blocked and run-queue totals stay exact, but their split over "
-              "wait classes and stacks is estimated from the sampled stacks (its measured "
-              "error is in benchmarks/README.md). Default: no budget, a stack at every "
-              "switch (exact), unless an attached target switches so often that every stack "
-              f"would write over {budget.AUTO_ABOVE_MB_PER_S:g} MB/s: then "
-              f"{budget.AUTO_MB_PER_S:g} MB/s, said in the warnings.")
+              "wait classes and stacks is estimated from the sampled stacks "
+              "(benchmarks/sched_split.py measures its error). Default: see --overhead.")
 @click.option("--sched-stack-hz", type=float, default=None,
               help="Scheduler stacks per second per thread (default: every switch, or from "
               "the data-rate budget; 0: every switch, 8 KiB copied per switch with DWARF, "
               "whatever the target's switch rate).")
-@click.option("--release-sites/--no-release-sites", default=_DEFAULTS.release_sites,
-              show_default=True,
+@click.option("--release-sites/--no-release-sites", default=None,
+              show_default=_default(DEFAULTS.release_sites),
               help="Also record where locks are released: the target's futex wakes with their "
-              "call chains (a perf recording of its own; cost measured in the README).")
+              "call chains (a perf recording of its own; benchmarks/locks_overhead.py "
+              "measures its cost).")
 @click.option("--inline-frames/--no-inline-frames", default=None,
               help="Inlined frames in perf's stacks, resolved by addr2line for every distinct "
               "address. Default: on, unless an attached target's executables have no debug "
@@ -166,12 +211,12 @@ def _positive(value: float | None, zero: bool = False) -> bool:
               "rest of perf script).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, ...], out: str,
-            duration: float | None, off_cpu: str, pmp_backend: str,
-            pmp_rate: float | None, owner_rate: float, holder_stacks: bool, freq: int,
-            call_graph: str,
-            sched_call_graph: str,
-            max_pause_ms: float, max_data_mb_per_s: float | None, sched_stack_hz: float | None,
-            release_sites: bool, inline_frames: bool | None,
+            duration: float | None, overhead: str, off_cpu: str | None,
+            pmp_backend: str | None, pmp_rate: float | None, owner_rate: float | None,
+            holder_stacks: bool | None, freq: int | None, call_graph: str | None,
+            sched_call_graph: str | None, max_pause_ms: float | None,
+            max_data_mb_per_s: float | None, sched_stack_hz: float | None,
+            release_sites: bool | None, inline_frames: bool | None,
             command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
@@ -200,29 +245,28 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                          "--owner-rate numbers not negative", "give finite numbers, e.g. "
                          "--owner-rate 0 for no owner sampler")
     select = selection(pids, trees, cgroups) if attach else None
-    ctx = click.get_current_context()
-    left = all(ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None) for name in (
-        "off_cpu", "pmp_rate", "owner_rate", "max_data_mb_per_s", "sched_stack_hz"))
-    freq_left = ctx.get_parameter_source("freq") in (ParameterSource.DEFAULT, None)
-    opts = CollectOptions(duration_s=duration if duration is not None else
-                          (10.0 if attach else None),
-                          off_cpu=off_cpu, pmp_backend=pmp_backend, pmp_rate_hz=pmp_rate,
-                          owner_rate_hz=owner_rate, holder_stacks=holder_stacks,
-                          freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
-                          max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
-                          sched_stack_hz=sched_stack_hz, release_sites=release_sites,
-                          inline_frames=inline_frames, auto_light=attach and left,
-                          auto_freq=freq_left)
-    live, show = _progress_printer()
-    if live is None:
+    request = Request(
+        attached=attach, overhead=Overhead(overhead), duration_s=duration,
+        off_cpu=None if off_cpu is None else OffCpu(off_cpu),
+        pmp_backend=None if pmp_backend is None else SnapshotBackend(pmp_backend),
+        pmp_rate_hz=pmp_rate, owner_rate_hz=owner_rate, holder_stacks=holder_stacks,
+        freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
+        max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
+        sched_stack_hz=sched_stack_hz, release_sites=release_sites,
+        inline_frames=inline_frames)
+
+    def announce(p: CollectPlan) -> None:
         what = _what(pids, trees, cgroups) if attach else " ".join(command)
         click.echo(f"wallflame: collecting from {what} into {out}", err=True)
+        click.echo(f"wallflame: {p.start_line()}", err=True)
+
+    live, show = _progress_printer()
     try:
         if live is not None:
             live.__enter__()  # type: ignore[attr-defined]
-        col = collect(Path(out), opts, command=list(command) or None,
+        col = collect(Path(out), request, command=list(command) or None,
                       progress=show, select=select,  # type: ignore[arg-type]
-                      stream_command=STREAM_COMMAND)
+                      stream_command=STREAM_COMMAND, announce=announce)
     finally:
         if live is not None:
             live.__exit__(None, None, None)  # type: ignore[attr-defined]

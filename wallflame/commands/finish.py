@@ -20,6 +20,7 @@ from wallflame.collect.target import read_stat
 from wallflame.errors import InputError
 from wallflame.output import print_losses
 from wallflame.rundir import (
+    BACKENDS,
     CAPTURE,
     OWNERS_LOG,
     RAW,
@@ -28,6 +29,8 @@ from wallflame.rundir import (
     SNAPSHOTS_MAGIC,
     Capture,
     CollectOptions,
+    OffCpu,
+    SnapshotBackend,
     read_capture,
     write_capture,
 )
@@ -93,11 +96,12 @@ def reconstruct(raw: Path) -> Capture:
     """A capture description for a ``raw/`` without one, from the files it holds."""
     sched = bool(data_chunks(raw, "sched"))
     snaps = (raw / SNAPSHOT_LOG).is_file()
-    off_cpu = "both" if sched and snaps else "sched" if sched else "pmp" if snaps else "none"
+    off_cpu = (OffCpu.BOTH if sched and snaps else OffCpu.SCHED if sched else
+               OffCpu.PMP if snaps else OffCpu.NONE)
     options = CollectOptions(off_cpu=off_cpu)
     backend = _snapshot_backend(raw / SNAPSHOT_LOG) if snaps else ""
-    if backend:
-        options.pmp_backend = backend
+    if backend in BACKENDS:
+        options.pmp_backend = SnapshotBackend(backend)
     return Capture(options=options, reconstructed=True, ended_by="collect did not finish",
                    warnings=[f"raw/{CAPTURE} was missing (the collect was killed before "
                              "writing it): finished from the files in raw/; the window, the "
