@@ -1,4 +1,4 @@
-"""One collection, start to finish: tools started, watched, stopped, the target checked.
+"""One collection, start to finish: the plan executed, tools watched and stopped.
 
 ``collect`` never parses a capture; it writes ``raw/`` and ``raw/capture.json`` (a
 ``wallflame.rundir.Capture``: everything ``wallflame.finish`` needs to build the run
@@ -9,10 +9,8 @@ then at the end), so a collect that was killed can still be finished: ``wallflam
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
-import shutil
 import signal
 import subprocess
 import threading
@@ -21,16 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import Any
 
-from wallflame import rundir
 from wallflame.collect import budget, perf, releases, stream, threads
 from wallflame.collect import machine as machine_load
 from wallflame.collect.elfinfo import has_debug_info
 from wallflame.collect.launch import Launched, end_child, runnable
 from wallflame.collect.libdw import libdw_version
 from wallflame.collect.memory import MemorySampler
-from wallflame.collect.owners import OwnerSampler
 from wallflame.collect.plan import (
     BudgetSource,
     CollectPlan,
@@ -41,29 +37,31 @@ from wallflame.collect.plan import (
     needs_switch_rates,
     plan,
 )
-from wallflame.collect.pmp import PmpStats, SnapshotLoop, make_backend
-from wallflame.collect.procs import Seen, Selection, Watch
-from wallflame.collect.safety import Guard, ensure_running, pause_summary, spawn
+from wallflame.collect.pmp import make_backend
+from wallflame.collect.processes import Processes, listing, not_ours, open_targets
+from wallflame.collect.procs import Selection
+from wallflame.collect.results import (
+    final_check,
+    merged_stats,
+    owner_stats,
+    record_results,
+    samplers_cpu,
+    so_far,
+    write_capture,
+)
+from wallflame.collect.safety import Guard, spawn
 from wallflame.collect.target import (
     Target,
-    check_trace_access,
     open_target,
     own_tree,
-    proc_name,
-    read_stat,
-    tracer_of,
 )
-from wallflame.errors import InputError, PermissionDenied, TargetError, WallflameError
+from wallflame.errors import InputError
 from wallflame.rundir import (
-    OWNERS_LOG,
     PERF_DATA,
     RAW,
     SCHED_DATA,
-    SNAPSHOT_LOG,
     Capture,
     CollectOptions,
-    Running,
-    SnapshotStats,
     Window,
 )
 from wallflame.systools import find_program
@@ -78,38 +76,6 @@ class Progress:
     snapshots: int = 0
     pause_ms: float = 0.0
     failed: int = 0
-
-
-def write_capture(raw: Path, col: Capture, opts: CollectOptions | None = None) -> None:
-    """``raw/capture.json``.  With ``opts`` it describes a run still going on: the options it
-    runs with, the window up to now, who is writing it, and the warning a finish gives if this
-    is the last update it gets."""
-    if opts is None:
-        rundir.write_capture(raw, col)
-        return
-    now = time.time_ns()
-    w = col.window
-    me = read_stat(os.getpid())
-    going = replace(
-        col, options=opts, ended_by="collect did not finish",
-        window=replace(w, end_ns=now, window_ns=now - w.start_ns,
-                       mono_end_ns=w.mono_start_ns + now - w.start_ns if w.mono_start_ns
-                       else 0) if w.start_ns else Window(),
-        warnings=[*col.warnings, (
-            "the collection did not finish (wallflame was killed?): the window ends at the "
-            "last update of raw/capture.json, and the collectors' statistics (snapshot "
-            "pauses, perf's lost chunks, the arenas at the end) are missing")],
-        running=Running(os.getpid(), me.start_ticks if me else 0, now))
-    with contextlib.suppress(OSError):  # a spare copy: a full disk must not end the run
-        rundir.write_capture(raw, going, compact=True)
-
-
-def _memory_so_far(col: Capture, mem: MemorySampler) -> Capture:
-    """``col`` with the memory samples taken until now (what a finish after a kill shows)."""
-    start = mem.arenas_start
-    col.memory = {"samples": list(mem.samples),
-                  **({"arenas_start": start[0], "arenas": start[0]} if start else {})}
-    return col
 
 
 def _version(cmd: list[str]) -> str:
@@ -190,54 +156,6 @@ class _Stop:
         os.close(self._w)
 
 
-def open_targets(select: Selection, exclude: set[int]) -> tuple[list[Target], list[str]]:
-    """Every member of ``select`` that can be profiled, and a note for each that cannot.  A
-    PID named with ``--pid`` must be profilable (its error ends the collect); a member of a
-    tree or cgroup that is not (a zombie, wallflame itself) is left out with a note."""
-    targets: list[Target] = []
-    notes: list[str] = []
-    for pid in select.members():
-        if pid in exclude:
-            continue
-        try:
-            t = open_target(pid)
-            check_trace_access(pid)
-        except (TargetError, PermissionDenied) as e:
-            if pid in select.pids or pid in select.trees:
-                raise
-            notes.append(f"PID {pid} left out: {e.message}")
-            continue
-        targets.append(t)
-    if not targets:
-        raise TargetError("no process to profile in what was named",
-                          "check the PIDs (ps -e) or the cgroup's cgroup.procs")
-    return targets, notes
-
-
-def _not_ours(launched: int | None) -> Callable[[int], bool]:
-    """A filter of members: never wallflame, its parents or the tools it starts (wallflame
-    may run inside the cgroup it profiles), but a launched command and its children."""
-    me = os.getpid()
-    own = own_tree()
-
-    def keep(pid: int) -> bool:
-        if pid in own:
-            return False
-        p, hops = pid, 0
-        while p > 1 and hops < 64:
-            if p == launched:
-                return True
-            st = read_stat(p)
-            if st is None:
-                return True
-            if st.ppid == me:
-                return False
-            p, hops = st.ppid, hops + 1
-        return True
-
-    return keep
-
-
 def observe(request: Request, targets: Sequence[Target]) -> tuple[Targets, Machine]:
     """What ``plan`` needs of the targets and the machine, read from ``/proc`` (and perf's
     permissions); the switch rates only when the plan needs them (``needs_switch_rates``)."""
@@ -312,8 +230,8 @@ def collect(out: Path, request: Request, pid: int | None = None,
                      "stopped")
     stop = threading.Event()
     guard = Guard(target.pid, target.start_ticks, target.stopped_at_start)
-    procs = _Processes(targets, select, the_plan, raw, col, stop, guard,
-                       _not_ours(child.pid if child is not None else None))
+    procs = Processes(targets, select, the_plan, raw, col, stop, guard,
+                       not_ours(child.pid if child is not None else None))
     try:
         with _Stop(stop) as stopper:
             _run(procs, the_plan, raw, col, stop, guard, child, progress, stream_command)
@@ -326,7 +244,7 @@ def collect(out: Path, request: Request, pid: int | None = None,
         raise
     finally:
         for t in procs.all_targets():
-            _final_check(t, col)
+            final_check(t, col)
         guard.close()
         if child is not None:
             returncode, note = end_child(child)
@@ -338,7 +256,7 @@ def collect(out: Path, request: Request, pid: int | None = None,
     return col
 
 
-def _recorders(procs: _Processes, the_plan: CollectPlan, raw: Path) -> list[perf.PerfRecorder]:
+def _recorders(procs: Processes, the_plan: CollectPlan, raw: Path) -> list[perf.PerfRecorder]:
     """On-CPU perf, plus a scheduler perf when the plan records the scheduler (perf
     --off-cpu, BPF, would duplicate the sched_switch intervals; only its support is
     recorded), and the wake-up recorder when it records on every CPU.  On-CPU samples are
@@ -371,156 +289,7 @@ def _recorders(procs: _Processes, the_plan: CollectPlan, raw: Path) -> list[perf
     return out
 
 
-def _log_name(base: str, target: Target, primary: bool) -> str:
-    """``snapshots.log`` for the first process, ``snapshots.PID.log`` for each other one."""
-    if primary:
-        return base
-    stem, _, ext = base.rpartition(".")
-    return f"{stem}.{target.pid}.{ext}"
-
-
-class _Processes:
-    """The processes of a collect and their per-process collectors (snapshot loop, owner
-    sampler), started for every process present when the window opens and for each one the
-    watch finds during it."""
-
-    def __init__(self, targets: list[Target], select: Selection, the_plan: CollectPlan,
-                 raw: Path, col: Capture, stop: threading.Event, guard: Guard,
-                 keep: Callable[[int], bool]) -> None:
-        self.targets = targets
-        self.opts = the_plan.settings
-        self.raw, self.col, self.stop, self.guard = raw, col, stop, guard
-        self.loops: list[SnapshotLoop] = []
-        self.owners: list[OwnerSampler] = []
-        self.logs: list[IO[str]] = []
-        self.lock = threading.Lock()
-        self.window_open = False
-        # without a scheduler capture, each thread's last kernel counters: a thread that ends
-        # within the window has its figures from them (``wallflame.window.kernel_runqueue``)
-        self.counters = threads.LastCounters() if the_plan.kernel_counters else None
-        self.watch = Watch(lambda: [p for p in select.members() if keep(p)], stop,
-                           self._joined, named=(*select.pids, *select.trees),
-                           each_round=self._each_round)
-        self.watch.poll()
-        self.joined: list[Target] = []
-
-    def _each_round(self, pids: list[int]) -> None:
-        if self.counters is not None and self.window_open:
-            for pid in pids:
-                self.counters.poll(pid)
-
-    @property
-    def primary(self) -> Target:
-        return self.targets[0]
-
-    def all_targets(self) -> list[Target]:
-        with self.lock:
-            return [*self.targets, *self.joined]
-
-    def alive(self) -> bool:
-        return any(t.alive() for t in self.all_targets())
-
-    def released(self, child: Launched) -> Target:
-        """The launched command's process once it runs the command (``Launched.release``):
-        the same process as the held one (same PID and start time), with the command's own
-        name and executable (or, if it has already ended, the command it was given)."""
-        held = self.targets[0]
-        try:
-            target = open_target(child.pid, allow_own_child=True)
-        except WallflameError:  # ended at once
-            target = replace(held, comm=Path(child.command[0]).name[:15],
-                             exe=shutil.which(child.command[0]) or child.command[0],
-                             cmdline=list(child.command))
-        with self.lock:
-            self.targets[0] = target
-        self.col.target = target.identity()
-        return target
-
-    def start(self, target: Target, primary: bool, warm: bool = False) -> None:
-        """The snapshot loop and the owner sampler of one process; ``warm``: before the window
-        opens, so the libdw backend's start-up is done first (``LibdwBackend.warm``)."""
-        opts, raw, col = self.opts, self.raw, self.col
-        if not opts.snapshots:
-            return
-        backend = make_backend(opts.pmp_backend, target.pid)
-        if primary:
-            col.commands["pmp"] = backend.commands
-        log = open(raw / _log_name(SNAPSHOT_LOG, target, primary), "w",  # noqa: SIM115
-                   encoding="utf-8")
-        assert opts.pmp_rate_hz is not None  # planned with the snapshots
-        # without the scheduler, the snapshots' records split the blocked time: read alone
-        loop = SnapshotLoop(target, backend, log, opts.pmp_rate_hz, opts.max_pause_ms,
-                            self.stop, self.guard.watch, warm=warm, read_alone=not opts.sched)
-        with self.lock:
-            self.logs.append(log)
-            self.loops.append(loop)
-        loop.start()
-        loop.started.wait(120)
-        if loop.start_error is not None:
-            if primary:
-                raise loop.start_error
-            col.warn(f"PID {target.pid}: snapshots could not start: {loop.start_error}")
-            return
-        if opts.owner_rate_hz <= 0:
-            return
-        olog = open(raw / _log_name(OWNERS_LOG, target, primary), "w",  # noqa: SIM115
-                    encoding="utf-8")
-        owners = OwnerSampler(target.pid, olog, opts.owner_rate_hz, self.stop,
-                              alive=target.alive, start_ticks=target.start_ticks,
-                              stopped_before=target.stopped_at_start, probe=opts.holder_stacks)
-        with self.lock:
-            self.logs.append(olog)
-            self.owners.append(owners)
-        owners.start()
-        if primary:
-            col.commands["owners"] = [
-                f"read /proc/PID/task/*/syscall of each process at {opts.owner_rate_hz:g}/s; "
-                "for a futex waiter, the lock (40-56 bytes) and 1 KiB of its stack from "
-                "/proc/PID/mem"
-                + ("; the lock's owner thread stopped, the lock read again and the owner "
-                   "unwound (libdw dwfl_getthread_frames)" if opts.holder_stacks else
-                   " (no owner stopped: --no-holder-stacks)"),
-                "nm --defined-only -S -C [-D] <each mapped ELF>"]
-
-    def _joined(self, seen: Seen) -> None:
-        """A process the watch found after the first round (forked, or moved into the
-        cgroup): its collectors start now."""
-        if not self.window_open or self.stop.is_set():
-            return
-        try:
-            target = open_target(seen.pid, allow_own_child=True)
-        except WallflameError as e:
-            self.col.warn(f"PID {seen.pid} ({seen.name}) appeared during the window but "
-                          f"could not be profiled: {e.message}")
-            return
-        if target.start_ticks != seen.start_ticks:
-            return  # gone, and its PID already reused
-        with self.lock:
-            self.joined.append(target)
-        if seen.joined == "moved":
-            self.col.warn(f"PID {seen.pid} ({seen.name}) moved into the cgroup during the "
-                          "window: it has snapshots but no perf events (perf follows the "
-                          "processes named at the start and what they fork)")
-        self.guard.add_target(target.pid, target.start_ticks, target.stopped_at_start)
-        try:
-            self.start(target, primary=False)
-        except WallflameError as e:
-            self.col.warn(f"PID {seen.pid}: snapshots could not start: {e.message}")
-
-    def join(self) -> None:
-        for loop in list(self.loops):
-            loop.join(30)
-
-    def join_owners(self) -> None:
-        for o in list(self.owners):
-            o.join(5)
-
-    def close_logs(self) -> None:
-        for f in self.logs:
-            f.close()
-
-
-def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
+def _run(procs: Processes, the_plan: CollectPlan, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None,
          stream_command: Sequence[str] | None) -> None:
@@ -545,7 +314,7 @@ def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
         col.streaming = streamer  # type: ignore[attr-defined]
 
     def checkpoint() -> None:
-        write_capture(raw, _so_far(col, mem, procs), opts)
+        write_capture(raw, so_far(col, mem, procs), opts)
         if streamer is not None and attached:
             streamer.update_pids(procs.watch.pids())
     ksyms = bool(recorders) and perf.save_kallsyms(raw)
@@ -590,7 +359,7 @@ def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
             t_start = time.time_ns() - (time.monotonic_ns() - mono_start)
             # The threads at the window's start, before the snapshots start (a thread the
             # command starts meanwhile was not there when the window opened)
-            col.threads["start"] = _listing(procs.all_targets())
+            col.threads["start"] = listing(procs.all_targets())
             if not child.traced:
                 col.warn("ptrace is not permitted here, so the command could not be held "
                          "until the recorders were ready: it ran "
@@ -600,7 +369,7 @@ def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
         else:
             t_start = time.time_ns()
             mono_start = time.monotonic_ns()
-            col.threads["start"] = _listing(procs.all_targets())
+            col.threads["start"] = listing(procs.all_targets())
         m_start = mono_start / 1e9
         main_cpu = time.thread_time()
         if streamer is not None:
@@ -627,7 +396,7 @@ def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
         if col.window.mono_start_ns:  # nothing after the window's end is counted
             if streamer is not None:
                 streamer.set_window(col.window.mono_start_ns, mono_end)
-            col.threads["end"] = _listing(procs.all_targets())
+            col.threads["end"] = listing(procs.all_targets())
             if procs.counters is not None:
                 col.threads["last"] = procs.counters.to_json()
         for r in recorders:  # all asked at once, before the samplers are waited for
@@ -650,71 +419,19 @@ def _run(procs: _Processes, the_plan: CollectPlan, raw: Path, col: Capture,
         mem.join(5)
         procs.join_owners()
         if procs.owners:
-            col.owners = _owner_stats(procs.owners)
+            col.owners = owner_stats(procs.owners)
         if rel is not None:
             col.owners["releases"] = releases.finish(rel, col.warn)
         procs.close_logs()
-        col.postprocess["samplers_cpu_s"] = _samplers_cpu(procs, mem, main_cpu)
+        col.postprocess["samplers_cpu_s"] = samplers_cpu(procs, mem, main_cpu)
         col.window = Window(t_start, t_end, t_end - t_start, mono_start, mono_end, "mono")
-        _record_results(col, recorders, procs.loops, mem)
+        record_results(col, recorders, procs.loops, mem)
     first = procs.loops[0] if procs.loops else None
     if first is not None and first.start_error is not None:
         raise first.start_error
 
 
-def _listing(targets: list[Target]) -> dict[str, Any]:
-    """``threads.listing`` of every process of the target, as one listing."""
-    parts = [threads.listing(t.pid) for t in targets]
-    return {"mono_ns": parts[0]["mono_ns"] if parts else time.monotonic_ns(),
-            "clock": parts[0]["clock"] if parts else threads.clock(),
-            "threads": [r for p in parts for r in p["threads"]]}
-
-
-def _so_far(col: Capture, mem: MemorySampler, procs: _Processes) -> Capture:
-    """``col`` as a finish after a kill would need it: the memory samples and the processes
-    seen until now."""
-    col.processes = procs.watch.to_json()
-    return _memory_so_far(col, mem)
-
-
-def _samplers_cpu(procs: _Processes, mem: MemorySampler, main_s: float) -> dict[str, float]:
-    """CPU seconds of the collect's own threads that run beside the target: each snapshot
-    loop and owner sampler (summed over the processes) and the memory and process watchers,
-    from their start (the snapshot loops and owner samplers start before the window) to the
-    window's end; and the main thread's during the window.  The folding process and the
-    perfs are in ``postprocess.cost``."""
-    return {"snapshots": round(sum(lp.cpu_s for lp in procs.loops), 3),
-            "owners": round(sum(o.cpu_s for o in procs.owners), 3),
-            "memory": round(mem.cpu_s, 3), "watch": round(procs.watch.cpu_s, 3),
-            "main_in_window": round(max(main_s, 0.0), 3)}
-
-
-def _owner_stats(samplers: list[OwnerSampler]) -> dict[str, Any]:
-    """The owner samplers' statistics, summed over the processes."""
-    out = samplers[0].stats()
-    if len(samplers) == 1:
-        return out
-    out["samples"] = sum(s.samples for s in samplers)
-    out["waiters"] = sum(s.waiters for s in samplers)
-    probers = [s.prober for s in samplers if s.prober is not None]
-    if probers:
-        counts: dict[str, int] = {}
-        for p in probers:
-            for k, n in p.counts.items():
-                counts[k] = counts.get(k, 0) + n
-        out["probes"] = dict(sorted(counts.items()))
-        out["pause"] = pause_summary([ms for p in probers for ms in p.pauses_ms], "stops")
-        resumed = sum(p.resumed for p in probers)
-        if resumed:
-            out["resumed"] = resumed
-        errors = sorted({p.error for p in probers if p.error})
-        if errors:
-            out["probe_error"] = "; ".join(errors)
-    out["processes"] = len(samplers)
-    return out
-
-
-def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading.Event,
+def _wait(procs: Processes, opts: CollectOptions, col: Capture, stop: threading.Event,
           child: Launched | None, recorder: perf.PerfRecorder, m_start: float,
           progress: Callable[[Progress], None] | None,
           checkpoint: Callable[[], None] | None = None) -> None:
@@ -752,74 +469,13 @@ def _wait(procs: _Processes, opts: CollectOptions, col: Capture, stop: threading
             return
         if progress is not None and now - shown >= 0.25:
             shown = now
-            st = _merged_stats(procs.loops)
+            st = merged_stats(procs.loops)
             progress(Progress(now - m_start, len(recorder.chunks()), st.snapshots,
                               sum(st.pauses_ms), st.failed))
         # A launched command's end is looked for every 20 ms: the window ends with it.
         tick = 0.25 if child is None else 0.02
         stop.wait(tick if deadline is None else min(tick, max(deadline - now, 0.0)))
     col.ended_by = col.ended_by or "signal"
-
-
-def _merged_stats(loops: list[SnapshotLoop]) -> PmpStats:
-    """The snapshot loops' statistics as one (a multi-process target has a loop per
-    process)."""
-    if len(loops) == 1:
-        return loops[0].stats
-    out = PmpStats(rate_hz=min((lp.stats.rate_hz for lp in loops), default=0.0))
-    for lp in list(loops):
-        st = lp.stats
-        out.snapshots += st.snapshots
-        out.failed += st.failed
-        out.pauses_ms += st.pauses_ms
-        out.over_budget += st.over_budget
-        out.resumed += st.resumed
-        out.errors += [e for e in st.errors if e not in out.errors][:5 - len(out.errors)]
-    return out
-
-
-def _record_results(col: Capture, recorders: list[perf.PerfRecorder],
-                    loops: list[SnapshotLoop], mem: MemorySampler) -> None:
-    col.perf = {"sched": any(r.stem == "sched" for r in recorders),
-                "off_cpu_bpf_supported": perf.supports_off_cpu()}
-    for r in recorders:
-        lost, lines = perf.lost_from_stderr(r.stderr_text())
-        col.perf[r.stem] = {"returncode": r.returncode,
-                            "chunks": [p.name for p in r.chunks()],
-                            "lost_chunks": lost, "lost_lines": lines[:20],
-                            "kallsyms": "raw" if r.kallsyms_copy else "proc"}
-    if loops:
-        loop = loops[0]
-        st = _merged_stats(loops)
-        col.pmp = SnapshotStats(
-            backend=loop.backend.name, consistent=loop.backend.consistent,
-            snapshots=st.snapshots, failed=st.failed, errors=st.errors,
-            over_budget=st.over_budget, resumed=st.resumed, rate_hz=loop.rate_hz,
-            final_rate_hz=round(st.rate_hz, 3), attach_ms=round(loop.backend.attach_ms, 3),
-            pause=st.pause_summary(), pause_measure=loop.backend.pause_measure)
-        if st.over_budget:
-            col.warn(f"{st.over_budget} snapshots paused the target longer than "
-                     f"--max-pause-ms; the snapshot rate went as low as {st.rate_hz:.2f}/s")
-        if st.resumed:
-            col.warn(f"threads were found stopped after {st.resumed} snapshots and were "
-                     "resumed (SIGCONT)")
-        if st.failed:
-            col.warn(f"{st.failed} snapshots failed: {'; '.join(st.errors[:2])}")
-    col.memory = mem.result()
-
-
-def _final_check(target: Target, col: Capture) -> None:
-    """G1: after everything stopped, no thread is left stopped or traced by us."""
-    left = ensure_running(target.pid, target.start_ticks, target.stopped_at_start)
-    if left and not target.stopped_at_start:
-        col.warn(f"{len(left)} threads of PID {target.pid} were left stopped after "
-                 "collection and were resumed")
-    tracer = tracer_of(target.pid)
-    # A target that has just exited (launch mode: the command ended with the window) may show
-    # as a zombie whose exit the snapshot thread saw while attaching: nothing left to harm.
-    if tracer and target.alive():
-        col.warn(f"PID {target.pid} is traced by PID {tracer} ({proc_name(tracer)}) after "
-                 "collection")
 
 
 __all__ = ["Progress", "collect", "observe", "open_targets", "spawn"]

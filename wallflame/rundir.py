@@ -133,11 +133,11 @@ class CollectOptions:
 
     @property
     def snapshots(self) -> bool:
-        return self.off_cpu in ("pmp", "both")
+        return self.off_cpu in (OffCpu.PMP, OffCpu.BOTH)
 
     @property
     def sched(self) -> bool:
-        return self.off_cpu in ("sched", "both")
+        return self.off_cpu in (OffCpu.SCHED, OffCpu.BOTH)
 
     @property
     def sampled_stacks(self) -> bool:
