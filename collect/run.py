@@ -293,103 +293,133 @@ def _run(procs: Processes, the_plan: CollectPlan, raw: Path, col: Capture,
          stop: threading.Event, guard: Guard, child: Launched | None,
          progress: Callable[[Progress], None] | None,
          stream_command: Sequence[str] | None) -> None:
-    target = procs.primary
-    opts = the_plan.settings
-    mem = MemorySampler(target.pid, stop, alive=target.alive)
-    for t in procs.targets[1:]:
-        guard.add_target(t.pid, t.start_ticks, t.stopped_at_start)
-    attached = child is None
-    recorders = _recorders(procs, the_plan, raw)
-    # Attached on every CPU, the target's samples are picked out by PID: every process the
-    # watch has seen by the time a chunk is read.  A launched command's perf only records
-    # its own processes (with those it starts): no PID to pick out.
-    # A window that is one chunk of every recorder has no chunk to fold before it closes:
-    # the collect folds them itself after it (``perf.one_chunk``).
-    streamer = None if stream_command is None or not the_plan.streamed \
-        else stream.StreamProcess(
-        list(stream_command), raw.parent, raw, [r.stem for r in recorders],
-        procs.watch.pids() if attached else None, opts.inlined,
-        any(r.stem == perf.WAKE for r in recorders))
-    if streamer is not None:
-        col.streaming = streamer  # type: ignore[attr-defined]
-
-    def checkpoint() -> None:
-        write_capture(raw, so_far(col, mem, procs), opts)
-        if streamer is not None and attached:
-            streamer.update_pids(procs.watch.pids())
-    ksyms = bool(recorders) and perf.save_kallsyms(raw)
-    for r in recorders:
-        col.commands[f"{r.stem}_record"] = r.command
-        col.commands[f"{r.stem}_script"] = perf.script_command(
-            Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched", kallsyms=ksyms,
-            inline=opts.inlined)
-    rel: releases.ReleaseRecorder | None = None
-    load = machine_load.LoadMeter(procs.watch.pids)
-    t_start = time.time_ns()
-    mono_start = time.monotonic_ns()
-    m_start = time.monotonic()
-    main_cpu = time.thread_time()
+    """The collectors started, the window opened, waited for and closed."""
+    w = _Window(procs, the_plan, raw, col, stop, guard, child, stream_command)
     try:
-        mem.start()
-        # Snapshots first: a persistent gdb's attach (symbol loading) is not in the window.  A
-        # launched command is held until the recorders are ready: its snapshots start once it
-        # runs the command's own program (below).
-        if child is None:
+        w.start_collectors()
+        w.open()
+        _wait(procs, the_plan.settings, col, stop, child, w.recorders[0], w.mono_start / 1e9,
+              progress, w.checkpoint)
+    finally:
+        w.close()
+    first = procs.loops[0] if procs.loops else None
+    if first is not None and first.start_error is not None:
+        raise first.start_error
+
+
+class _Window:
+    """The collectors of one collect, in the order they start and stop: the snapshot loops
+    before the recorders (a persistent gdb's attach is not in the window), the window opened
+    once every recorder is ready (a launched command let run then), and at its end every
+    recorder asked to stop at once, before the samplers are waited for."""
+
+    def __init__(self, procs: Processes, the_plan: CollectPlan, raw: Path, col: Capture,
+                 stop: threading.Event, guard: Guard, child: Launched | None,
+                 stream_command: Sequence[str] | None) -> None:
+        self.procs, self.plan, self.raw, self.col = procs, the_plan, raw, col
+        self.stop, self.guard, self.child = stop, guard, child
+        self.opts = opts = the_plan.settings
+        self.target = target = procs.primary
+        self.attached = child is None
+        self.mem = MemorySampler(target.pid, stop, alive=target.alive)
+        for t in procs.targets[1:]:
+            guard.add_target(t.pid, t.start_ticks, t.stopped_at_start)
+        self.recorders = _recorders(procs, the_plan, raw)
+        # Attached on every CPU, the target's samples are picked out by PID: every process the
+        # watch has seen by the time a chunk is read.  A launched command's perf only records
+        # its own processes (with those it starts): no PID to pick out.  A window that is one
+        # chunk of every recorder has no chunk to fold before it closes: the collect folds
+        # them itself after it (``CollectPlan.streamed``).
+        self.streamer = None if stream_command is None or not the_plan.streamed \
+            else stream.StreamProcess(
+                list(stream_command), raw.parent, raw, [r.stem for r in self.recorders],
+                procs.watch.pids() if self.attached else None, opts.inlined,
+                any(r.stem == perf.WAKE for r in self.recorders))
+        if self.streamer is not None:
+            col.streaming = self.streamer  # type: ignore[attr-defined]
+        ksyms = bool(self.recorders) and perf.save_kallsyms(raw)
+        for r in self.recorders:
+            col.commands[f"{r.stem}_record"] = r.command
+            col.commands[f"{r.stem}_script"] = perf.script_command(
+                Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched", kallsyms=ksyms,
+                inline=opts.inlined)
+        self.rel: releases.ReleaseRecorder | None = None
+        self.load = machine_load.LoadMeter(procs.watch.pids)
+        self.t_start = time.time_ns()
+        self.mono_start = time.monotonic_ns()
+        self.main_cpu = time.thread_time()
+
+    def checkpoint(self) -> None:
+        write_capture(self.raw, so_far(self.col, self.mem, self.procs), self.opts)
+        if self.streamer is not None and self.attached:
+            self.streamer.update_pids(self.procs.watch.pids())
+
+    def start_collectors(self) -> None:
+        procs, col, target = self.procs, self.col, self.target
+        self.mem.start()
+        # A launched command is held until the recorders are ready: its snapshots start once
+        # it runs the command's own program (``open``).
+        if self.attached:
             for i, t in enumerate(procs.targets):
                 procs.start(t, primary=i == 0, warm=True)
-        for r in recorders:
+        for r in self.recorders:
             r.start(target.pid)
             if r.proc is not None:
-                guard.watch(r.proc.pid)
-        if opts.release_sites:  # where locks are released: its own perf (collect.releases)
-            rel = releases.start(perf.perf_path(), target.pid, raw, col.commands, guard.watch)
+                self.guard.watch(r.proc.pid)
+        if self.opts.release_sites:  # where locks are released: its own perf
+            self.rel = releases.start(perf.perf_path(), target.pid, self.raw, col.commands,
+                                      self.guard.watch)
             if len(procs.targets) > 1:
                 col.warn(f"--release-sites records only the first process (PID {target.pid})")
-        for r in recorders:
+        for r in self.recorders:
             if not r.wait_ready():
                 if target.alive():
                     r.early_failure()
                 col.warn(f"{r.stem} record did not report being ready; the window may "
                          "include time before it recorded")
-        load.start()
+        self.load.start()
+
+    def open(self) -> None:
+        procs, col, child = self.procs, self.col, self.child
         if child is not None:  # the window opens as the command is let run
             child.release()
-            target = procs.released(child)
-            mono_start = child.released_ns if child.traced else time.monotonic_ns()
-            t_start = time.time_ns() - (time.monotonic_ns() - mono_start)
+            self.target = procs.released(child)
+            self.mono_start = child.released_ns if child.traced else time.monotonic_ns()
+            self.t_start = time.time_ns() - (time.monotonic_ns() - self.mono_start)
             # The threads at the window's start, before the snapshots start (a thread the
             # command starts meanwhile was not there when the window opened)
             col.threads["start"] = listing(procs.all_targets())
             if not child.traced:
                 col.warn("ptrace is not permitted here, so the command could not be held "
                          "until the recorders were ready: it ran "
-                         f"{(mono_start - child.released_ns) / 1e9:.1f} s before the window "
-                         "opened, and that time is not in the profile")
-            procs.start(target, primary=True)
+                         f"{(self.mono_start - child.released_ns) / 1e9:.1f} s before the "
+                         "window opened, and that time is not in the profile")
+            procs.start(self.target, primary=True)
         else:
-            t_start = time.time_ns()
-            mono_start = time.monotonic_ns()
+            self.t_start = time.time_ns()
+            self.mono_start = time.monotonic_ns()
             col.threads["start"] = listing(procs.all_targets())
-        m_start = mono_start / 1e9
-        main_cpu = time.thread_time()
-        if streamer is not None:
-            streamer.set_window(mono_start, None,
-                                [r["tid"] for r in col.threads["start"]["threads"]])
+        self.main_cpu = time.thread_time()
+        if self.streamer is not None:
+            self.streamer.set_window(self.mono_start, None,
+                                     [r["tid"] for r in col.threads["start"]["threads"]])
         procs.window_open = True
         procs.watch.start()
-        col.window = Window(start_ns=t_start, mono_start_ns=mono_start, perf_clock="mono")
-        write_capture(raw, col, opts)
+        col.window = Window(start_ns=self.t_start, mono_start_ns=self.mono_start,
+                            perf_clock="mono")
+        write_capture(self.raw, col, self.opts)
         time.sleep(0.1)
-        for r in recorders:
-            if target.alive():  # perf fails with ESRCH when the target is already gone
+        for r in self.recorders:
+            if self.target.alive():  # perf fails with ESRCH when the target is already gone
                 r.early_failure()
-        _wait(procs, opts, col, stop, child, recorders[0], m_start, progress, checkpoint)
-    finally:
+
+    def close(self) -> None:
+        procs, col, streamer = self.procs, self.col, self.streamer
         t_end = time.time_ns()
         mono_end = time.monotonic_ns()
-        main_cpu = time.thread_time() - main_cpu
-        stop.set()
-        col.machine = load.stop() or {}
+        main_cpu = time.thread_time() - self.main_cpu
+        self.stop.set()
+        col.machine = self.load.stop() or {}
         stolen = machine_load.steal_note(col.machine)
         if stolen:
             col.warn(stolen)
@@ -399,10 +429,10 @@ def _run(procs: Processes, the_plan: CollectPlan, raw: Path, col: Capture,
             col.threads["end"] = listing(procs.all_targets())
             if procs.counters is not None:
                 col.threads["last"] = procs.counters.to_json()
-        for r in recorders:  # all asked at once, before the samplers are waited for
+        for r in self.recorders:  # all asked at once, before the samplers are waited for
             r.interrupt()
         procs.join()
-        for r in recorders:
+        for r in self.recorders:
             r.stop()
         if procs.watch.is_alive():
             procs.watch.join(5)
@@ -411,24 +441,22 @@ def _run(procs: Processes, the_plan: CollectPlan, raw: Path, col: Capture,
             procs.counters.close()
             procs.counters = None
         if streamer is not None:  # the chunks left, at the normal priority
-            if attached:
+            if self.attached:
                 streamer.update_pids(procs.watch.pids())
             streamer.close_window()
             if streamer.error:
                 col.warn(f"{streamer.error}: every chunk is folded after the window")
-        mem.join(5)
+        self.mem.join(5)
         procs.join_owners()
         if procs.owners:
             col.owners = owner_stats(procs.owners)
-        if rel is not None:
-            col.owners["releases"] = releases.finish(rel, col.warn)
+        if self.rel is not None:
+            col.owners["releases"] = releases.finish(self.rel, col.warn)
         procs.close_logs()
-        col.postprocess["samplers_cpu_s"] = samplers_cpu(procs, mem, main_cpu)
-        col.window = Window(t_start, t_end, t_end - t_start, mono_start, mono_end, "mono")
-        record_results(col, recorders, procs.loops, mem)
-    first = procs.loops[0] if procs.loops else None
-    if first is not None and first.start_error is not None:
-        raise first.start_error
+        col.postprocess["samplers_cpu_s"] = samplers_cpu(procs, self.mem, main_cpu)
+        col.window = Window(self.t_start, t_end, t_end - self.t_start, self.mono_start,
+                            mono_end, "mono")
+        record_results(col, self.recorders, procs.loops, self.mem)
 
 
 def _wait(procs: Processes, opts: CollectOptions, col: Capture, stop: threading.Event,
