@@ -251,129 +251,177 @@ _ADVANCED_OFF_CPU = ("--off-cpu", "--pmp-rate", "--owner-rate", "--max-data-mb-p
                      "--sched-stack-hz")
 
 
+@dataclass
+class _Notes:
+    """What ``plan`` says of its choices: the reasons (the start line) and the warnings."""
+
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Stacks:
+    policy: StackPolicy
+    stack_hz: float | None
+    period: int | None
+    max_data: float | None
+    source: BudgetSource
+    budget_plan: StackBudget | None
+
+
 def plan(request: Request, targets: Targets, machine: Machine) -> CollectPlan:
-    """Every decision of a collect (the module's rules 1-8)."""
-    reasons: list[str] = []
-    warnings: list[str] = []
-    r = request
+    """Every decision of a collect (the module's rules 1-8, one function each)."""
+    r, notes = request, _Notes()
+    off = _off_cpu(r, machine, notes)
+    light, light_measure = _light(r, off, targets, machine, notes)
+    if light:
+        off = OffCpu.PMP
+    freq = _freq(r, light, notes)
+    snapshots = off in (OffCpu.PMP, OffCpu.BOTH)
+    sched = off in (OffCpu.SCHED, OffCpu.BOTH)
+    stacks = _stacks(r, sched, freq, targets, machine, notes)
+    duration = r.duration_s if r.duration_s is not None else (
+        ATTACHED_DURATION_S if r.attached else None)
+    settings = CollectOptions(
+        duration_s=duration, off_cpu=off, pmp_backend=_backend(r, targets, snapshots, notes),
+        pmp_rate_hz=_pmp_rate(r, off, light) if snapshots else None,
+        owner_rate_hz=(budget.LIGHT_OWNER_HZ if light else DEFAULTS.owner_rate_hz
+                       if r.owner_rate_hz is None else r.owner_rate_hz),
+        holder_stacks=DEFAULTS.holder_stacks if r.holder_stacks is None else r.holder_stacks,
+        release_sites=bool(r.release_sites), freq_hz=freq,
+        call_graph=r.call_graph or DEFAULTS.call_graph,
+        sched_call_graph=r.sched_call_graph or DEFAULTS.sched_call_graph,
+        max_pause_ms=r.max_pause_ms or DEFAULTS.max_pause_ms,
+        max_data_mb_per_s=stacks.max_data, sched_stack_hz=stacks.stack_hz,
+        sched_stack_period=stacks.period, inline_frames=_inline(r, targets, notes))
+    if light:
+        notes.warnings.append(_light_warning(settings, light_measure, r.overhead))
+    every_cpu = r.attached and machine.system_wide_allowed
+    return CollectPlan(
+        request=r, settings=settings, light=light, stacks=stacks.policy,
+        budget_source=stacks.source, oncpu_every_cpu=every_cpu,
+        sched_every_cpu=sched and every_cpu, wakeups=sched and machine.system_wide_allowed,
+        streamed=not perf.one_chunk(duration), budget_plan=stacks.budget_plan,
+        light_measure=light_measure, reasons=tuple(notes.reasons),
+        warnings=tuple(notes.warnings))
+
+
+def _off_cpu(r: Request, machine: Machine, notes: _Notes) -> OffCpu:
+    """Rules 1 and 2: the off-CPU evidence asked for, by ``--overhead`` or ``--off-cpu``,
+    and what perf may record."""
     if r.overhead is not Overhead.AUTO and not r.off_cpu_left():
         raise UsageError(f"--overhead {r.overhead} sets the off-CPU options itself",
                          f"give --overhead or {', '.join(_ADVANCED_OFF_CPU)}, not both")
-    off = OffCpu(r.off_cpu or DEFAULTS.off_cpu)
-    if r.overhead is Overhead.LIGHT:
-        off = OffCpu.PMP
-    if r.overhead is Overhead.EXACT:
-        off = OffCpu.BOTH
-    # 2. the scheduler where perf may not record it
+    off = {Overhead.LIGHT: OffCpu.PMP, Overhead.EXACT: OffCpu.BOTH}.get(
+        r.overhead, OffCpu(r.off_cpu or DEFAULTS.off_cpu))
     if off in (OffCpu.SCHED, OffCpu.BOTH) and not machine.sched_allowed:
         fix = ("run as root, or sysctl -w kernel.perf_event_paranoid=-1 and make "
                "/sys/kernel/tracing readable, or grant CAP_PERFMON")
         if off is OffCpu.SCHED or r.overhead is Overhead.EXACT:
             raise PermissionDenied("perf may not record sched:sched_switch here", fix)
-        warnings.append(f"scheduler events are not permitted ({fix}); off-CPU time comes from "
-                        "snapshots only")
+        notes.warnings.append(f"scheduler events are not permitted ({fix}); off-CPU time comes "
+                              "from snapshots only")
         off = OffCpu.PMP
-    # 3. light
-    rates = dict(targets.switch_rates)
-    light_measure = None
-    light = r.overhead is Overhead.LIGHT
-    if r.overhead is Overhead.AUTO and r.attached and off is OffCpu.BOTH and r.off_cpu_left() \
-            and targets.measured:
-        switches = sum(rates.values())
-        cost = budget.recording_cost(switches, machine.cpus)
-        light = budget.too_costly(rates, machine.cpus)
-        light_measure = {"switches_per_s": round(switches),
-                         "idle": round(1.0 if machine.idle is None else machine.idle, 3),
-                         "machine_switches_per_s": round(machine.switches_per_s or 0.0),
-                         "cost": round(cost, 3), "chosen": light}
-        if light:
-            off = OffCpu.PMP
-            reasons.append(f"{switches:,.0f} switches/s would cost about {100 * cost:.0f}% "
-                           f"of {machine.cpus} CPUs to record")
-    freq_left = r.freq_hz is None
-    freq = r.freq_hz or DEFAULTS.freq_hz
-    # 4. the on-CPU rate
-    if light and freq_left:
-        freq = budget.LIGHT_FREQ_HZ
-    elif freq_left:
-        freq = window_freq_hz(r.duration_s, freq)
-        if freq != DEFAULTS.freq_hz:
-            reasons.append(f"{freq} Hz keeps a {r.duration_s:g} s window at about "
-                           f"{WINDOW_SAMPLES_PER_CPU:,} samples per CPU")
-    snapshots = off in (OffCpu.PMP, OffCpu.BOTH)
-    pmp_rate = r.pmp_rate_hz or (budget.LIGHT_PMP_HZ if light else
-                                 PMP_HZ if off is OffCpu.PMP else BOTH_PMP_HZ)
-    owner_rate = (budget.LIGHT_OWNER_HZ if light else
-                  DEFAULTS.owner_rate_hz if r.owner_rate_hz is None else r.owner_rate_hz)
-    # 5. a stopped target
+    return off
+
+
+def _light(r: Request, off: OffCpu, targets: Targets, machine: Machine,
+           notes: _Notes) -> tuple[bool, dict[str, Any] | None]:
+    """Rule 3: whether the collect is light, and the figures the rule read
+    (``postprocess.light``; ``None`` when it did not apply)."""
+    if r.overhead is not Overhead.AUTO or not r.attached or off is not OffCpu.BOTH \
+            or not r.off_cpu_left() or not targets.measured:
+        return r.overhead is Overhead.LIGHT, None
+    switches = sum(targets.switch_rates.values())
+    cost = budget.recording_cost(switches, machine.cpus)
+    light = budget.too_costly(dict(targets.switch_rates), machine.cpus)
+    if light:
+        notes.reasons.append(f"{switches:,.0f} switches/s would cost about {100 * cost:.0f}% "
+                             f"of {machine.cpus} CPUs to record")
+    return light, {"switches_per_s": round(switches),
+                   "idle": round(1.0 if machine.idle is None else machine.idle, 3),
+                   "machine_switches_per_s": round(machine.switches_per_s or 0.0),
+                   "cost": round(cost, 3), "chosen": light}
+
+
+def _freq(r: Request, light: bool, notes: _Notes) -> int:
+    """Rule 4: the on-CPU sampling rate."""
+    if r.freq_hz is not None:
+        return r.freq_hz
+    if light:
+        return budget.LIGHT_FREQ_HZ
+    freq = window_freq_hz(r.duration_s, DEFAULTS.freq_hz)
+    if freq != DEFAULTS.freq_hz:
+        notes.reasons.append(f"{freq} Hz keeps a {r.duration_s:g} s window at about "
+                             f"{WINDOW_SAMPLES_PER_CPU:,} samples per CPU")
+    return freq
+
+
+def _pmp_rate(r: Request, off: OffCpu, light: bool) -> float:
+    """Rule 8: snapshots per second."""
+    if r.pmp_rate_hz:
+        return r.pmp_rate_hz
+    return budget.LIGHT_PMP_HZ if light else PMP_HZ if off is OffCpu.PMP else BOTH_PMP_HZ
+
+
+def _backend(r: Request, targets: Targets, snapshots: bool, notes: _Notes) -> SnapshotBackend:
+    """Rule 5: the snapshot tool, libdw for a stopped target that gdb would resume."""
     backend = SnapshotBackend(r.pmp_backend or DEFAULTS.pmp_backend)
     if targets.stopped and snapshots and backend not in KEEPS_STOPPED:
-        warnings.append(f"--pmp-backend {backend} would resume the stopped target; "
-                        "used libdw instead")
-        backend = SnapshotBackend.LIBDW
-    # 6. scheduler stacks
-    sched = off in (OffCpu.SCHED, OffCpu.BOTH)
+        notes.warnings.append(f"--pmp-backend {backend} would resume the stopped target; "
+                              "used libdw instead")
+        return SnapshotBackend.LIBDW
+    return backend
+
+
+def _stacks(r: Request, sched: bool, freq: int, targets: Targets, machine: Machine,
+            notes: _Notes) -> _Stacks:
+    """Rule 6: which switches carry a stack, and the budget that decided it."""
+    if not sched:
+        return _Stacks(StackPolicy.NONE, None, None, r.max_data_mb_per_s, BudgetSource.NONE,
+                       None)
+    rates = dict(targets.switch_rates)
     every_cpu = r.attached and machine.system_wide_allowed
     stack_hz = 0.0 if r.overhead is Overhead.EXACT else r.sched_stack_hz
     max_data = r.max_data_mb_per_s
     source = BudgetSource.NONE if max_data is None else BudgetSource.GIVEN
-    bplan = None
-    if sched and stack_hz is None and max_data is None and r.attached \
+    if stack_hz is None and max_data is None and r.attached \
             and r.overhead is Overhead.AUTO and targets.measured:
         auto = budget.automatic(rates, freq, perf.PerfOptions.stack_bytes, machine.cpus)
         if auto is not None:
             every = budget.every_switch_mb_per_s(rates, freq, perf.PerfOptions.stack_bytes,
                                                  machine.cpus)
             max_data, source = auto, BudgetSource.AUTOMATIC
-            reasons.append(f"a stack at every switch would write about {every:,.0f} MB/s")
-            warnings.append(
+            notes.reasons.append(f"a stack at every switch would write about {every:,.0f} MB/s")
+            notes.warnings.append(
                 f"the target switches {sum(rates.values()):,.0f} times a second: a stack at "
                 f"every switch would write about {every:,.0f} MB/s, so scheduler stacks are "
                 f"sampled within {auto:g} MB/s (blocked and runnable times stay exact; "
                 "--max-data-mb-per-s to choose the rate, --sched-stack-hz 0 for a stack at "
                 "every switch)")
-    if sched and stack_hz is None and max_data is not None:
+    bplan = None
+    if stack_hz is None and max_data is not None:
         bplan = budget.plan(rates, max_data, freq, perf.SAMPLED_STACK_BYTES, machine.cpus,
                             machine=machine.switches_per_s if every_cpu else None)
         stack_hz = bplan.stack_hz
-    if sched and stack_hz is None:
-        stack_hz = 0.0  # no budget: a stack at every switch
-    period = None
-    if sched and every_cpu:
-        period = budget.stack_period(rates, stack_hz or 0.0)
-    if not sched:
-        stacks = StackPolicy.NONE
-    elif period is not None:
-        stacks = StackPolicy.EVERY_SWITCH if period == 1 else StackPolicy.ONE_IN_N_PER_CPU
-    else:
-        stacks = StackPolicy.EVERY_SWITCH if not stack_hz else StackPolicy.PER_THREAD_HZ
-    # 7. inlined frames
-    inline = r.inline_frames
-    if inline is None:
-        inline = targets.debug_info or not r.attached
-        if not inline:
-            reasons.append("no debug information in the target's executables: no inlined "
-                           "frames")
-    duration = r.duration_s if r.duration_s is not None else (
-        ATTACHED_DURATION_S if r.attached else None)
-    settings = CollectOptions(
-        duration_s=duration, off_cpu=off, pmp_backend=backend,
-        pmp_rate_hz=pmp_rate if snapshots else None, owner_rate_hz=owner_rate,
-        holder_stacks=DEFAULTS.holder_stacks if r.holder_stacks is None else r.holder_stacks,
-        release_sites=bool(r.release_sites), freq_hz=freq,
-        call_graph=r.call_graph or DEFAULTS.call_graph,
-        sched_call_graph=r.sched_call_graph or DEFAULTS.sched_call_graph,
-        max_pause_ms=r.max_pause_ms or DEFAULTS.max_pause_ms, max_data_mb_per_s=max_data,
-        sched_stack_hz=stack_hz if sched else None, sched_stack_period=period,
-        inline_frames=inline)
-    if light:
-        warnings.append(_light_warning(settings, light_measure, r.overhead))
-    return CollectPlan(
-        request=r, settings=settings, light=light, stacks=stacks, budget_source=source,
-        oncpu_every_cpu=every_cpu, sched_every_cpu=sched and every_cpu,
-        wakeups=sched and machine.system_wide_allowed, streamed=not perf.one_chunk(duration),
-        budget_plan=bplan, light_measure=light_measure, reasons=tuple(reasons),
-        warnings=tuple(warnings))
+    stack_hz = stack_hz or 0.0  # no budget, no rate: a stack at every switch
+    if every_cpu:
+        period = budget.stack_period(rates, stack_hz)
+        policy = StackPolicy.EVERY_SWITCH if period == 1 else StackPolicy.ONE_IN_N_PER_CPU
+        return _Stacks(policy, stack_hz, period, max_data, source, bplan)
+    policy = StackPolicy.EVERY_SWITCH if not stack_hz else StackPolicy.PER_THREAD_HZ
+    return _Stacks(policy, stack_hz, None, max_data, source, bplan)
+
+
+def _inline(r: Request, targets: Targets, notes: _Notes) -> bool:
+    """Rule 7: inlined frames."""
+    if r.inline_frames is not None:
+        return r.inline_frames
+    inline = targets.debug_info or not r.attached
+    if not inline:
+        notes.reasons.append("no debug information in the target's executables: no inlined "
+                             "frames")
+    return inline
 
 
 def _light_warning(s: CollectOptions, measure: dict[str, Any] | None,
