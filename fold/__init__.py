@@ -35,9 +35,9 @@ class Folder(Protocol):
 
 
 def _modules() -> list[ModuleType]:
-    from wallflame.fold import annotated, eustack, foreign_folded, gdb, perf, pmp
+    from wallflame.fold import annotated, eustack, foreign_folded, gdb, perf, ptpmp
 
-    return [annotated, pmp, perf, gdb, eustack, foreign_folded]  # pmp is strict, perf is lenient
+    return [annotated, ptpmp, perf, gdb, eustack, foreign_folded]  # pmp is strict, perf is lenient
 
 
 def formats() -> list[str]:

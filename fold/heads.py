@@ -15,7 +15,7 @@ from collections.abc import Callable
 from wallflame.folded import MAGIC
 from wallflame.runfiles import SNAPSHOTS_MAGIC
 
-#: A poor man's profiler line: a count, then a stack (``fold.pmp`` reads them with these).
+#: A poor man's profiler line: a count, then a stack (``fold.ptpmp`` reads them with these).
 PMP_LINE = re.compile(r"^ *(\d+) (\S.*)$")
 #: The ``date`` line a pmp script may print first.
 PMP_DATE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d ")

@@ -10,7 +10,7 @@ and the work done (from progress lines in ``raw/target.stdout``, ``wallflame.pro
 spread of a quantity over the slices measures how much it moves within the run (scheduling,
 load, phases of the program), which sampling error alone does not (the method of batch means).
 
-``finish`` writes them to ``RUN/slices.json`` (``write_slices``); ``report.slices`` reads that
+``finish`` writes them to ``RUN/slices.json`` (``write_slices``); ``report.slicefile`` reads that
 file (and, through the check command, has them computed here for a run finished before the
 file existed).  Each slice's text is folded by the same folder as the whole run, so names
 agree with ``oncpu.folded``.  Scheduler intervals that cross a slice boundary are closed at the

@@ -123,5 +123,5 @@ def test_recognising_folded_stacks_imports_no_other_folder(tmp_path: Path) -> No
     assert folders(f"main;start_thread;{frames} 12\nworker-1;{frames};x 3\n") == \
         ["wallflame.fold.foreign_folded", "wallflame.fold.heads", "wallflame.fold.options"]
     short = folders("main;work;spin 12\nmain;idle 3\n")
-    assert not {"wallflame.fold.gdb", "wallflame.fold.eustack", "wallflame.fold.pmp",
+    assert not {"wallflame.fold.gdb", "wallflame.fold.eustack", "wallflame.fold.ptpmp",
                 "wallflame.fold.annotated"} & set(short)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from wallflame.errors import InputError
 from wallflame.fold import foreign_folded as folded
-from wallflame.fold import gdb, pmp
+from wallflame.fold import gdb, ptpmp
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import ThreadRoot, write_folded
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile
@@ -46,7 +46,7 @@ def test_golden(name: str, golden: Callable[[Path, str], None]) -> None:
 def test_detected_as_folded(name: str) -> None:
     head = (FIX / name).read_text()
     assert folded.detect(head)
-    assert not pmp.detect(head) and not gdb.detect(head)
+    assert not ptpmp.detect(head) and not gdb.detect(head)
 
 
 def test_plain_round_trip_with_tid_roots() -> None:

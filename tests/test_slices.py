@@ -17,7 +17,7 @@ from wallflame.fold.slices import compute_slices, write_slices
 from wallflame.profile import Profile
 from wallflame.progress import work_in_slices, work_progress
 from wallflame.report.gate import make_run
-from wallflame.report.slices import SLICES, load_slices
+from wallflame.report.slicefile import SLICES, load_slices
 
 MS = 1_000_000
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from wallflame.errors import InputError
 from wallflame.fold import foreign_folded as folded
-from wallflame.fold import gdb, pmp
+from wallflame.fold import gdb, ptpmp
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, ON, UNIT_SAMPLES, Profile
@@ -28,7 +28,7 @@ AGG = FIX / "pmp" / "mix-aggregated.txt"
 
 def fold(path: Path | str) -> Profile:
     p = Profile()
-    pmp.fold(str(path), FoldOptions(), p)
+    ptpmp.fold(str(path), FoldOptions(), p)
     return p
 
 
@@ -40,10 +40,10 @@ def test_golden(golden: Callable[[Path, str], None]) -> None:
 
 def test_detected_as_pmp_only() -> None:
     head = AGG.read_text()
-    assert pmp.detect(head)
+    assert ptpmp.detect(head)
     assert not gdb.detect(head) and not folded.detect(head)
     plain = (FIX / "folded" / "plain-tid.folded").read_text()
-    assert not pmp.detect(plain)
+    assert not ptpmp.detect(plain)
 
 
 def test_counts_match_our_fold_of_the_same_raw_log(tmp_path: Path) -> None:
