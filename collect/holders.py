@@ -132,8 +132,8 @@ class HolderProbe:
         """Stop ``owner`` and unwind it, reading the lock and its system call meanwhile; and
         whether this thread ran under ``SCHED_FIFO`` for it (``Unwinder.boost``).  Only the
         stop runs so: the judging and the naming of the frames after it (an index of a
-        module's symbols is built at its first name, 0.2 s for ``mariadbd``) would take a CPU
-        from the target at a priority none of its threads can preempt."""
+        module's symbols is built at its first name, a tenth of a second or more for a large
+        binary) would take a CPU from the target at a priority none of its threads can preempt."""
         try:
             sys_fd = os.open(f"/proc/{self.pid}/task/{owner}/syscall", os.O_RDONLY)
         except OSError:

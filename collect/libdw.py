@@ -14,21 +14,18 @@ consistent across threads.  The pause of a snapshot is the longest single-thread
 thread was let go.  Output is eu-stack's text format, so ``fold.eustack`` reads it.
 
 A stopped thread stays stopped until the tracer is scheduled to read it: on a busy machine
-that wake-up, not the unwinding (about 50 us), is most of the stop (measured on spin8 with
-two cores: 1-3 ms per thread per snapshot).  So while it unwinds, the calling thread runs
-under ``SCHED_FIFO`` at the lowest real-time priority when it may (root or CAP_SYS_NICE),
-which makes the wake-up immediate (0.1-0.5 ms); it returns to its normal policy after every
-snapshot.  ``realtime`` says whether that was allowed.
+that wake-up, not the unwinding (about 50 us), is most of the stop (1-3 ms per thread per
+snapshot on two cores, measured by benchmarks/overhead.py).  So while it unwinds, the calling
+thread runs under ``SCHED_FIFO`` at the lowest real-time priority when it may (root or
+CAP_SYS_NICE), which makes the wake-up immediate (0.1-0.5 ms); it returns to its normal policy
+after every snapshot.  ``realtime`` says whether that was allowed.
 
 libdwfl calls back for every frame while the thread is stopped.  A callback in Python takes
 the interpreter's lock each time, and another thread of the collect may hold it (preempted
-by the target): the stopped thread then waits for that one to run again.  On MariaDB under
-sysbench, folding during the window in a thread of the collect at ``SCHED_IDLE`` (as it was
-then; it is a process of its own now, ``collect.stream.StreamProcess``) made the longest
-stops three times longer (p99 9.9 ms against 4.8, 34.6 ms at most).  So with
-the native module the frames are taken by a callback in C (``_speedups.frame_callback``) and
-the whole stop runs without the lock (with a thread spinning in Python beside it, measured:
-0.2 ms from the first frame to the last against 11-37 ms).  The owner sampler's stops of a lock
+by the target): the stopped thread then waits for that one to run again, so any busy
+Python thread of the collect lengthens the target's stops.  So with the native module the
+frames are taken by a callback in C (``_speedups.frame_callback``) and the whole stop runs
+without the lock.  The owner sampler's stops of a lock
 holder are the ones that matter most (every waiter of the lock waits with it), and what they
 must learn while the holder is stopped (the lock's owner field, the holder's own system call)
 is read by the same callback (``stack(reads=StopReads(...))``, two ``pread`` at the first
@@ -139,19 +136,18 @@ class SymbolIndex:
     """One module's symbols sorted by address: the name libdw's ``dwfl_module_addrname``
     gives an address, without its scan of every symbol for each address.
 
-    libdwfl (0.188) looks an address up by reading the whole symbol table (MariaDB's
-    ``mariadbd``: 29,118 symbols of some size, 0.9-1.1 ms an address): about half of a
-    MariaDB snapshot's CPU went there.  This index gives the same answer by libdwfl's own rules
-    (``__libdwfl_addrsym``), for the symbols of some size whose extent holds the address:
-    the symbols in the table's global part first, the local part only when none of those
-    holds it; in table order, a symbol replaces the one kept when it starts higher or binds
-    more strongly (global, weak, local), or starts at the same address, binds as strongly
-    and is smaller.  Where those rules turn on a symbol of no size (an assembly label, which
-    libdwfl also matches to the address's section), and where more than ``_MAX_WALK``
+    libdwfl (0.188) looks an address up by reading the whole symbol table: about 1 ms an address
+    in a server binary of 30,000 symbols, most of a snapshot's CPU.  This index gives the same
+    answer by libdwfl's own rules (``__libdwfl_addrsym``), for the symbols of some size whose
+    extent holds the address: the symbols in the table's global part first, the local part only
+    when none of those holds it; in table order, a symbol replaces the one kept when it starts
+    higher or binds more strongly (global, weak, local), or starts at the same address, binds as
+    strongly and is smaller.  Where those rules turn on a symbol of no size (an assembly label,
+    which libdwfl also matches to the address's section), and where more than ``_MAX_WALK``
     symbols below an address must be looked at, ``lookup`` answers ``None`` and libdw is
-    asked.  ``tests/test_libdw_symbols.py`` holds the two to the same answer at the
-    boundaries of a sample of the symbols of every module of two live processes, and
-    ``benchmarks/libdw_symbols.py`` at every boundary of ``mariadbd``'s."""
+    asked.  ``tests/test_libdw_symbols.py`` holds the two to the same answer at the boundaries of
+    a sample of the symbols of every module of two live processes; benchmarks/libdw_symbols.py
+    checks every boundary of a server binary's and measures both lookups."""
 
     def __init__(self, dw: Any, mod: int) -> None:
         n = dw.dwfl_module_getsymtab(mod)

@@ -96,13 +96,13 @@ class Symbols:
         self.tables: dict[str, tuple[list[int], list[tuple[int, str]]]] = {}
         self.functions: dict[str, tuple[list[int], list[tuple[int, str]]]] = {}
         # per mapped path, its load bias (None: no mapping at offset 0), until the maps are
-        # read again: a server's thousands of mappings made each lookup a scan of them all
-        # and a read of the file's ELF header (12 ms a round of the owner sampler on MariaDB)
+        # read again: a server's thousands of mappings would make each lookup a scan of them
+        # all and a read of the file's ELF header
         self._bias: dict[str, int | None] = {}
         self._dyn: dict[str, bool] = {}
         # stack word -> ``function(word)`` until the maps are read again: a waiter's return
-        # addresses are the same round after round (128 words a waiter: 2.4 us each looked
-        # up, most of the owner sampler's round on MariaDB)
+        # addresses are the same round after round (128 words a waiter, each looked up, would
+        # be most of the owner sampler's round)
         self._words: dict[int, str] = {}
         # stack contents -> their return sites, until the maps are read again
         self._stacks: dict[tuple[bytes, int], tuple[str, ...]] = {}
@@ -275,8 +275,7 @@ _CODE = "TtWwi"
 
 #: ``nm``'s symbols of each file read, by the file's identity (device, inode, size, change
 #: time), for every ``Symbols`` of the collect: the owner sampler and the snapshots' /proc
-#: records each read the same libraries, for code and for data (24 runs of ``nm``, 0.63 s of
-#: CPU, in a 60 s collect of MariaDB before it was shared; 10 runs in a 10 s one after).
+#: records each read the same libraries, for code and for data, and ``nm`` runs once a file.
 _NM_ROWS: dict[tuple[tuple[int, int, int, int], str], list[tuple[int, int, str, str]]] = {}
 _NM_LOCK = threading.Lock()
 
@@ -323,12 +322,11 @@ def _kept_path(key: _Key) -> str | None:
 
 def _kept_rows(key: _Key) -> list[_Row] | None:
     """``nm``'s rows for this file, kept by an earlier collect (``_keep_rows``), or ``None``.
-    The first reading of a server's threads ran ``nm`` on each module its futex waiters'
-    stacks point into, twice (without ``-D``, then with it): 0.1 s of CPU for MariaDB's, 0.08 s
-    more reading it, in the second before the window opens, which cost the server under
-    sysbench about 0.11 s of its statements, 0.03 s with the rows kept
-    (``benchmarks/start_dips.py``).  A file changed since (another inode,
-    size or change time) has another key."""
+    The first reading of a server's threads runs ``nm`` on each module its futex waiters'
+    stacks point into, twice (without ``-D``, then with it), in the second before the window
+    opens, where its CPU is taken from the target; with the rows kept, most of that cost is
+    gone (measured by benchmarks/start_dips.py).  A file changed since (another inode, size or
+    change time) has another key."""
     path = _kept_path(key)
     if path is None:
         return None

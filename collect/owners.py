@@ -39,8 +39,8 @@ STACKS_OFF = "stacks off"
 COMM_KEPT_S = 2.0
 #: Each interval between two rounds of a sampler (snapshots, owners) is drawn uniformly from
 #: its nominal length times 1 -/+ this: at a fixed period the rounds keep one phase against
-#: whatever the target does periodically (MariaDB under sysbench has lock convoys once a
-#: second, at one phase of it), and a phase that meets such a moment sees it at every round.
+#: whatever the target does periodically (a server may have lock convoys once a second, at
+#: one phase of it), and a phase that meets such a moment sees it at every round.
 #: The mean interval, hence the rate, is the nominal one.
 JITTER = 0.5
 

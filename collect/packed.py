@@ -1,14 +1,12 @@
 """perf's chunks kept compressed once they have been read: ``STEM.data.<timestamp>.zst``.
 
 A busy server's scheduler chunks are most of a run directory: every task's switch records on
-every CPU and the target's wake-ups, about 15 MB a second at 100,000 switches a second on
-MariaDB under sysbench (900 MB a minute).  None of it is dropped: each chunk, once folded, is
-compressed with zstd (level 3, streamed from file to file, so no chunk is held in memory) and
-the original removed only once the compressed copy is complete.  Measured on such a run's
-chunks (``benchmarks/README.md``, "A minute of a busy server, compressed"): 6.7x for the
-switch records, 11x for the wake-ups, 10x for the on-CPU samples, at about 400 MB/s of one
-CPU, where zlib at level 1 took three times the CPU for a smaller ratio and perf's own ``-z``
-cannot be read back chunk by chunk.
+every CPU and the target's wake-ups, about 15 MB a second at 100,000 switches a second.  None
+of it is dropped: each chunk, once folded, is compressed with zstd (level 3, streamed from file
+to file, so no chunk is held in memory) and the original removed only once the compressed copy
+is complete.  zstd at level 3 packs the switch records about 7x, the wake-ups and the on-CPU
+samples about 10x, at about 400 MB/s of one CPU, where zlib at level 1 takes three times the
+CPU for a smaller ratio; perf's own ``-z`` cannot be read back chunk by chunk.
 
 Reading a run again (``wallflame finish``) unpacks one chunk at a time next to it, as a hidden
 file it removes once read.  By hand: ``zstd -d raw/sched.data.<timestamp>.zst`` gives back the

@@ -65,7 +65,7 @@ class Dump:
 
 
 #: At most this many threads read alone a second (``SnapshotLoop._read_alone``): each reading
-#: wakes the collect, and took about 0.17 ms of CPU on MariaDB under sysbench.
+#: wakes the collect and costs it about 0.17 ms of CPU (measured by benchmarks/server_collect.py).
 READ_ALONE_PER_S = 100
 
 #: The one frame of a thread the libdw backend left running (``LibdwBackend.snapshot``).
@@ -208,11 +208,11 @@ class LibdwBackend:
         """Attach libdw and take one snapshot whose stacks are not kept, from the snapshot
         thread before the window opens.  The session's start-up (the modules reported, each
         module's ELF and CFI read at its first unwind, the symbol index of each module a frame
-        falls in) is about 0.1-0.2 s of CPU against MariaDB's ``mariadbd``
-        (``benchmarks/snapshot_start.py``); in the window's first second it cost MariaDB under
-        sysbench 8-39% of that second's transactions (13 collects of 13).  Done before the
-        window, it costs the target as much, but outside the evidence: the window's first
-        second shows the server without the profiler's start-up in it.  ``attach_ms`` is
+        falls in) is about 0.1-0.2 s of CPU against a large server binary (measured by
+        benchmarks/snapshot_start.py); taken in the window, it would show in the window's first
+        second as a dip of the target's work.  Done before the window, it costs the target as
+        much, but outside the evidence: the window's first second shows the target without the
+        profiler's start-up in it.  ``attach_ms`` is
         this whole start.  A failure here is the first snapshot's to report."""
         t0 = time.monotonic()
         if tids:
@@ -232,9 +232,8 @@ class LibdwBackend:
         (``R``), not stopped, each logged with ``RUNNING_FRAME`` alone.  A running thread's
         stack is never counted (its time is on-CPU time, which perf measures:
         ``fold.snapshots``), and stopping it is the costly stop: it is taken off its CPU, in
-        whatever it was doing, perhaps holding a lock every other thread waits for.  On
-        MariaDB under sysbench about 45% of the threads were read running at each snapshot
-        (1,332 of 2,928 records in one 60 s collect)."""
+        whatever it was doing, perhaps holding a lock every other thread waits for.  On a busy
+        server close to half the threads are read running at a snapshot."""
         running = running or []
         if not tids:  # every thread running, exiting or in uninterruptible sleep
             return self.compose("", [], running, 0.0)
@@ -273,8 +272,8 @@ class LibdwBackend:
             return Dump("", span, span, f"libdw: {err}")
         # The mean per-thread stop.  Under SCHED_FIFO the tracer runs as soon as a thread
         # stops, so the stop is timed from its registers being read to its release (a lower
-        # bound: benchmarks/overhead.py measures on the target's side about 0.2 ms more, the
-        # tracer's wake-up); otherwise, as for eu-stack, an upper bound: from the attach
+        # bound: the tracer's wake-up, about 0.2 ms more on the target's side, is not in it);
+        # otherwise, as for eu-stack, an upper bound: from the attach
         # request, which includes waiting for a CPU before the stop takes effect.
         live = [st for st in stacks if not st.error] or stacks
         realtime = self.realtime = bool(self.unwinder and self.unwinder.realtime)
@@ -423,17 +422,14 @@ class SnapshotLoop(threading.Thread):
         """Each thread's /proc record read alone, at a moment of its own drawn uniformly
         between now and ``until`` (the next snapshot), written as a ``READ_LINE`` with
         ``t_ns``, when it was read.  These records, not the snapshots', say what each thread
-        was doing (``fold.snapshots``): read one after the other, in the 1.7 ms it takes for
-        MariaDB's 50 threads, a snapshot's records are not those of the server unobserved.
-        The reading holds a CPU, and on a busy machine the threads that wait for it (the
-        clients of a server's threads waiting for them in ``poll``) wait longer: under
-        sysbench ``oltp_read_write`` a reading of every thread found the connection threads
-        asleep in ``poll`` in 0.45-0.53 of their waits, 5 threads read at once 0.33, and
-        single threads read one at a time 0.20-0.22 (``benchmarks/proc_read_bias.py``).  No
-        thread is stopped: a stop at each of these moments cost that server 9.0% of its
-        transactions, against 0.2% for rounds with no collect (``benchmarks/server_collect.py
-        --sham``); the stacks come from the snapshots.  Ends early when ``stop`` is set (the
-        window closed)."""
+        was doing (``fold.snapshots``): a reading of every thread, one after the other, holds
+        a CPU for its length, and on a busy machine the threads that wait for that CPU (the
+        clients of a server's threads waiting for them in ``poll``) wait longer, so a
+        snapshot's records are not those of the target unobserved; the more threads one
+        reading takes, the more of them it finds waiting for their clients (measured by
+        benchmarks/proc_read_bias.py).  No thread is stopped: a stop at each of these moments
+        costs a busy server several times what the readings do; the stacks come from the
+        snapshots.  Ends early when ``stop`` is set (the window closed)."""
         tids = reader.listing()
         alive = set(tids)
         start = time.monotonic()

@@ -144,8 +144,7 @@ class Folded:
         pids = (",".join(str(p) for p in who()) or None) if callable(who) else who
         # The scheduler's switch records are read from the chunk itself where they can be
         # (perf script then prints only the stack samples and task events: a third of its
-        # CPU), during the window as after it (benchmarks/README.md, "What a minute's window
-        # costs MariaDB, part by part").
+        # CPU), during the window as after it.
         try:
             with packed.unpacked(chunk) as readable:
                 code = self._run_script(stem, readable, pids)
