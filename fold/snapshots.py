@@ -250,8 +250,8 @@ class Accumulator:
         (``S`` or ``D``) whose ``wchan``, read just after, was ``0`` while other threads'
         were not: the kernel gives no sleeping function for a thread on a run queue, and a
         thread is on one, its state still saying asleep, when it was preempted between
-        setting that state and switching out (on a busy machine, often: MariaDB's
-        connection threads under sysbench were so in 15% of their futex records), or when
+        setting that state and switching out (on a busy machine, often: a server's threads
+        in up to a sixth of their futex records), or when
         it was woken between the two reads.  The kernel's own accounting counts it
         runnable."""
         kstate = str(proc.get("state", "")) if proc else ""

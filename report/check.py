@@ -98,20 +98,18 @@ class Thresholds:
                         a series collected in turns with the other side measures it
                         instead; for sides collected at different times it is a floor).
                         Default 0.04: 60 runs of samples/handlers over an hour on a shared
-                        2-core machine spread by 4.3% (MariaDB under sysbench: 12%;
-                        docs/check.md).
+                        2-core machine spread by 4.3% (measured by benchmarks/check_gate.py;
+                        other programs: docs/check.md).
     wait_run_cv:        the same for wait classes, beyond what a run's slices show (default
-                        0.3: measured 2-13% for mix's waits, 41-43% for MariaDB's latch and
-                        commit waits).
+                        0.3: between a small program's waits and a database server's latch and
+                        commit waits; docs/check.md).
     frame_run_excess:   how many times more frames' values differ between runs than their
                         slices predict (in variance), when no side is a series, and at least
                         that when the sides were not collected in turns (a series measures
                         it, and the check prints the figure).  Default 3: runs collected
                         minutes apart on a shared machine, whose load or neighbours changed
-                        in between, differ 2.5-3.5x (mix 2.48x over 20 runs, 3.11x over runs
-                        with and without other processes busy; MariaDB under sysbench
-                        2.65-3.50x one day, 0.97x another); runs back to back under the
-                        same load 0.4-1.1x (docs/check.md).
+                        in between, differ 2.5-3.5x; runs back to back under the same load
+                        0.4-1.1x (docs/check.md).
     wait_classes:       wait classes judged (default ``mutex``, ``rwlock``, ``lock``
                         (database row and table locks), ``io``: contention and I/O;
                         ``condvar``, ``poll`` and ``sleep`` grow whenever a program is less

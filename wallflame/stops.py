@@ -127,8 +127,8 @@ def bound_by_measured(profile: Profile) -> int:
     timing of its stops; returns how many threads were adjusted.
 
     A sampled stack stands for every switch its period covers, so one sampled ``ptrace_stop``
-    counts a thread as stopped far longer than it was (9.6 ms a stop over the tracer's upper
-    bound on MariaDB), and one not sampled not at all.  The tracer timed every stop it made
+    counts a thread as stopped far longer than it was (several ms a stop over the tracer's upper
+    bound on a busy server), and one not sampled not at all.  The tracer timed every stop it made
     (``measured_ns``): the blocked part of each thread's stopped time (what follows the
     release, waiting for a CPU, aside) is brought within [lower, upper], and the difference
     goes back to, or is taken from, the thread's other blocked stacks in proportion to them

@@ -1,7 +1,7 @@
 """Where a system program is found, and which Debian package provides it.
 
 A program is looked for on ``PATH``, then in the sbin directories Debian installs servers and
-administration tools in (``mariadbd``, ``runuser``): ``su`` without ``-``, cron and many CI
+administration tools in (``sshd``, ``runuser``): ``su`` without ``-``, cron and many CI
 images give root a ``PATH`` without them.  A program found nowhere is named with its package.
 """
 
@@ -50,8 +50,8 @@ def package_of(name: str) -> str:
 
 
 def missing_message(name: str) -> str:
-    """One line for a program found nowhere: ``mariadbd is not installed (apt-get install
-    mariadb-server)``."""
+    """One line for a program found nowhere: ``perf is not installed (apt-get install
+    linux-perf)``."""
     return f"{name} is not installed (apt-get install {package_of(name)})"
 
 

@@ -12,7 +12,7 @@ behind them, in time order, per thread, so that a report can show *when* (a stal
   ``wallflame.fold.perf.sampled_switches`` as it pairs switches (``IntervalLog``).
 
 Stacks are interned (a trie of ``(parent, frame)`` nodes, frame names in one table) and times
-are deltas, so the file stays small (the figures: ``benchmarks/README.md``).  The format, its
+are deltas, so the file stays small (measured by benchmarks/timeline_size.py).  The format, its
 version and its fields: ``docs/formats.md``.  Times are perf's clock; a collect records with
 ``-k mono`` so they are ``CLOCK_MONOTONIC``, the clock a program reads with
 ``clock_gettime``, and the window's bounds in that clock are in ``meta.json``
@@ -318,9 +318,8 @@ def _undelta(deltas: list[Any], base: int) -> list[int]:
 
 def write(run_dir: str | os.PathLike[str], tl: Timeline) -> Path:
     """``RUN/timeline.json.gz`` (compact JSON, gzip level 1, no timestamp in the header so the
-    same run gives the same bytes).  Level 1: a busy server's timeline is tens of MB of JSON
-    (19 MB for 20 s of MariaDB at 40,000 switches a second), which level 6 took 1.0 s of CPU
-    to pack and level 1 0.14 s, for a file 9% larger (6.3 MB against 5.8 MB)."""
+    same run gives the same bytes).  Level 1: a busy server's timeline is tens of MB of JSON,
+    which level 1 packs in a seventh of level 6's CPU, for a file 9% larger."""
     from wallflame.output import open_output
 
     path = Path(run_dir) / TIMELINE
@@ -333,9 +332,9 @@ def write(run_dir: str | os.PathLike[str], tl: Timeline) -> Path:
 
 def json_text(tl: Timeline) -> str:
     """``json.dumps(tl.to_json(), separators=(",", ":"), ensure_ascii=False)``, with the
-    threads' integer columns (nearly all of the text: 19 MB for 10 s of MariaDB under
-    sysbench) written by the native ``ints_json`` where it is built: 0.45 s of ``finish``'s
-    CPU for those 10 s went to the JSON module."""
+    threads' integer columns (nearly all of the text, about 2 MB a second of a busy server)
+    written by the native ``ints_json`` where it is built: the JSON module would take most of
+    ``finish``'s CPU for them."""
     d = tl.to_json()
     fast = getattr(native, "ints_json", None) if native is not None else None
 

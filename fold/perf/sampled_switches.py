@@ -105,8 +105,8 @@ MAX_SAMPLE_LEAD_NS = 10_000_000
 _FORK = re.compile(r"^PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
 _COMM = re.compile(r"^PERF_RECORD_COMM.*:(\d+)/(\d+)\s*$")
 #: ``PERF_RECORD_EXIT(pid:tid):(ppid:ptid)``: the thread's last moment.  Its final switch-out
-#: comes after it, when it comes at all (MariaDB's connection threads: none in one case of
-#: three), so a thread that exits is closed here and nothing of it counts afterwards.
+#: comes after it, when it comes at all (for some threads of a server, often not), so a
+#: thread that exits is closed here and nothing of it counts afterwards.
 _EXIT = re.compile(r"^PERF_RECORD_EXIT\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
 
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
@@ -675,7 +675,7 @@ class SampledSched:
         perf writes a thread's ``IN`` record after the context switch and after scheduling
         the thread's own events in: a few microseconds after the kernel started counting the
         thread's run time (2.2-2.9 µs from the 10th to the 90th percentile against the
-        ``sched_switch`` tracepoint on a 2-vCPU VM, ``benchmarks/runnable_truth.py``).  Each
+        ``sched_switch`` tracepoint, measured by benchmarks/runnable_truth.py).  Each
         on-CPU interval starts that much late and the off-CPU interval before it (most often
         runnable: woken, not yet on a CPU) ends that much late: 5-10 points of the window
         of a thread that switches 25,000 times a second.
@@ -1114,8 +1114,8 @@ def _split_blocked(parts: list[tuple[tuple[tuple[str, ...], str], int]], blocked
 
 
 #: A snapshot's stop (``SampledSched.set_marks``) ends the wait it interrupts within this of
-#: the instant its registers were read (0.2-1.7 ms on MariaDB under sysbench: the wake-up, then
-#: waiting for a CPU, before the stop), and the restarted wait begins within it after.
+#: the instant its registers were read (0.2-1.7 ms on a busy server: the wake-up, then waiting
+#: for a CPU, before the stop), and the restarted wait begins within it after.
 MARK_WINDOW_NS = 5_000_000
 #: An interval is matched to a stop only if its thread got a CPU once between the two (the
 #: wait the stop ended: woken by the stop, it runs into the stop; the wait restarted: released,
@@ -1123,10 +1123,9 @@ MARK_WINDOW_NS = 5_000_000
 #: again in between, did something else (the wait the stop found ended, the thread took the
 #: lock and held it 2 ms, then slept: the sleep is not the lock's wait; a sleep ended, the
 #: thread blocked on a condition variable for less than ``MARK_MIN_NS`` and was stopped there:
-#: the sleep is not the condition variable's wait).  On a MariaDB run with a stack at every
-#: switch, matches with one switch-in and up to 50 us of CPU between had the stop's wait class
-#: in 98-100% of cases; with two switch-ins, 17% of the waits the stop ended; with more than
-#: 50 us of CPU, 75-89%.
+#: the sleep is not the condition variable's wait).  Against a stack at every switch, a match
+#: with one switch-in and up to 50 us of CPU between has the stop's wait class nearly always,
+#: one with two switch-ins or more CPU far less often (measured by benchmarks/split_estimator.py).
 MARK_MAX_CPU_NS = 50_000
 #: Shorter unsampled intervals are not matched to a stop: a tracer's stop itself is one (10 us
 #: to a few ms), and short waits are not where the split goes wrong.
