@@ -137,7 +137,7 @@ class HolderProbe:
         try:
             sys_fd = os.open(f"/proc/{self.pid}/task/{owner}/syscall", os.O_RDONLY)
         except OSError:
-            sys_fd = -1  # read as "not in a futex wait", as an unreadable file was before
+            sys_fd = -1  # an unreadable file: read as "not in a futex wait"
         boosted = unwinder.boost()
         try:
             mem_fd = self.mem.fd if self.mem.fd is not None else -1

@@ -13,8 +13,8 @@ The folding process lowers its own priority before it starts any child, and the 
 inherit it: ``SCHED_IDLE`` during the window (it runs only on a CPU nothing else wants), nice
 19, and the idle I/O class (``ioprio_set``).  Once the window has closed the collect gives it
 and its children the normal policy and nice 0 back (the I/O class stays idle): against a
-target that keeps every CPU busy, nice 19 stretched 1-2 s of folding over more than 3 minutes
-after a 15 s window (spin8 with eight workers).  The target, the recorders and the collect's
+target that keeps every CPU busy, nice 19 would stretch a second or two of folding over
+minutes.  The target, the recorders and the collect's
 own threads keep their priority; the folding is a process of its own so that its priority
 delays nothing but itself (``StreamProcess``).
 
@@ -246,12 +246,11 @@ class StreamProcess:
 
     Every finished chunk is folded while recording goes on, by a process of its own at
     ``SCHED_IDLE``, nice 19 and the idle I/O class, which its ``perf script`` children
-    inherit.  A thread of the collect's own process at that priority (as the folding was
-    before) held the interpreter's lock whenever the target preempted it, and every other
-    thread of the collect waited for it: the window's end, the samplers' rounds, the
-    recorders' stop.  Against spin8's eight busy workers a 10 s window then lasted 10.1-18.4 s
-    and the collect 28-41 s; in a process of its own the window lasts 10.0 s
-    (``tests/test_stream_process_live.py``).
+    inherit.  A thread of the collect's own process at that priority would hold the
+    interpreter's lock whenever the target preempted it, and every other thread of the
+    collect would wait for it: the window's end, the samplers' rounds, the recorders' stop.
+    In a process of its own the window keeps its length against a target that keeps every
+    CPU busy (``tests/test_stream_process_live.py``).
 
     The messages (JSON lines on the process's standard input) are listed in
     ``wallflame.streaming``.  When the window closes (``close_window``) the process and its

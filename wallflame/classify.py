@@ -58,7 +58,7 @@ class Rule:
 class _Lazy:
     """A pattern of the built-in table (``regex`` rules, ``under`` columns), compiled when it
     is first tried alone: the joined expression screens names first, so most reports never
-    need one, and compiling the table's 20 took a millisecond of every report.  (A user's
+    need one, and compiling the table's 20 would cost a millisecond a report.  (A user's
     rules are compiled as they are read, so that a bad one is reported; the built-in ones
     are checked by tests/test_classify.py.)"""
 
@@ -76,7 +76,7 @@ class _Lazy:
 
 class _Prefix(str):
     """A ``prefix`` rule's pattern, matched by ``str.startswith``: compiling the built-in
-    table's 35 prefixes as expressions took a millisecond of every report."""
+    table's 35 prefixes as expressions would cost a millisecond a report."""
 
     def match(self, name: str) -> bool:
         return name.startswith(self)

@@ -33,9 +33,8 @@ def work_progress(stdout: Path) -> list[tuple[int, float]]:
 def _work_at(progress: list[tuple[int, float]], t: int) -> float | None:
     """Work done by time ``t``, linearly interpolated; extrapolated from the first (last) two
     progress points up to one of their intervals before (after) them: a launched program's
-    first progress line comes a fraction of its period after perf's first sample (seen in 4
-    of 90 runs of samples/handlers, 58 ms early), which left the whole run without per-slice
-    work.  ``None`` further out."""
+    first progress line may come a fraction of its period after perf's first sample, which
+    would leave the whole run without per-slice work.  ``None`` further out."""
     if not progress:
         return None
     if t < progress[0][0] or t > progress[-1][0]:
