@@ -7,7 +7,7 @@ every 20 ms through one client kept connected, in every phase alike.  Phases of 
 seconds take turns, ``--rounds`` times:
 
 * ``none``: nothing, at the times the events of the other kinds would be (0.5-1.5 s apart);
-* ``snapshot``: one snapshot by the collect's own backend (``collect.pmp.LibdwBackend``: each
+* ``snapshot``: one snapshot by the collect's own backend (``collect.snapshots.LibdwBackend``: each
   thread stopped on its own, ``SCHED_FIFO`` while it unwinds; a thread its /proc ``stat``
   reads running is left running, as the collect leaves it), 0.5-1.5 s apart, as a light
   collect takes one a second;
@@ -57,7 +57,7 @@ from benchmarks.servers import (  # noqa: E402
     require,
 )
 from wallflame.collect.perf import script_command  # noqa: E402
-from wallflame.collect.pmp import LibdwBackend  # noqa: E402
+from wallflame.collect.snapshots import LibdwBackend  # noqa: E402
 from wallflame.collect.target import thread_states  # noqa: E402
 
 KINDS = ("none", "snapshot", "snapshot_all", "read")

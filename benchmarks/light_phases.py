@@ -17,10 +17,10 @@ second before its end.
 What runs in a phase of something, by ``--kinds`` (in turn):
 
 * ``light``: the light collect's snapshot thread as the collect runs it
-  (``collect.pmp.SnapshotLoop``, libdw backend, ``budget.LIGHT_PMP_HZ`` snapshots a second, each
-  thread's /proc record read alone between them), started at the phase's start and stopped at
-  its end.  The libdw backend is started once, before the phases (the collect does that before
-  its window opens, ``LibdwBackend.warm``), and kept across them;
+  (``collect.snapshots.SnapshotLoop``, libdw backend, ``budget.LIGHT_PMP_HZ`` snapshots a
+  second, each thread's /proc record read alone between them), started at the phase's start
+  and stopped at its end.  The libdw backend is started once, before the phases (the collect
+  does that before its window opens, ``LibdwBackend.warm``), and kept across them;
 * ``snapshots``: the same without the records read alone;
 * ``reads``: the records read alone, no snapshot (``SnapshotLoop._read_alone`` at the same
   pace).
@@ -65,7 +65,7 @@ from benchmarks.servers import (  # noqa: E402
 )
 from wallflame.collect.budget import LIGHT_PMP_HZ  # noqa: E402
 from wallflame.collect.owners import ProcReader  # noqa: E402
-from wallflame.collect.pmp import LibdwBackend, SnapshotLoop  # noqa: E402
+from wallflame.collect.snapshots import LibdwBackend, SnapshotLoop  # noqa: E402
 from wallflame.collect.target import list_tids, open_target  # noqa: E402
 from wallflame.rundir import CollectOptions  # noqa: E402
 

@@ -30,7 +30,7 @@ pause; for libdw and eu-stack, which stop one thread at a time, it is each threa
     python3 benchmarks/overhead.py [--runs 3] [--seconds 5] [--rate 10]
 
 Configurations: none; wallflame pmp backends libdw, eu-stack, gdb, gdb-batch at ``--rate``/s
-(snapshots only: ``wallflame.collect.pmp``); perf on-CPU at the default -F
+(snapshots only: ``wallflame.collect.snapshots``); perf on-CPU at the default -F
 (``wallflame collect --off-cpu none``); the full default ``wallflame collect`` (collection
 only); pt-pmp at full speed (``--interval 0``) and at ``--interval 1``.
 """
@@ -58,8 +58,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import progress_rate  # noqa: E402
 from wallflame.collect.plan import DEFAULTS, Request  # noqa: E402
-from wallflame.collect.pmp import SnapshotLoop, make_backend  # noqa: E402
 from wallflame.collect.run import collect as wf_collect  # noqa: E402
+from wallflame.collect.snapshots import SnapshotLoop, make_backend  # noqa: E402
 from wallflame.collect.target import open_target, thread_states  # noqa: E402
 from wallflame.rundir import OffCpu  # noqa: E402
 

@@ -5,8 +5,8 @@ MariaDB (``benchmarks/servers.py``: a private ``mariadbd`` with a sysbench schem
 ``sysbench oltp_update_index --threads 32``; then, in this process, ``--rounds`` rounds of the
 collect's owner sampler (``collect.owners.OwnerSampler``, holder probes on) and ``--snapshots``
 libdw snapshots with their ``/proc`` records (``collect.owners.ProcReader`` and
-``collect.pmp.LibdwBackend``, as ``collect.pmp.SnapshotLoop`` takes them), each timed with
-this thread's CPU clock.  Prints the median per round and per snapshot.
+``collect.snapshots.LibdwBackend``, as ``collect.snapshots.SnapshotLoop`` takes them), each
+timed with this thread's CPU clock.  Prints the median per round and per snapshot.
 
     python3 benchmarks/sampler_cost.py [--rounds 200] [--snapshots 30]
 
@@ -36,7 +36,7 @@ from benchmarks.servers import (  # noqa: E402
 from wallflame.collect.holders import HolderProbe  # noqa: E402
 from wallflame.collect.mutex import MemReader, Symbols  # noqa: E402
 from wallflame.collect.owners import OwnerSampler, ProcReader  # noqa: E402
-from wallflame.collect.pmp import LibdwBackend  # noqa: E402
+from wallflame.collect.snapshots import LibdwBackend  # noqa: E402
 
 
 def main() -> int:

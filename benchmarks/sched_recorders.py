@@ -49,7 +49,7 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   99 Hz), as an attached collect takes them;
 * ``eustack1``: ``eu-stack -p PID``, then a second's sleep, in a loop: the peer's snapshot;
 * ``snap1``: the collect's own snapshots alone, once a second: its libdw backend
-  (``collect.pmp.LibdwBackend``, under ``SCHED_FIFO`` while threads are stopped, as in a
+  (``collect.snapshots.LibdwBackend``, under ``SCHED_FIFO`` while threads are stopped, as in a
   collect) on every thread, with no perf, watch or folding beside it;
 * ``proc_poll``: no recorder, what the collect's watch and memory sampler read, alone: every
   thread's ``/proc/PID/task/TID/schedstat`` and ``/proc/PID/status``, four times a second;
@@ -266,7 +266,7 @@ def command(kind: str, pid: int, out: Path, window: float, program: Path) -> lis
     if kind == "snap1":  # the collect's own snapshots alone: its libdw backend once a second
         return [sys.executable, "-c",
                 f"import os, sys, time\nsys.path.insert(0, {str(ROOT)!r})\n"
-                "from wallflame.collect.pmp import LibdwBackend\n"
+                "from wallflame.collect.snapshots import LibdwBackend\n"
                 f"b = LibdwBackend({pid})\n"
                 f"end = time.monotonic() + {window!r}\n"
                 "while time.monotonic() < end:\n"

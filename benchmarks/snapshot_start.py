@@ -3,7 +3,7 @@
 
 MariaDB (``benchmarks/servers.py``, 8 tables of 100,000 rows) under ``sysbench
 oltp_read_write`` with 32 clients; after 10 s of load, the collect's own snapshot backend
-(``collect.pmp.LibdwBackend``, as a collect uses it: ``SCHED_FIFO`` while it unwinds, where
+(``collect.snapshots.LibdwBackend``, as a collect uses it: ``SCHED_FIFO`` while it unwinds, where
 allowed) takes ``--snapshots`` snapshots of every thread, one a second.  For each it prints
 the wall time, the snapshotting thread's CPU time (``time.thread_time``), the number of
 threads, the mean per-thread stop and the longest stop's upper bound (attach request to
@@ -42,7 +42,7 @@ from benchmarks.servers import (  # noqa: E402
     Missing,
     require,
 )
-from wallflame.collect.pmp import LibdwBackend  # noqa: E402
+from wallflame.collect.snapshots import LibdwBackend  # noqa: E402
 
 
 def one_run(snapshots: int, profile: bool = False) -> list[tuple[float, float]]:

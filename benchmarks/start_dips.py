@@ -72,7 +72,7 @@ PROGRAMS = {
               "ProcReader(PID).read()",
     "warm": "import wallflame.collect.run\n"
             "from wallflame.collect.owners import ProcReader\n"
-            "from wallflame.collect.pmp import LibdwBackend\n"
+            "from wallflame.collect.snapshots import LibdwBackend\n"
             "recs = ProcReader(PID).read()\n"
             "b = LibdwBackend(PID)\n"
             "b.warm([int(r['tid']) for r in recs if r.get('state') not in ('Z', 'X', 'D')])\n"

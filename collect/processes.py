@@ -17,9 +17,9 @@ from wallflame.collect import threads
 from wallflame.collect.launch import Launched
 from wallflame.collect.owners import OwnerSampler
 from wallflame.collect.plan import CollectPlan
-from wallflame.collect.pmp import SnapshotLoop, make_backend
 from wallflame.collect.procs import Seen, Selection, Watch
 from wallflame.collect.safety import Guard
+from wallflame.collect.snapshots import SnapshotLoop, make_backend
 from wallflame.collect.target import (
     Target,
     check_trace_access,

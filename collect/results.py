@@ -14,9 +14,9 @@ from wallflame import rundir
 from wallflame.collect import perf
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.owners import OwnerSampler
-from wallflame.collect.pmp import PmpStats, SnapshotLoop
 from wallflame.collect.processes import Processes
 from wallflame.collect.safety import ensure_running, pause_summary
+from wallflame.collect.snapshots import PmpStats, SnapshotLoop
 from wallflame.collect.target import Target, proc_name, read_stat, tracer_of
 from wallflame.rundir import Capture, CollectOptions, Running, SnapshotStats, Window
 

@@ -37,7 +37,6 @@ from wallflame.collect.plan import (
     needs_switch_rates,
     plan,
 )
-from wallflame.collect.pmp import make_backend
 from wallflame.collect.processes import Processes, listing, not_ours, open_targets
 from wallflame.collect.procs import Selection
 from wallflame.collect.results import (
@@ -50,6 +49,7 @@ from wallflame.collect.results import (
     write_capture,
 )
 from wallflame.collect.safety import Guard, spawn
+from wallflame.collect.snapshots import make_backend
 from wallflame.collect.target import (
     Target,
     open_target,

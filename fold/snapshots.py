@@ -16,11 +16,11 @@ of a wallflame log are not added (perf measures on-CPU better) but their time go
 ``meta.extra["pmp_running_ns"]``; in foreign logs they become on-CPU stacks, since there is no
 perf data beside them.
 
-A log whose header says ``read_alone`` (the libdw backend with snapshots alone, ``collect.pmp``)
-also holds each thread's /proc record read alone, at moments of its own between the snapshots
-(``# wallflame-read``).  Those records carry the weight (each the time since that thread's
-previous one) and the wait class; the snapshots' stacks of the same thread in the same wait only
-say where it waited (``Accumulator.read``).
+A log whose header says ``read_alone`` (the libdw backend with snapshots alone,
+``collect.snapshots``) also holds each thread's /proc record read alone, at moments of its own
+between the snapshots (``# wallflame-read``).  Those records carry the weight (each the time
+since that thread's previous one) and the wait class; the snapshots' stacks of the same thread
+in the same wait only say where it waited (``Accumulator.read``).
 
 Only the current dump is buffered (its threads are needed to name a lock owner's thread), so
 memory is bounded by the size of one dump; everything else streams.

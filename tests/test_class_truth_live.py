@@ -18,7 +18,7 @@ sleep and the other futex waits or mutex (about 400 thread snapshots: sampling n
 points on a 48% share); mutex +0.5 on average (-0.55 to +1.69); on-CPU -0.80 to +0.33, run
 queue -0.59 to +0.09.  The kernel's figures: mutex 3.6-4.0, sleep 48.1-48.7, other futex waits
 12.2-13.0, its coverage of each thread 0.999-1.003.  With each thread's /proc record read alone
-between the snapshots (``collect.pmp.SnapshotLoop._read_alone``), over 10 runs in a row
+between the snapshots (``collect.snapshots.SnapshotLoop._read_alone``), over 10 runs in a row
 (2026-11-29): the largest group's difference 1.11-2.71 points (median 1.8), between sleep,
 mutex and the other futex waits; the next day, in 6 more runs of that 8 s window, 0.59-4.16,
 with ``other`` 0.30-1.78 over the kernel (a ``nanosleep`` restarted after a snapshot's stop,

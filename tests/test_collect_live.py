@@ -93,7 +93,7 @@ def test_libdw_backend_realtime_only_while_unwinding(live: None, sample_bin: Pat
     """The libdw backend unwinds under SCHED_FIFO when allowed and returns to the normal
     policy after each snapshot; without the capability it still works and says its pause is
     an upper bound.  The target is left running either way."""
-    from wallflame.collect.pmp import LibdwBackend
+    from wallflame.collect.snapshots import LibdwBackend
 
     mix = start_mix(sample_bin, "--threads", "3", "--duration", "30")
     try:

@@ -33,7 +33,7 @@ from wallflame.collect.perf import (
     wake_command,
 )
 from wallflame.collect.plan import WINDOW_MIN_HZ, WINDOW_SAMPLES_PER_CPU, window_freq_hz
-from wallflame.collect.pmp import PmpStats, ts_line
+from wallflame.collect.snapshots import PmpStats, ts_line
 from wallflame.collect.target import parse_stat, parse_syscall
 
 STAT_TAIL = ("S 100 200 200 0 -1 4194560 10 0 0 0 5 6 0 0 20 0 3 0 123456 1000 200 "

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from livehelp import collect, start_mix, stop_mix
 
-from wallflame.collect.pmp import RUNNING_FRAME
+from wallflame.collect.snapshots import RUNNING_FRAME
 from wallflame.rundir import READ_LINE
 
 pytestmark = pytest.mark.live

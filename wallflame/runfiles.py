@@ -49,7 +49,7 @@ SCHED_SCRIPT = "sched.script"
 #: The wake-up recording's stem (``wake.data``; its text is not kept either).
 WAKE_STEM = "wake"
 
-# The magic lines of the snapshot log (``collect.pmp`` writes them, ``fold`` reads them).
+# The magic lines of the snapshot log (``collect.snapshots`` writes them, ``fold`` reads them).
 #: The first line of a snapshot log, followed by a JSON header.
 SNAPSHOTS_MAGIC = "# wallflame-snapshots 1"
 #: A thread's /proc record in a snapshot log (kernel state, wchan, lock and owner), as JSON.
@@ -58,7 +58,7 @@ PROC_LINE = "# wallflame-proc "
 SNAPSHOT_LINE = "# wallflame-snapshot "
 #: One thread's /proc record read alone, at a moment of its own between two snapshots, as
 #: JSON (``PROC_LINE``'s fields and ``t_ns``): what each thread was doing, unmoved by the
-#: reading of the others (``collect.pmp.SnapshotLoop``).
+#: reading of the others (``collect.snapshots.SnapshotLoop``).
 READ_LINE = "# wallflame-read "
 
 #: In a ``capture.json`` written while the run goes on: who writes it (``pid``,
