@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from wallflame.collect import budget, perf, releases, stream, threads
+from wallflame.collect import budget, futexwakes, perf, stream, threads
 from wallflame.collect import machine as machine_load
 from wallflame.collect.elfinfo import has_debug_info
 from wallflame.collect.launch import Launched, end_child, runnable
@@ -343,7 +343,7 @@ class _Window:
             col.commands[f"{r.stem}_script"] = perf.script_command(
                 Path(f"raw/{r.stem}.data.<chunk>"), r.stem == "sched", kallsyms=ksyms,
                 inline=opts.inlined)
-        self.rel: releases.ReleaseRecorder | None = None
+        self.rel: futexwakes.ReleaseRecorder | None = None
         self.load = machine_load.LoadMeter(procs.watch.pids)
         self.t_start = time.time_ns()
         self.mono_start = time.monotonic_ns()
@@ -367,7 +367,7 @@ class _Window:
             if r.proc is not None:
                 self.guard.watch(r.proc.pid)
         if self.opts.release_sites:  # where locks are released: its own perf
-            self.rel = releases.start(perf.perf_path(), target.pid, self.raw, col.commands,
+            self.rel = futexwakes.start(perf.perf_path(), target.pid, self.raw, col.commands,
                                       self.guard.watch)
             if len(procs.targets) > 1:
                 col.warn(f"--release-sites records only the first process (PID {target.pid})")
@@ -451,7 +451,7 @@ class _Window:
         if procs.owners:
             col.owners = owner_stats(procs.owners)
         if self.rel is not None:
-            col.owners["releases"] = releases.finish(self.rel, col.warn)
+            col.owners["releases"] = futexwakes.finish(self.rel, col.warn)
         procs.close_logs()
         col.postprocess["samplers_cpu_s"] = samplers_cpu(procs, self.mem, main_cpu)
         col.window = Window(self.t_start, t_end, t_end - self.t_start, self.mono_start,

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wallflame import lockshare, procnames, releases, rundir, stops, window
+from wallflame import lockshare, procnames, releasesites, rundir, stops, window
 from wallflame.errors import ToolError, WallflameError
 from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
 from wallflame.fold.perf import chunks
@@ -77,10 +77,10 @@ def _count_once(meta: Meta, read: Meta) -> None:
 
 
 def _attach_releases(profile: Profile, raw: Path, warnings: list[str]) -> None:
-    """From a run's ``raw/releases.data`` (``collect.releases`` records it and runs its
+    """From a run's ``raw/releases.data`` (``collect.futexwakes`` records it and runs its
     ``perf script``), when it has one."""
+    from wallflame.collect import futexwakes as recorded
     from wallflame.collect import perf
-    from wallflame.collect import releases as recorded
 
     if not (raw / RELEASES_DATA).exists():
         return
@@ -92,7 +92,7 @@ def _attach_releases(profile: Profile, raw: Path, warnings: list[str]) -> None:
     if script is None:
         warnings.append("release sites not read: perf script failed on raw/releases.data")
         return
-    releases.attach(profile, script)
+    releasesites.attach(profile, script)
 
 
 def _snapshot_format(backend: str) -> str:

@@ -91,7 +91,7 @@ class CollectOptions:
     pmp_rate_hz:  snapshots per second (``None``: no snapshots).
     owner_rate_hz: rounds per second of the owner sampler (0: none).
     holder_stacks: whether the owner sampler stops the owners it finds for their stacks.
-    release_sites: the target's futex wakes recorded (``collect.releases``).
+    release_sites: the target's futex wakes recorded (``collect.futexwakes``).
     freq_hz:      perf's on-CPU sampling frequency.
     call_graph:   perf's unwinding of on-CPU samples, ``fp`` or ``dwarf``.
     sched_call_graph: unwinding of scheduler stacks.
