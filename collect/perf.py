@@ -5,17 +5,13 @@ during ``-- sleep N``, 137 and all data lost on SIGKILL), so success is judged f
 Recording is split into chunks (``--switch-output=10s``) so that a killed perf loses at most
 one chunk, bounded by ``-- sleep N``, and perf gets PR_SET_PDEATHSIG=SIGINT so that it ends
 (and writes its data) when wallflame dies.  Each new chunk costs perf about 40 ms of CPU (it
-synthesizes the kernel's and the target's maps again, reading /proc/kallsyms): measured on
-samples/bin/spin8, perf used 4% of a CPU with one-second chunks and none without chunks; and
-each chunk's ``perf script`` about 50 ms more whatever its size (with the kernel's symbols
-read from ``raw/``, below; 100 ms without).  With three recorders, 5 s chunks and no copy of
-the symbols that was 0.08 s of CPU a second of collect; 10 s chunks with the copy, 0.03 s.
+synthesizes the kernel's and the target's maps again, reading /proc/kallsyms), and each
+chunk's ``perf script`` about 50 ms more whatever its size (the kernel's symbols read from
+``raw/``, below), so chunks last ``CHUNK_S`` or more (``benchmarks/script_chunk.py``).
 
 The on-CPU recorder's chunks are longer when its samples are few (``oncpu_chunk_s``): each
 chunk's ``perf script`` costs a busy target a dip whatever the chunk holds, even at
-``SCHED_IDLE`` (MariaDB under sysbench: a median 4.5-6.5% of the transactions of the second a
-10 s chunk of 99 Hz samples is read in, ``benchmarks/server_collect.py``; about 54 ms of its
-commits a read, ``benchmarks/event_dips.py``), so a light collect's minute is one chunk
+``SCHED_IDLE`` (``benchmarks/event_dips.py``), so a light collect's minute is one chunk
 instead of six.
 """
 
@@ -132,13 +128,11 @@ class PerfOptions:
                 ``sched:sched_switch`` filtered in the kernel on the switches out of the
                 target's threads (``threads.wake_filter`` on ``prev_pid``), one in
                 ``stack_period`` per CPU with its call chain.  Per-thread events (``-p``) make
-                the kernel stop and start them at every context switch of every thread:
-                measured on MariaDB under sysbench (about 25,000 switches/s on 2 vCPUs), the
-                per-thread scheduler perf cost 9.5-17% of its transactions/s with or without
-                stacks, this one about 1% (``benchmarks/sched_recorders.py``).  (The
-                tracepoint without a stack cannot stand in for the switch records: on this
-                kernel, perf dropped every switch out of the idle task on one of the two CPUs,
-                which bpftrace saw on the same tracepoint.)
+                the kernel stop and start them at every context switch of every thread, which
+                costs a busy server far more than one event per CPU
+                (``benchmarks/sched_recorders.py``).  The tracepoint without a stack cannot
+                stand in for the switch records: perf 6.1 drops switches out of the idle task
+                on some CPUs.
     stack_period: with ``switch_filter``: one switch out of this many (per CPU) carries a
                 stack; each such sample stands for that many switches.
     chunk_s:    seconds per chunk (``--switch-output``; ``oncpu_chunk_s``).
@@ -156,11 +150,10 @@ class PerfOptions:
 
 
 #: User stack copied per *sampled* scheduler stack (a stack rate per thread, as a data budget
-#: sets it): each costs little in all, so enough to reach the thread's root.  Measured on
-#: MariaDB 10.11 under sysbench (connection threads, ``sched:sched_switch`` with DWARF): 8 KiB
-#: left 69 of 259 stacks cut short (an ``[unknown]`` root above ``dispatch_command``), 16 KiB
-#: 7 of 215, 32 KiB none of 262.  A stack at every switch keeps the default 8 KiB (32 KiB at
-#: tens of thousands of switches a second would be gigabytes).
+#: sets it): each costs little in all, so enough to reach a server thread's root
+#: (``benchmarks/sched_stack_bytes.py``: 8 KiB cuts a deep server stack short).  A stack at
+#: every switch keeps the default 8 KiB (32 KiB at tens of thousands of switches a second
+#: would be gigabytes).
 SAMPLED_STACK_BYTES = 32768
 
 
@@ -197,9 +190,7 @@ def chunk_seconds(duration_s: float | None, longest_s: int = CHUNK_S) -> int:
     enough for the window and ``LEAD_S`` besides.  Fixed chunks of ``longest_s`` left a last
     chunk of the fraction of a second the recorder ran past a whole number of them (it starts
     before the window opens and stops after it closes), and each chunk's ``perf script`` has
-    a fixed cost: of the scheduler's, measured on spin8 with a 2 kHz heartbeat, 85 ms of CPU
-    for a 0.2 s chunk and 108 ms for a 10 s one, so a 10 s window's tail chunks (the
-    scheduler's and the wake-ups') cost 95 ms of its collect's 1.2 s.  No set duration
+    a fixed cost whatever the chunk holds (``benchmarks/script_chunk.py``).  No set duration
     (until a launched command exits): ``longest_s``."""
     if duration_s is None or not 0 < duration_s < UNBOUNDED_S:
         return longest_s
@@ -214,9 +205,8 @@ def one_chunk(duration_s: float | None) -> bool:
     """Whether a window of ``duration_s`` is one chunk of every recorder (``chunk_seconds``:
     each one's chunks may last ``CHUNK_S`` or more), so that no chunk is closed before the
     window is: the folding process (``collect.stream.StreamProcess``) would have nothing to
-    fold during it, and its start (a Python process of its own: 85 ms of CPU, the whole
-    folding of a 10 s window of spin8 with a 2 kHz heartbeat taking 0.3 s) is saved by
-    folding after the window in the collect itself."""
+    fold during it, and its start (a Python process of its own) is saved by folding after
+    the window in the collect itself."""
     return duration_s is not None and 0 < duration_s < UNBOUNDED_S and \
         chunk_seconds(duration_s) > duration_s
 
@@ -267,8 +257,7 @@ def _switches_command(opts: PerfOptions) -> list[str]:
     if opts.switch_filter:
         cmd += ["--filter", opts.switch_filter]
     # --no-period: with the period in each sample, the kernel samples a tracepoint at every
-    # hit whatever the period (``perf_swevent_event``; measured: -c 100 gave a 32 KiB stack
-    # at every switch, and cost MariaDB 41% of its transactions/s).
+    # hit whatever the period (``perf_swevent_event``: a stack at every switch).
     cmd += ["-c", str(max(1, opts.stack_period)), "--no-period", "--switch-events",
             "--call-graph", call_graph]
     if os.geteuid() == 0:

@@ -194,7 +194,7 @@ def _default(value: object) -> str:
               "from the target's switch rate before the window). Every switch is still "
               "recorded, so blocked and run-queue totals stay exact, but their split over "
               "wait classes and stacks is estimated from the sampled stacks "
-              "(benchmarks/sched_split.py measures its error). Default: see --overhead.")
+              "(docs/collecting.md gives its error). Default: see --overhead.")
 @click.option("--sched-stack-hz", type=float, default=None,
               help="Scheduler stacks per second per thread (default: every switch, or from "
               "the data-rate budget; 0: every switch, 8 KiB copied per switch with DWARF, "
@@ -202,8 +202,7 @@ def _default(value: object) -> str:
 @click.option("--release-sites/--no-release-sites", default=None,
               show_default=_default(DEFAULTS.release_sites),
               help="Also record where locks are released: the target's futex wakes with their "
-              "call chains (a perf recording of its own; benchmarks/locks_overhead.py "
-              "measures its cost).")
+              "call chains (a perf recording of its own; docs/collecting.md gives its cost).")
 @click.option("--inline-frames/--no-inline-frames", default=None,
               help="Inlined frames in perf's stacks, resolved by addr2line for every distinct "
               "address. Default: on, unless an attached target's executables have no debug "
