@@ -222,7 +222,7 @@ def judge(out: Path) -> int:
 def interval(k: int, n: int) -> str:
     """``k`` of ``n`` as a rate with its exact (Clopper-Pearson) 95% interval: with 0 of 30
     the rate is below 11.6%; the gate's stated rate is 1%."""
-    from wallflame.report.gate_stats import _betainc
+    from wallflame.report.gate.stats import _betainc
 
     def quantile(q: float, a: float, b: float) -> float:
         lo, hi = 0.0, 1.0
@@ -248,9 +248,9 @@ def judge_all_pairs(out: Path) -> None:
     in this process with the code ``wallflame check`` runs (each run loaded once).  Pairs
     share runs, so the counts are not independent trials; the rates are still unbiased."""
     sys.path.insert(0, str(ROOT))
-    from wallflame.report.check import FAIL, INCONCLUSIVE, Thresholds, ignored, judge
     from wallflame.report.diff.compare import compare
-    from wallflame.report.series import load_side
+    from wallflame.report.gate.check import FAIL, INCONCLUSIVE, Thresholds, ignored, judge
+    from wallflame.report.gate.series import load_side
 
     t = Thresholds()
     for kv in THRESHOLDS:
@@ -303,10 +303,15 @@ def between_runs(runs: list[Path]) -> None:
     ``-b``, collected back to back) and over all of them."""
     sys.path.insert(0, str(ROOT))
     from wallflame.profile import WAIT_CLASSES
-    from wallflame.report.check import WAIT_EPS, Thresholds, ignored
-    from wallflame.report.gate import SHARE, cpu_per_work, frame_estimates, wait_estimates
-    from wallflame.report.gate_stats import pooled_excess
-    from wallflame.report.series import load_side
+    from wallflame.report.gate.check import WAIT_EPS, Thresholds, ignored
+    from wallflame.report.gate.quantities import (
+        SHARE,
+        cpu_per_work,
+        frame_estimates,
+        wait_estimates,
+    )
+    from wallflame.report.gate.series import load_side
+    from wallflame.report.gate.stats import pooled_excess
 
     cut = ignored(Thresholds())
     loaded = {p: load_side(str(p), p.name, cut)[0][0] for p in runs}

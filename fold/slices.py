@@ -10,9 +10,9 @@ and the work done (from progress lines in ``raw/target.stdout``, ``wallflame.pro
 spread of a quantity over the slices measures how much it moves within the run (scheduling,
 load, phases of the program), which sampling error alone does not (the method of batch means).
 
-``finish`` writes them to ``RUN/slices.json`` (``write_slices``); ``report.slicefile`` reads that
-file (and, through the check command, has them computed here for a run finished before the
-file existed).  Each slice's text is folded by the same folder as the whole run, so names
+``finish`` writes them to ``RUN/slices.json`` (``write_slices``); ``report.gate.slicefile``
+reads that file (and, through the check command, has them computed here for a run finished
+before the file existed).  Each slice's text is folded by the same folder as the whole run, so names
 agree with ``oncpu.folded``.  Scheduler intervals that cross a slice boundary are closed at the
 slice's last record (text) or split at the bins' edges (bins): per-slice off-CPU figures are
 used only for their relative spread.

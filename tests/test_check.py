@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from wallflame.cli import cli
 from wallflame.errors import EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, InputError
 from wallflame.profile import OFF, Profile, StackKey
-from wallflame.report.check import (
+from wallflame.report.gate.check import (
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -27,7 +27,7 @@ from wallflame.report.check import (
     judge_profiles,
     load_thresholds,
 )
-from wallflame.report.check_output import junit, markdown, to_json
+from wallflame.report.gate.output import junit, markdown, to_json
 
 MS = 1_000_000
 FIX = Path(__file__).parent / "fixtures" / "diff"
@@ -283,9 +283,9 @@ def even_slices(p: Profile, work: float, k: int = 10) -> dict[str, object]:
 def check_work(a: Profile, b: Profile, work_a: float, work_b: float,
                units: tuple[str, str] = ("messages", "messages")) -> Verdict:
     """Two runs that report work (per slice, as progress lines give it)."""
-    from wallflame.report.check import judge
     from wallflame.report.diff.compare import _meta_digest, compare
-    from wallflame.report.gate import make_run
+    from wallflame.report.gate.check import judge
+    from wallflame.report.gate.quantities import make_run
 
     t = Thresholds()
     runs = [make_run(label, p, _meta_digest(p), even_slices(p, w), {"work": w, "unit": u})
@@ -330,9 +330,9 @@ def test_a_series_with_a_run_without_work_per_slice_skips_cpu_per_work() -> None
     """One run of a series whose progress lines did not span its window has no CPU per unit
     of work: the series' mean must not count it as zero (a false 'regression' of +1760%
     was seen that way), so CPU per unit of work is not judged."""
-    from wallflame.report.check import judge
     from wallflame.report.diff.compare import _meta_digest, compare
-    from wallflame.report.gate import make_run
+    from wallflame.report.gate.check import judge
+    from wallflame.report.gate.quantities import make_run
 
     def mk(label: str, p: Profile, slices: bool) -> object:
         return make_run(label, p, _meta_digest(p), even_slices(p, 10000) if slices else None,

@@ -6,9 +6,9 @@ import dataclasses
 import re
 from pathlib import Path
 
-from wallflame.report.check import PASS, Thresholds, ignored, judge, load_thresholds
 from wallflame.report.diff.compare import compare
-from wallflame.report.series import load_side, run_paths
+from wallflame.report.gate.check import PASS, Thresholds, ignored, judge, load_thresholds
+from wallflame.report.gate.series import load_side, run_paths
 from wallflame.rundir import is_run_dir
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ci"

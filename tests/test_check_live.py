@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from wallflame.profile import OFF
-from wallflame.report.check import (
+from wallflame.report.diff.compare import compare
+from wallflame.report.gate.check import (
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -38,9 +39,8 @@ from wallflame.report.check import (
     ignored,
     judge,
 )
-from wallflame.report.check_output import markdown
-from wallflame.report.diff.compare import compare
-from wallflame.report.series import load_side
+from wallflame.report.gate.output import markdown
+from wallflame.report.gate.series import load_side
 from wallflame.rundir import ONCPU, load_run_dir
 
 pytestmark = pytest.mark.live

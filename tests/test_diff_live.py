@@ -18,7 +18,9 @@ import pytest
 
 from wallflame.fold import load_inputs
 from wallflame.profile import OFF, ON, Profile
-from wallflame.report.check import (
+from wallflame.report.diff.compare import SHARE, Diff, compare
+from wallflame.report.diff.page import page_data
+from wallflame.report.gate.check import (
     FAIL,
     INCONCLUSIVE,
     SKIPPED,
@@ -27,9 +29,7 @@ from wallflame.report.check import (
     ignored,
     judge,
 )
-from wallflame.report.diff.compare import SHARE, Diff, compare
-from wallflame.report.diff.page import page_data
-from wallflame.report.series import load_side
+from wallflame.report.gate.series import load_side
 
 pytestmark = pytest.mark.live
 

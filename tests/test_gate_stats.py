@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from wallflame.report.gate_stats import (
+from wallflame.report.gate.stats import (
     Estimate,
     batch_ratio,
     chi2_over_df,

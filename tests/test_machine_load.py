@@ -27,7 +27,7 @@ from wallflame.collect.machine import (
     steal_note,
 )
 from wallflame.profile import Profile, StackKey
-from wallflame.report.check import (
+from wallflame.report.gate.check import (
     INCONCLUSIVE,
     PASS,
     SKIPPED,

@@ -200,7 +200,7 @@ def test_a_check_side_given_as_a_capture_is_folded_by_the_loader_passed_in() -> 
     """The report stage does not fold: a capture file on one side of ``check`` is folded by
     the loader the command passes (the folders'), and refused in one line without one."""
     from wallflame.fold import load_inputs
-    from wallflame.report.series import load_side
+    from wallflame.report.gate.series import load_side
 
     capture = str(Path(__file__).parent / "fixtures" / "perf" / "mix-fp.txt")
     with pytest.raises(InputError, match="not a run directory"):

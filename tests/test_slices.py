@@ -16,8 +16,8 @@ from wallflame.fold.perf.sampled_switches import SCHED_BINS, SampledSched
 from wallflame.fold.slices import compute_slices, write_slices
 from wallflame.profile import Profile
 from wallflame.progress import work_in_slices, work_progress
-from wallflame.report.gate import make_run
-from wallflame.report.slicefile import SLICES, load_slices
+from wallflame.report.gate.quantities import make_run
+from wallflame.report.gate.slicefile import SLICES, load_slices
 
 MS = 1_000_000
 

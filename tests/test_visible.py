@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.report import tree
-from wallflame.report.check import judge_profiles
-from wallflame.report.check_output import markdown
 from wallflame.report.diff import text as diff_text
 from wallflame.report.diff.compare import compare
 from wallflame.report.diff.page import render
 from wallflame.report.diff.text import to_json, write_text
+from wallflame.report.gate.check import judge_profiles
+from wallflame.report.gate.output import markdown
 from wallflame.report.visible import visible
 
 MS = 1_000_000

@@ -21,7 +21,7 @@ ONCPU = "oncpu.folded"
 OFFCPU = "offcpu.folded"
 MEMORY = "memory.json"
 SLICES = "slices.json"
-#: The form of ``slices.json`` (``fold.slices`` writes it, ``report.slicefile`` reads it).
+#: The form of ``slices.json`` (``fold.slices`` writes it, ``report.gate.slicefile`` reads it).
 SLICES_VERSION = 1
 REPORT = "report.html"
 RAW = "raw"

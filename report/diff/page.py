@@ -20,7 +20,6 @@ from typing import Any
 
 from wallflame.output import open_output
 from wallflame.profile import OFF, ON
-from wallflame.report.check import Verdict
 from wallflame.report.diff.compare import Diff
 from wallflame.report.diff.text import (
     VIEW_TITLES,
@@ -31,6 +30,7 @@ from wallflame.report.diff.text import (
     norm_text,
     visible,
 )
+from wallflame.report.gate.check import Verdict
 from wallflame.report.html import environment
 from wallflame.report.page_assets import csp_hash as csp_hash  # the pages' one rule
 from wallflame.report.page_assets import page_assets

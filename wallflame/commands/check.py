@@ -10,10 +10,10 @@ import click
 
 from wallflame.output import open_output
 from wallflame.profile import Profile
-from wallflame.report.check import CONFIG_NAME, Thresholds, ignored, judge, load_thresholds
-from wallflame.report.check_output import junit, markdown, to_json
 from wallflame.report.diff.compare import compare
-from wallflame.report.series import load_side
+from wallflame.report.gate.check import CONFIG_NAME, Thresholds, ignored, judge, load_thresholds
+from wallflame.report.gate.output import junit, markdown, to_json
+from wallflame.report.gate.series import load_side
 from wallflame.waitclasses import WAIT_CLASSES
 
 #: The command's help; its list of wait classes is the table's (``waitclasses``).

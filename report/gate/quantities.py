@@ -35,7 +35,7 @@ from typing import Any
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.diff.compare import lock_name
 from wallflame.report.diff.normalise import evidence
-from wallflame.report.gate_stats import (
+from wallflame.report.gate.stats import (
     Estimate,
     batch_ratio,
     combine_runs,

@@ -12,8 +12,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from wallflame.report.check import FAIL, INCONCLUSIVE, PASS, SKIPPED, Verdict
 from wallflame.report.diff.text import describe_side, visible
+from wallflame.report.gate.check import FAIL, INCONCLUSIVE, PASS, SKIPPED, Verdict
 
 TITLES = {PASS: "pass: no regression", FAIL: "REGRESSION",
           INCONCLUSIVE: "INCONCLUSIVE: these runs cannot settle it"}

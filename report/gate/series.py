@@ -16,8 +16,8 @@ from collections.abc import Callable
 from wallflame.errors import InputError
 from wallflame.profile import Profile, merge_all
 from wallflame.report.diff.compare import _meta_digest
-from wallflame.report.gate import Run, make_run, read_work_file
-from wallflame.report.slicefile import Compute, load_slices
+from wallflame.report.gate.quantities import Run, make_run, read_work_file
+from wallflame.report.gate.slicefile import Compute, load_slices
 from wallflame.rundir import is_run_dir, load_run_dir
 
 #: A series larger than this is refused (a typo such as the parent of every run ever kept).

@@ -2,7 +2,7 @@
 statistical test at a stated false-alarm rate, never on data that cannot be compared.
 
 Verdicts and exit codes (``wallflame.errors``): ``pass`` 0, ``regression`` 1, ``inconclusive``
-7.  A regression is an increase of a judged quantity (``wallflame.report.gate``) that Welch's
+7.  A regression is an increase of a judged quantity (``report.gate.quantities``) that Welch's
 one-sided t-test finds significant after Holm's correction over every quantity judged in the
 check (family-wise false-alarm rate ``alpha``) *and* that is larger than the minimum effect.
 Inconclusive: evidence that cannot be compared (different collectors or rates, truncated or
@@ -29,7 +29,7 @@ from typing import Any
 from wallflame.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, InputError
 from wallflame.profile import WAIT_CLASSES, Profile, merge_all
 from wallflame.report.diff.compare import Diff
-from wallflame.report.gate import (
+from wallflame.report.gate.quantities import (
     PER_WORK,
     SHARE,
     WAITS_TOGETHER,
@@ -46,7 +46,7 @@ from wallflame.report.gate import (
     wait_estimates,
     work_rate,
 )
-from wallflame.report.gate_stats import Comparison, Estimate, compare, holm
+from wallflame.report.gate.stats import Comparison, Estimate, compare, holm
 
 CONFIG_NAME = ".wallflame-check.toml"
 #: Losses that say how much data is missing only vaguely (a file cut short, a perf chunk, a
@@ -394,7 +394,7 @@ def judge_profiles(before: Profile | list[Profile], after: Profile | list[Profil
 def _estimates(runs: list[Run], names: list[str], measure: str, work: bool,
                lock_names: list[str], t: Thresholds, rate_ref: float | None = None
                ) -> list[dict[str, Estimate]]:
-    """Every quantity of every run of a side (``wallflame.report.gate``); ``rate_ref``:
+    """Every quantity of every run of a side (``wallflame.report.gate.quantities``); ``rate_ref``:
     waits per unit of work, at that rate of work (``wait_estimates``)."""
     per_run = []
     for r in runs:
