@@ -16,6 +16,11 @@ SAMPLES = ROOT / "samples"
 SAMPLE_BIN = SAMPLES / "bin"
 
 
+#: The folders of the tiers (docs/layout.md): unit tests read files and run no profiler, live
+#: tests run perf, gdb or a server against real processes, browser tests drive chromium.
+TIERS = ("unit", "live", "browser")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bless", action="store_true",
                      help="rewrite golden files from the current output instead of comparing")
@@ -68,3 +73,27 @@ def live() -> None:
         return
     if not (_can_perf() and shutil.which("gdb") is not None):
         pytest.skip("perf/gdb not usable on this machine")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's markers agree with its folder, so that ``-m "not live and not browser"``
+    selects exactly ``tests/unit``: the ``live`` marker on a test exactly when it uses the
+    ``live`` fixture (every test under ``tests/live`` does), ``browser`` exactly on the tests
+    under ``tests/browser``."""
+    wrong = []
+    for item in items:
+        parts = item.path.relative_to(ROOT / "tests").parts
+        tier = parts[0] if len(parts) > 1 else ""
+        live = item.get_closest_marker("live") is not None
+        browser = item.get_closest_marker("browser") is not None
+        uses_live = "live" in getattr(item, "fixturenames", ())
+        if tier not in TIERS:
+            wrong.append(f"{item.nodeid}: not under tests/unit, tests/live or tests/browser")
+        elif live != uses_live or (tier == "live" and not live):
+            wrong.append(f"{item.nodeid}: the live marker and the live fixture go together, "
+                         "and every test under tests/live has them")
+        elif browser != (tier == "browser"):
+            wrong.append(f"{item.nodeid}: the browser marker is for the tests under "
+                         "tests/browser, and all of them")
+    if wrong:
+        raise pytest.UsageError("tests in the wrong tier:\n" + "\n".join(wrong))

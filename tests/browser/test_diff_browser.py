@@ -19,6 +19,8 @@ from wallflame.profile import Profile, StackKey
 from wallflame.report.diff.compare import compare
 from wallflame.report.diff.page import write_html
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 EVIL = '</script><img src=x onerror=alert(1)>'

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
+from conftest import ROOT
+from unit.report.test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
 
 from wallflame.fold import load_inputs
 from wallflame.profile import StackKey
@@ -26,6 +27,8 @@ from wallflame.report.diff.compare import compare
 from wallflame.report.diff.page import write_html as write_diff_html
 from wallflame.report.exports import write_report
 from wallflame.report.tree import visible
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -276,6 +279,7 @@ def mix_capture(tmp_path_factory: pytest.TempPathFactory, sample_bin: Path,
     return script
 
 
+@pytest.mark.live
 def test_real_perf_capture_of_mix(browser: Any, mix_capture: Path, tmp_path: Path) -> None:
     profile = load_inputs([str(mix_capture)])
     out = tmp_path / "mix.html"
@@ -302,7 +306,7 @@ def test_real_perf_capture_of_mix(browser: Any, mix_capture: Path, tmp_path: Pat
 def mix_run(tmp_path_factory: pytest.TempPathFactory, sample_bin: Path, live: None) -> Path:
     """A 3 s ``wallflame collect`` run directory of mix (4 workers contending on a mutex)."""
     run = tmp_path_factory.mktemp("collect") / "run"
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     r = subprocess.run([sys.executable, "-m", "wallflame", "collect", "-o", str(run),
                         "--duration", "3", "--", str(sample_bin / "mix"), "--threads", "4",
                         "--duration", "3"], cwd=root, capture_output=True, text=True,
@@ -311,9 +315,10 @@ def mix_run(tmp_path_factory: pytest.TempPathFactory, sample_bin: Path, live: No
     return run
 
 
+@pytest.mark.live
 def test_real_collect_run_shows_the_mutex(browser: Any, mix_run: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "wallflame", "report", str(mix_run)],
-                       cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                       cwd=ROOT, capture_output=True,
                        text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     got = load(browser, mix_run / "report.html")
@@ -361,7 +366,7 @@ def test_frame_colours_labels_and_amounts_are_the_pythons(browser: Any, tmp_path
     """The script draws each class in the table's colour and names it with the table's label,
     though it holds no copy of either, and writes amounts as ``amounts.readable`` does: a frame
     of each class (weights from 1 ns to 150 s), read back from the page."""
-    from test_waitclasses import SPREAD, every_class_profile
+    from unit.hub.test_waitclasses import SPREAD, every_class_profile
 
     from wallflame.amounts import readable
     from wallflame.profile import UNIT_NS

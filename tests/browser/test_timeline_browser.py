@@ -8,15 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_browser import browser, load  # noqa: F401 (the fixture)
-from test_perfetto import _run_dir, _with_samples
-from test_timeline import HOSTILE, S
+from unit.report.test_perfetto import _run_dir, _with_samples
+from unit.report.test_timeline import HOSTILE, S
 
+from browser.test_report_browser import browser, load  # noqa: F401 (the fixture)
 from wallflame.profile import OFF, HolderKey
 from wallflame.report.exports import add_run_facts, write_report
 from wallflame.report.timerange import restrict, window_range
 from wallflame.rundir import load_run_dir
 from wallflame.timeline import load as load_timeline
+
+pytestmark = pytest.mark.browser
 
 LOCK = "0x10 <g_lock>"
 

@@ -26,7 +26,8 @@ from livehelp import collect, load, start_mix, stop_mix
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.report.phases import thread_phases
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 CLASSES = (("on_ns", None), ("mutex_ns", "mutex"), ("sleep_ns", "sleep"),
            ("condvar_ns", "condvar"))

@@ -30,7 +30,8 @@ from livehelp import collect
 
 from wallflame.collect import budget
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 PINGPONG = """
 import os, threading, time

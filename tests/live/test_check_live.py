@@ -43,7 +43,8 @@ from wallflame.report.gate.output import markdown
 from wallflame.report.gate.series import load_side
 from wallflame.rundir import ONCPU, load_run_dir
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 DURATION_S = 10
 SAME = [f"same{i}" for i in range(1, 5)]

@@ -39,7 +39,8 @@ from livehelp import collect, start_mix, stop_mix
 
 from benchmarks.class_truth import GROUPS, Truth, kernel_groups, shares
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 #: Share each group may differ from the kernel's figure: 5 points, 1.8 times the largest
 #: difference seen with the 16 s window (spread: see the module's text).

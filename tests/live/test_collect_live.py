@@ -20,7 +20,7 @@ from wallflame.collect.perf import data_chunks, script_command
 from wallflame.collect.target import thread_states, tracer_of
 from wallflame.rundir import SNAPSHOTS_MAGIC as LOG_MAGIC
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,

@@ -34,7 +34,8 @@ import pytest
 
 from wallflame.commands.demo import consumer_mutex_share, program_clock
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 #: Points the headline may differ from the program's own figure (spread: module docstring).
 MARGIN = 5.0

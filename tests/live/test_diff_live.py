@@ -31,7 +31,7 @@ from wallflame.report.gate.check import (
 )
 from wallflame.report.gate.series import load_side
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 @pytest.fixture(scope="module")

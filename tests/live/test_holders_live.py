@@ -13,11 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
-from test_samples_e2e import collect
 
+from live.test_samples_e2e_live import collect
 from wallflame.profile import HolderKey
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 INSIDE = ("spin_under_lock", "sleep_under_lock")
 OUTSIDE = ("outside_work", "outside_sleep", "process_message", "deliver_message")

@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from livehelp import WALLFLAME
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
-@pytest.mark.usefixtures("live")
 def test_a_child_forked_during_the_window_keeps_its_samples(sample_bin: Path,
                                                             tmp_path: Path) -> None:
     """prefork forks its late worker 1 s into a 3 s window; the worker spins in spin_work

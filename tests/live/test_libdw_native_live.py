@@ -17,7 +17,8 @@ import pytest
 
 from wallflame.speedups import native
 
-pytestmark = pytest.mark.skipif(native is None, reason="without the native module")
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live"),
+              pytest.mark.skipif(native is None, reason="without the native module")]
 
 
 @pytest.fixture
@@ -36,7 +37,6 @@ def stopped_mix(sample_bin: Path) -> Iterator[int]:
         proc.wait(timeout=30)
 
 
-@pytest.mark.usefixtures("live")
 def test_the_native_callback_takes_the_same_frames(stopped_mix: int) -> None:
     from wallflame.collect.libdw import Unwinder
 
@@ -66,7 +66,6 @@ def _settled_syscall(fd: int) -> bytes:
         time.sleep(0.01)
 
 
-@pytest.mark.usefixtures("live")
 def test_the_reads_made_while_stopped_are_the_targets_own(stopped_mix: int) -> None:
     """The holder probe's reads (``StopReads``), natively and in Python: the bytes of the
     target's memory at a thread's innermost pc, and its ``syscall`` file, are what a plain read
@@ -100,7 +99,6 @@ def test_the_reads_made_while_stopped_are_the_targets_own(stopped_mix: int) -> N
         u.close()
 
 
-@pytest.mark.usefixtures("live")
 def test_a_thread_is_not_held_stopped_while_another_holds_the_interpreter(
         stopped_mix: int) -> None:
     """A Python thread that never blocks holds the interpreter's lock but for a switch every

@@ -18,6 +18,8 @@ import pytest
 from benchmarks.libdw_symbols import addresses
 from benchmarks.libdw_symbols import modules as executable_modules
 
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 #: Symbols tried per module (at random, fixed seed): libdw's own answer costs a scan of the
 #: whole table, about 1 ms in the largest modules here.
 PER_MODULE = 400
@@ -40,7 +42,6 @@ def targets(sample_bin: Path) -> Iterator[list[int]]:
             p.wait(timeout=10)
 
 
-@pytest.mark.usefixtures("live")
 def test_the_index_names_every_address_as_libdw_does(targets: list[int]) -> None:
     from wallflame.collect.libdw import SymbolIndex, Unwinder
 

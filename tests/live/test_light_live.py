@@ -35,7 +35,7 @@ from livehelp import collect, need
 
 from wallflame.collect import budget
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 def _sysbench_threads(seconds: int) -> subprocess.Popen[bytes]:

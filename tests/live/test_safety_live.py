@@ -17,7 +17,8 @@ from livehelp import WALLFLAME, harmed, load, mix_stderr, start_mix, stop_mix, w
 
 from wallflame.collect.target import thread_states
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 DURATION = 3
 TRIALS = 20

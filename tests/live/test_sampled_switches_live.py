@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from livehelp import collect, start_mix, stop_mix
-from test_switch_lines_native import state
+from unit.fold.test_sampled_switches_native import state
 
 from wallflame.collect import perf
 from wallflame.collect.packed import unpacked
@@ -23,7 +23,7 @@ from wallflame.fold.perf import sampled_switches
 from wallflame.fold.perf.sampled_switches import SampledSched, read_switches
 from wallflame.profile import Profile
 
-pytestmark = [pytest.mark.live, pytest.mark.skipif(
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live"), pytest.mark.skipif(
     sampled_switches.PASSES is None or
     getattr(sampled_switches.PASSES, "perf_switches", None) is None,
     reason="the native module is not built")]

@@ -19,7 +19,7 @@ import pytest
 from wallflame.profile import ON, Profile
 from wallflame.rundir import load_run_dir
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 @dataclass

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 from livehelp import SLACK_US, WALLFLAME, need, stops_against_bounds
 
 from wallflame.classify import find_rule
@@ -38,8 +39,7 @@ from wallflame.report.summary import user_frames
 from wallflame.rundir import load_run_dir
 from wallflame.systools import find_program
 
-pytestmark = pytest.mark.usefixtures("live")
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 def _pg_bin() -> Path | None:

@@ -32,7 +32,8 @@ from livehelp import collect, start_mix, stop_mix
 from wallflame.collect.snapshots import RUNNING_FRAME
 from wallflame.rundir import READ_LINE
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 _SNAP = "# wallflame-snapshot "
 _PROC = "# wallflame-proc "

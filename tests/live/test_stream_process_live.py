@@ -26,13 +26,14 @@ from livehelp import collect, load, start_mix, stop_mix, wait_clean
 from wallflame.cli import cli
 from wallflame.commands import collect as collect_command
 
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 #: How much longer than ``--duration`` the window may last.  Measured with the folding in its
 #: own process, ten runs of the test below: 12.005-12.016 s for 12 s asked (the main thread wakes at
 #: the deadline); with the folding as a thread, 6.3-10.1 s too long in four runs of four.
 WINDOW_MARGIN_S = 0.5
 
 
-@pytest.mark.live
 def test_a_target_that_fills_every_cpu_gets_the_window_asked_for(tmp_path: Path,
                                                                  sample_bin: Path) -> None:
     spin8 = subprocess.Popen([str(sample_bin / "spin8"), "--threads", "8", "--duration", "90",
@@ -74,7 +75,6 @@ def _no_folding_process(run: Path) -> bool:
     return True
 
 
-@pytest.mark.live
 def test_a_killed_collect_leaves_no_folding_process(tmp_path: Path, sample_bin: Path) -> None:
     """The folding process ends with the collect that started it (its parent-death signal),
     and the run can be finished from raw/ as any killed run."""
@@ -100,7 +100,6 @@ def test_a_killed_collect_leaves_no_folding_process(tmp_path: Path, sample_bin: 
         stop_mix(mix)
 
 
-@pytest.mark.live
 def test_a_folding_process_that_fails_leaves_the_run_to_the_collect(
         tmp_path: Path, sample_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If the folding process dies (here: a command that exits 1 at once), the collect says so
@@ -123,7 +122,6 @@ def test_a_folding_process_that_fails_leaves_the_run_to_the_collect(
         stop_mix(mix)
 
 
-@pytest.mark.live
 def test_a_window_of_one_chunk_is_folded_by_the_collect_itself(
         tmp_path: Path, sample_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A window that is one chunk of every recorder starts no folding process (here: one that

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from livehelp import collect
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 CHURN = """
 import random, threading, time

@@ -38,7 +38,8 @@ from typing import Any
 import pytest
 from livehelp import collect, start_mix, stop_mix
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 #: Points of the window each term may differ from the kernel's figure (spread: see above).
 MARGIN = 0.05

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_samples_e2e import collect, read_target_stdout
 
+from live.test_samples_e2e_live import collect, read_target_stdout
 from wallflame import timeline
 from wallflame.timeline import KINDS, RUNNABLE, STOPPED, UNSAMPLED
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
@@ -107,7 +107,7 @@ def test_the_stall_is_where_the_program_says(tmp_path: Path, live: None,
 
     # The Perfetto export of the same run: inside the window, the summary's totals.
     pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    from test_perfetto import Decoded, check_totals
+    from unit.report.test_perfetto import Decoded, check_totals
 
     trace = tmp_path / "run.pftrace"
     r = subprocess.run([sys.executable, "-m", "wallflame", "report", str(run.dir), "-o",

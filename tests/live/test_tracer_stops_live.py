@@ -39,7 +39,8 @@ from livehelp import SLACK_US, stops_against_bounds
 
 from wallflame.collect.machine import steal_note
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
 
 TARGETS = {
     # threads mostly asleep: stopped while blocked, released onto an idle CPU

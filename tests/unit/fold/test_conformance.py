@@ -30,11 +30,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
 
 from wallflame.commands.fold import command as fold_command
 from wallflame.names import normalize
 
-FIX = Path(__file__).parent / "fixtures" / "perf"
+FIX = FIXTURES / "perf"
 INFERNO = shutil.which("inferno-collapse-perf") or shutil.which(
     os.path.expanduser("~/.cargo/bin/inferno-collapse-perf"))
 #: FlameGraph's script, checked too when it is on PATH (never required).

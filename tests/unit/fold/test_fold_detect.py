@@ -19,12 +19,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from wallflame.errors import EXIT_INPUT, InputError
 from wallflame.fold import MAX_SKIPPED, recognise
 from wallflame.textio import head
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 NOISY = FIX / "noisy"
 CASES = [  # (file, format, lines looked past, lines of the file that hold the clean data)
     ("perf-stderr-first.txt", "perf", 8, 9),

@@ -4,14 +4,12 @@ with the eu-stack backend -> Profile.  Fixtures: real captures of ``samples/bin/
 from __future__ import annotations
 
 import io
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +19,7 @@ from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, Profile
 
-FIX = Path(__file__).parent / "fixtures" / "eustack"
+FIX = FIXTURES / "eustack"
 GOLDEN = FIX / "golden"
 CAPTURES = ["mix-plain.txt", "mix-im.txt", "mix-ims.txt", "mix-stripped.txt",
             "mix-wallflame.log", "mix-collect-eustack.log"]
@@ -182,24 +180,3 @@ def test_any_line_sequence_folds(lines: list[str]) -> None:
             return
     assert all(w > 0 and k.frames for k, w in p.stacks.items())
     assert sum(p.holders.values()) <= sum(w for k, w in p.stacks.items() if k.holder)
-
-
-@pytest.mark.live
-def test_live_eustack_dump_of_mix(sample_bin: Path, live: None, tmp_path: Path) -> None:
-    proc = subprocess.Popen([str(sample_bin / "mix"), "--threads", "2", "--duration", "10"],
-                            stdout=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)
-        r = subprocess.run(["eu-stack", "-i", "-m", "-p", str(proc.pid)], capture_output=True,
-                           text=True, timeout=60, check=False)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    path = tmp_path / "eu.txt"
-    path.write_text(r.stdout)
-    p = fold(path)
-    assert {k.tid for k in p.stacks} >= {proc.pid}
-    assert len({k.tid for k in p.stacks}) == 4  # main, ticker, two workers
-    assert {k.pid for k in p.stacks} == {proc.pid}
-    names = {f for k in p.stacks for f in k.frames}
-    assert {"main", "nap", "ticker", "worker_main", "worker_loop", "start_thread"} <= names

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from wallflame.fold.options import FoldOptions
 from wallflame.folded import ThreadRoot, write_folded
 from wallflame.profile import OFF, ON, UNIT_NS, UNIT_SAMPLES, Profile
 
-FIX = Path(__file__).parent / "fixtures" / "folded"
+FIX = FIXTURES / "folded"
 FILES = ["bcc-offcputime.folded", "bcc-offwaketime.folded", "pyspy-raw.txt", "diff.folded",
          "hostile.folded", "plain-tid.folded"]
 

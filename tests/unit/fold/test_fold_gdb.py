@@ -9,15 +9,12 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import shutil
-import signal
 import statistics
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +24,7 @@ from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, ON, HolderKey, Profile
 
-FIX = Path(__file__).parent / "fixtures" / "gdb"
+FIX = FIXTURES / "gdb"
 GOLDEN = FIX / "golden"
 CAPTURES = ["mix-bt.txt", "mix-ptpmp-raw.txt", "mix-ptpmp-truncated.txt", "mix-wallflame.log",
             "mix-collect-gdb.log", "mix-stripped-bt.txt", "hostile.txt"]
@@ -352,36 +349,6 @@ def test_any_line_sequence_folds(lines: list[str]) -> None:
     for k in p.stacks:
         per_tid[k.tid] = per_tid.get(k.tid, 0) + 1
     assert all(n <= p.meta.samples["snapshots"] for n in per_tid.values())
-
-
-@pytest.mark.live
-def test_live_gdb_dump_of_mix(sample_bin: Path, live: None, tmp_path: Path) -> None:
-    """A fresh gdb dump of mix: every worker thread is found with its name and LWP, and the
-    mix functions appear under the names they have in the source."""
-    proc = subprocess.Popen([str(sample_bin / "mix"), "--threads", "3", "--duration", "10"],
-                            stdout=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)
-        gdb_bin = shutil.which("gdb")
-        assert gdb_bin
-        r = subprocess.run([gdb_bin, "-nx", "-batch", "-iex", "set auto-load off", "-iex",
-                            "set debuginfod enabled off", "-ex", "thread apply all bt",
-                            "-p", str(proc.pid)], capture_output=True, text=True, timeout=60,
-                           env={"PATH": "/usr/bin:/bin", "DEBUGINFOD_URLS": ""}, check=False)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    path = tmp_path / "bt.txt"
-    path.write_text(r.stdout)
-    p = fold(path)
-    threads = {k.thread for k in p.stacks}
-    assert threads == {"mix", "mix-ticker", "mix-1", "mix-2", "mix-3"}
-    assert {k.pid for k in p.stacks} == {proc.pid}
-    workers = [k for k in p.stacks if k.thread.startswith("mix-") and k.thread != "mix-ticker"]
-    for k in workers:
-        assert k.frames[:4] == ("clone3", "start_thread", "worker_main", "worker_loop")
-    names = {f for k in p.stacks for f in k.frames}
-    assert {"main", "nap", "ticker", "worker_loop", "worker_main"} <= names
 
 
 def _ran_log(tmp_path: Path, counts: list[tuple[int, int] | None]) -> Path:

@@ -11,14 +11,13 @@ import contextlib
 import io
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +30,7 @@ from wallflame.folded import ThreadRoot, unescape, write_folded
 from wallflame.profile import OFF, ON, Profile
 from wallflame.textio import head
 
-FIX = Path(__file__).parent / "fixtures" / "perf"
+FIX = FIXTURES / "perf"
 GOLDEN = FIX / "golden"
 FIXTURES = sorted(p.name for p in FIX.glob("*.txt"))
 HEADER = re.compile(rb"^(\S.*?) +(\d+) +(\d+\.\d+): +(\d+) +([\w:-]+):", re.M)
@@ -550,54 +549,6 @@ def test_hostile_names_stay_data() -> None:
     ((key, w),) = fold(text).stacks.items()
     assert key.thread == "<img src=x>" and w == 10
     assert key.frames == ("\ufffd\ufffd\x1b[31m", "<script>alert(1)</script>;x")
-
-
-# -- live -----------------------------------------------------------------------------------------
-
-_RUSAGE = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
-           "stdout=subprocess.DEVNULL); r = resource.getrusage(resource.RUSAGE_CHILDREN); "
-           "print(round((r.ru_utime + r.ru_stime) * 1e9))")
-
-
-def test_live_mix_on_cpu(live: None, sample_bin: Path, tmp_path: Path) -> None:
-    """perf runs mix for 2 s: its workers' on-CPU stacks, and the sum of periods equals the
-    CPU time the kernel accounted to mix (perf counts from exec to exit, like rusage)."""
-    data = tmp_path / "perf.data"
-    rec = subprocess.run(["perf", "record", "-q", "-F", "499", "-g", "-e", "cpu-clock", "-o",
-                          str(data), "--", sys.executable, "-c", _RUSAGE,
-                          str(sample_bin / "mix"), "--duration", "2"],
-                         capture_output=True, text=True, check=True, timeout=120)
-    cpu_ns = int(rec.stdout.split()[-1])
-    script = subprocess.run(["perf", "script", "-i", str(data)], capture_output=True,
-                            check=True, timeout=120).stdout
-    p = fold(script)
-    mix = {k: w for k, w in p.stacks.items() if k.thread.startswith("mix")}
-    workers = {k for k in mix if k.thread in ("mix-1", "mix-2", "mix-3")}
-    under = [k.frames[k.frames.index("worker_loop") + 1:] for k in workers
-             if "worker_loop" in k.frames]
-    assert any(f and f[0] == "spin_work" for f in under)
-    assert {k.thread for k in workers} == {"mix-1", "mix-2", "mix-3"}
-    # sampling error at ~1500 samples is ~3%; margins 10%
-    ratio = sum(mix.values()) / cpu_ns
-    assert 0.9 < ratio < 1.1, ratio
-    if _tail_call(sample_bin / "mix", "critical_section"):
-        pytest.xfail("samples/bin/mix compiles critical_section() to `jmp spin_work` (a sibling "
-                     "call), so no profiler can see its frame; build mix with "
-                     "-fno-optimize-sibling-calls")
-    assert any(f and f[0] == "critical_section" for f in under)
-
-
-def _tail_call(binary: Path, function: str) -> bool:
-    """Whether ``function`` is only a jump to another function (no frame of its own)."""
-    try:
-        out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(binary)],
-                             capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    body = out.split(f"<{function}>:\n", 1)
-    return len(body) == 2 and body[1].split("\n", 1)[0].split("\t")[-1].startswith("jmp")
-
-
 
 
 @pytest.mark.parametrize("jobs", [2, 3, 7])

@@ -206,7 +206,6 @@ def test_tracker_reads_captures_as_python_reads(body: list[str], at_start: list[
     assert profiles[0].meta.extra == profiles[1].meta.extra
 
 
-
 @settings(max_examples=300, deadline=None)
 @given(captures(), st.sampled_from([None, [101, 102], [101, 102, 103]]),
        st.lists(st.tuples(st.sampled_from([101, 102, 103, 201]), st.integers(0, 100),

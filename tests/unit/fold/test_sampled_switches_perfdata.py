@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_switch_lines_native import patched, state
 
+from unit.fold.test_sampled_switches_native import patched, state
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf import sampled_switches
 from wallflame.fold.perf.sampled_switches import SampledSched, read_switches

@@ -310,4 +310,3 @@ def test_a_range_over_the_whole_window_splits_as_the_window_does(passes: str) ->
 
     assert per_class(got) == per_class(whole)
     assert per_class(whole)["sleep"] == 30 * 300 * MS - 20 * MS
-

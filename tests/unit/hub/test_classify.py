@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ from wallflame.fold import gdb
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import BLOCKED_CLASSES, OFF, WAIT_CLASSES, Profile
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 THREAD = ("clone3", "start_thread", "worker_main", "worker_loop")
 
 

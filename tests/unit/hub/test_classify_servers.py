@@ -4,16 +4,16 @@ each was taken): PostgreSQL under pgbench, MariaDB under sysbench, and one-off w
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from wallflame.classify import classify_label, find_rule
 from wallflame.fold import gdb
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import OFF, Profile
 
-FIX = Path(__file__).parent / "fixtures" / "servers"
+FIX = FIXTURES / "servers"
 
 
 def folded(name: str) -> list[tuple[tuple[str, ...], int]]:

@@ -6,9 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from livehelp import start_mix, stop_mix
-
 from wallflame.commands.doctor import frame_pointer_share
 
 DOCTOR = [sys.executable, "-m", "wallflame", "doctor"]
@@ -22,23 +19,6 @@ def test_doctor_checks_tools_and_settings() -> None:
     assert "ptrace_scope" in r.stdout
     failed = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
     assert (r.returncode == 0) == (not failed), r.stdout
-
-
-@pytest.mark.live
-def test_doctor_on_a_frame_pointer_build(live: None, sample_bin: Path) -> None:
-    mix = start_mix(sample_bin, "--threads", "1", "--duration", "30")
-    try:
-        r = subprocess.run([*DOCTOR, "--pid", str(mix.pid)], capture_output=True, text=True,
-                           timeout=120, check=False)
-    finally:
-        stop_mix(mix)
-    assert r.returncode == 0, r.stdout
-    assert f"PID {mix.pid}: mix" in r.stdout
-    assert "threads: 3" in r.stdout  # main, the ticker, one worker
-    assert "debug info: yes" in r.stdout
-    assert "symbol table: yes" in r.stdout
-    fp = [ln for ln in r.stdout.splitlines() if "frame pointers:" in ln]
-    assert fp and fp[0].lstrip().startswith("ok"), r.stdout
 
 
 def test_frame_pointer_share_tells_builds_apart(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,6 @@ from wallflame.commands.report import command
 from wallflame.entry import plain_report
 from wallflame.errors import EXIT_INPUT, EXIT_USAGE
 
-ROOT = Path(__file__).resolve().parent.parent
 FOLDED = ROOT / "tests" / "fixtures" / "folded" / "plain-tid.folded"
 
 CASES = [

@@ -4,9 +4,9 @@ contributor reads first cannot fall behind the code."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 FOLDERS = ("wallflame", "wallflame/commands", "collect", "fold", "fold/perf", "report",
            "report/diff")
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +39,7 @@ from wallflame.rundir import (
     write_capture,
 )
 
-OLD = Path(__file__).parent / "fixtures" / "rundir" / "v0-mix"
+OLD = FIXTURES / "rundir" / "v0-mix"
 
 
 def _full_capture() -> Capture:
@@ -202,7 +203,7 @@ def test_a_check_side_given_as_a_capture_is_folded_by_the_loader_passed_in() -> 
     from wallflame.fold import load_inputs
     from wallflame.report.gate.series import load_side
 
-    capture = str(Path(__file__).parent / "fixtures" / "perf" / "mix-fp.txt")
+    capture = str(FIXTURES / "perf" / "mix-fp.txt")
     with pytest.raises(InputError, match="not a run directory"):
         load_side(capture, "baseline")
     runs, profile = load_side(capture, "baseline", None, lambda p: load_inputs([p]))

@@ -314,7 +314,7 @@ def test_tojson_is_jinja_tojson(value: object) -> None:
 
 
 def _synthetic(path: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         from report import synthetic_folded  # type: ignore[import-not-found]
     finally:

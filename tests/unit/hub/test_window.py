@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import FIXTURES
+
 from wallflame.commands.demo import consumer_mutex_share
 from wallflame.profile import OFF, ON, RUNNABLE, Profile, StackKey
 from wallflame.report.summary import build_summary
@@ -135,13 +137,12 @@ def test_the_groups_only_spare_passes_that_find_nothing() -> None:
     """``runnable_after`` and ``label_totals`` give the same with the profile's groups as
     without them: the groups only skip a pass over the stacks that would find nothing (no
     runnable stack, no off-CPU stack)."""
-    from pathlib import Path
 
     from wallflame.fold import load_inputs
     from wallflame.report.sublabels import label_totals
     from wallflame.report.summary import runnable_after
 
-    fixtures = Path(__file__).parent / "fixtures"
+    fixtures = FIXTURES
     mixed = Profile(stacks={
         StackKey(("main", "spin"), 1, "w", 0, ON): 5,
         StackKey(("main", "pthread_mutex_lock", "__lll_lock_wait"), 1, "w", 0, OFF, "mutex"): 7,

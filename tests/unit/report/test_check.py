@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
 
 from wallflame.cli import cli
 from wallflame.errors import EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, InputError
@@ -30,7 +31,7 @@ from wallflame.report.gate.check import (
 from wallflame.report.gate.output import junit, markdown, to_json
 
 MS = 1_000_000
-FIX = Path(__file__).parent / "fixtures" / "diff"
+FIX = FIXTURES / "diff"
 
 
 def run(extra_ms: int = 0, hold_wait_ms: int = 100, perf: int = 5000, window_s: float = 5.0,

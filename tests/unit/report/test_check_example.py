@@ -6,12 +6,14 @@ import dataclasses
 import re
 from pathlib import Path
 
+from conftest import ROOT
+
 from wallflame.report.diff.compare import compare
 from wallflame.report.gate.check import PASS, Thresholds, ignored, judge, load_thresholds
 from wallflame.report.gate.series import load_side, run_paths
 from wallflame.rundir import is_run_dir
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ci"
+EXAMPLE = ROOT / "examples" / "ci"
 WORKFLOW = EXAMPLE / "wallflame-gate.yml"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from wallflame.report.diff.compare import RATE, SHARE, compare, lock_name
 from wallflame.report.diff.page import csp_hash, render, stacks_payload, write_html
 from wallflame.report.diff.text import to_json, write_text
 
-FIX = Path(__file__).parent / "fixtures" / "diff"
+FIX = FIXTURES / "diff"
 BEFORE, AFTER = str(FIX / "before.folded"), str(FIX / "after.folded")
 MS = 1_000_000
 

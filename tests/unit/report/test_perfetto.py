@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_timeline import HOSTILE, S, _timeline
+from conftest import FIXTURES
 
+from unit.report.test_timeline import HOSTILE, S, _timeline
 from wallflame import timeline
 from wallflame.folded import write_folded
 from wallflame.profile import WAIT_CLASSES, Profile
@@ -211,7 +212,7 @@ def test_a_range_restricts_the_trace(tmp_path: Path) -> None:
 
 
 def test_perfetto_needs_a_run_directory(tmp_path: Path) -> None:
-    fixture = Path(__file__).parent / "fixtures" / "perf" / "mix-fp.txt"
+    fixture = FIXTURES / "perf" / "mix-fp.txt"
     r = subprocess.run([sys.executable, "-m", "wallflame", "report", str(fixture), "-o",
                         str(tmp_path / "x.pftrace")],
                        capture_output=True, text=True, check=False, timeout=120)
@@ -246,7 +247,7 @@ def test_speedscope_has_an_evented_profile_per_thread(tmp_path: Path) -> None:
                        capture_output=True, text=True, check=False, timeout=120)
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
-    schema = Path(__file__).parent / "fixtures" / "report" / "speedscope-schema.json"
+    schema = FIXTURES / "report" / "speedscope-schema.json"
     jsonschema.validate(doc, json.loads(schema.read_text()))
     names = [f["name"] for f in doc["shared"]["frames"]]
     evented = {pr["name"]: pr for pr in doc["profiles"] if pr["type"] == "evented"}

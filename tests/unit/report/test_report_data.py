@@ -9,15 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
-from test_report_fixtures import HOSTILE, demo_profile, hostile_profile
 
+from unit.report.test_report_fixtures import HOSTILE, demo_profile, hostile_profile
 from wallflame.profile import Profile, StackKey
 from wallflame.report.html import embedded_data, render_html
 from wallflame.report.tree import CLASSES, ELIDED, build_tree, fit_names, prune, visible
 
-GOLDEN = Path(__file__).parent / "fixtures" / "report"
+GOLDEN = FIXTURES / "report"
 
 
 def page_data(page: str) -> dict[str, Any]:

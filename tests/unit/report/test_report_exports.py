@@ -15,14 +15,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
+from conftest import FIXTURES
 
+from unit.report.test_report_fixtures import HOSTILE, MS, demo_profile, hostile_profile
 from wallflame.report.pprof import pprof_bytes
 from wallflame.report.speedscope import speedscope
 from wallflame.report.svg import write_svg
 from wallflame.report.tree import visible
 
-SCHEMA = Path(__file__).parent / "fixtures" / "report" / "speedscope-schema.json"
+SCHEMA = FIXTURES / "report" / "speedscope-schema.json"
 SVG = "{http://www.w3.org/2000/svg}"
 
 

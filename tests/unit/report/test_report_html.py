@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
-from test_report_fixtures import HOSTILE, LOCK, demo_profile, hostile_profile
 
+from unit.report.test_report_fixtures import HOSTILE, LOCK, demo_profile, hostile_profile
 from wallflame.cli import cli
 from wallflame.folded import escape, write_folded
 from wallflame.profile import Profile
@@ -210,8 +210,7 @@ def make_run_dir(d: Path) -> Path:
 
 
 def test_report_of_a_run_directory_lands_in_it(tmp_path: Path) -> None:
-    from test_report_data import page_data
-
+    from unit.report.test_report_data import page_data
     from wallflame.report.html import embedded_data
 
     run = make_run_dir(tmp_path / "run")

@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from wallflame.profile import Profile, StackKey
 from wallflame.report import html
 from wallflame.report.tree import build_tree
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _profile(seed: int) -> Profile:

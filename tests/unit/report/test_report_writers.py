@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 import pytest
-from test_report_fixtures import demo_profile
 
+from unit.report.test_report_fixtures import demo_profile
 from wallflame.errors import InputError
 from wallflame.report import writers
 from wallflame.report.exports import write_report

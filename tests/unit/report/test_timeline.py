@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_schedsample import LEAF_COND, LEAF_MUTEX, inn, out, sample
 
+from unit.fold.test_sampled_switches import LEAF_COND, LEAF_MUTEX, inn, out, sample
 from wallflame import timebuild, timeline
 from wallflame.errors import InputError
 from wallflame.fold import FoldOptions, fold_file
@@ -23,7 +24,6 @@ from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.report.timerange import Range, restrict, window_range
 from wallflame.timeline import RUNNABLE, UNSAMPLED, Timeline
 
-FIXTURES = Path(__file__).parent / "fixtures"
 S = 1_000_000_000
 
 #: Thread 1: blocked on a mutex 1.0-1.3 s, runnable 1.5-1.6 s, in a condvar 2.0-2.8 s.
