@@ -11,7 +11,7 @@ Mutex waits under ``wait_for_tick`` are counted by mix in its condvar phase, and
 
 ``--attach`` starts mix (for 14 s) and attaches to it for 10 s instead (``collect --pid``: the
 scheduler on every CPU, its stacks one switch in N per CPU under a budget); ``--mix`` passes
-options to mix.  The sampling aliased, as ``tests/test_accuracy.py`` has it:
+options to mix.  The sampling aliased, as ``tests/live/test_accuracy_live.py`` has it:
 
     python3 benchmarks/sched_split.py 10 --attach --mix "--sleep-ms 300" -- --max-data-mb-per-s 0.3
 """

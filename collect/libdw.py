@@ -145,9 +145,10 @@ class SymbolIndex:
     strongly and is smaller.  Where those rules turn on a symbol of no size (an assembly label,
     which libdwfl also matches to the address's section), and where more than ``_MAX_WALK``
     symbols below an address must be looked at, ``lookup`` answers ``None`` and libdw is
-    asked.  ``tests/test_libdw_symbols.py`` holds the two to the same answer at the boundaries of
-    a sample of the symbols of every module of two live processes; benchmarks/libdw_symbols.py
-    checks every boundary of a server binary's and measures both lookups."""
+    asked.  ``tests/live/test_libdw_symbols_live.py`` holds the two to the same answer at the
+    boundaries of a sample of the symbols of every module of two live processes;
+    benchmarks/libdw_symbols.py checks every boundary of a server binary's and measures both
+    lookups."""
 
     def __init__(self, dw: Any, mod: int) -> None:
         n = dw.dwfl_module_getsymtab(mod)

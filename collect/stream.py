@@ -250,7 +250,7 @@ class StreamProcess:
     interpreter's lock whenever the target preempted it, and every other thread of the
     collect would wait for it: the window's end, the samplers' rounds, the recorders' stop.
     In a process of its own the window keeps its length against a target that keeps every
-    CPU busy (``tests/test_stream_process_live.py``).
+    CPU busy (``tests/live/test_stream_process_live.py``).
 
     The messages (JSON lines on the process's standard input) are listed in
     ``wallflame.streaming``.  When the window closes (``close_window``) the process and its

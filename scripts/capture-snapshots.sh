@@ -6,7 +6,8 @@
 # Needs root (or ptrace permission), gdb, eu-stack (elfutils) and pt-pmp (percona-toolkit).
 # Each capture runs against a fresh `mix` process that is stopped with SIGINT afterwards.
 # After re-capturing, review the diff and re-bless the golden results:
-#   .venv/bin/python -m pytest tests/test_fold_gdb.py tests/test_fold_eustack.py tests/test_fold_ptpmp.py --bless
+#   .venv/bin/python -m pytest tests/unit/fold/test_fold_gdb.py tests/unit/fold/test_fold_eustack.py \
+#     tests/unit/fold/test_fold_ptpmp.py --bless
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s -C samples

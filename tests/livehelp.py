@@ -136,7 +136,7 @@ def load(run_dir: Path, name: str) -> Any:
 
 
 #: Microseconds per stop the scheduler's figure of a thread's stops may fall outside the
-#: tracer's own bounds (measured: tests/test_tracer_stops_live.py).
+#: tracer's own bounds (measured: tests/live/test_tracer_stops_live.py).
 SLACK_US = 150.0
 
 

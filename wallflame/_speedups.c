@@ -1053,7 +1053,7 @@ fail:
 
 /* wallflame/names.py's is_unknown: a name in brackets without a space ("[unknown]",
  * "[libc.so.6]", a stripped "[app]"), a kernel frame's "_[k]" aside, other than the
- * "[unsampled]" marker.  tests/test_speedups.py checks it against the Python rule. */
+ * "[unsampled]" marker.  tests/unit/hub/test_speedups.py checks it against the Python rule. */
 static int is_unknown(PyObject *frame)
 {
     if (!PyUnicode_Check(frame)) {

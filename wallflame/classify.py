@@ -60,7 +60,7 @@ class _Lazy:
     is first tried alone: the joined expression screens names first, so most reports never
     need one, and compiling the table's 20 would cost a millisecond a report.  (A user's
     rules are compiled as they are read, so that a bad one is reported; the built-in ones
-    are checked by tests/test_classify.py.)"""
+    are checked by tests/unit/hub/test_classify.py.)"""
 
     __slots__ = ("_rx", "pattern")
 

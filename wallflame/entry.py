@@ -4,7 +4,7 @@
 job runs most, is read here without click (whose import, with the standard library it pulls
 in, is a fifth of such a run); any other command line, and any option this reader does not
 know, goes to the full command line (``wallflame.cli``), which parses it the same way
-(``tests/test_entry.py`` compares the two).
+(``tests/unit/hub/test_entry.py`` compares the two).
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def is_unknown(frame: str) -> bool:
     kernel frame's ``_[k]`` mark aside.  Bracketed names with a space (``[signal handler
     called]``, ``[off mutex]``) and ``[unsampled]`` are wallflame's own frames, not unknown.
     The one rule for the summary's unknown-frame share, perf's stack quality and the native
-    ``frame_weights`` (``tests/test_speedups.py`` holds the C code to it)."""
+    ``frame_weights`` (``tests/unit/hub/test_speedups.py`` holds the C code to it)."""
     f = frame.removesuffix("_[k]")
     return (len(f) >= 3 and f[0] == "[" and f[-1] == "]" and " " not in f
             and f != UNSAMPLED)

@@ -4,7 +4,7 @@ Python takes its lists from here (``WAIT_CLASSES``, ``LOCK_CLASSES``), the text 
 column heads (``short``), the HTML page, its legend, tables and tooltips its labels and
 colours (``page_table()`` goes into the page's embedded data, and the legend's CSS is made
 from it), the SVG writer its colours, ``wallflame check --help`` its list of classes.
-``tests/test_waitclasses.py`` reads every output back and fails if one disagrees.
+``tests/unit/hub/test_waitclasses.py`` reads every output back and fails if one disagrees.
 
 Adding a wait class is one line in ``WAIT_TABLE`` (at the place it should be shown, since
 the table's order is the display order), plus, for it to receive any time, a rule that

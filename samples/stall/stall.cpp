@@ -1,4 +1,4 @@
-// A program that stalls once: the reference for the time axis (tests/test_timeline_live.py).
+// A program that stalls once: the reference for the time axis (tests/live/test_timeline_live.py).
 //
 // Workers (`--threads`, named `worker-N`) take one mutex, `g_lock`, many times a second for a
 // few microseconds each (`tiny_section`), spin a little outside it (`outside_work`) and sleep

@@ -11,7 +11,7 @@ account every thread's whole window exactly (switch records are kept whatever th
 Ground truth: the size of what perf wrote (``raw/``), against what every switch would have
 written; each thread's on + runnable + blocked against the window.  Measured over 10 runs
 (2026-11-25 23:10 UTC, 3 s windows, ``for i in $(seq 10); do .venv/bin/python -m pytest -q -s
-tests/test_budget_live.py; done``): the automatic budget taken 10 of 10; ``raw/`` held
+tests/live/test_budget_live.py; done``): the automatic budget taken 10 of 10; ``raw/`` held
 4.5-5.7 MB a second of window (before the wake-up filter kept to new pids, other programs'
 wake-ups once made it 12 MB/s); coverage 1.0 for both threads in every run.  The bounds below
 (twice the budget; coverage within 5%) are outside that spread.

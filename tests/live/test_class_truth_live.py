@@ -11,7 +11,7 @@ Per group (on-CPU, mutex, other futex waits, I/O, poll, sleep, other, run queue)
 mix's threads as a share of their wall time, the collect must agree with the kernel within
 ``MARGIN`` points, and the trace must cover each thread's window.
 
-Measured over 21 runs (2026-11-28, 2 vCPUs; ``pytest tests/test_class_truth_live.py`` in a
+Measured over 21 runs (2026-11-28, 2 vCPUs; ``pytest tests/live/test_class_truth_live.py`` in a
 loop; the last 10 with records read asleep on a run queue counted runnable), collect minus
 kernel, points: the largest group's difference per run 0.36-2.90 (median 1.3), always between
 sleep and the other futex waits or mutex (about 400 thread snapshots: sampling noise of 1-2.5

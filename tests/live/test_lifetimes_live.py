@@ -13,7 +13,7 @@ returns.  Three threads each burn 0.3 s of CPU and then sleep 0.8 s, all inside 
 a fourth starts late, burns 0.2 s and sleeps past the window's end (6 s).
 
 Measured over 20 runs (2026-11-27, ``for i in $(seq 10); do .venv/bin/python -m pytest -q -s
-tests/test_lifetimes_live.py; done``, once on a quiet machine and once beside MariaDB under
+tests/live/test_lifetimes_live.py; done``, once on a quiet machine and once beside MariaDB under
 sysbench): on-CPU minus the thread's own CPU time -0.0003 to +0.0028 s (bound 0.01 s); the
 part of the window lived minus the thread's own lifetime -0.247 to -0.027 s for the threads
 that ended (bound: down to ``WATCH_S`` + ``LATE_S``, the watch's interval and how late its

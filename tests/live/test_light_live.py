@@ -15,7 +15,7 @@ Ground truth: the kernel's run time of the target's threads (``/proc/PID/task/TI
 read by the test itself every 50 ms during the collect and interpolated at the window's
 bounds: the target's on-CPU time in CPUs over the window against the collect's.  Measured over
 20 runs (2026-11-27, ``for i in $(seq 10); do .venv/bin/python -m pytest -q -s
-tests/test_light_live.py; done``, twice): 20 of 20 light, the target at 444,000-993,000
+tests/live/test_light_live.py; done``, twice): 20 of 20 light, the target at 444,000-993,000
 switches a second (light above 12,000); the collect's on-CPU 1.87-1.95 CPUs, above the
 kernel's by 0.002-0.007 CPUs.  The bound (on-CPU within 0.05 CPUs) is outside that spread.
 """

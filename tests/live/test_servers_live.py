@@ -7,7 +7,7 @@ them they are skipped, unless WALLFLAME_REQUIRE_LIVE=1 says the machine must hav
 
 Their collects record the scheduler (``--off-cpu both``, or another scheduler option): left to
 its defaults, a collect of a server that switches this often is light, without it
-(``collect.budget.too_costly``; ``tests/test_light_live.py``), and these tests are about the
+(``collect.budget.too_costly``; ``tests/live/test_light_live.py``), and these tests are about the
 scheduler's evidence on real servers."""
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
     assert other < 0.05 * off, by_rule
     # The collect's own stops: in no stack of the target's, and each stopped thread's time
     # as the scheduler saw it within the tracer's own timing of its stops of that thread
-    # (the bounds and their slack: tests/test_tracer_stops_live.py).  This server loses
+    # (the bounds and their slack: tests/live/test_tracer_stops_live.py).  This server loses
     # scheduler events under the default collect (7,602 to 53,606 in four runs, 350,804 beside
     # a CPU hog on each CPU); a lost wake-up makes a stop look longer (the wait for a CPU after
     # it counted as stopped: seen once, 160 us per stop above the upper bound), a lost switch
@@ -231,7 +231,8 @@ def test_mariadb_latches_and_commits_are_named(tmp_path: Path) -> None:
     assert rows and sum(n for *_, n in rows) >= 10, rows
     for name, below, above, _n in rows:
         assert lost or below <= SLACK_US, (name, below)
-        assert lost or stolen or above <= SLACK_US, (name, above)  # tests/test_tracer_stops_live.py
+        # (as in tests/live/test_tracer_stops_live.py)
+        assert lost or stolen or above <= SLACK_US, (name, above)
     stops = sum(n for *_, n in rows)
     assert sum(below * n for _, below, _, n in rows) / stops <= SLACK_US, rows
     assert by_rule.get(("condvar", "commit (redo flush)"), 0.0) > 0, by_rule

@@ -5,7 +5,7 @@
 Files are built here record by record (the layout of ``linux/perf_event.h`` and perf's
 ``perf.data`` header), with records out of time order as per-CPU buffers leave them, task
 events among them, and records of other kinds to pass over; then cut short and corrupted,
-which the reader must take without an error.  ``tests/test_perf_switches_live.py`` does the
+which the reader must take without an error.  ``tests/live/test_sampled_switches_live.py`` does the
 same on a capture perf recorded."""
 
 from __future__ import annotations

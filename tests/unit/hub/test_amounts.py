@@ -1,5 +1,5 @@
 """The one way amounts are written (``wallflame/amounts.py``); the page's script is held to
-``readable`` by tests/test_browser.py."""
+``readable`` by tests/browser/test_report_browser.py."""
 
 from __future__ import annotations
 
