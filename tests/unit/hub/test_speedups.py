@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic import synthetic_folded
 
 from wallflame import profile as profile_mod
 from wallflame import speedups
@@ -313,19 +314,10 @@ def test_tojson_is_jinja_tojson(value: object) -> None:
     assert "://" not in expected and "<" not in expected
 
 
-def _synthetic(path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from report import synthetic_folded  # type: ignore[import-not-found]
-    finally:
-        sys.path.pop(0)
-    synthetic_folded(path, 1500)
-
-
 @pytest.mark.parametrize("fmt", ["html", "json", "txt", "svg", "speedscope.json"])
 def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None:
     folded = tmp_path / "in.folded"
-    _synthetic(folded)
+    synthetic_folded(folded, 1500)
     hostile = tmp_path / "hostile.folded"
     deep = ";".join(f"f{i % 97}" for i in range(3000))
     hostile.write_bytes(b"".join(
