@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from benchmarks.libdw_symbols import addresses
-from benchmarks.libdw_symbols import modules as executable_modules
+from libdwhelp import addresses
+from libdwhelp import modules as executable_modules
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
