@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import ROOT
 
 from wallflame.collect import budget
 from wallflame.collect.plan import (
@@ -31,8 +31,6 @@ from wallflame.collect.plan import (
 )
 from wallflame.errors import PermissionDenied, UsageError
 from wallflame.rundir import OffCpu, SnapshotBackend
-
-ROOT = Path(__file__).resolve().parents[3]
 
 #: 150 switches a second: cheap to record, a stack at every switch well within the budget.
 QUIET = Targets(switch_rates={1: 100.0, 2: 50.0}, measured=True)
