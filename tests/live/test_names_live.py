@@ -17,9 +17,7 @@ import pytest
 from wallflame.collect.mutex import Mapping, parse_maps
 from wallflame.fold import eustack, gdb
 from wallflame.fold.options import FoldOptions
-from wallflame.names import (
-    UNKNOWN,
-)
+from wallflame.names import UNKNOWN
 from wallflame.profile import Profile
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
