@@ -82,6 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     under ``tests/browser``."""
     wrong = []
     for item in items:
+        if item.path.is_relative_to(ROOT / "benchmarks" / "tests"):
+            continue  # the benchmarks' own calculations: unit tests of their own
         parts = item.path.relative_to(ROOT / "tests").parts
         tier = parts[0] if len(parts) > 1 else ""
         live = item.get_closest_marker("live") is not None
