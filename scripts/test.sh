@@ -64,9 +64,9 @@ make -s -C samples
 "$PY" -m mypy
 "$PWD/.venv/bin/lint-imports" --no-cache  # the layering contracts in pyproject.toml
 if [ -n "$fast" ]; then
-  # The unit tests (tests/unit: no perf, gdb, server or browser); a tool they use that is not
-  # installed (inferno, pprof) skips its test.
-  "$PY" -m pytest -q -p no:cacheprovider tests/unit benchmarks/tests "$@"
+  # The unit tests (tests/unit: no perf, gdb, server or browser), one worker a CPU; a tool
+  # they use that is not installed (inferno, pprof) skips its test.
+  "$PY" -m pytest -q -p no:cacheprovider -n auto tests/unit benchmarks/tests "$@"
 else
   # Every tier, and a live test or a tool the machine lacks fails instead of skipping.
   WALLFLAME_REQUIRE_LIVE=1 "$PY" -m pytest -q -p no:cacheprovider "$@"
