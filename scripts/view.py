@@ -7,7 +7,7 @@ from a single folder (mypy, and import-linter through grimp; scripts/lint-import
 The package is wallflame/ plus the stage folders that ``[tool.setuptools.package-dir]`` in
 pyproject.toml maps into it; both tools turn a file's folders into its module name and neither
 reads that mapping, so the view holds a link to each entry of wallflame/ and one to each mapped
-folder. The links are made again on every run (a module added to wallflame/ gets one); a file
+folder. Each run brings the links up to date (a module added to wallflame/ gets one); a file
 added inside a linked folder needs no new run.
 """
 
@@ -32,20 +32,27 @@ def mapped() -> dict[str, Path]:
 
 
 def make() -> Path:
-    made = VIEW / (PACKAGE + ".new")
-    shutil.rmtree(made, ignore_errors=True)
-    made.mkdir(parents=True)
-    entries = {p.name: p for p in (ROOT / PACKAGE).iterdir() if p.name != "__pycache__"}
-    entries.update(mapped())
-    for name, target in sorted(entries.items()):
-        os.symlink(os.path.relpath(target, made), made / name)
-    final = VIEW / PACKAGE
-    shutil.rmtree(final, ignore_errors=True)
-    made.rename(final)
+    """The view, its links brought up to date in place (a tool reading it meanwhile still finds
+    every module that was there)."""
+    view = VIEW / PACKAGE
+    view.mkdir(parents=True, exist_ok=True)
+    targets = {p.name: p for p in (ROOT / PACKAGE).iterdir() if p.name != "__pycache__"}
+    targets.update(mapped())
+    targets = {name: Path(os.path.relpath(t, view)) for name, t in targets.items()}
+    for entry in view.iterdir():
+        if entry.is_symlink() and Path(os.readlink(entry)) == targets.get(entry.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    for name, target in sorted(targets.items()):
+        if not (view / name).is_symlink():
+            os.symlink(target, view / name)
     config = VIEW / "pyproject.toml"  # lint-imports run in the view reads its contracts
     if not config.is_symlink():
         os.symlink(os.path.relpath(ROOT / "pyproject.toml", VIEW), config)
-    return final
+    return view
 
 
 if __name__ == "__main__":
