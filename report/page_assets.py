@@ -13,7 +13,7 @@ import os
 from functools import cache
 from typing import Any
 
-import wallflame
+from wallflame import templates
 from wallflame.report.pagecache import sha256
 from wallflame.report.pageruntime import Markup
 
@@ -26,7 +26,7 @@ def csp_hash(text: str) -> str:
 
 def templates_dir() -> str:
     """The folder of the page templates and their scripts and styles (package data)."""
-    return os.path.join(os.path.dirname(wallflame.__file__), "templates")
+    return os.path.dirname(templates.__file__)
 
 
 def asset(name: str) -> str:

@@ -51,6 +51,8 @@ fi
 # (setuptools warns about any editable install at length: not needed on every run)
 PYTHONWARNINGS=ignore::UserWarning \
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+# The package as one folder, build/view/wallflame/, for mypy and lint-imports (scripts/view.py).
+"$VENV/bin/python" scripts/view.py
 
 # The launcher: written when absent or one of ours, never over someone else's file.
 MARK="# wallflame launcher (scripts/setup.sh)"

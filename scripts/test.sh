@@ -62,7 +62,7 @@ make -s -C samples
 
 "$PY" -m ruff check .
 "$PY" -m mypy
-"$PWD/.venv/bin/lint-imports" --no-cache  # the layering contracts in pyproject.toml
+bash scripts/lint-imports.sh --no-cache  # the layering contracts in pyproject.toml
 if [ -n "$fast" ]; then
   # The unit tests (tests/unit: no perf, gdb, server or browser), one worker a CPU; a tool
   # they use that is not installed (inferno, pprof) skips its test.

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from wallflame import __version__
-from wallflame.entry import run_main
 from wallflame.errors import WallflameError
+from wallflame.exits import run_main
 
 #: The modules of ``wallflame.commands`` (a test checks the list against the package).
 COMMANDS = ("check", "collect", "demo", "diff", "doctor", "finish", "fold", "report")

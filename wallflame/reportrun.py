@@ -9,8 +9,8 @@ from __future__ import annotations
 import gc
 import os
 
-from wallflame.entry import quick_exit
 from wallflame.errors import say
+from wallflame.exits import quick_exit
 from wallflame.fold import FoldOptions, load_inputs
 from wallflame.output import print_losses
 from wallflame.profile import Profile

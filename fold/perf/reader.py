@@ -53,7 +53,15 @@ def fold_stream(f: BinaryIO, options: FoldOptions, profile: Profile, name: str =
 
     _widen_pipe(f)
     st = PerfState(options, profile)
-    st.finish(_fold_into(st, f), name)
+    _finish(st, _fold_into(st, f), name)
+
+
+def _finish(st: PerfState, line_no: int, name: str) -> None:
+    """The counts into the profile, and what the capture tells about itself into its meta."""
+    from wallflame.fold.perf.meta import record_meta
+
+    st.finish(line_no, name)
+    record_meta(st)
 
 
 class _Reader(Protocol):
@@ -210,7 +218,7 @@ def fold_parallel(path: str, options: FoldOptions, profile: Profile, jobs: int) 
                 part_lines = counted["newlines"]
                 line_no = offset + part_lines + 1
             offset += part_lines
-        st.finish(line_no, path)
+        _finish(st, line_no, path)
 
 
 def _sched(st: PerfState) -> bool:

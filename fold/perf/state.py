@@ -380,6 +380,7 @@ class PerfState:
     # -- the end ---------------------------------------------------------------------------
 
     def finish(self, line_no: int, name: str = "-") -> None:
+        """The counts still held into the profile (its meta: ``perf.meta.record_meta``)."""
         self.end_event()
         if not self.recognised and self.profile.meta.losses:
             raise InputError(f"{name}: no perf script sample or record recognised",
@@ -401,9 +402,6 @@ class PerfState:
                 self.profile.meta.lose("open off-CPU interval", line_no, len(self.tracker.open))
                 self.tracker.open.clear()
             self.tracker.finish(self.last_time or 0)
-        from wallflame.fold.perf.meta import record_meta
-
-        record_meta(self)
 
     def add_stacks(self) -> dict[str, int]:
         """Turn the counted samples into stacks; returns folded samples per event."""

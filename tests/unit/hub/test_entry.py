@@ -80,7 +80,7 @@ def test_the_plain_report_imports_no_click(tmp_path: Path) -> None:
     code = ("import sys, atexit; atexit.register(lambda: sys.stderr.write("
             "'CLICK=%s\\n' % ('click' in sys.modules)));"
             "from wallflame.entry import main; sys.argv = ['wallflame'] + sys.argv[1:];"
-            "import wallflame.entry as e; e.quick_exit = lambda *a: False; main()")
+            "import wallflame.exits as e; e.quick_exit = lambda *a: False; main()")
     r = _wallflame("report", str(FOLDED), "-o", str(out), code=code)
     assert r.returncode == 0, r.stderr
     assert "CLICK=False" in r.stderr and out.exists()
