@@ -117,15 +117,12 @@ class FlameTree:
 
     def to_json(self) -> dict[str, Any]:
         """The compact form the page embeds: ``self`` is flat ``node, class, value`` triples."""
-        if native is not None:
-            flat: list[int] = native.self_triples(self.selfs)
-        else:
-            flat = []
-            for i, s in enumerate(self.selfs):
-                if s is not None:
-                    for c, v in enumerate(s):
-                        if v:
-                            flat.extend((i, c, v))
+        flat: list[int] = []
+        for i, s in enumerate(self.selfs):
+            if s is not None:
+                for c, v in enumerate(s):
+                    if v:
+                        flat.extend((i, c, v))
         return {
             "unit": self.unit,
             "classes": list(CLASSES),

@@ -14,8 +14,7 @@
  *   tree_rows, group_weights, frame_weights, frame_names, stacks_naming
  *                      one pass each over a profile's stacks (report/tree.py build_tree,
  *                      Profile.grouped, report/summary.py stack_weights and on_cpu_in).
- *   self_triples, ints_json
- *                      the page's embedded data.
+ *   ints_json          the page's and the timeline's embedded lists of ints.
  *   switch_lines       the scheduler capture's switch records read from perf script's text
  *                      (fold/perf/sampled_switches.py), the other lines left to Python.
  *   SwitchTracker      those records applied to each thread's state as well (the same
@@ -897,45 +896,6 @@ static PyObject *grow_stacks(PyObject *module, PyObject *const *args, Py_ssize_t
     if (r < 0)
         return NULL;
     return PyBool_FromLong(r);
-}
-
-/* self_triples(selfs) -> list: ``node, class, value`` for every non-zero value of every node's
- * self times (``None`` for a node without any), as FlameTree.to_json flattens them. */
-static PyObject *self_triples(PyObject *module, PyObject *selfs)
-{
-    if (!PyList_Check(selfs)) {
-        PyErr_SetString(PyExc_TypeError, "self_triples() takes a list");
-        return NULL;
-    }
-    PyObject *out = PyList_New(0), *zero = PyLong_FromLong(0);
-    if (out == NULL || zero == NULL) {
-        Py_XDECREF(out);
-        return NULL;
-    }
-    Py_DECREF(zero); /* the interpreter's shared 0 stays alive: only its address is used */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(selfs); i++) {
-        PyObject *s = PyList_GET_ITEM(selfs, i);
-        if (s == Py_None)
-            continue;
-        if (!PyList_Check(s)) {
-            PyErr_SetString(PyExc_TypeError, "self_triples(): a node's self times are a list");
-            goto fail;
-        }
-        for (Py_ssize_t c = 0; c < PyList_GET_SIZE(s); c++) {
-            PyObject *v = PyList_GET_ITEM(s, c);
-            int nonzero = v == zero ? 0 : PyObject_IsTrue(v); /* most are the shared 0 */
-            if (nonzero < 0)
-                goto fail;
-            if (!nonzero)
-                continue;
-            if (append_int(out, i) < 0 || append_int(out, c) < 0 || PyList_Append(out, v) < 0)
-                goto fail;
-        }
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
 }
 
 /* a + b into *acc (a new reference replaces the old one); 0 or -1. */
@@ -4408,8 +4368,6 @@ static PyMethodDef module_methods[] = {
     {"grow", (PyCFunction)(void (*)(void))grow, METH_FASTCALL,
      "grow(rows, names, name, parent, selfs, threads, ids, width, check, visible, "
      "thread_label) -> bool"},
-    {"self_triples", (PyCFunction)self_triples, METH_O,
-     "self_triples(selfs) -> list: flat node, class, value triples of the non-zero values"},
     {"group_weights", (PyCFunction)group_weights, METH_O,
      "group_weights(stacks) -> dict: weight per (tid, thread, state, wait, lock)"},
     {"frame_weights", (PyCFunction)(void (*)(void))frame_weights, METH_FASTCALL,

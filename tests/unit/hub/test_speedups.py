@@ -140,19 +140,6 @@ def test_grow_rejects_bad_rows() -> None:
                      {"all": 0}, len(CLASSES), True, visible, thread_label)
 
 
-@given(st.lists(st.one_of(st.none(), st.lists(st.integers(0, 3), min_size=len(CLASSES),
-                                              max_size=len(CLASSES))), max_size=20))
-def test_self_triples_matches_python(selfs: list[list[int] | None]) -> None:
-    t = FlameTree(names=["all"], name=[0] * len(selfs), parent=[-1] * len(selfs),
-                  selfs=selfs)
-    expected: list[int] = []
-    for i, s in enumerate(selfs):
-        for c, v in enumerate(s or []):
-            if v:
-                expected.extend((i, c, v))
-    assert native.self_triples(t.selfs) == expected
-
-
 #: Frame names near the edges of the unknown-frame rule: brackets, spaces, the kernel mark,
 #: the ``[unsampled]`` marker and names that are not ASCII (the C code reads every kind).
 FRAME_PARTS = st.sampled_from(["[", "]", "_[k]", " ", "unknown", "libc.so.6", "unsampled",
