@@ -62,7 +62,7 @@ _GETTHREAD_FRAMES = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int
 
 
 class _Frames(ctypes.Structure):
-    """The native frame callback's buffer (``struct wf_frames`` in ``_speedups.c``)."""
+    """The native frame callback's buffer (``struct wf_frames`` in ``_speedups_src/libdw.c``)."""
 
     _fields_ = [("frame_pc", ctypes.c_void_p), ("t_first", ctypes.c_int64),
                 ("t_last", ctypes.c_int64), ("n", ctypes.c_int32), ("max", ctypes.c_int32),
