@@ -214,15 +214,32 @@ def _rate(hz: float | None) -> str:
     return f"{hz:,.0f}" if hz >= 100 else f"{hz:.3g}"
 
 
+def validate(request: Request) -> None:
+    """What no target or machine can make plannable: ``--overhead light`` or ``exact`` with
+    an advanced off-CPU option (checked before anything is read or started)."""
+    if request.overhead is not Overhead.AUTO and not request.off_cpu_left():
+        raise UsageError(f"--overhead {request.overhead} sets the off-CPU options itself",
+                         f"give --overhead or {', '.join(_ADVANCED_OFF_CPU)}, not both")
+
+
+def wants_scheduler(request: Request) -> bool:
+    """Whether the collect would record the scheduler if perf may (so whether to ask perf)."""
+    if request.overhead is not Overhead.AUTO:
+        return request.overhead is Overhead.EXACT
+    return (request.off_cpu or DEFAULTS.off_cpu) in (OffCpu.SCHED, OffCpu.BOTH)
+
+
 def needs_switch_rates(request: Request, machine: Machine) -> bool:
     """Whether ``plan`` needs the target's switch rates (half a second of reading ``/proc``
-    before the window): an attached collect that may record the scheduler, unless every
-    switch's stack was asked for."""
-    if not request.attached or request.overhead is not Overhead.AUTO:
+    before the window): an attached collect that may record the scheduler, for the light
+    rule, the budget or the stack period on every CPU; not when every switch's stack was
+    asked for, nor for a stack rate per thread."""
+    if not request.attached or request.overhead is not Overhead.AUTO \
+            or not wants_scheduler(request) or not machine.sched_allowed:
         return False
-    off = request.off_cpu or DEFAULTS.off_cpu
-    return (off in (OffCpu.SCHED, OffCpu.BOTH) and machine.sched_allowed
-            and request.sched_stack_hz != 0)
+    if request.sched_stack_hz is not None:
+        return request.sched_stack_hz > 0 and machine.system_wide_allowed
+    return True
 
 
 def needs_debug_info(request: Request) -> bool:
@@ -309,9 +326,7 @@ def plan(request: Request, targets: Targets, machine: Machine) -> CollectPlan:
 def _off_cpu(r: Request, machine: Machine, notes: _Notes) -> OffCpu:
     """Rules 1 and 2: the off-CPU evidence asked for, by ``--overhead`` or ``--off-cpu``,
     and what perf may record."""
-    if r.overhead is not Overhead.AUTO and not r.off_cpu_left():
-        raise UsageError(f"--overhead {r.overhead} sets the off-CPU options itself",
-                         f"give --overhead or {', '.join(_ADVANCED_OFF_CPU)}, not both")
+    validate(r)
     off = {Overhead.LIGHT: OffCpu.PMP, Overhead.EXACT: OffCpu.BOTH}.get(
         r.overhead, OffCpu(r.off_cpu or DEFAULTS.off_cpu))
     if off in (OffCpu.SCHED, OffCpu.BOTH) and not machine.sched_allowed:
@@ -441,4 +456,5 @@ def _light_warning(s: CollectOptions, measure: dict[str, Any] | None,
 
 __all__ = ["ATTACHED_DURATION_S", "BOTH_PMP_HZ", "DEFAULTS", "PMP_HZ", "BudgetSource",
            "CollectPlan", "Machine", "Overhead", "Request", "StackPolicy", "Targets",
-           "needs_debug_info", "needs_switch_rates", "plan", "window_freq_hz"]
+           "needs_debug_info", "needs_switch_rates", "plan", "validate", "wants_scheduler",
+           "window_freq_hz"]

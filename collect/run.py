@@ -36,6 +36,7 @@ from wallflame.collect.plan import (
     needs_debug_info,
     needs_switch_rates,
     plan,
+    wants_scheduler,
 )
 from wallflame.collect.processes import Processes, listing, not_ours, open_targets
 from wallflame.collect.procs import Selection
@@ -159,7 +160,8 @@ class _Stop:
 def observe(request: Request, targets: Sequence[Target]) -> tuple[Targets, Machine]:
     """What ``plan`` needs of the targets and the machine, read from ``/proc`` (and perf's
     permissions); the switch rates only when the plan needs them (``needs_switch_rates``)."""
-    machine = Machine(cpus=os.cpu_count() or 1, sched_allowed=perf.sched_allowed(),
+    machine = Machine(cpus=os.cpu_count() or 1,
+                      sched_allowed=wants_scheduler(request) and perf.sched_allowed(),
                       system_wide_allowed=perf.system_wide_allowed())
     rates: dict[int, float] = {}
     measured = needs_switch_rates(request, machine) and bool(targets)

@@ -91,9 +91,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses_live = "live" in getattr(item, "fixturenames", ())
         if tier not in TIERS:
             wrong.append(f"{item.nodeid}: not under tests/unit, tests/live or tests/browser")
-        elif live != uses_live or (tier == "live" and not live):
+        elif live != uses_live or (tier == "live" and not live) or (tier == "unit" and live):
             wrong.append(f"{item.nodeid}: the live marker and the live fixture go together, "
-                         "and every test under tests/live has them")
+                         "every test under tests/live has them and none under tests/unit")
         elif browser != (tier == "browser"):
             wrong.append(f"{item.nodeid}: the browser marker is for the tests under "
                          "tests/browser, and all of them")

@@ -18,6 +18,7 @@ from wallflame.collect.plan import (
     CollectPlan,
     Overhead,
     Request,
+    validate,
     window_freq_hz,
 )
 from wallflame.collect.procs import selection
@@ -254,12 +255,15 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
         sched_stack_hz=sched_stack_hz, release_sites=release_sites,
         inline_frames=inline_frames)
 
+    validate(request)
+    live, show = _progress_printer()
+
     def announce(p: CollectPlan) -> None:
-        what = _what(pids, trees, cgroups) if attach else " ".join(command)
-        click.echo(f"wallflame: collecting from {what} into {out}", err=True)
+        if live is None:  # (a terminal shows the live status line instead)
+            what = _what(pids, trees, cgroups) if attach else " ".join(command)
+            click.echo(f"wallflame: collecting from {what} into {out}", err=True)
         click.echo(f"wallflame: {p.start_line()}", err=True)
 
-    live, show = _progress_printer()
     try:
         if live is not None:
             live.__enter__()  # type: ignore[attr-defined]

@@ -27,6 +27,8 @@ from wallflame.collect.plan import (
     needs_debug_info,
     needs_switch_rates,
     plan,
+    validate,
+    wants_scheduler,
     window_freq_hz,
 )
 from wallflame.errors import PermissionDenied, UsageError
@@ -230,6 +232,9 @@ def test_what_cannot_be_planned_is_refused(request_: Request, machine: Machine,
                                            error: type[Exception], text: str) -> None:
     with pytest.raises(error, match=text):
         plan(request_, Targets(), machine)
+    if error is UsageError:  # refused before anything is read
+        with pytest.raises(error, match=text):
+            validate(request_)
 
 
 @pytest.mark.parametrize(("request_", "machine", "rates", "debug"), [
@@ -239,6 +244,8 @@ def test_what_cannot_be_planned_is_refused(request_: Request, machine: Machine,
     (Request(off_cpu=OffCpu.SCHED), TWO, True, True),
     (Request(sched_stack_hz=0.0), TWO, False, True),
     (Request(sched_stack_hz=50.0), TWO, True, True),
+    (Request(sched_stack_hz=50.0), NOT_WIDE, False, True),  # a rate per thread: no period
+    (Request(max_data_mb_per_s=4.0), NOT_WIDE, True, True),
     (Request(), NO_SCHED, False, True),
     (Request(overhead=Overhead.LIGHT), TWO, False, True),
     (Request(overhead=Overhead.EXACT), TWO, False, True),
@@ -249,6 +256,16 @@ def test_what_is_read_before_planning(request_: Request, machine: Machine, rates
     """The switch rates (half a second of ``/proc``) only where a rule uses them."""
     assert needs_switch_rates(request_, machine) is rates
     assert needs_debug_info(request_) is debug
+
+
+@pytest.mark.parametrize(("request_", "wants"), [
+    (Request(), True), (Request(off_cpu=OffCpu.SCHED), True), (Request(off_cpu=OffCpu.PMP), False),
+    (Request(off_cpu=OffCpu.NONE), False), (Request(overhead=Overhead.LIGHT), False),
+    (Request(overhead=Overhead.EXACT), True), (Request(attached=False), True),
+])
+def test_perf_is_asked_about_the_scheduler_only_when_it_would_record_it(
+        request_: Request, wants: bool) -> None:
+    assert wants_scheduler(request_) is wants
 
 
 def test_the_light_rule_at_its_threshold() -> None:
