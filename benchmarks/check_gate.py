@@ -32,9 +32,9 @@ condvar waits; the changed run has ``--extra-ms 1``, named when ``extra_work`` i
 Usage (each round holds ``/tmp/wallflame-measure.lock`` while it collects)::
 
     make -C samples bin/handlers
-    python3 benchmarks/check_gate.py --rounds 30 --out /tmp/gate-runs    # collect, then judge
-    python3 benchmarks/check_gate.py --out /tmp/gate-runs --judge-only   # judge again
-    python3 benchmarks/check_gate.py --out /tmp/gate-runs --judge-only --noise
+    .venv/bin/python benchmarks/check_gate.py --rounds 30 --out /tmp/gate-runs    # collect, then judge
+    .venv/bin/python benchmarks/check_gate.py --out /tmp/gate-runs --judge-only   # judge again
+    .venv/bin/python benchmarks/check_gate.py --out /tmp/gate-runs --judge-only --noise
 
 Runs already in ``--out`` are kept (a second call adds the missing rounds only).
 """

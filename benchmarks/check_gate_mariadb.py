@@ -18,8 +18,8 @@ with default settings:
 
 Usage (the collection holds ``/tmp/wallflame-measure.lock``, about 6 minutes for 4 rounds)::
 
-    python3 benchmarks/check_gate_mariadb.py --rounds 4 --out /tmp/gate-mariadb
-    python3 benchmarks/check_gate_mariadb.py --out /tmp/gate-mariadb --judge-only --noise
+    .venv/bin/python benchmarks/check_gate_mariadb.py --rounds 4 --out /tmp/gate-mariadb
+    .venv/bin/python benchmarks/check_gate_mariadb.py --out /tmp/gate-mariadb --judge-only --noise
 
 Series: every round's ``base-a`` against every round's ``base-b``, ``clients4x``, ``flush0``.
 """

@@ -23,9 +23,9 @@ the kernel's over the collect's own window, and the largest difference in points
 kernel's figures also cover every thread's whole window (the coverage column): a check of the
 program itself.
 
-    python3 benchmarks/class_truth.py [--tests oltp_update_index,oltp_read_write]
+    .venv/bin/python benchmarks/class_truth.py [--tests oltp_update_index,oltp_read_write]
         [--window 60] [--rounds 1] [--threads 32] [--keep DIR] [-- COLLECT OPTIONS]
-    python3 benchmarks/class_truth.py --replay DIR
+    .venv/bin/python benchmarks/class_truth.py --replay DIR
 
 ``--replay DIR`` compares the rounds a sitting kept with ``--keep DIR`` again, each run folded
 anew from its ``raw/`` by this checkout (``wallflame finish``), against the same kernel trace:

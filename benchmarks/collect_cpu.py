@@ -3,10 +3,10 @@
 starts (``perf record``, ``perf script``, their ``addr2line``, the guard), read by ``bpftrace``
 at each one's exit.
 
-    python3 benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
-    python3 benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
-    python3 benchmarks/collect_cpu.py --mariadb         # MariaDB under sysbench, 32 clients
-    python3 benchmarks/collect_cpu.py --mariadb --keep DIR   # and keep the run directory
+    .venv/bin/python benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
+    .venv/bin/python benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
+    .venv/bin/python benchmarks/collect_cpu.py --mariadb         # MariaDB under sysbench, 32 clients
+    .venv/bin/python benchmarks/collect_cpu.py --mariadb --keep DIR   # and keep the run directory
 
 Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the
 8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards; with ``--mariadb``

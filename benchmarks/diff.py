@@ -10,7 +10,7 @@ run, the median of ``--repeat`` runs of:
 * ``inferno-diff-folded A B | inferno-flamegraph > diff.svg`` (``~/.cargo/bin``), if present;
 * ``difffolded.pl A B | flamegraph.pl > diff.svg`` (FlameGraph), if present.
 
-Usage: python3 benchmarks/diff.py [--stacks 20000] [--repeat 5] [--keep DIR]
+Usage: .venv/bin/python benchmarks/diff.py [--stacks 20000] [--repeat 5] [--keep DIR]
                                   [--flamegraph-dir DIR]   (where difffolded.pl lives)
 """
 

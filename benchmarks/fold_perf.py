@@ -20,8 +20,8 @@ run-by-run ratios to inferno.  Finally (unless ``--no-stream``) it checks that f
 ``perf script`` streams (``perf script | wallflame fold --format perf -``) is not slower than
 ``perf script`` alone, for frame-pointer and DWARF call chains.
 
-    python3 benchmarks/fold_perf.py                 # varied, dwarf and mix, 150 MB each
-    python3 benchmarks/fold_perf.py --program varied --size-mb 100 --runs 5
+    .venv/bin/python benchmarks/fold_perf.py                 # varied, dwarf and mix, 150 MB each
+    .venv/bin/python benchmarks/fold_perf.py --program varied --size-mb 100 --runs 5
 
 The machine may be shared: CPU time (user + sys of the process) is printed next to wall time
 because it is much less sensitive to other load.  Needs perf (root or perf_event_paranoid

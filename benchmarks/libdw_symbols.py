@@ -10,7 +10,7 @@ random of each library.  Prints per module: the symbols, the addresses, how many
 answered itself, how many of those differ from libdw's answer (must be 0), the index's build
 time and the time per address of each.
 
-    python3 benchmarks/libdw_symbols.py [--pid PID] [--per-module 300]
+    .venv/bin/python benchmarks/libdw_symbols.py [--pid PID] [--per-module 300]
 
 Needs ``mariadb-server`` without ``--pid``, and root or the right to read the process's maps.
 """

@@ -31,7 +31,7 @@ kind's loss against the phases of nothing either side, phase by phase, their med
 the mean's standard error, and the same figure for the phases of nothing themselves (each
 against the two of nothing two phases away: what the estimate gives where nothing differs).
 
-    python3 benchmarks/light_phases.py [--test oltp_update_index] [--phase 10] [--pairs 30]
+    .venv/bin/python benchmarks/light_phases.py [--test oltp_update_index] [--phase 10] [--pairs 30]
         [--kinds light,snapshots,reads]
 
 Needs root (ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds

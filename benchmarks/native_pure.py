@@ -2,9 +2,9 @@
 """Benchmark: each native hot path (``wallflame._speedups``) against its pure-Python twin
 (``WALLFLAME_PURE=1``), inside the command a user runs on a big input.
 
-    python3 benchmarks/native_pure.py fold TEXT [--runs 3]     # wallflame fold --jobs 1
-    python3 benchmarks/native_pure.py report FOLDED [--runs 3] # wallflame report
-    python3 benchmarks/native_pure.py finish RUN_DIR [--runs 3] # wallflame finish (a copy)
+    .venv/bin/python benchmarks/native_pure.py fold TEXT [--runs 3]     # wallflame fold --jobs 1
+    .venv/bin/python benchmarks/native_pure.py report FOLDED [--runs 3] # wallflame report
+    .venv/bin/python benchmarks/native_pure.py finish RUN_DIR [--runs 3] # wallflame finish (a copy)
 
 Each run is a fresh process, native then pure in turn.  In it the functions that hold a
 native branch (``PARTS``: the branch's caller, so both ways are timed at the same place) are

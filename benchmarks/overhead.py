@@ -27,7 +27,7 @@ profiler; divided by the number of snapshots it is the stop per snapshot each th
 (median over the workers).  For gdb, which stops all threads together, it is the process's
 pause; for libdw and eu-stack, which stop one thread at a time, it is each thread's own stop.
 
-    python3 benchmarks/overhead.py [--runs 3] [--seconds 5] [--rate 10]
+    .venv/bin/python benchmarks/overhead.py [--runs 3] [--seconds 5] [--rate 10]
 
 Configurations: none; wallflame pmp backends libdw, eu-stack, gdb, gdb-batch at ``--rate``/s
 (snapshots only: ``wallflame.collect.snapshots``); perf on-CPU at the default -F

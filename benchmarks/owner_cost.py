@@ -17,7 +17,7 @@ Each window's rate is the program's messages over the collect's own window (``me
 Prints each round, then per variant the median and the loss against the median with none, and
 the holder stops the ``stop`` collects made (from their owner logs).
 
-    python3 benchmarks/owner_cost.py [--window 10] [--rounds 8] [--threads 32]
+    .venv/bin/python benchmarks/owner_cost.py [--window 10] [--rounds 8] [--threads 32]
 
 Needs root (ptrace) and ``make -C samples``.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A range selected on the report page against ``report --from --to`` on a real run.
 
-    python3 benchmarks/page_range.py RUN [--range 0.3,0.45]
+    .venv/bin/python benchmarks/page_range.py RUN [--range 0.3,0.45]
 
 Writes RUN's report page, opens it in Debian's chromium (Playwright, headless), selects a
 range of the timeline (fractions of the window; default the whole window) and compares each

@@ -2,7 +2,7 @@
 """A run's blocked time per class, from its own profile (``offcpu.folded``) and from a range
 over its whole window (``report --from --to``, built from the timeline), side by side.
 
-    python3 benchmarks/range_split.py RUN [RUN...]
+    .venv/bin/python benchmarks/range_split.py RUN [RUN...]
 
 With a stack at every switch the two are the same by construction; with sampled stacks the
 range redoes the whole window's split from the timeline's spans, and this prints how far the

@@ -3,7 +3,7 @@
 against the kernel's own accounting (``/proc/PID/task/TID/schedstat`` run time, read every
 20 ms and interpolated at the window's ends from ``meta.json``).
 
-    python3 benchmarks/redis_oncpu.py [RUNS] [KEEP_DIR]
+    .venv/bin/python benchmarks/redis_oncpu.py [RUNS] [KEEP_DIR]
 
 Needs ``redis-server redis-tools`` (``benchmarks/servers.py`` says so).  Prints one line per
 run: wallflame's share, the kernel's, the difference in points, then the runnable shares.

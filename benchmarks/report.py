@@ -1,6 +1,6 @@
 """Benchmark of ``wallflame report`` against ``inferno-flamegraph`` on the same folded input.
 
-    python3 benchmarks/report.py [--stacks 20000] [--runs 5] [--nodes 100000] [--pin CPU]
+    .venv/bin/python benchmarks/report.py [--stacks 20000] [--runs 5] [--nodes 100000] [--pin CPU]
 
 Prints, side by side in one run:
   * generation time (median of --runs) of the HTML page by ``wallflame report`` (a whole

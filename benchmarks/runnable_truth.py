@@ -18,7 +18,7 @@ perf's ``PERF_RECORD_SWITCH`` switch-in record (written after the context switch
 has scheduled the thread's own events in), moved earlier by the run's measured lag
 (``SampledSched._switch_in_lag``).
 
-    python3 benchmarks/runnable_truth.py [RUNS] [-- COLLECT OPTIONS]
+    .venv/bin/python benchmarks/runnable_truth.py [RUNS] [-- COLLECT OPTIONS]
 
 Needs ``redis-server redis-tools`` and root.  Holds ``/tmp/wallflame-measure.lock``.
 """

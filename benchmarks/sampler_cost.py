@@ -8,7 +8,7 @@ libdw snapshots with their ``/proc`` records (``collect.owners.ProcReader`` and
 ``collect.snapshots.LibdwBackend``, as ``collect.snapshots.SnapshotLoop`` takes them), each
 timed with this thread's CPU clock.  Prints the median per round and per snapshot.
 
-    python3 benchmarks/sampler_cost.py [--rounds 200] [--snapshots 30]
+    .venv/bin/python benchmarks/sampler_cost.py [--rounds 200] [--snapshots 30]
 
 Needs ``mariadb-server sysbench`` and root (ptrace).
 """

@@ -12,7 +12,7 @@ MariaDB (``benchmarks/servers.py``, 2 tables of 2,000 rows) under sysbench
    against what perf wrote (``meta.json`` ``postprocess``), and the wake-up recorder's bytes
    per switch (``raw/wake.data.*``).
 
-    python3 benchmarks/sched_stack_bytes.py [--seconds 5] [--clients 8]
+    .venv/bin/python benchmarks/sched_stack_bytes.py [--seconds 5] [--clients 8]
 
 It holds ``/tmp/wallflame-measure.lock``.
 """

@@ -2,7 +2,7 @@
 """What one chunk's ``perf script`` costs, with the kernel's symbols read from the run's copy
 (``raw/kallsyms``, what a collect does) and from ``/proc/kallsyms`` (what perf does by itself).
 
-    python3 benchmarks/script_chunk.py RUN [--runs 5]
+    .venv/bin/python benchmarks/script_chunk.py RUN [--runs 5]
 
 RUN is a run directory written by ``wallflame collect`` (its ``raw/`` keeps the chunks and the
 copy).  For the first chunk of each recorder (on-CPU ``perf``, ``sched``, ``wake``) it runs the

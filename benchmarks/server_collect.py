@@ -34,10 +34,10 @@ Then the reference: one collect that records every switch with its DWARF call ch
 the per-class totals of each sampled collect (off-CPU per wait class and run-queue time, summed
 over the threads, as a share of their wall time) against it: the largest difference in points.
 
-    python3 benchmarks/server_collect.py [--tests oltp_update_index,oltp_read_write]
+    .venv/bin/python benchmarks/server_collect.py [--tests oltp_update_index,oltp_read_write]
         [--window 60] [--rounds 3] [--threads 32] [--reference-window 10] [--keep DIR]
         [--settle 0]
-    python3 benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3] [--base CHECKOUT]
+    .venv/bin/python benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3] [--base CHECKOUT]
 
 ``--thin RUN --every N``: the estimator alone, on a run collected with ``--sched-stack-hz 0``:
 its scheduler chunks read twice, once with every switch's stack and once keeping only every

@@ -33,10 +33,10 @@ per-second reports so far, and whose ``stop()`` ends it early.
 
 Script use (prints one JSON line per measurement)::
 
-    python3 benchmarks/servers.py mariadb [--test oltp_update_index] [--threads 32]
+    .venv/bin/python benchmarks/servers.py mariadb [--test oltp_update_index] [--threads 32]
         [--seconds 10] [--tables 4] [--table-size 10000] [--runs 1]
-    python3 benchmarks/servers.py redis [--clients 50] [--requests 200000] [--runs 1]
-    python3 benchmarks/servers.py check        # which packages are missing (exit 1 if any)
+    .venv/bin/python benchmarks/servers.py redis [--clients 50] [--requests 200000] [--runs 1]
+    .venv/bin/python benchmarks/servers.py check        # which packages are missing (exit 1 if any)
 
 Defaults are small (4 tables of 10,000 rows: prepared in a few seconds).  The server runs
 with an InnoDB buffer pool of 256 MB and otherwise Debian's compiled-in settings, with

@@ -10,7 +10,7 @@ threads, the mean per-thread stop and the longest stop's upper bound (attach req
 release).  The first snapshot builds the libdw session: it reports the modules, loads each
 one's ELF and CFI on first use and builds the symbol indexes; the later ones reuse it.
 
-    python3 benchmarks/snapshot_start.py [--snapshots 5] [--runs 3] [--profile]
+    .venv/bin/python benchmarks/snapshot_start.py [--snapshots 5] [--runs 3] [--profile]
 
 ``--profile``: the first snapshot of each run under ``cProfile``, its eight most costly
 functions by their own time printed after it (the profiler's own cost is in the figures).

@@ -18,7 +18,7 @@ Printed per N: the error of the per-class totals of the threads with a stack (in
 their blocked time; mean and largest over the phases), and the median over threads of each
 thread's largest per-class error (mean over the phases).
 
-    python3 benchmarks/split_estimator.py RUN [--every 10,50,200]
+    .venv/bin/python benchmarks/split_estimator.py RUN [--every 10,50,200]
 
 RUN: a run directory collected with a stack at every switch (a launched command, or
 ``--sched-stack-hz 0``).

@@ -25,7 +25,7 @@ before each event to 2 s after it, against the phase's mean, and the cost of an 
 statements missing in the 2 s after it against the 0.4 s before it, in milliseconds of the
 server's mean rate, and those missing in the first 0.5 s of the mean curve.
 
-    python3 benchmarks/start_dips.py [--test oltp_update_index] [--phase 60] [--rounds 2]
+    .venv/bin/python benchmarks/start_dips.py [--test oltp_update_index] [--phase 60] [--rounds 2]
         [--kinds python,reader,warm,perf]
 
 Needs root (perf on every CPU, ptrace), ``mariadb-server`` and ``sysbench``.  Holds

@@ -9,7 +9,7 @@ wallflame's is ``summary.json``'s ``on_cpu_s`` as a share of the window.  The ru
 finished again with the lag left out (``LAG_MIN_SWITCH_INS`` set out of reach), so both
 figures come from the same recording.
 
-    python3 benchmarks/switch_in_lag.py [--server mariadb|redis] [--runs 3] [--clients 16]
+    .venv/bin/python benchmarks/switch_in_lag.py [--server mariadb|redis] [--runs 3] [--clients 16]
         [--seconds 6]
 
 Needs ``mariadb-server sysbench`` (or ``redis-server redis-tools``) and root.  Holds

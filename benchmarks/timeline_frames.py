@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast the report page's timeline draws, pans and zooms in chromium.
 
-    python3 benchmarks/timeline_frames.py RUN [RUNS]
+    .venv/bin/python benchmarks/timeline_frames.py RUN [RUNS]
 
 Writes RUN's report page (``wallflame report RUN``), opens it RUNS times (default 5) in
 Debian's chromium (Playwright, headless, 1400x1000) and prints, per load: the time to the

@@ -10,7 +10,7 @@ frames deep (4,096 request kinds; leaf addresses vary from sample to sample).  S
 block: workers take a shared ``std::mutex`` in one layer, a consumer waits on a condition
 variable, a ticker sleeps.  The output is deterministic for a given seed.
 
-    python3 benchmarks/varied_program.py > varied.cc
+    .venv/bin/python benchmarks/varied_program.py > varied.cc
     g++ -O1 -g -fno-omit-frame-pointer -fno-inline -pthread -std=c++17 -o varied varied.cc
     ./varied --seconds 8 --threads 3
 """
