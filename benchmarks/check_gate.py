@@ -32,7 +32,7 @@ condvar waits; the changed run has ``--extra-ms 1``, named when ``extra_work`` i
 Usage (each round holds ``/tmp/wallflame-measure.lock`` while it collects)::
 
     make -C samples bin/handlers
-    .venv/bin/python benchmarks/check_gate.py --rounds 30 --out /tmp/gate-runs    # collect, then judge
+    .venv/bin/python benchmarks/check_gate.py --rounds 30 --out /tmp/gate-runs  # collect, judge
     .venv/bin/python benchmarks/check_gate.py --out /tmp/gate-runs --judge-only   # judge again
     .venv/bin/python benchmarks/check_gate.py --out /tmp/gate-runs --judge-only --noise
 

@@ -5,7 +5,7 @@ at each one's exit.
 
     .venv/bin/python benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
     .venv/bin/python benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
-    .venv/bin/python benchmarks/collect_cpu.py --mariadb         # MariaDB under sysbench, 32 clients
+    .venv/bin/python benchmarks/collect_cpu.py --mariadb   # MariaDB under sysbench, 32 clients
     .venv/bin/python benchmarks/collect_cpu.py --mariadb --keep DIR   # and keep the run directory
 
 Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the

@@ -23,7 +23,8 @@ after it, against that phase's mean rate, and what the event cost: the commits m
 bins after it (against the mean of the bins before it), in milliseconds of the server's mean
 rate.  A snapshot a second that costs S ms costs S/10 percent of the server's minute.
 
-    .venv/bin/python benchmarks/event_dips.py [--phase 120] [--rounds 2] [--kinds snapshot,snapshot_all,read]
+    .venv/bin/python benchmarks/event_dips.py [--phase 120] [--rounds 2] \
+        [--kinds snapshot,snapshot_all,read]
 
 Needs root (perf, ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds
 ``/tmp/wallflame-measure.lock`` while the server runs.

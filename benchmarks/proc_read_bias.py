@@ -21,7 +21,8 @@ how long a ``full`` reading took.  If the reading itself put threads in ``poll``
 taken while the clients wait for one), ``full`` would show more of it than ``one``, and
 ``again`` more than ``full``.
 
-    .venv/bin/python benchmarks/proc_read_bias.py [--test oltp_read_write] [--seconds 120] [--group 5]
+    .venv/bin/python benchmarks/proc_read_bias.py [--test oltp_read_write] [--seconds 120] \
+        [--group 5]
 
 Needs ``mariadb-server`` and ``sysbench``.  Holds ``/tmp/wallflame-measure.lock`` while the
 server runs.

@@ -67,7 +67,8 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   default collect costs over its parts.
 
     .venv/bin/python benchmarks/sched_recorders.py --window 8 --rounds 6
-    .venv/bin/python benchmarks/sched_recorders.py --recorders wf_default,wf_no_owners,wf_sched,wf_none
+    .venv/bin/python benchmarks/sched_recorders.py \
+        --recorders wf_default,wf_no_owners,wf_sched,wf_none
 
 It holds ``/tmp/wallflame-measure.lock``; the server's own figures move by 10-30% from window
 to window on a shared 2-core machine, so quote medians of several rounds.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The wait-class split of the mix sample against the program's own measurement.
 
-    .venv/bin/python benchmarks/sched_split.py [RUNS] [--attach] [--mix ARGS] [-- COLLECT OPTIONS...]
+    .venv/bin/python benchmarks/sched_split.py [RUNS] [--attach] [--mix ARGS] \
+        [-- COLLECT OPTIONS...]
 
 mix times each phase of its workers (on-CPU, mutex, sleep, condition variable) and prints the
 totals per thread.  Each run collects it for 8 s with the given options (for example
@@ -13,7 +14,8 @@ Mutex waits under ``wait_for_tick`` are counted by mix in its condvar phase, and
 scheduler on every CPU, its stacks one switch in N per CPU under a budget); ``--mix`` passes
 options to mix.  The sampling aliased, as ``tests/live/test_accuracy_live.py`` has it:
 
-    .venv/bin/python benchmarks/sched_split.py 10 --attach --mix "--sleep-ms 300" -- --max-data-mb-per-s 0.3
+    .venv/bin/python benchmarks/sched_split.py 10 --attach --mix "--sleep-ms 300" -- \
+        --max-data-mb-per-s 0.3
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ over the threads, as a share of their wall time) against it: the largest differe
     .venv/bin/python benchmarks/server_collect.py [--tests oltp_update_index,oltp_read_write]
         [--window 60] [--rounds 3] [--threads 32] [--reference-window 10] [--keep DIR]
         [--settle 0]
-    .venv/bin/python benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3] [--base CHECKOUT]
+    .venv/bin/python benchmarks/server_collect.py --heartbeat [--window 20] [--rounds 3] \
+        [--base CHECKOUT]
 
 ``--thin RUN --every N``: the estimator alone, on a run collected with ``--sched-stack-hz 0``:
 its scheduler chunks read twice, once with every switch's stack and once keeping only every

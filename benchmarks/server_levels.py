@@ -15,7 +15,8 @@ loss figure of ``server_collect.py`` computed on windows where nothing ran: the 
 windows of ``--window`` seconds, each odd one set against the mean of the two either side of it,
 as a collect's window is.  That is the figure's spread when nothing is collected.
 
-    .venv/bin/python benchmarks/server_levels.py [--test oltp_read_write] [--seconds 600] [--window 60]
+    .venv/bin/python benchmarks/server_levels.py [--test oltp_read_write] [--seconds 600] \
+        [--window 60]
 
 Needs ``mariadb-server`` and ``sysbench``.  Holds ``/tmp/wallflame-measure.lock`` while the
 server runs.
