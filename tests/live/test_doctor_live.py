@@ -16,7 +16,7 @@ def test_doctor_on_a_frame_pointer_build(live: None, sample_bin: Path) -> None:
     mix = start_mix(sample_bin, "--threads", "1", "--duration", "30")
     try:
         r = subprocess.run([*WALLFLAME, "doctor", "--pid", str(mix.pid)], capture_output=True,
-                           timeout=120, check=False)
+                           text=True, timeout=120, check=False)
     finally:
         stop_mix(mix)
     assert r.returncode == 0, r.stdout
