@@ -99,7 +99,7 @@ class _CollectCommand(click.Command):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows: dict[bool, list[tuple[str, str]]] = {False: [], True: []}
         for param in self.get_params(ctx):
-            row = param.get_help_record(ctx)
+            row = param.get_help_record(ctx) if isinstance(param, click.Option) else None
             if row is not None:
                 rows[param.name in ADVANCED].append(row)
         with formatter.section("Options"):
@@ -110,7 +110,8 @@ class _CollectCommand(click.Command):
 
 
 def _default(value: object) -> str:
-    return str(value)
+    """The end of an advanced option's help: its default when the plan does not choose it."""
+    return f"  [default: {value}]"
 
 
 @click.command("collect", cls=_CollectCommand,
@@ -142,53 +143,50 @@ def _default(value: object) -> str:
               "stacks. exact: every switch with its stack, whatever it costs. The collect "
               "prints what it chose when it starts.")
 @click.option("--off-cpu", type=click.Choice(OFF_CPU_MODES), default=None,
-              show_default=_default(DEFAULTS.off_cpu),
               help="Off-CPU evidence: stack snapshots (pmp), scheduler events (sched), both "
               "(exact times from the scheduler; snapshots name the locks waited on and fill in "
               "stacks) or none. Lock holders' stacks come from the owner sampler, which "
-              "stops only a lock's owner (modes pmp and both).")
+              "stops only a lock's owner (modes pmp and both)." + _default(DEFAULTS.off_cpu))
 @click.option("--pmp-backend", type=click.Choice(BACKENDS), default=None,
-              show_default=_default(DEFAULTS.pmp_backend),
               help="Snapshot tool: libdw (elfutils' unwinder kept loaded in wallflame: lowest "
               "pause and cost, threads stopped one at a time), eu-stack (the same, a new "
               "eu-stack process per snapshot), gdb "
               "(one gdb kept attached, consistent snapshots), gdb-batch (a gdb per snapshot, "
               "like pt-pmp). Any ptrace stop makes blocked calls such as epoll_wait in the "
               "target return early (EINTR); perf and sched never do. While the gdb backend "
-              "is attached, a SIGINT sent to the target is held by gdb (other signals pass).")
+              "is attached, a SIGINT sent to the target is held by gdb (other signals pass)."
+              + _default(DEFAULTS.pmp_backend))
 @click.option("--pmp-rate", type=float, default=None,
               help=f"Snapshots per second (default: {PMP_HZ:g} with --off-cpu pmp; "
               f"{BOTH_PMP_HZ:g} with both, where the scheduler gives the times and snapshots "
               "name the locks and fill in stacks).")
 @click.option("--owner-rate", type=float, default=None,
-              show_default=_default(DEFAULTS.owner_rate_hz),
               help="Rounds per second of the owner sampler (modes both and pmp): it reads "
               "each thread's /proc syscall file and stops each lock owner it finds for a "
               "fraction of a millisecond to take its stack (unless --no-holder-stacks); 0 "
-              "turns it off (no holder stacks).")
+              "turns it off (no holder stacks)." + _default(DEFAULTS.owner_rate_hz))
 @click.option("--holder-stacks/--no-holder-stacks", default=None,
-              show_default=_default(DEFAULTS.holder_stacks),
               help="Whether the owner sampler stops each lock owner it finds to take its "
               "stack. Without: owners are still named at --owner-rate, nothing is stopped, "
-              "and no holder stacks are shown.")
-@click.option("-F", "--freq", type=int, default=None, show_default=_default(DEFAULTS.freq_hz),
+              "and no holder stacks are shown." + _default("--holder-stacks"))
+@click.option("-F", "--freq", type=int, default=None,
               help="perf on-CPU sampling frequency (Hz). Left to its default, a window "
-              f"longer than {WINDOW_SAMPLES_PER_CPU / DEFAULTS.freq_hz:g} s is sampled at "
+              f"longer than {WINDOW_SAMPLES_PER_CPU / DEFAULTS.freq_hz:.0f} s is sampled at "
               "the rate that takes as many samples "
               f"({window_freq_hz(60, DEFAULTS.freq_hz)} Hz for a minute, no lower), and a "
-              f"light collect at {budget.LIGHT_FREQ_HZ} Hz.")
+              f"light collect at {budget.LIGHT_FREQ_HZ} Hz." + _default(DEFAULTS.freq_hz))
 @click.option("--call-graph", type=click.Choice(["fp", "dwarf"]), default=None,
-              show_default=_default(DEFAULTS.call_graph),
               help="perf stack unwinding: frame pointers (cheap) or DWARF (keeps frames of "
-              "code without frame pointers, such as glibc; costs more).")
+              "code without frame pointers, such as glibc; costs more)."
+              + _default(DEFAULTS.call_graph))
 @click.option("--sched-call-graph", type=click.Choice(["fp", "dwarf"]), default=None,
-              show_default=_default(DEFAULTS.sched_call_graph),
               help="Stack unwinding of scheduler (off-CPU) stacks: DWARF keeps the callers of "
-              "blocking glibc functions, which frame pointers lose.")
+              "blocking glibc functions, which frame pointers lose."
+              + _default(DEFAULTS.sched_call_graph))
 @click.option("--max-pause-ms", type=float, default=None,
-              show_default=_default(DEFAULTS.max_pause_ms),
               help="Pause budget per snapshot: three snapshots in a row over it halve the "
-              "snapshot rate (ten well under it restore it step by step).")
+              "snapshot rate (ten well under it restore it step by step)."
+              + _default(DEFAULTS.max_pause_ms))
 @click.option("--max-data-mb-per-s", type=float, default=None,
               help="Data-rate budget for busy servers (for example 4: about 240 MB a "
               "minute): scheduler stacks are then sampled at the rate that keeps it (planned "
@@ -201,9 +199,9 @@ def _default(value: object) -> str:
               "the data-rate budget; 0: every switch, 8 KiB copied per switch with DWARF, "
               "whatever the target's switch rate).")
 @click.option("--release-sites/--no-release-sites", default=None,
-              show_default=_default(DEFAULTS.release_sites),
               help="Also record where locks are released: the target's futex wakes with their "
-              "call chains (a perf recording of its own; docs/collecting.md gives its cost).")
+              "call chains (a perf recording of its own; docs/collecting.md gives its cost)."
+              + _default("--no-release-sites"))
 @click.option("--inline-frames/--no-inline-frames", default=None,
               help="Inlined frames in perf's stacks, resolved by addr2line for every distinct "
               "address. Default: on, unless an attached target's executables have no debug "
