@@ -4,12 +4,15 @@ kernel accounted."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from wallflame.collect.machine import machine_ticks
 from wallflame.fold import perf
 from wallflame.fold.options import FoldOptions
 from wallflame.profile import Profile
@@ -26,10 +29,12 @@ def test_live_mix_on_cpu(live: None, sample_bin: Path, tmp_path: Path) -> None:
     """perf runs mix for 2 s: its workers' on-CPU stacks, and the sum of periods equals the
     CPU time the kernel accounted to mix (perf counts from exec to exit, like rusage)."""
     data = tmp_path / "perf.data"
+    t0, m0 = time.monotonic(), machine_ticks()
     rec = subprocess.run(["perf", "record", "-q", "-F", "499", "-g", "-e", "cpu-clock", "-o",
                           str(data), "--", sys.executable, "-c", _RUSAGE,
                           str(sample_bin / "mix"), "--duration", "2"],
                          capture_output=True, text=True, check=True, timeout=120)
+    t1, m1 = time.monotonic(), machine_ticks()
     cpu_ns = int(rec.stdout.split()[-1])
     script = subprocess.run(["perf", "script", "-i", str(data)], capture_output=True,
                             check=True, timeout=120).stdout
@@ -41,9 +46,16 @@ def test_live_mix_on_cpu(live: None, sample_bin: Path, tmp_path: Path) -> None:
              if "worker_loop" in k.frames]
     assert any(f and f[0] == "spin_work" for f in under)
     assert {k.thread for k in workers} == {"mix-1", "mix-2", "mix-3"}
-    # sampling error at ~1500 samples is ~3%; margins 10%
+    # Sampling error at ~1500 samples is ~3%; margins 10%.  cpu-clock also counts the time
+    # the hypervisor took from mix's CPUs (steal), which the kernel leaves out of rusage: the
+    # upper bound grows with the machine's steal over the run (ten runs: 0.994-1.019 at 0.2-1.9%
+    # steal; one earlier run gave 1.26).
+    steal = 0.0
+    if m0 is not None and m1 is not None:
+        steal = (m1[1] - m0[1]) / os.sysconf("SC_CLK_TCK") / ((t1 - t0) * (os.cpu_count() or 1))
     ratio = sum(mix.values()) / cpu_ns
-    assert 0.9 < ratio < 1.1, ratio
+    assert 0.9 < ratio < 1.1 / (1 - min(steal, 0.5)), (ratio, steal)
+    print("RATIO", round(ratio, 3), "STEAL", round(steal, 3))
     if _tail_call(sample_bin / "mix", "critical_section"):
         pytest.xfail("samples/bin/mix compiles critical_section() to `jmp spin_work` (a sibling "
                      "call), so no profiler can see its frame; build mix with "
