@@ -58,11 +58,17 @@ def _death_signal_preexec(sig: int, kallsyms: os.PathLike[str] | None = None
     # with "Inconsistency detected by ld.so", exit 127, seen when perf was started while the
     # snapshot thread was loading libdw).
     libc = ctypes.CDLL(None, use_errno=True)
-    prctl, unshare, mount = libc.prctl, libc.unshare, libc.mount
+    prctl, unshare, mount, disposition = libc.prctl, libc.unshare, libc.mount, libc.signal
+    disposition.argtypes = [ctypes.c_int, ctypes.c_void_p]
     source = os.fsencode(kallsyms) if kallsyms is not None and os.path.isfile(kallsyms) \
         else None
 
     def preexec() -> None:
+        # The child runs wallflame's own handler of the signal until it execs (a SIGINT
+        # handler that only writes to a pipe): a death signal arriving before the exec would
+        # be swallowed and the tool run on, orphaned, for its whole duration.  The default
+        # action ends the child instead.
+        disposition(int(sig), None)  # SIG_DFL
         prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl took effect
             os.kill(os.getpid(), sig)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -573,3 +574,24 @@ def test_kept_proc_files_stay_within_one_budget_for_the_whole_collect(
         for f in files:
             f.close()
     assert target._kept[0] == target.MAX_KEPT_TOTAL - 3
+
+
+def test_a_death_signal_before_the_tools_exec_ends_the_child() -> None:
+    """wallflame's own SIGINT handler (it only writes to a pipe) is inherited by the child a
+    tool is started from: the death signal arriving before the exec must still end it, or the
+    tool runs on, orphaned, for its whole duration."""
+    from wallflame.collect.safety import _death_signal_preexec
+
+    old = signal.signal(signal.SIGINT, lambda *_: None)
+    try:
+        preexec = _death_signal_preexec(signal.SIGINT)
+        pid = os.fork()
+        if pid == 0:  # the child, between fork and exec
+            preexec()
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGINT, status
