@@ -24,10 +24,10 @@ from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.output import write_bytes
 from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Profile, StackKey
+from wallflame.report.findings import summarize
 from wallflame.report.page_assets import page_assets, templates_dir
 from wallflame.report.pageruntime import Markup, escape
 from wallflame.report.palette import swatch_css
-from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
 from wallflame.speedups import native
 from wallflame.waitclasses import BY_NAME, FALLBACK, page_table
@@ -392,7 +392,7 @@ def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
 
 def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, Any]:
     groups = profile.grouped()
-    summary = build_summary(profile, groups)
+    summary = summarize(profile, groups)
     m = profile.meta
     unit = summary["unit"]
     rows = _bars(summary["threads"], summary["window_s"])

@@ -6,10 +6,9 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import Any
 
 from wallflame import procnames
 from wallflame.classify import classify, default_rules, find_wait
@@ -264,8 +263,3 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         "work": m.extra.get("work"),
     }
 
-
-def write(profile: Profile, out: IO[str], title: str | None) -> None:
-    """The ``json`` format's writer (``report/writers.py``): ``summary.json``'s content."""
-    json.dump(build_summary(profile), out, indent=2, sort_keys=True)
-    out.write("\n")

@@ -1,15 +1,17 @@
-"""The report as plain text for a terminal or a CI log: the per-thread table, the locks and the
-top stacks, in at most 100 columns.  Names are made visible (no escape sequence from the
-target reaches the terminal) and cut to fit."""
+"""The report as plain text for a terminal or a CI log: the findings, the per-thread table, the
+locks and the top stacks, in at most 100 columns.  Names are made visible (no escape sequence
+from the target reaches the terminal) and cut to fit."""
 
 from __future__ import annotations
 
 import heapq
+import textwrap
 from typing import IO, Any
 
 from wallflame.amounts import SECONDS, column
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
+from wallflame.report.findings import Finding, findings
 from wallflame.report.summary import build_summary, user_frames
 from wallflame.report.tree import visible
 from wallflame.waitclasses import FALLBACK, WAIT_TABLE
@@ -31,7 +33,8 @@ def _cut(s: str, n: int) -> str:
 
 def _threads(s: dict[str, Any], out: IO[str]) -> None:
     unit = s["unit"]
-    used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c]]
+    # runnable (waiting for a CPU) always has its column: a saturated machine shows there
+    used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c] or c == "runnable"]
     head = f"{'thread':<24} {'tid':>7} {'on-CPU':>9} {'blocked':>9}"
     head += "".join(f" {SHORT[c]:>8}" for c in used) + f" {'cover':>6}"
     out.write(head + "\n")
@@ -39,9 +42,20 @@ def _threads(s: dict[str, Any], out: IO[str]) -> None:
         cov = r.get("coverage")
         line = (f"{_cut(r['name'] or '?', 24):<24} {r['tid'] or '-':>7} "
                 f"{column(r['on_cpu_s'], unit):>9} {column(r['off_cpu_s'], unit):>9}")
-        line += "".join(f" {column(r['wait'][c], unit):>8}" for c in used)
+        line += "".join(f" {column(r['runnable_s'] if c == 'runnable' else r['wait'][c], unit):>8}"
+                        for c in used)
         line += f" {f'{100 * cov:.0f}%' if cov is not None else '-':>6}"
         out.write(line + "\n")
+
+
+def finding_lines(found: list[Finding], width: int = WIDTH) -> list[str]:
+    """The findings, numbered, each wrapped to ``width`` with its evidence in brackets."""
+    lines: list[str] = []
+    for i, f in enumerate(found, 1):
+        text = f"{f.heading}: {visible(f.text, 2000)} [{visible(f.evidence, 200)}]"
+        lines += textwrap.wrap(text, width, initial_indent=f"{i}. ", subsequent_indent="   ",
+                               break_on_hyphens=False)
+    return lines
 
 
 def _share(x: dict[str, Any]) -> str:
@@ -158,6 +172,11 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     s = build_summary(profile)
     window = f"window {s['window_s']:.3f}s, " if s["window_s"] else ""
     out.write(f"wallflame: {window}{len(s['threads'])} threads, unit {s['unit']}\n\n")
+    found = findings(s, profile)
+    if found:
+        out.write("findings:\n")
+        out.writelines(line + "\n" for line in finding_lines(found))
+        out.write("\n")
     _threads(s, out)
     if s["locks"] or s.get("unidentified_lock_waits"):
         out.write("\n")
