@@ -24,7 +24,11 @@ from urllib.parse import quote
 from wallflame.profile import ON, Profile
 from wallflame.report.summary import build_summary, seconds, user_frames
 from wallflame.threadgroups import group_label
+from wallflame.waitclasses import LOCK_CLASSES
 
+#: The classes of waits on a lock: glibc's (read by the lock sampler) and a server's own
+#: (``lock``: a row, table or metadata lock, named by the wait rules).
+WAIT_ON_LOCK = (*LOCK_CLASSES, "lock")
 #: At most this many findings are listed.
 MAX_FINDINGS = 7
 #: A thread whose idle-poll time is at least this share of its time is idle.
@@ -46,6 +50,7 @@ class Rule:
 #: Every kind of finding, in the order they are tried; the list is ranked afterwards.
 RULES = (
     Rule("lock", "Lock contention", 0.05),
+    Rule("waits", "Waiting for a lock", 0.05),
     Rule("cpu", "CPU saturation", 0.20),
     Rule("hot", "Hot code", 0.10),
     Rule("io", "Waiting on I/O", 0.10),
@@ -126,6 +131,22 @@ def _lock_findings(summary: dict[str, Any], walls: dict[int, float]) -> list[Fin
             text += f"; released from {rel[0]['frame']}"
         out.append(Finding("lock", RULE["lock"].heading, text, evidence, wait,
                            _view(sites[0] if sites else "")))
+    return out
+
+
+def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Finding]:
+    """Lock waits a server's rules name (``lock: ProcSleep``, ``rwlock: LWLock LockManager``,
+    ``lock: InnoDB row lock``): a wait the lock sampler cannot read, by the rule that named it."""
+    out = []
+    for row in summary.get("wait_labels", []):
+        s = float(row.get("s", 0.0))
+        if row.get("class") not in WAIT_ON_LOCK or not row.get("label") or not wall or \
+                s < RULE["waits"].min_share * wall:
+            continue
+        label = f"{row['class']}: {row['label']}"
+        text = (f"threads waited {_pct(s / wall)} of their time ({s:.2f} s) in {label}")
+        out.append(Finding("waits", RULE["waits"].heading, text,
+                           "off-CPU stacks the wait rules name", s, _view(str(row["label"]))))
     return out
 
 
@@ -213,6 +234,7 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     total_on = sum(float(r["on_cpu_s"]) for r in busy)
     found = [*_lock_findings(summary, walls), *_cpu_finding(busy),
              *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on),
+             *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
              *_io_finding(busy), *_cost_finding(summary, sum(walls.values()))]
     found.sort(key=lambda f: -f.seconds)
     last = _idle_finding([r for r in rows if int(r["tid"]) in idle])

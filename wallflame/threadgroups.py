@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 #: A name ending in a number: the part before it and the number.
 _NUMBERED = re.compile(r"^(.*\D)(\d+)$")
@@ -44,3 +45,27 @@ def group_label(names: Iterable[str]) -> str:
     if not parts:
         return "no thread"
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def merge_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summary rows (``summary.json``'s ``threads``) one per group, in the order of each
+    group's first thread: a group of several has the name ``consumer-* ×8``, no tid, the sums
+    of its members' seconds and the lowest of their coverages."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(name_pattern(str(r.get("name") or "?")), []).append(r)
+    out = []
+    for pattern, members in by.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        merged: dict[str, Any] = {"name": f"{pattern} ×{len(members)}", "tid": 0,
+                                  "threads": len(members)}
+        for key in ("on_cpu_s", "off_cpu_s", "runnable_s", "stopped_s"):
+            merged[key] = round(sum(float(m.get(key, 0.0)) for m in members), 6)
+        merged["wait"] = {c: round(sum(float(m["wait"].get(c, 0.0)) for m in members), 6)
+                          for c in members[0]["wait"]}
+        covs = [m["coverage"] for m in members if m.get("coverage") is not None]
+        merged["coverage"] = min(covs) if covs else None
+        out.append(merged)
+    return out

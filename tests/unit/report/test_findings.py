@@ -63,6 +63,20 @@ def test_the_rules_find_what_reaches_their_thresholds(
     assert kinds({"threads": threads, "locks": locks}) == expected
 
 
+@pytest.mark.parametrize(("label", "seconds", "expected"), [
+    ({"class": "lock", "label": "ProcSleep"}, 0.5, ["waits"]),
+    ({"class": "lock", "label": "ProcSleep"}, 0.4, []),
+    ({"class": "rwlock", "label": "LWLock LockManager"}, 1.0, ["waits"]),
+    ({"class": "mutex", "label": ""}, 1.0, []),  # glibc's: the lock sampler's, not a rule's
+    ({"class": "poll", "label": "client read"}, 5.0, []),  # idle, not a lock
+])
+def test_a_wait_the_rules_name_as_a_lock(label: dict[str, Any], seconds: float,
+                                         expected: list[str]) -> None:
+    s = {"threads": [row(1, "postgres", on=10.0 - seconds, lock=seconds)], "locks": [],
+         "wait_labels": [{**label, "s": seconds}]}
+    assert kinds(s) == expected
+
+
 def test_the_thresholds_are_the_rules_table() -> None:
     assert (RULE["lock"].min_share, RULE["cpu"].min_share, RULE["io"].min_share) == \
         (0.05, 0.20, 0.10)
