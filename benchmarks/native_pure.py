@@ -61,7 +61,7 @@ PARTS: dict[str, dict[str, list[str]]] = {
         "wake_run": ["wallflame.fold.perf.sampled_switches:SampledSched.feed_wakes"],
         "wake_split": ["wallflame.fold.perf.sampled_switches:SampledSched._apply_wakes"],
         "apply_lag": ["wallflame.fold.perf.sampled_switches:SampledSched._switch_in_lag"],
-        "in_caps": ["wallflame.fold.perf.sampled_switches:SampledSched._in_caps"],
+        "in_caps": ["wallflame.fold.perf.sched_passes:in_caps"],
         "clip_log": ["wallflame.fold.perf.sampled_switches:SampledSched._clip"],
         "span_rows": ["wallflame.timebuild:add_spans"],
         "ints_json (timeline)": ["wallflame.timeline:json_text"],

@@ -16,17 +16,10 @@ concern) and the switch to it (``native``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
-native: ModuleType | None = None
-if not os.environ.get("WALLFLAME_PURE"):
-    try:
-        from wallflame import _speedups as native
-    except ImportError:
-        native = None
+from wallflame import _speedups as native
 
 
 def _split(s: str) -> tuple[str, ...]:
@@ -48,3 +41,6 @@ def frame_splitter(interner: Any = None) -> Callable[[str], tuple[str, ...]]:
             return _split(s)
 
     return shared
+
+
+__all__ = ["frame_splitter", "native"]
