@@ -317,10 +317,10 @@ class SavedProfile(TypedDict, total=False):
     """What the stages recorded besides (``wallflame.metaextra.SavedExtra``)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunMeta:
     """``RUN/meta.json``: the run's facts (from its capture) and the profile's metadata
-    (rates, losses, warnings) as ``finish`` wrote them.  Its JSON Schema is
+    (rates, losses, warnings) as ``finish`` wrote them; frozen.  Its JSON Schema is
     ``wallflame/schema/meta-1.schema.json`` (``wallflame.metaschema``); its versions and
     their readers are ``META_READERS``."""
 
