@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from contextlib import suppress
 from functools import lru_cache
 from typing import IO, TYPE_CHECKING, Any
@@ -263,7 +264,7 @@ def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
+def _memory(extra: Mapping[str, Any]) -> dict[str, Any] | None:
     mem = extra.get("memory")
     if not isinstance(mem, dict):
         return None
@@ -363,7 +364,7 @@ def _commands(value: Any) -> list[str]:
     return out
 
 
-def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+def _details(extra: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     """Scalar facts each collector recorded (``extra["pmp"]["backend"]`` and the like)."""
     out = []
     for name, value in sorted(extra.items()):
