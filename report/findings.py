@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import IO, Any
 from urllib.parse import quote
 
+from wallflame.lockshare import lock_name
 from wallflame.profile import ON, Profile
 from wallflame.report.summary import build_summary, seconds, user_frames
 from wallflame.threadgroups import group_label
@@ -88,13 +89,6 @@ def _pct(x: float) -> str:
 def _view(search: str = "", view: str = "both") -> str:
     q = quote(search, safe="", errors="backslashreplace")
     return f"view={view}&threads=group" + (f"&q={q}" if search else "")
-
-
-def lock_name(lock: str) -> str:
-    """A lock as a reader names it: its symbol (``g_mutex_queue+0x28``) when it has one, else
-    its address."""
-    sym = lock.partition("<")[2].rpartition(">")[0]
-    return sym or lock
 
 
 def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:

@@ -30,14 +30,15 @@ def seconds(value: int, unit: str) -> float:
     return round(value / 1e9, 6) if unit == UNIT_NS else float(value)
 
 
-_KERNEL_ENTRY = ("entry_SYSCALL", "asm_exc_", "asm_sysvec_", "asm_common_interrupt",
-                 "ret_from_fork")
+#: The frames where a stack enters the kernel (kernel frames are not always marked).
+KERNEL_ENTRY = ("entry_SYSCALL", "asm_exc_", "asm_sysvec_", "asm_common_interrupt",
+                "ret_from_fork")
 
 
 def user_frames(frames: tuple[str, ...]) -> tuple[str, ...]:
     """The frames above the kernel entry point (kernel frames are not always marked)."""
     for i, f in enumerate(frames):
-        if f.startswith(_KERNEL_ENTRY) or f.endswith("_[k]"):
+        if f.startswith(KERNEL_ENTRY) or f.endswith("_[k]"):
             return frames[:i]
     return frames
 

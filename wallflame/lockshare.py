@@ -18,6 +18,15 @@ MIN_OBSERVATIONS = 20
 LOCK_WAITS = LOCK_CLASSES
 
 
+def lock_name(lock: str) -> str:
+    """A lock as a reader names it, the same across runs: its symbol when known
+    (``0xADDR <g_mutex_queue+0x28>`` -> ``g_mutex_queue+0x28``), else its address."""
+    start, end = lock.find("<"), lock.rfind(">")
+    if 0 <= start < end:
+        return lock[start + 1:end]
+    return lock
+
+
 def wait_by_lock(profile: Profile) -> dict[str, int]:
     out: dict[str, int] = {}
     for k, w in profile.stacks.items():

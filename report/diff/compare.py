@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from wallflame.lockshare import lock_name
 from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.diff.normalise import (
     NORMALISATIONS,
@@ -36,14 +37,6 @@ from wallflame.report.diff.normalise import (
 from wallflame.waitclasses import FALLBACK
 
 VIEWS = ("all", ON, OFF)
-
-
-def lock_name(lock: str) -> str:
-    """A lock's identity across runs: its symbol when known (``0xADDR <sym>``), else address."""
-    start, end = lock.find("<"), lock.rfind(">")
-    if 0 <= start < end:
-        return lock[start + 1:end]
-    return lock
 
 
 def off_frame(key: StackKey) -> str:
@@ -285,4 +278,4 @@ def _meta_digest(profile: Profile) -> dict[str, Any]:
 
 
 __all__ = ["NORMALISATIONS", "RATE", "SHARE", "VIEWS", "Change", "Diff", "Norm", "Side",
-           "compare", "function_totals", "lock_name", "off_frame"]
+           "compare", "function_totals", "off_frame"]

@@ -21,6 +21,7 @@ from typing import Any
 from wallflame.output import open_output
 from wallflame.profile import OFF, ON
 from wallflame.report.diff.compare import Diff
+from wallflame.report.diff.headline import headline
 from wallflame.report.diff.text import (
     VIEW_TITLES,
     fmt_delta,
@@ -114,6 +115,7 @@ def context(diff: Diff, verdict: Verdict | None) -> dict[str, Any]:
         "counts_text": {"new": fmt_value(diff, nr["new_total"]),
                         "removed": fmt_value(diff, nr["removed_total"])},
         "verdict": verdict,
+        "headline": [visible(line, 300) for line in headline(diff)],
     }
 
 

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from wallflame.profile import OFF, ON, UNIT_NS
 from wallflame.report.diff.compare import RATE, Change, Diff, Side
+from wallflame.report.diff.headline import headline
 from wallflame.report.visible import visible as visible  # re-exported: the one rule
 
 VIEW_TITLES = {"all": "merged (wall clock)", ON: "on-CPU", OFF: "off-CPU"}
@@ -68,6 +69,11 @@ def change_row(diff: Diff, c: Change, width: int = 70) -> str:
 
 
 def write_text(diff: Diff, out: IO[str], top: int = 15) -> None:
+    lines = headline(diff)
+    out.write("what changed:\n" if lines else "what changed: nothing beyond the noise floor\n")
+    for i, line in enumerate(lines, 1):
+        out.write(f"{i}. {visible(line, 300)}\n")
+    out.write("\n")
     out.write(describe_side(diff.before) + "\n" + describe_side(diff.after) + "\n")
     out.write(norm_text(diff) + "\n" + noise_text(diff) + "\n")
     header = f"  {'delta':>11} {'before':>10} {'after':>10} {'rel':>7}  "
@@ -108,6 +114,7 @@ def to_json(diff: Diff, top: int = 50) -> dict[str, Any]:
         }
     return {
         "format": "wallflame-diff 1",
+        "headline": headline(diff),
         "normalisation": {"mode": diff.norm.mode, "unit": diff.norm.unit(),
                           "text": norm_text(diff)},
         "noise": {"k": diff.k, "text": noise_text(diff)},

@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wallflame.lockshare import lock_name
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
-from wallflame.report.diff.compare import lock_name
 from wallflame.report.diff.normalise import evidence
 from wallflame.report.gate.stats import (
     Estimate,

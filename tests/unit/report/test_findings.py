@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from wallflame.lockshare import lock_name
 from wallflame.profile import OFF, ON, Meta, Profile, StackKey
-from wallflame.report.findings import MAX_FINDINGS, RULE, findings, lock_name, summarize
+from wallflame.report.findings import MAX_FINDINGS, RULE, findings, summarize
 from wallflame.report.text import finding_lines
 from wallflame.threadgroups import group_label, groups, name_pattern
 
