@@ -675,7 +675,7 @@ class SampledSched:
         perf writes a thread's ``IN`` record after the context switch and after scheduling
         the thread's own events in: a few microseconds after the kernel started counting the
         thread's run time (2.2-2.9 µs from the 10th to the 90th percentile against the
-        ``sched_switch`` tracepoint, measured by benchmarks/runnable_truth.py).  Each
+        ``sched_switch`` tracepoint, measured by benchmarks/lab/runnable_truth.py).  Each
         on-CPU interval starts that much late and the off-CPU interval before it (most often
         runnable: woken, not yet on a CPU) ends that much late: 5-10 points of the window
         of a thread that switches 25,000 times a second.
@@ -1125,7 +1125,8 @@ MARK_WINDOW_NS = 5_000_000
 #: thread blocked on a condition variable for less than ``MARK_MIN_NS`` and was stopped there:
 #: the sleep is not the condition variable's wait).  Against a stack at every switch, a match
 #: with one switch-in and up to 50 us of CPU between has the stop's wait class nearly always,
-#: one with two switch-ins or more CPU far less often (measured by benchmarks/split_estimator.py).
+#: one with two switch-ins or more CPU far less often (measured by
+#: benchmarks/lab/split_estimator.py).
 MARK_MAX_CPU_NS = 50_000
 #: Shorter unsampled intervals are not matched to a stop: a tracer's stop itself is one (10 us
 #: to a few ms), and short waits are not where the split goes wrong.
