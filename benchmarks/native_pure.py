@@ -38,6 +38,11 @@ import types
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.rows import row, write_rows  # noqa: E402
+
 #: Per command: (module, attribute) of each function holding a native branch, by the native
 #: entry points it stands for.
 PARTS: dict[str, dict[str, list[str]]] = {
@@ -171,6 +176,7 @@ def main() -> None:
                     help="write benchmarks/report.py's synthetic folded file to PATH first")
     ap.add_argument("--off", default="",
                     help="module:attr,...: a third way, native with these paths off")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -208,6 +214,13 @@ def main() -> None:
         print(f"  native without {a.off}: wall {med(r['wall'] for r in offs):.2f} s, CPU "
               f"{med(r['cpu'] for r in offs):.2f} s")
     total = med(r["cpu"] for r in runs[False])
+    if a.json:
+        twin = "pure Python (WALLFLAME_PURE=1)"
+        write_rows(a.json, [
+            row(f"{a.command}: whole command, CPU", total, med(r["cpu"] for r in runs[True]),
+                twin),
+            *(row(f"{a.command}: {name}, CPU", part(False, specs), part(True, specs), twin)
+              for name, specs in PARTS[a.command].items())])
     print(f"  {'entry points (CPU s)':44} {'native':>9} {'pure':>9} {'ratio':>6} {'share':>6}")
     for name, specs in PARTS[a.command].items():
         n, p = part(False, specs), part(True, specs)
