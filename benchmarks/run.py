@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -130,10 +131,12 @@ def result_path(out: Path, when: datetime, host: str) -> Path:
 
 
 def number(value: float | None, unit: str = "") -> str:
-    """A figure as the table prints it: three significant digits, no exponent."""
+    """A figure as the table prints it: three significant digits or more, no exponent."""
     if value is None:
         return "-"
-    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 1 else 3
+    size = abs(value)
+    digits = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 or not size \
+        else min(2 - math.floor(math.log10(size)), 9)
     text = f"{value:.{digits}f}"
     return f"{text} {unit}" if unit else text
 

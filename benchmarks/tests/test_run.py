@@ -39,6 +39,9 @@ def test_numbers_keep_three_significant_digits_without_an_exponent() -> None:
     assert run.number(12.34, "%") == "12.3 %"
     assert run.number(1234.5, "ms") == "1234 ms"  # (1234.5 rounds to even)
     assert run.number(-3.21, "%") == "-3.21 %"
+    assert run.number(0.000294) == "0.000294"  # a small ratio keeps its digits
+    assert run.number(0.0) == "0.00"
+    assert run.number(1e-12) == "0.000000000"
 
 
 def test_the_table_has_a_line_per_row_in_aligned_columns() -> None:
@@ -104,3 +107,29 @@ def test_the_default_leaves_the_server_out() -> None:
     assert run.parse(["server", "fold", "fold", "--quick"]).names == ["server", "fold"]
     with pytest.raises(SystemExit):
         run.parse(["nonesuch"])
+
+
+def test_the_gate_s_rows_are_its_error_rates() -> None:
+    from benchmarks.check_gate import headline
+
+    rows = headline({"unchanged single-run pairs (both directions)": [5, 1, 0, 0],
+                     "slower, single-run pairs": [0, 3, 0, 2],
+                     "unchanged 3-run series": [0, 0, 0, 0]})  # no checks: no row
+    assert [(r["name"], round(r["wallflame"], 1), r["better"]) for r in rows] == [
+        ("unchanged single-run pairs: false alarms (1 of 6, 0 inconclusive)", 16.7, "lower"),
+        ("slower, single-run pairs: caught, frame named (2 of 3, 0 inconclusive)", 66.7,
+         "higher")]
+    assert all(r["peer"] is None and r["ratio"] is None for r in rows)
+
+
+def test_the_server_s_rows_are_medians_of_the_collect_rounds() -> None:
+    from benchmarks.server_collect import headline
+
+    rounds = [{"variant": "collect", "loss_pct": 3.0, "sched_mb_per_s": 0.0, "post_s": 1.0},
+              {"variant": "sham", "loss_pct": -9.0, "sched_mb_per_s": 0.0, "post_s": 0.0},
+              {"variant": "collect", "loss_pct": 1.0, "sched_mb_per_s": 2.0, "post_s": None}]
+    rows = headline({"oltp_read_write": {"rounds": rounds, "reference": None}})
+    assert [(r["name"], r["wallflame"], r["unit"]) for r in rows] == [
+        ("oltp_read_write: throughput loss", 2.0, "%"),
+        ("oltp_read_write: scheduler data", 1.0, "MB/s"),
+        ("oltp_read_write: post-processing", 1.0, "s")]
