@@ -111,6 +111,21 @@ def tool_version(name: str) -> str | None:
     return lines[0].strip() if lines else None
 
 
+def cargo_version(crate: str) -> str | None:
+    """The version ``cargo install`` recorded for ``crate`` (inferno's tools have no
+    ``--version``), or None."""
+    cargo = find_tool("cargo")
+    if cargo is None:
+        return None
+    try:
+        out = subprocess.run([cargo, "install", "--list"], capture_output=True, text=True,
+                             timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((line.rstrip(":") for line in out.splitlines()
+                 if line.startswith(f"{crate} v")), None)
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     model = None
@@ -123,7 +138,8 @@ def machine() -> dict[str, Any]:
         pass
     return {"cpu_model": model, "cores": os.cpu_count(), "kernel": platform.release(),
             "python": platform.python_version(), "load_average": os.getloadavg()[0],
-            "tools": {t: tool_version(t) for t in ("perf", "inferno-collapse-perf", "pt-pmp")}}
+            "tools": {"perf": tool_version("perf"), "inferno": cargo_version("inferno"),
+                      "pt-pmp": tool_version("pt-pmp")}}
 
 
 def result_path(out: Path, when: datetime, host: str) -> Path:
