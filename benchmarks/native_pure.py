@@ -1,24 +1,23 @@
 #!/usr/bin/env python3
-"""Benchmark: each native hot path (``wallflame._speedups``) against its pure-Python twin
-(``WALLFLAME_PURE=1``), inside the command a user runs on a big input.
+"""Benchmark: each native hot path (``wallflame._speedups``) against its Python reference
+(``tests/unit/hub/reference_*.py``, put in place by ``reference_report.use_references``),
+inside the command a user runs on a big input.
 
-    .venv/bin/python benchmarks/native_pure.py fold TEXT [--runs 3]     # wallflame fold --jobs 1
     .venv/bin/python benchmarks/native_pure.py report FOLDED [--runs 3] # wallflame report
     .venv/bin/python benchmarks/native_pure.py finish RUN_DIR [--runs 3] # wallflame finish (a copy)
 
-Each run is a fresh process, native then pure in turn.  In it the functions that hold a
-native branch (``PARTS``: the branch's caller, so both ways are timed at the same place) are
-wrapped with a CPU timer (the process's user + sys: a shared machine's load moves it less
-than wall time).  Printed: the command's wall and CPU time (its children's included), and
-per part the median CPU time native and pure, their ratio and the part's share of the native
-command's CPU time.  ``--off module:attr,...`` adds a third way, native with those paths off
-(for a part whose pure twin runs partly in a child process, as ``perf script``).
+Each run is a fresh process, native then with the references in turn.  In it the functions
+that call a native path (``PARTS``: the path's caller, which the reference replaces, so both
+ways are timed at the same place) are wrapped with a CPU timer (the process's user + sys: a
+shared machine's load moves it less than wall time).  Printed: the command's wall and CPU time
+(its children's included), and per part the median CPU time native and with the reference,
+their ratio and the part's share of the native command's CPU time.  A path is measured here
+when ``use_references`` has a reference for it.
 
-Inputs like a user's: ``benchmarks/fold_perf.py``'s ``varied`` text of 100 MB or more;
-``benchmarks/report.py``'s ``synthetic_folded`` with 500,000 stacks (``--make-folded
-500000``); the run directory of a 20 s ``wallflame collect --off-cpu sched --sched-stack-hz
-10`` of ``samples/bin/queue --threads 16`` (stacks sampled, as a busy server's are).  The
-machine may be shared: the load average is printed with the figures.
+Inputs like a user's: ``benchmarks/report.py``'s ``synthetic_folded`` with 500,000 stacks
+(``--make-folded 500000``); the run directory of a 20 s ``wallflame collect --off-cpu sched
+--sched-stack-hz 10`` of ``samples/bin/queue --threads 16`` (stacks sampled, as a busy
+server's are).  The machine may be shared: the load average is printed with the figures.
 """
 
 from __future__ import annotations
@@ -34,40 +33,30 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.rows import row, write_rows  # noqa: E402
+from benchmarks.rows import row, write_rows
 
-#: Per command: (module, attribute) of each function holding a native branch, by the native
+#: The tests' folder, whose ``unit.hub.reference_report`` holds the references.
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+#: Per command: (module, attribute) of each function that calls a native path, by the native
 #: entry points it stands for.
 PARTS: dict[str, dict[str, list[str]]] = {
-    "fold": {
-        "PerfFolder": ["wallflame.fold.perf.reader:_fold_into"],
-    },
     "report": {
         "Interner.fold_plain, Interner.split": ["wallflame.fold.foreign_folded:fold",
                                                 "wallflame.folded:read_annotated"],
         "grow_stacks, grow, tree_rows": ["wallflame.report.tree:_grow_sorted",
-                                         "wallflame.report.tree:tree_rows"],
-        "self_triples": ["wallflame.report.tree:FlameTree.to_json"],
+                                         "wallflame.report.tree:tree_rows",
+                                         "wallflame.report.tree:_grow"],
         "group_weights": ["wallflame.profile:Profile.grouped"],
         "frame_names, stacks_naming": ["wallflame.report.summary:on_cpu_in"],
         "frame_weights": ["wallflame.report.summary:stack_weights"],
-        "ints_json (page)": ["wallflame.report.html:tojson"],
     },
     "finish": {
-        "SwitchTracker, switch_lines, perf_switches": [
-            "wallflame.fold.perf.sampled_switches:SampledSched.feed"],
-        "wake_run": ["wallflame.fold.perf.sampled_switches:SampledSched.feed_wakes"],
-        "wake_split": ["wallflame.fold.perf.sampled_switches:SampledSched._apply_wakes"],
-        "apply_lag": ["wallflame.fold.perf.sampled_switches:SampledSched._switch_in_lag"],
-        "in_caps": ["wallflame.fold.perf.sampled_switches:SampledSched._in_caps"],
-        "clip_log": ["wallflame.fold.perf.sampled_switches:SampledSched._clip"],
         "span_rows": ["wallflame.timebuild:add_spans"],
         "ints_json (timeline)": ["wallflame.timeline:json_text"],
         "group_weights": ["wallflame.profile:Profile.grouped"],
@@ -98,19 +87,15 @@ def _wrap(spec: str, acc: dict[str, float]) -> None:
     setattr(owner, name, timed)
 
 
-def _off(spec: str) -> None:
-    """Turn one native path off: a Python function (a reader of the native module's) returns
-    ``None``, anything else (the native function or type) becomes ``None``."""
-    mod_name, _, attr = spec.partition(":")
-    mod = importlib.import_module(mod_name)
-    was = getattr(mod, attr)
-    setattr(mod, attr, (lambda *a, **k: None) if isinstance(was, types.FunctionType) else None)
-
-
 def child(command: str, argv: list[str]) -> None:
-    """One run in this process: the command's figures as JSON on the last line."""
-    for spec in filter(None, os.environ.get("NATIVE_PURE_OFF", "").split(",")):
-        _off(spec)
+    """One run in this process: the command's figures as JSON on the last line.  The
+    references go in first, so that the timers wrap them."""
+    if os.environ.get("NATIVE_PURE_REFERENCES") == "1":
+        sys.path.insert(0, str(TESTS))
+        import pytest
+        from unit.hub.reference_report import use_references
+
+        use_references(pytest.MonkeyPatch())
     acc: dict[str, float] = {}
     for specs in PARTS[command].values():
         for spec in specs:
@@ -145,8 +130,6 @@ def child(command: str, argv: list[str]) -> None:
 
 
 def argv_of(command: str, path: Path, out: Path) -> list[str]:
-    if command == "fold":
-        return ["fold", "--jobs", "1", str(path), "-o", str(out / "out.folded")]
     if command == "report":
         return ["report", str(path), "-o", str(out / "report.html")]
     run = out / "run"
@@ -154,12 +137,8 @@ def argv_of(command: str, path: Path, out: Path) -> list[str]:
     return ["finish", str(run)]
 
 
-def one(command: str, path: Path, pure: bool, off: str = "") -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("WALLFLAME_PURE", None)
-    env["NATIVE_PURE_OFF"] = off
-    if pure:
-        env["WALLFLAME_PURE"] = "1"
+def one(command: str, path: Path, ref: bool) -> dict[str, Any]:
+    env = {**os.environ, "NATIVE_PURE_REFERENCES": "1" if ref else ""}
     with tempfile.TemporaryDirectory(prefix="wallflame-np-") as tmp:
         argv = argv_of(command, path, Path(tmp))
         out = subprocess.run([sys.executable, __file__, "--child", command, "--", *argv],
@@ -174,8 +153,6 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--make-folded", type=int, metavar="STACKS",
                     help="write benchmarks/report.py's synthetic folded file to PATH first")
-    ap.add_argument("--off", default="",
-                    help="module:attr,...: a third way, native with these paths off")
     ap.add_argument("--json", type=Path, help="also write the headline rows here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
@@ -190,38 +167,34 @@ def main() -> None:
 
         synthetic_folded(a.path, a.make_folded)
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
-    offs: list[dict[str, Any]] = []
     loads = []
     for _ in range(a.runs):
-        for pure in (False, True):
+        for ref in (False, True):
             loads.append(os.getloadavg()[0])
-            runs[pure].append(one(a.command, a.path, pure))
-        if a.off:
-            offs.append(one(a.command, a.path, False, a.off))
+            runs[ref].append(one(a.command, a.path, ref))
     med = statistics.median
 
-    def part(pure: bool, specs: list[str]) -> float:
-        return med(sum(r["parts"].get(s, 0.0) for s in specs) for r in runs[pure])
+    def part(ref: bool, specs: list[str]) -> float:
+        return med(sum(r["parts"].get(s, 0.0) for s in specs) for r in runs[ref])
 
     size = a.path.stat().st_size if a.path.is_file() else sum(
         p.stat().st_size for p in a.path.rglob("*") if p.is_file())
     print(f"{a.command} {a.path} ({size / 1e6:.0f} MB), medians of {a.runs} runs, load "
           f"{min(loads):.2f}-{max(loads):.2f}")
-    for pure in (False, True):
-        print(f"  {'pure' if pure else 'native'}: wall {med(r['wall'] for r in runs[pure]):.2f} s"
-              f", CPU {med(r['cpu'] for r in runs[pure]):.2f} s")
-    if offs:
-        print(f"  native without {a.off}: wall {med(r['wall'] for r in offs):.2f} s, CPU "
-              f"{med(r['cpu'] for r in offs):.2f} s")
+    for ref in (False, True):
+        print(f"  {'reference' if ref else 'native'}: wall "
+              f"{med(r['wall'] for r in runs[ref]):.2f} s, CPU "
+              f"{med(r['cpu'] for r in runs[ref]):.2f} s")
     total = med(r["cpu"] for r in runs[False])
     if a.json:
-        twin = "pure Python (WALLFLAME_PURE=1)"
+        twin = "Python references (tests/unit/hub/reference_*.py)"
         write_rows(a.json, [
             row(f"{a.command}: whole command, CPU", total, med(r["cpu"] for r in runs[True]),
                 twin),
             *(row(f"{a.command}: {name}, CPU", part(False, specs), part(True, specs), twin)
               for name, specs in PARTS[a.command].items())])
-    print(f"  {'entry points (CPU s)':44} {'native':>9} {'pure':>9} {'ratio':>6} {'share':>6}")
+    print(f"  {'entry points (CPU s)':44} {'native':>9} {'reference':>9} {'ratio':>6} "
+          f"{'share':>6}")
     for name, specs in PARTS[a.command].items():
         n, p = part(False, specs), part(True, specs)
         print(f"  {name:44} {n:9.3f} {p:9.3f} {p / n if n else 0:6.1f} "

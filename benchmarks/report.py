@@ -254,7 +254,6 @@ def main() -> None:
                 inf += w
                 inf_cpu += c
         cold, cold_cpu = timed(report, d / "wf.log", args.runs, python_env(d, cached=False))
-        pure, pure_cpu = timed(report, d / "wf.log", args.runs, {**env, "WALLFLAME_PURE": "1"})
         steps = in_process(folded, args.runs)
         size = (d / "wf.html").stat().st_size
         if fresh is not None:
@@ -268,8 +267,6 @@ def main() -> None:
               "(fills the bytecode cache, standard library included, and the template cache)")
         print(f"  without either cache      median {med(cold):.3f} s wall, "
               f"{med(cold_cpu):.3f} s CPU")
-        print(f"  pure Python               median {med(pure):.3f} s wall, "
-              f"{med(pure_cpu):.3f} s CPU (WALLFLAME_PURE=1: without the native code)")
         print(f"  of which CLI start-up     {med(start):.3f} s wall, {med(start_cpu):.3f} s CPU "
               "(wallflame report --help)")
         print(f"  of which Python start-up  {med(bare):.3f} s wall, {med(bare_cpu):.3f} s CPU "

@@ -12,7 +12,7 @@ stop took effect; ``not checked``: the lock could not be read again).  A stack c
 the release itself (``pthread_mutex_unlock``, ``__lll_lock_wake``, ``pthread_rwlock_unlock``
 near the leaf: the owner field is cleared a few instructions later) is not kept either.
 
-Nothing in the stop waits for the interpreter's lock (with the native module): a holder held
+Nothing in the stop waits for the interpreter's lock (``collect.libdw``): a holder held
 stopped holds up every waiter of its lock, and another thread of the collect (the snapshot
 loop, the watchers, the main thread, each preempted by the target at times) may hold the
 interpreter's lock for milliseconds at a time.  A check made in Python during the stop would

@@ -23,13 +23,12 @@ after every snapshot.  ``realtime`` says whether that was allowed.
 libdwfl calls back for every frame while the thread is stopped.  A callback in Python takes
 the interpreter's lock each time, and another thread of the collect may hold it (preempted
 by the target): the stopped thread then waits for that one to run again, so any busy
-Python thread of the collect lengthens the target's stops.  So with the native module the
-frames are taken by a callback in C (``_speedups.frame_callback``) and the whole stop runs
-without the lock.  The owner sampler's stops of a lock
-holder are the ones that matter most (every waiter of the lock waits with it), and what they
-must learn while the holder is stopped (the lock's owner field, the holder's own system call)
-is read by the same callback (``stack(reads=StopReads(...))``, two ``pread`` at the first
-frame) and judged after the release (``collect.holders``).
+Python thread of the collect lengthens the target's stops.  So the frames are taken by a
+callback in C (``_speedups.frame_callback``) and the whole stop runs without the lock.  The
+owner sampler's stops of a lock holder are the ones that matter most (every waiter of the lock
+waits with it), and what they must learn while the holder is stopped (the lock's owner field,
+the holder's own system call) is read by the same callback (``stack(reads=StopReads(...))``,
+two ``pread`` at the first frame) and judged after the release (``collect.holders``).
 
 ptrace is per OS thread: one ``Unwinder`` must be used from a single Python thread.  A SIGKILL
 of wallflame while a thread is attached leaves that thread stopped; the guard process
@@ -52,9 +51,7 @@ from wallflame.speedups import native
 
 #: Deepest stack kept per thread (eu-stack's default is 256).
 MAX_FRAMES = 1024
-_DWARF_CB_OK, _DWARF_CB_ABORT = 0, 1
 
-_FRAME_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 #: ``dwfl_getthread_frames`` called with the native callback: the call, the thread's whole stop,
 #: runs without the interpreter's lock.
 _GETTHREAD_FRAMES = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
@@ -250,7 +247,7 @@ class _Lib:
             "dwfl_report_begin_add": (None, [vp]),
             "dwfl_report_end": (i, [vp, vp, vp]),
             "dwfl_linux_proc_attach": (i, [vp, i, ctypes.c_bool]),
-            "dwfl_getthread_frames": (i, [vp, i, _FRAME_CB, vp]),
+            "dwfl_getthread_frames": (i, [vp, i, vp, vp]),  # the callback's address
             "dwfl_frame_pc": (ctypes.c_bool, [vp, ctypes.POINTER(u64),
                                               ctypes.POINTER(ctypes.c_bool)]),
             "dwfl_addrmodule": (vp, [vp, u64]),
@@ -339,25 +336,6 @@ class _Demangler:
             self.free(ptr)
 
 
-def _read_now(reads: StopReads) -> StopRead:
-    """``reads`` done now, in Python (the callback in Python: ``WALLFLAME_PURE=1``)."""
-    out = StopRead()
-    size = max(0, min(reads.size, MAX_MEM_READ))
-    if reads.mem_fd >= 0 and size and reads.addr > 0:
-        try:
-            data = os.pread(reads.mem_fd, size, reads.addr)
-            out.mem, out.mem_error = (data, "") if len(data) == size else \
-                (None, f"short read ({len(data)} of {size} bytes)")
-        except (OSError, OverflowError) as e:
-            out.mem_error = type(e).__name__
-    if reads.sys_fd >= 0:
-        try:
-            out.syscall, out.syscall_error = os.pread(reads.sys_fd, MAX_SYSCALL_READ, 0), ""
-        except OSError as e:
-            out.syscall_error = type(e).__name__
-    return out
-
-
 def _got(buf: Any, got: int, err: int, fd: int, size: int | None) -> tuple[bytes | None, str]:
     """One native read's result: its bytes, or ``None`` and why."""
     if fd < 0 or (got == -1 and not err):
@@ -379,14 +357,6 @@ class Unwinder:
         self._path = ctypes.c_char_p(None)
         self._callbacks = _Callbacks(self.lib.find_elf, self.lib.find_debuginfo, None,
                                      ctypes.pointer(self._path))
-        self._pcs: list[tuple[int, bool]] = []
-        self._t_stopped = 0
-        self._t_held = 0
-        self._reads: StopReads | None = None
-        self._read: StopRead | None = None
-        self._pc = ctypes.c_uint64(0)
-        self._act = ctypes.c_bool(False)
-        self._cb = _FRAME_CB(self._frame)
         self._native = self._native_frames()
         self._names: dict[int, str] = {}
         self._symbols: dict[int, SymbolIndex] = {}  # per module (``Dwfl_Module *``)
@@ -416,11 +386,9 @@ class Unwinder:
                             f"{os.strerror(rc) if rc > 0 else self.lib.error()}",
                             "run wallflame doctor")
 
-    def _native_frames(self) -> tuple[int, Any, _Frames, Any] | None:
-        """The native callback, the call that uses it and its buffer (``None``: without the
-        native module, ``WALLFLAME_PURE=1``: the callback in Python)."""
-        if native is None or not hasattr(native, "frame_callback"):
-            return None
+    def _native_frames(self) -> tuple[int, Any, _Frames, Any]:
+        """The native callback, the call that uses it and its buffer (and the arrays the
+        buffer points to, kept alive with it)."""
         dw = self.lib.dw
         pcs = (ctypes.c_uint64 * self.max_frames)()
         act = (ctypes.c_ubyte * self.max_frames)()
@@ -430,48 +398,15 @@ class Unwinder:
                          max=self.max_frames, pcs=pcs, act=act, mem_fd=-1, sys_fd=-1,
                          mem_buf=mem, sys_buf=sys)
         address = ctypes.cast(dw.dwfl_getthread_frames, ctypes.c_void_p).value
-        if not address:
-            return None
+        assert address  # ctypes found the symbol: it has an address
         call = _GETTHREAD_FRAMES(address)
         return native.frame_callback(), call, frames, (pcs, act, mem, sys)
 
-    def _frame(self, frame: int, _arg: int) -> int:
-        if not self.lib.dw.dwfl_frame_pc(frame, ctypes.byref(self._pc), ctypes.byref(self._act)):
-            return _DWARF_CB_ABORT
-        if not self._pcs:
-            self._t_stopped = time.monotonic_ns()
-            if self._reads is not None:  # the thread is stopped (attached) until released
-                self._read = _read_now(self._reads)
-        self._pcs.append((self._pc.value, self._act.value))
-        self._t_held = time.monotonic_ns()
-        return _DWARF_CB_OK if len(self._pcs) < self.max_frames else _DWARF_CB_ABORT
-
-    def stack(self, tid: int, reads: StopReads | None = None,
-              python: bool = False) -> ThreadStack:
-        """Stop ``tid``, unwind it, let it go.  ``reads``: read once while the thread is
-        stopped (before its first frame is taken), returned as ``read``.  ``python``: the
-        frames taken by the callback in Python even with the native module (tests)."""
-        if self._native is not None and not python:
-            return self._stack_native(tid, reads, *self._native[:3])
-        self._pcs = []
-        self._reads, self._read = reads, None
-        t0 = self._t_stopped = self._t_held = time.monotonic_ns()
-        try:
-            rc = self.lib.dw.dwfl_getthread_frames(self.dwfl, tid, self._cb, None)
-        finally:
-            self._reads = None
-        t1 = time.monotonic_ns()
-        # An error after some frames is the end of what can be unwound (eu-stack: exit 1).
-        error = self.lib.error() if rc != 0 and not self._pcs else ""
-        read = (self._read or StopRead()) if reads is not None else None
-        return ThreadStack(tid, self._pcs, (t1 - self._t_stopped) / 1e6, (t1 - t0) / 1e6, error,
-                           read, (self._t_held - self._t_stopped) / 1e6,
-                           self._t_stopped if self._pcs else 0)
-
-    def _stack_native(self, tid: int, reads: StopReads | None, cb: int, call: Any,
-                      f: _Frames) -> ThreadStack:
-        """``stack`` with the frames (and ``reads``) taken by the native callback, the whole
-        stop without the interpreter's lock."""
+    def stack(self, tid: int, reads: StopReads | None = None) -> ThreadStack:
+        """Stop ``tid``, unwind it, let it go, the frames (and ``reads``: read once while the
+        thread is stopped, before its first frame is taken, returned as ``read``) taken by
+        the native callback, the whole stop without the interpreter's lock."""
+        cb, call, f, _ = self._native
         f.n = 0
         f.t_first = f.t_last = 0
         f.mem_fd = f.sys_fd = -1
@@ -488,6 +423,7 @@ class Unwinder:
         pcs = [(f.pcs[i], bool(f.act[i])) for i in range(f.n)]
         stopped = f.t_first if f.n else t0
         held = f.t_last if f.n else t0
+        # An error after some frames is the end of what can be unwound (eu-stack: exit 1).
         error = self.lib.error() if rc != 0 and not pcs else ""
         read = None
         if reads is not None:

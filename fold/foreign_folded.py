@@ -23,7 +23,7 @@ folded (``difffolded.pl``).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wallflame.classify import classify
@@ -134,7 +134,7 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
     meta = profile.meta
     mode: _Mode | None = _Mode(options, _data_lines(read_head(path))) if path != "-" else None
     before: dict[str, int] = {}
-    interner = native.Interner() if native is not None else None
+    interner = native.Interner()
     split = frame_splitter(interner)
     stacks = profile.stacks
 
@@ -170,28 +170,8 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         if old is not None:
             before[stack] = before.get(stack, 0) + old * mode.scale
 
-    if interner is not None and mode is not None and not mode.diff and not mode.bcc:
-        # Natively, the plain lines (the common case of ``take``) go straight into the
-        # profile; every other line still goes through ``take``, in file order.
-        with open_binary(path) as f:
-            no = 0
-            for block, end in line_buffers(f):
-                pos = 0
-                while pos <= end:
-                    pos, n = interner.fold_plain(block, pos, end, stacks, StackKey, ON,
-                                                 mode.scale)
-                    no += n
-                    if pos > end:
-                        break
-                    nl = block.find(b"\n", pos, end)
-                    stop = end if nl < 0 else nl
-                    if stop > pos and block[stop - 1] == 13:  # b"\r"
-                        raw = block[pos : stop - 1]
-                    else:
-                        raw = block[pos:stop]
-                    no += 1
-                    take(no, raw.decode("utf-8", "replace"))
-                    pos = stop + 1
+    if mode is not None and not mode.diff and not mode.bcc:
+        _fold_plain(path, interner, mode.scale, stacks, take)
     else:
         for no, line in iter_lines(path):
             take(no, line)
@@ -205,3 +185,28 @@ def fold(path: str, options: FoldOptions, profile: Profile) -> None:
         meta.extra["diff_before"] = dict(sorted(before.items()))
     source: dict[str, Any] = {"bcc": mode.bcc, "diff": mode.diff}
     meta.extra.setdefault("folded_sources", []).append(source)
+
+
+def _fold_plain(path: str, interner: native.Interner, scale: int, stacks: dict[StackKey, int],
+                take: Callable[[int, str], None]) -> None:
+    """The lines of a plain folded file: plain lines (the common case of ``fold``'s ``take``)
+    straight into ``stacks`` by ``_speedups.Interner.fold_plain``; every other line through
+    ``take``, in file order."""
+    with open_binary(path) as f:
+        no = 0
+        for block, end in line_buffers(f):
+            pos = 0
+            while pos <= end:
+                pos, n = interner.fold_plain(block, pos, end, stacks, StackKey, ON, scale)
+                no += n
+                if pos > end:
+                    break
+                nl = block.find(b"\n", pos, end)
+                stop = end if nl < 0 else nl
+                if stop > pos and block[stop - 1] == 13:  # b"\r"
+                    raw = block[pos : stop - 1]
+                else:
+                    raw = block[pos:stop]
+                no += 1
+                take(no, raw.decode("utf-8", "replace"))
+                pos = stop + 1

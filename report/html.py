@@ -24,12 +24,11 @@ from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.output import write_bytes
 from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Profile, StackKey
+from wallflame.report.findings import summarize
 from wallflame.report.page_assets import page_assets, templates_dir
 from wallflame.report.pageruntime import Markup, escape
 from wallflame.report.palette import swatch_css
-from wallflame.report.summary import build_summary
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
-from wallflame.speedups import native
 from wallflame.waitclasses import BY_NAME, FALLBACK, page_table
 
 if TYPE_CHECKING:  # Jinja2 is imported when a template is compiled (see report/pagecache.py)
@@ -53,28 +52,8 @@ def _html_safe(json_text: str) -> str:
 
 def tojson(value: Any) -> Markup:
     """The page's ``tojson`` filter: Jinja2's (HTML-safe JSON), with sorted keys, compact
-    separators and no URL.  With the native code, the long lists of ints that make up most of
-    a flame tree are written by ``ints_json`` and, being digits, commas and brackets only,
-    skip the escaping (dicts with ``str`` keys are taken apart to reach them)."""
-    pieces: list[str] = []
-    _json_pieces(value, pieces)
-    return Markup("".join(pieces))
-
-
-def _json_pieces(obj: Any, out: list[str]) -> None:
-    if native is not None:
-        if type(obj) is list and len(obj) >= 64:
-            with suppress(TypeError, OverflowError):  # not all of them 64-bit ints
-                out.append(native.ints_json(obj))
-                return
-        elif type(obj) is dict and all(type(k) is str for k in obj):
-            out.append("{")
-            for i, (k, v) in enumerate(sorted(obj.items())):
-                out.append(("," if i else "") + _html_safe(json.dumps(k)) + ":")
-                _json_pieces(v, out)
-            out.append("}")
-            return
-    out.append(_html_safe(json.dumps(obj, sort_keys=True, separators=(",", ":"))))
+    separators and no URL."""
+    return Markup(_html_safe(json.dumps(value, sort_keys=True, separators=(",", ":"))))
 
 
 def _vis(value: Any, cap: int = 240) -> Markup:
@@ -392,7 +371,7 @@ def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
 
 def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, Any]:
     groups = profile.grouped()
-    summary = build_summary(profile, groups)
+    summary = summarize(profile, groups)
     m = profile.meta
     unit = summary["unit"]
     rows = _bars(summary["threads"], summary["window_s"])

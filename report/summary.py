@@ -6,10 +6,9 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import Any
 
 from wallflame import procnames
 from wallflame.classify import classify, default_rules, find_wait
@@ -127,20 +126,12 @@ def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
     out: dict[int, dict[str, int]] = {}
     # Only a stack with a frame some rule names can match.  The distinct names are looked up
     # together (``Rules.named``), the stacks compared with those found in C (the rules on
-    # every frame of 20,000 stacks were 90 ms, most of a report's time); natively, the frames
-    # a stack shares with the one before it are not looked at twice.
-    rules = default_rules()
-    if native is not None:
-        named = rules.named(native.frame_names(profile.stacks, OFF))
-        if not named:
-            return out
-        running = native.stacks_naming(profile.stacks, OFF, named)
-    else:
-        every = [(k, w) for k, w in profile.stacks.items() if k.state != OFF]
-        named = rules.named(set().union(*(k.frames for k, _ in every)))
-        if not named:
-            return out
-        running = [(k, w) for k, w in every if not named.isdisjoint(k.frames)]
+    # every frame of 20,000 stacks were 90 ms, most of a report's time), the frames a stack
+    # shares with the one before it not looked at twice.
+    named = default_rules().named(native.frame_names(profile.stacks, OFF))
+    if not named:
+        return out
+    running = native.stacks_naming(profile.stacks, OFF, named)
     for k, w in running:
         cls = find_wait(k.frames)
         if cls is not None:
@@ -172,20 +163,10 @@ def lock_sections(profile: Profile, groups: Iterable[Group] | None = None) -> tu
 
 def stack_weights(profile: Profile) -> tuple[int, int]:
     """The weight of the shallow stacks (``SHALLOW_DEPTH`` frames or fewer) and of those
-    holding at least one unknown frame.  Without the native code, each distinct frame name is
-    judged once (a profile has far fewer names than frames), then each stack is one set
-    test."""
-    if native is not None:
-        shallow, unknown = native.frame_weights(profile.stacks, SHALLOW_DEPTH)
-        return shallow, unknown
-    shallow = sum(w for k, w in profile.stacks.items() if len(k.frames) <= SHALLOW_DEPTH)
-    names: set[str] = set()
-    names.update(*(k.frames for k in profile.stacks))
-    unknown = {f for f in names if is_unknown(f)}
-    if not unknown:
-        return shallow, 0
-    known = unknown.isdisjoint
-    return shallow, sum(w for k, w in profile.stacks.items() if not known(k.frames))
+    holding at least one unknown frame (``names.is_unknown``), in one native pass
+    (``_speedups.frame_weights``)."""
+    shallow, unknown = native.frame_weights(profile.stacks, SHALLOW_DEPTH)
+    return shallow, unknown
 
 
 def quality(profile: Profile, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -264,8 +245,3 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
         "work": m.extra.get("work"),
     }
 
-
-def write(profile: Profile, out: IO[str], title: str | None) -> None:
-    """The ``json`` format's writer (``report/writers.py``): ``summary.json``'s content."""
-    json.dump(build_summary(profile), out, indent=2, sort_keys=True)
-    out.write("\n")

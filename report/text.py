@@ -1,17 +1,20 @@
-"""The report as plain text for a terminal or a CI log: the per-thread table, the locks and the
-top stacks, in at most 100 columns.  Names are made visible (no escape sequence from the
-target reaches the terminal) and cut to fit."""
+"""The report as plain text for a terminal or a CI log: the findings, the per-thread table, the
+locks and the top stacks, in at most 100 columns.  Names are made visible (no escape sequence
+from the target reaches the terminal) and cut to fit."""
 
 from __future__ import annotations
 
 import heapq
+import textwrap
 from typing import IO, Any
 
 from wallflame.amounts import SECONDS, column
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
+from wallflame.report.findings import Finding, findings, idle_tids
 from wallflame.report.summary import build_summary, user_frames
 from wallflame.report.tree import visible
+from wallflame.threadgroups import group_label, merge_rows, name_pattern
 from wallflame.waitclasses import FALLBACK, WAIT_TABLE
 
 TOP = 10
@@ -31,17 +34,29 @@ def _cut(s: str, n: int) -> str:
 
 def _threads(s: dict[str, Any], out: IO[str]) -> None:
     unit = s["unit"]
-    used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c]]
+    # runnable (waiting for a CPU) always has its column: a saturated machine shows there
+    used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c] or c == "runnable"]
     head = f"{'thread':<24} {'tid':>7} {'on-CPU':>9} {'blocked':>9}"
     head += "".join(f" {SHORT[c]:>8}" for c in used) + f" {'cover':>6}"
     out.write(head + "\n")
-    for r in [*s["threads"], {**s["totals"], "name": "all", "tid": 0}]:
+    for r in [*merge_rows(s["threads"]), {**s["totals"], "name": "all", "tid": 0}]:
         cov = r.get("coverage")
         line = (f"{_cut(r['name'] or '?', 24):<24} {r['tid'] or '-':>7} "
                 f"{column(r['on_cpu_s'], unit):>9} {column(r['off_cpu_s'], unit):>9}")
-        line += "".join(f" {column(r['wait'][c], unit):>8}" for c in used)
+        line += "".join(f" {column(r['runnable_s'] if c == 'runnable' else r['wait'][c], unit):>8}"
+                        for c in used)
         line += f" {f'{100 * cov:.0f}%' if cov is not None else '-':>6}"
         out.write(line + "\n")
+
+
+def finding_lines(found: list[Finding], width: int = WIDTH) -> list[str]:
+    """The findings, numbered, each wrapped to ``width`` with its evidence in brackets."""
+    lines: list[str] = []
+    for i, f in enumerate(found, 1):
+        text = f"{f.heading}: {visible(f.text, 2000)} [{visible(f.evidence, 200)}]"
+        lines += textwrap.wrap(text, width, initial_indent=f"{i}. ", subsequent_indent="   ",
+                               break_on_hyphens=False)
+    return lines
 
 
 def _share(x: dict[str, Any]) -> str:
@@ -60,8 +75,10 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
         out.write(f"  confirmed holder {scaled}[{_share(held)}]\n")
         for h in lock["holders"][:3]:
             leaf = h["stack"].rsplit(";", 1)[-1] if h["stack"] else "?"
-            out.write(f"  held by {_cut(h['name'], 20)} ({h['tid']}) {_share(h)} "
-                      f"in {_cut(leaf, 40)}\n")
+            names = [str(t["name"]) for t in h.get("threads") or []]
+            who = _cut(group_label(names), 30) if len(names) > 1 else \
+                f"{_cut(h['name'], 20)} ({h['tid']})"
+            out.write(f"  held by {who} {_share(h)} in {_cut(leaf, 40)}\n")
         for r in lock.get("released_from", {}).get("sites", [])[:2]:
             out.write(f"  released from {_cut(r['frame'], 50)} {_share(r)}\n")
     for u in s.get("unidentified_lock_waits", [])[:3]:
@@ -78,6 +95,7 @@ def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
     give way (``… 12 frames …``): what was waited on, and by whom, is at the other end."""
     user = user_frames(frames)
     nk = len(frames) - len(user)
+    user = user[_runtime_root(user):]
     runs: list[tuple[str, int]] = []  # (text, how many frames it stands for)
     for f in user:
         if runs and runs[-1][0] == f:
@@ -109,6 +127,24 @@ def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
                          width)[:max_lines]
 
 
+#: The frames every thread starts in (the C library's and the thread library's), left out at
+#: a stack's root: what the thread itself runs comes after them.
+RUNTIME_ROOT = frozenset({"_start", "__libc_start_main", "__libc_start_call_main",
+                          "__libc_start_main_impl", "clone", "clone3", "start_thread",
+                          "__clone", "__clone3", "thread_start"})
+
+
+def _runtime_root(user: tuple[str, ...]) -> int:
+    """How many frames at the root of ``user`` are the runtime's: those of ``RUNTIME_ROOT``,
+    and a shared library without a symbol among them (``[libstdc++.so.6]``: its thread
+    trampoline); never all of them."""
+    i = 0
+    while i < len(user) - 1 and (user[i] in RUNTIME_ROOT or
+                                 (i and user[i].startswith("[lib") and ".so" in user[i])):
+        i += 1
+    return i
+
+
 def _elided(n: int) -> str:
     return f"… {n} frame{'s' if n != 1 else ''} …"
 
@@ -128,10 +164,20 @@ def _wrap(items: list[str], width: int) -> list[str]:
     return lines
 
 
-def _top(profile: Profile, out: IO[str]) -> None:
+def _top(profile: Profile, idle: set[int], out: IO[str]) -> None:
+    """The heaviest stacks, those of threads of one group (``consumer-* ×8``) with the same
+    frames and state added together; idle threads' stacks left out."""
     total = profile.total() or 1
     unit = profile.meta.unit
-    for k, w in heapq.nlargest(TOP, profile.stacks.items(), key=lambda kv: kv[1]):
+    rows: dict[tuple[Any, ...], list[Any]] = {}  # (pattern, state, wait, frames) -> [w, tids, k]
+    for k, w in profile.stacks.items():
+        if k.tid in idle:
+            continue
+        row = rows.setdefault((name_pattern(k.thread or "?"), k.state, k.wait, k.frames),
+                              [0, set(), k])
+        row[0] += w
+        row[1].add((k.tid, k.thread))
+    for w, tids, k in heapq.nlargest(TOP, rows.values(), key=lambda r: r[0]):
         if k.state == OFF:
             cls = k.wait if k.wait in WAIT_CLASSES else FALLBACK
             sub = wait_label(k.frames, k.wait)
@@ -139,7 +185,10 @@ def _top(profile: Profile, out: IO[str]) -> None:
         else:
             state = "on-CPU"
         amount = column(w, unit, "s")
-        thread = _cut(k.thread or "?", 24) + (f" ({k.tid})" if k.tid else "")
+        if len(tids) > 1:
+            thread = _cut(group_label(name for _, name in tids), 24)
+        else:
+            thread = _cut(k.thread or "?", 24) + (f" ({k.tid})" if k.tid else "")
         out.write(f"{100 * w / total:5.1f}% {amount:>10}  {_cut(state, 40)}  {thread}\n")
         wait = state if k.state == OFF else ""
         for line in stack_lines(k.frames, wait):
@@ -158,6 +207,11 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     s = build_summary(profile)
     window = f"window {s['window_s']:.3f}s, " if s["window_s"] else ""
     out.write(f"wallflame: {window}{len(s['threads'])} threads, unit {s['unit']}\n\n")
+    found = findings(s, profile)
+    if found:
+        out.write("findings:\n")
+        out.writelines(line + "\n" for line in finding_lines(found))
+        out.write("\n")
     _threads(s, out)
     if s["locks"] or s.get("unidentified_lock_waits"):
         out.write("\n")
@@ -177,8 +231,11 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     if s["wait_labels"]:
         out.write("\noff-CPU time by rule:\n")
         _labels(s, out)
-    out.write(f"\ntop {TOP} stacks (root first, kernel frames folded into the wait):\n")
-    _top(profile, out)
+    idle = idle_tids(s["threads"])
+    idle_names = [r["name"] for r in s["threads"] if r["tid"] in idle]
+    left = f"; idle threads left out: {group_label(idle_names)}" if idle else ""
+    out.write(f"\ntop {TOP} stacks (root first, kernel frames folded into the wait{left}):\n")
+    _top(profile, idle, out)
     q = s["quality"]
     notes = [f"{n} {k}" for k, n in q["losses"].items()] + list(q["warnings"])
     for n in notes:

@@ -162,30 +162,16 @@ def build_tree(profile: Profile, max_nodes: int = MAX_NODES) -> FlameTree:
 
 def tree_rows(profile: Profile) -> list[Row]:
     """``(ident, frames, class index, weight)`` of each stack of positive weight: the thread
-    it ran on, its frames (an off-CPU stack's ending in its ``wait_label``) and its class."""
-    thread_names = profile.meta.threads
-    other = _CLASS_INDEX[FALLBACK]
-    if native is not None:
-        rows: list[Row] = native.tree_rows(profile.stacks, thread_names, ON, _CLASS_INDEX,
-                                           other, wait_label)
-        return rows
-    rows = []
-    for key, weight in profile.stacks.items():
-        if weight > 0:
-            ident = (key.tid, thread_names.get(key.tid, key.thread) if key.tid else key.thread)
-            if key.state == ON:
-                rows.append((ident, key.frames, 0, weight))
-            else:
-                rows.append((ident, (*key.frames, wait_label(key)),
-                             _CLASS_INDEX.get(key.wait, other), weight))
+    it ran on (``(tid, name)``), its frames (an off-CPU stack's ending in its ``wait_label``)
+    and its class (``_speedups.tree_rows``)."""
+    rows: list[Row] = native.tree_rows(profile.stacks, profile.meta.threads, ON, _CLASS_INDEX,
+                                       _CLASS_INDEX[FALLBACK], wait_label)
     return rows
 
 
 def _grow_sorted(profile: Profile) -> FlameTree | None:
     """The tree of the profile's stacks in their order, or ``None`` when they are not sorted
     by thread then frames.  ``_speedups.grow_stacks`` does it without making the rows."""
-    if native is None:
-        return _grow(tree_rows(profile), profile.meta.unit, check=True)
     tree = FlameTree(unit=profile.meta.unit)
     ok = native.grow_stacks(profile.stacks, profile.meta.threads, ON, _CLASS_INDEX,
                             _CLASS_INDEX[FALLBACK], wait_label, tree.names, tree.name,
@@ -195,60 +181,14 @@ def _grow_sorted(profile: Profile) -> FlameTree | None:
 
 
 def _grow(rows: list[Row], unit: str, check: bool) -> FlameTree | None:
-    """The tree of ``rows`` sorted by thread then frames, or ``None`` when ``check`` finds
-    them out of that order.  ``_speedups.grow`` does the same natively."""
+    """The tree of ``rows`` (``_speedups.grow``): each thread's node, then each stack's frames
+    under the nodes of the prefix it shares with the stack before it, its weight added to its
+    last node's self time in its class.  ``None`` when ``check`` finds the rows out of order
+    (by thread, then frames)."""
     tree = FlameTree(unit=unit)
-    if native is not None:
-        ok = native.grow(rows, tree.names, tree.name, tree.parent, tree.selfs, tree.threads,
-                         {"all": 0}, len(CLASSES), check, visible, thread_label)
-        return tree if ok else None
-    return _grow_py(rows, tree, check)
-
-
-def _grow_py(rows: list[Row], tree: FlameTree, check: bool) -> FlameTree | None:
-    names, parent, name, selfs = tree.names, tree.parent, tree.name, tree.selfs
-    ids: dict[str, int] = {"all": 0}
-    width = len(CLASSES)
-    last_ident: tuple[int, str] | None = None
-    last: tuple[str, ...] = ()
-    path: list[int] = []  # path[i]: the node of last[: i + 1]
-    root = 0
-    for ident, frames, cls, weight in rows:
-        if ident != last_ident:
-            if check and last_ident is not None and ident < last_ident:
-                return None
-            last_ident, last, path = ident, (), []
-            root = len(parent)
-            parent.append(0)
-            name.append(len(names))
-            selfs.append(None)
-            names.append(visible(thread_label(*ident)))
-            tree.threads.append((root, ident[0], visible(ident[1])))
-        # i: the length of the common prefix with the previous stack
-        n = len(frames) if len(frames) < len(last) else len(last)
-        i = 0
-        while i < n and frames[i] == last[i]:
-            i += 1
-        if check and (frames[i] < last[i] if i < n else len(frames) < len(last)):
-            return None
-        del path[i:]
-        node = path[-1] if path else root
-        for frame in frames[i:]:
-            nid = ids.get(frame)
-            if nid is None:
-                nid = ids[frame] = len(names)
-                names.append(visible(frame))
-            parent.append(node)
-            node = len(name)
-            name.append(nid)
-            selfs.append(None)
-            path.append(node)
-        last = frames
-        s = selfs[node]
-        if s is None:
-            s = selfs[node] = [0] * width
-        s[cls] += weight
-    return tree
+    ok = native.grow(rows, tree.names, tree.name, tree.parent, tree.selfs, tree.threads,
+                     {"all": 0}, len(CLASSES), check, visible, thread_label)
+    return tree if ok else None
 
 
 def fit_names(tree: FlameTree, budget: int) -> None:

@@ -33,7 +33,7 @@ FORMATS = (
     Format("html", (".html", ".htm"), "wallflame.report.html:write"),
     Format("svg", (".svg",), "wallflame.report.svg:write"),
     Format("txt", (".txt",), "wallflame.report.text:write"),
-    Format("json", (".json",), "wallflame.report.summary:write"),
+    Format("json", (".json",), "wallflame.report.findings:write"),
     Format("speedscope", (".speedscope.json",), "wallflame.report.speedscope:write"),
     Format("pprof", (".pb.gz", ".pprof", ".pb"), "wallflame.report.pprof:write"),
     Format("folded", (".folded", ".collapsed"), "wallflame.folded:write"),

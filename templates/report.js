@@ -291,6 +291,14 @@
   }
 
   /* ---- controls ---- */
+  // a finding's "show": the view it names (search, on- or off-CPU, threads grouped)
+  document.querySelectorAll("button.show[data-view]").forEach(function (b) {
+    b.addEventListener("click", function () {
+      location.hash = b.getAttribute("data-view");
+      var g = $("graphs");
+      if (g) g.scrollIntoView();
+    });
+  });
   function setView(v) { state.view = v; syncControls(); rebuild(); saveHash(); }
   function setThreads(v) { state.threads = v; state.z = []; state.sel = []; syncControls(); rebuild(); saveHash(); }
   function reset() { state.z = []; state.sel = []; $("wf-details").hidden = true; applyZoom(); runSearch(); saveHash(); }

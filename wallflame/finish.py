@@ -241,7 +241,7 @@ def finish(run_dir: str | Path, folded: Any = None, after_collect: bool = False)
     own folding, just after its window, with no folding process (``collect.perf.one_chunk``,
     or that process failed): what the folding cost goes into ``postprocess`` as the folding
     process puts it (``cost``, ``packed``), unless the capture has it already."""
-    from wallflame.report.summary import build_summary
+    from wallflame.report.findings import summarize
 
     out = Path(run_dir)
     raw = out / rundir.RAW
@@ -280,7 +280,7 @@ def finish(run_dir: str | Path, folded: Any = None, after_collect: bool = False)
     with open_output(str(out / rundir.META)) as f:
         f.write(rundir.meta_json(meta))
     with open_output(str(out / rundir.SUMMARY)) as f:
-        f.write(json.dumps(build_summary(profile), indent=1, sort_keys=True) + "\n")
+        f.write(json.dumps(summarize(profile), indent=1, sort_keys=True) + "\n")
     _write_slices(out)
     if tl is not None:
         _write_timeline(out, tl)

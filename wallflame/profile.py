@@ -214,14 +214,9 @@ class Profile:
 
     def grouped(self) -> dict[Group, int]:
         """The weight of each ``Group``: one pass over the stacks, from which the totals
-        below are taken (a profile has thousands of stacks and a few dozen groups)."""
-        if native is not None:
-            return {Group(*g): w for g, w in native.group_weights(self.stacks).items()}
-        acc: dict[Group, int] = {}
-        for k, w in self.stacks.items():
-            g = Group(k.tid, k.thread, k.state, k.wait, k.lock)
-            acc[g] = acc.get(g, 0) + w
-        return acc
+        below are taken (a profile has thousands of stacks and a few dozen groups), in the
+        order each group first appears (``_speedups.group_weights``)."""
+        return {Group(*g): w for g, w in native.group_weights(self.stacks).items()}
 
     def totals(self) -> ThreadTotals:
         t = ThreadTotals(0, "all")

@@ -11,7 +11,6 @@ tracer stopped it (``wallflame.stops``), as ``finish`` does for the folded stack
 
 from __future__ import annotations
 
-from array import array
 from pathlib import Path
 
 from wallflame import lockshare, stops
@@ -22,7 +21,6 @@ from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, Capture, Window
 from wallflame.speedups import native
 from wallflame.timeline import (
-    LOG_RUNNABLE,
     RUNNABLE,
     STOPPED,
     UNSAMPLED,
@@ -30,10 +28,6 @@ from wallflame.timeline import (
     Timeline,
 )
 from wallflame.waitclasses import FALLBACK
-
-#: The native loop of ``add_spans`` (``_speedups.span_rows``); ``None``: the loop in Python
-#: (the tests hold the two to the same timeline).
-SPAN_ROWS = getattr(native, "span_rows", None) if native is not None else None
 
 #: perf.script is read this many bytes at a time (records never straddle two reads).
 _CHUNK = 1 << 22
@@ -183,57 +177,19 @@ def _sample(rec: bytes, tl: Timeline, tids: set[int], kernel: bool,
 def add_spans(tl: Timeline, log: IntervalLog, rules: Rules,
               evidence: locks.LockEvidence | None, tracer_stops: bool) -> None:
     """The scheduler's intervals, each with its kind (wait class, runnable, stopped,
-    unsampled), stack, period and observed locks."""
+    unsampled), stack, period and observed locks, by ``_speedups.span_rows``: a row per
+    interval in its thread's columns; each sample's kind and stack worked out here the first
+    time a row meets it (stacks interned in the order the rows meet them); a blocked row of
+    a lock wait's kind given its thread's observed locks at that call site."""
     classes: dict[int, tuple[int, int]] = {}  # sample index -> (kind, stack id)
     sets: dict[tuple[int, int], int] = {}     # (tid, sample index) -> lock set
-    if SPAN_ROWS is not None and array("l").itemsize == 8:
-        _span_rows(tl, log, rules, evidence, tracer_stops, classes, sets)
-        return
-    for i in range(len(log)):
-        tid, si = log.tid[i], log.sample[i]
-        th = tl.thread(tid)
-        th.p_start.append(log.start[i])
-        th.p_dur.append(log.dur[i])
-        th.p_period.append(log.period[i])
-        if log.kind[i] == LOG_RUNNABLE:
-            sid = classes[si][1] if si in classes else _intern(tl, log, si)
-            # woken from a stop of the collect's tracer: that time is the tracer's, as
-            # wallflame.stops counts it
-            stopped = tracer_stops and si >= 0 and stops.is_tracer_stop(log.samples[si][0])
-            kind = STOPPED if stopped else RUNNABLE
-        elif si < 0:
-            kind, sid = UNSAMPLED, 0
-        else:
-            got = classes.get(si)
-            if got is None:
-                frames, kstate = log.samples[si]
-                stopped = tracer_stops and stops.is_tracer_stop(frames)
-                k = STOPPED if stopped else WAIT_CLASSES.index(
-                    _known(classify(frames, kstate, rules)))
-                got = classes[si] = (k, tl.stacks.intern(frames))
-            kind, sid = got
-        ref = 0
-        if kind < UNSAMPLED and WAIT_CLASSES[kind] in lockshare.LOCK_WAITS and evidence is not None:
-            ref = sets.get((tid, si), -1)
-            if ref < 0:
-                ref = sets[(tid, si)] = tl.lock_set(
-                    locks.observed_locks(evidence, tid, log.samples[si][0]))
-        th.p_kind.append(kind)
-        th.p_stack.append(sid)
-        th.p_locks.append(ref)
-
-
-def _span_rows(tl: Timeline, log: IntervalLog, rules: Rules,
-               evidence: locks.LockEvidence | None, tracer_stops: bool,
-               classes: dict[int, tuple[int, int]], sets: dict[tuple[int, int], int]) -> None:
-    """``add_spans``'s loop by ``_speedups.span_rows``: the same rows, stacks interned in the
-    same order (each sample's kind and stack worked out here the first time a row meets
-    it)."""
 
     def resolve(si: int, runnable: bool) -> tuple[int, int]:
         frames = log.samples[si][0]
         if runnable:
             sid = classes[si][1] if si in classes else _intern(tl, log, si)
+            # woken from a stop of the collect's tracer: that time is the tracer's, as
+            # wallflame.stops counts it
             return (STOPPED if tracer_stops and stops.is_tracer_stop(frames) else RUNNABLE,
                     sid)
         got = classes.get(si)
@@ -253,9 +209,8 @@ def _span_rows(tl: Timeline, log: IntervalLog, rules: Rules,
 
     lock_kinds = bytes(int(c in lockshare.LOCK_WAITS) for c in WAIT_CLASSES[:UNSAMPLED]) \
         if evidence is not None else b""
-    assert SPAN_ROWS is not None
-    SPAN_ROWS(tl.thread, log.tid, log.start, log.dur, log.kind, log.sample, log.period,
-              resolve, lock_kinds, ref_of, RUNNABLE, UNSAMPLED)
+    native.span_rows(tl.thread, log.tid, log.start, log.dur, log.kind, log.sample, log.period,
+                     resolve, lock_kinds, ref_of, RUNNABLE, UNSAMPLED)
 
 
 def _intern(tl: Timeline, log: IntervalLog, si: int) -> int:

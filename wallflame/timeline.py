@@ -61,7 +61,7 @@ class IntervalLog:
         self.start = array("q")
         self.dur = array("q")
         self.kind = array("b")  # LOG_BLOCKED, LOG_RUNNABLE or LOG_LEADING
-        self.sample = array("l")
+        self.sample = array("q")
         self.period = array("q")
         self.samples: list[tuple[tuple[str, ...], str]] = []
         self._index: dict[tuple[tuple[str, ...], str], int] = {}
@@ -333,20 +333,16 @@ def write(run_dir: str | os.PathLike[str], tl: Timeline) -> Path:
 def json_text(tl: Timeline) -> str:
     """``json.dumps(tl.to_json(), separators=(",", ":"), ensure_ascii=False)``, with the
     threads' integer columns (nearly all of the text, about 2 MB a second of a busy server)
-    written by the native ``ints_json`` where it is built: the JSON module would take most of
-    ``finish``'s CPU for them."""
+    written by the native ``ints_json``: the JSON module would take most of ``finish``'s CPU
+    for them."""
     d = tl.to_json()
-    fast = getattr(native, "ints_json", None) if native is not None else None
 
     def dumps(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
-    if fast is None:
-        return dumps(d)
-
     def ints(column: Any) -> str:
         try:
-            return str(fast(column))
+            return native.ints_json(column)
         except (TypeError, OverflowError):  # not all 64-bit ints: the JSON module writes any
             return dumps(column)
 

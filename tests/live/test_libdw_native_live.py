@@ -1,7 +1,7 @@
 """Live: the libdw unwinder's native frame callback (``_speedups.frame_callback``) takes the
-same frames as the callback in Python, and holds a thread stopped without needing the
-interpreter's lock, which another thread of the collect may hold (the folding of perf's
-chunks)."""
+same frames as a callback in Python (``unit.collect.reference_libdw``), and holds a thread
+stopped without needing the interpreter's lock, which another thread of the collect may hold
+(the folding of perf's chunks)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from unit.collect.reference_libdw import python_stack
 
-from wallflame.speedups import native
-
-pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live"),
-              pytest.mark.skipif(native is None, reason="without the native module")]
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 @pytest.fixture
@@ -44,7 +42,7 @@ def test_the_native_callback_takes_the_same_frames(stopped_mix: int) -> None:
     try:
         tids = sorted(int(t) for t in os.listdir(f"/proc/{stopped_mix}/task"))
         fast = [u.stack(t) for t in tids]
-        slow = [u.stack(t, python=True) for t in tids]
+        slow = [python_stack(u, t) for t in tids]
     finally:
         u.close()
     assert len(tids) == 5
@@ -83,12 +81,13 @@ def test_the_reads_made_while_stopped_are_the_targets_own(stopped_mix: int) -> N
                 pc = u.stack(tid).pcs[0][0]
                 want = os.pread(mem, 40, pc)
                 for python in (False, True):
-                    st = u.stack(tid, StopReads(mem, pc, 40, sys_fd), python=python)
+                    stack = python_stack if python else Unwinder.stack
+                    st = stack(u, tid, StopReads(mem, pc, 40, sys_fd))
                     assert st.read is not None and st.read.mem == want, (python, st.read)
                     assert st.read.syscall is not None and st.read.syscall_error == ""
                     after = _settled_syscall(sys_fd)
                     assert st.read.syscall.split()[0] == after.split()[0], (st.read, after)
-                    bad = u.stack(tid, StopReads(mem, 8, 40, -1), python=python)
+                    bad = stack(u, tid, StopReads(mem, 8, 40, -1))
                     assert bad.read is not None and bad.read.mem is None and \
                         bad.read.mem_error and bad.read.syscall is None, (python, bad.read)
                     assert bad.pcs == st.pcs
@@ -129,7 +128,7 @@ def test_a_thread_is_not_held_stopped_while_another_holds_the_interpreter(
                         for tid in tids)
         finally:
             os.close(mem)
-        slow = max(u.stack(tid, python=True).held_ms for tid in tids)
+        slow = max(python_stack(u, tid).held_ms for tid in tids)
     finally:
         stop.set()
         t.join()

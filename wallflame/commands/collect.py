@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -33,7 +34,9 @@ from wallflame.errors import (
 )
 from wallflame.finish import finish
 from wallflame.output import print_losses
-from wallflame.rundir import BACKENDS, OFF_CPU_MODES, OffCpu, SnapshotBackend
+from wallflame.report.findings import Finding
+from wallflame.report.text import finding_lines
+from wallflame.rundir import BACKENDS, OFF_CPU_MODES, SUMMARY, OffCpu, SnapshotBackend
 
 #: The folding process (``wallflame.streaming``): folds perf's chunks while they are recorded,
 #: then writes the run directory.
@@ -280,3 +283,14 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
                f"{len(col.perf_recording('perf').get('chunks', []))} perf chunks, "
                f"{pause.get('snapshots', 0)} snapshots, pause median "
                f"{pause.get('median_ms', 0)} ms)", err=True)
+    _print_findings(Path(out))
+
+
+def _print_findings(out: Path) -> None:
+    """The run's findings (``summary.json``), as the text report lists them."""
+    try:
+        found = json.loads((out / SUMMARY).read_text()).get("findings") or []
+    except (OSError, ValueError):
+        return
+    for line in finding_lines([Finding(**f) for f in found]):
+        click.echo(f"wallflame: {line}", err=True)

@@ -81,12 +81,7 @@ def checks(pid: int | None) -> list[tuple[str, str, str]]:
                  "apt-get install libdw1, or use --pmp-backend eu-stack"))
     from wallflame.speedups import native
 
-    rows.append(("ok", "native report code: built", "") if native is not None else
-                ("warn", "native report code: not built (reports are made by the slower "
-                 "pure-Python code)" + (" (WALLFLAME_PURE is set)"
-                                        if os.environ.get("WALLFLAME_PURE") else ""),
-                 "reinstall wallflame where a C compiler and Python's headers are present "
-                 "(apt-get install gcc python3-dev)"))
+    rows.append(("ok", f"native module: {native.__file__}", ""))
     paranoid = _read("/proc/sys/kernel/perf_event_paranoid")
     if paranoid is not None:
         ok = root or int(paranoid) <= 1

@@ -13,7 +13,6 @@ behind a report's header line and a cut line.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,10 +33,9 @@ CASES = [  # (file, format, lines looked past, lines of the file that hold the c
 ]
 
 
-def fold(path: Path, pure: bool) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WALLFLAME_PURE": "1" if pure else ""}
+def fold(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wallflame", "fold", str(path)],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize(("name", "fmt", "skipped", "_data"), CASES)
@@ -46,14 +44,13 @@ def test_recognised_past_the_noise(name: str, fmt: str, skipped: int, _data: int
     assert recognise(head(path), path) == (fmt, skipped)
 
 
-@pytest.mark.parametrize("pure", [False, True], ids=["native", "pure"])
 @pytest.mark.parametrize(("name", "fmt", "skipped", "data"), CASES)
 def test_folded_like_the_clean_data_and_the_skipped_lines_reported(
-        tmp_path: Path, name: str, fmt: str, skipped: int, data: int, pure: bool) -> None:
+        tmp_path: Path, name: str, fmt: str, skipped: int, data: int) -> None:
     noisy = NOISY / name
     clean = tmp_path / name
     clean.write_bytes(b"".join(noisy.read_bytes().splitlines(keepends=True)[data - 1:]))
-    got, want = fold(noisy, pure), fold(clean, pure)
+    got, want = fold(noisy), fold(clean)
     assert got.returncode == 0 and want.returncode == 0, (got.stderr, want.stderr)
     # the same stacks: orphan frames were not attached to the next sample
     assert got.stdout == want.stdout and got.stdout.count("\n") > 2
@@ -65,7 +62,7 @@ def test_folded_like_the_clean_data_and_the_skipped_lines_reported(
 
 
 def test_orphan_frames_are_not_a_stack_of_their_own(tmp_path: Path) -> None:
-    got = fold(NOISY / "perf-starts-mid-record.txt", pure=False)
+    got = fold(NOISY / "perf-starts-mid-record.txt")
     assert got.returncode == 0
     # the cut record's frames (worker_loop under worker_main, no leaf) appear nowhere alone
     assert all(not ln.split(" ")[0].endswith(";worker_loop") for ln in got.stdout.splitlines())
@@ -86,7 +83,7 @@ def test_what_is_not_a_capture_is_still_refused(tmp_path: Path, text: str) -> No
     path.write_text(text)
     with pytest.raises(InputError, match="format not recognised"):
         recognise(head(str(path)), str(path))
-    r = fold(path, pure=False)
+    r = fold(path)
     assert r.returncode == EXIT_INPUT and r.stderr.count("\n") == 1, r.stderr
     assert "format not recognised from its first lines" in r.stderr
 

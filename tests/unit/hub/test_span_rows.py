@@ -1,43 +1,31 @@
 """The timeline's spans from the interval log by the native loop (``_speedups.span_rows``)
-against ``wallflame.timebuild.add_spans``'s Python loop: the same rows in every thread, the
-same stacks interned in the same order, the same lock sets, whatever the log holds (blocked,
-runnable and leading rows, sampled or not, the tracer's own stops, lock waits with and
-without lock evidence)."""
+against the Python loop of ``unit.hub.reference_timeline``: the same rows in every thread,
+the same stacks interned in the same order, the same lock sets, whatever the log holds
+(blocked, runnable and leading rows, sampled or not, the tracer's own stops, lock waits with
+and without lock evidence)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from unit.hub.reference_timeline import add_spans
 from wallflame import timebuild
 from wallflame.fold import FoldOptions
 from wallflame.fold.locks import LockEvidence
 from wallflame.timeline import IntervalLog, Timeline
-
-pytestmark = pytest.mark.skipif(timebuild.SPAN_ROWS is None,
-                                reason="the native module is not built")
 
 STACKS = [("main", "take", "__lll_lock_wait"), ("main", "idle", "pthread_cond_wait"),
           ("main", "f", "ptrace_stop"), ("main", "io", "read"), ("main", "g"),
           ("main", "rd", "pthread_rwlock_rdlock")]
 
 
-@contextlib.contextmanager
-def python_loop() -> Iterator[None]:
-    saved, timebuild.SPAN_ROWS = timebuild.SPAN_ROWS, None
-    try:
-        yield
-    finally:
-        timebuild.SPAN_ROWS = saved
-
-
-def spans(log: IntervalLog, evidence: LockEvidence | None, stops: bool) -> Timeline:
+def spans(log: IntervalLog, evidence: LockEvidence | None, stops: bool,
+          add: Callable[..., None] = timebuild.add_spans) -> Timeline:
     tl = Timeline(t0=0, t1=10**9, off_source="sched")
-    timebuild.add_spans(tl, log, FoldOptions().get_rules(), evidence, stops)
+    add(tl, log, FoldOptions().get_rules(), evidence, stops)
     return tl
 
 
@@ -61,8 +49,7 @@ def test_native_spans_as_python_spans(rows: list[tuple[int, int, int, int, int, 
         evidence.observe({"tid": 2, "lock": "0x20", "sites": ["pthread_rwlock_rdlock"]},
                          False)
     native = spans(log, evidence, tracer_stops)
-    with python_loop():
-        python = spans(log, evidence, tracer_stops)
+    python = spans(log, evidence, tracer_stops, add_spans)
     assert native.threads == python.threads
     assert (native.stacks.frames, native.stacks.nodes) == (python.stacks.frames,
                                                           python.stacks.nodes)

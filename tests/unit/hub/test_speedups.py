@@ -1,15 +1,17 @@
-"""The native module (``wallflame._speedups``) gives exactly what the pure-Python code gives.
+"""The native module (``wallflame._speedups``) gives exactly what the Python references
+(``unit.hub.reference_report``, ``reference_folded``) give.
 
 Property tests compare the two on random input; an end-to-end test renders the same inputs
-with and without it (``WALLFLAME_PURE=1``) and requires identical files.  Under the test
-script (``WALLFLAME_REQUIRE_LIVE=1``) the module must have been built."""
+natively and with the references in place and requires identical files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic import synthetic_folded
 
-from wallflame import profile as profile_mod
+from unit.hub import reference_folded
+from unit.hub import reference_report as ref
 from wallflame import speedups
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.report import html as html_mod
@@ -28,11 +31,6 @@ from wallflame.report import tree as tree_mod
 from wallflame.report.tree import CLASSES, FlameTree, Row, thread_label, visible
 
 native = speedups.native
-if native is None:
-    if os.environ.get("WALLFLAME_REQUIRE_LIVE") == "1":
-        raise RuntimeError("wallflame._speedups was not built (pip install -e . needs a C "
-                           "compiler and Python's headers)")
-    pytest.skip("wallflame._speedups is not built", allow_module_level=True)
 
 # Frames drawn from a small alphabet so that stacks share prefixes, with the characters that
 # matter: the separator's neighbours, multi-byte UTF-8, controls, an empty name.
@@ -107,7 +105,7 @@ def _both(rows: list[Row], check: bool) -> tuple[object, object]:
     ours = FlameTree()
     ok = native.grow(rows, ours.names, ours.name, ours.parent, ours.selfs, ours.threads,
                      {"all": 0}, len(CLASSES), check, visible, thread_label)
-    theirs = tree_mod._grow_py(rows, FlameTree(), check)
+    theirs = ref.grow(rows, FlameTree(), check)
     return (_fields(ours) if ok else None), _fields(theirs)
 
 
@@ -180,20 +178,13 @@ WEIGHT = st.one_of(st.integers(-5, 10**15), st.sampled_from([2**62, 2**63 - 1, -
 STACKS = st.lists(st.tuples(KEY, WEIGHT), max_size=40).map(dict)
 
 
-def _pure(monkeypatch: pytest.MonkeyPatch, *modules: object) -> None:
-    for m in modules:
-        monkeypatch.setattr(m, "native", None)
-
-
 @given(STACKS, st.dictionaries(st.integers(0, 3), st.sampled_from(["named", "\x1b"])))
 def test_stack_passes_match_python(stacks: dict[StackKey, int],
                                    threads: dict[int, str]) -> None:
     p = Profile(stacks=stacks)
     p.meta.threads = threads
     ours = (p.grouped(), summary_mod.stack_weights(p), tree_mod.tree_rows(p))
-    with pytest.MonkeyPatch.context() as mp:
-        _pure(mp, profile_mod, summary_mod, tree_mod)
-        theirs = (p.grouped(), summary_mod.stack_weights(p), tree_mod.tree_rows(p))
+    theirs = (ref.grouped(p), ref.stack_weights(p), ref.tree_rows(p))
     assert ours == theirs
     assert list(ours[0]) == list(theirs[0])  # the same groups in the same order
 
@@ -203,7 +194,7 @@ def test_stack_passes_match_python(stacks: dict[StackKey, int],
        st.booleans())
 def test_tree_of_stacks_matches_python(stacks: dict[StackKey, int], threads: dict[int, str],
                                        ordered: bool) -> None:
-    """``grow_stacks`` (the tree straight from the stacks) gives the pure-Python tree, for
+    """``grow_stacks`` (the tree straight from the stacks) gives the reference's tree, for
     stacks in order (one pass) and out of order (found out, then sorted rows)."""
     def row_order(kv: tuple[StackKey, int]) -> object:
         k = kv[0]
@@ -213,7 +204,7 @@ def test_tree_of_stacks_matches_python(stacks: dict[StackKey, int], threads: dic
     p.meta.threads = threads
     ours = _fields(tree_mod.build_tree(p))
     with pytest.MonkeyPatch.context() as mp:
-        _pure(mp, tree_mod)
+        ref.use_references(mp)
         assert ours == _fields(tree_mod.build_tree(p))
 
 
@@ -243,10 +234,7 @@ def test_frame_names_and_stacks_naming_match_python(
     assert native.stacks_naming(stacks, OFF, names) == \
         [(k, w) for k, w in every if not names.isdisjoint(k.frames)]
     p = Profile(stacks=stacks)
-    ours = summary_mod.on_cpu_in(p)
-    with pytest.MonkeyPatch.context() as mp:
-        _pure(mp, summary_mod)
-        assert summary_mod.on_cpu_in(p) == ours
+    assert summary_mod.on_cpu_in(p) == ref.on_cpu_in(p)
 
 
 def test_stack_passes_reject_other_keys() -> None:
@@ -295,14 +283,20 @@ def test_tojson_is_jinja_tojson(value: object) -> None:
 
     expected = htmlsafe_json_dumps(value, dumps=dumps, sort_keys=True, separators=(",", ":"))
     assert html_mod.tojson(value) == expected
-    with pytest.MonkeyPatch.context() as mp:
-        _pure(mp, html_mod)
-        assert html_mod.tojson(value) == expected
     assert "://" not in expected and "<" not in expected
 
 
+#: ``wallflame`` with the arguments after the first (the tests' folder), natively or with every
+#: native path of a report replaced by its reference.
+REPORT = "import sys; from wallflame.entry import main; sys.argv[:2] = ['wallflame']; main()"
+REPORT_WITH_REFERENCES = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import pytest; "
+    "from unit.hub.reference_report import use_references; use_references(pytest.MonkeyPatch()); "
+    + REPORT.removeprefix("import sys; "))
+
+
 @pytest.mark.parametrize("fmt", ["html", "json", "txt", "svg", "speedscope.json"])
-def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None:
+def test_reports_identical_with_the_references(tmp_path: Path, fmt: str) -> None:
     folded = tmp_path / "in.folded"
     synthetic_folded(folded, 1500)
     hostile = tmp_path / "hostile.folded"
@@ -316,14 +310,26 @@ def test_reports_identical_without_native_code(tmp_path: Path, fmt: str) -> None
                                            ("bcc-offcputime.folded", "plain-tid.folded")),
               str(ROOT / "examples" / "ci" / "baseline" / "run-1")]  # a run directory
     outs = []
-    for pure in ("", "1"):
-        out = tmp_path / f"out{pure}.{fmt}"
-        env = {**os.environ, "WALLFLAME_PURE": pure, "WALLFLAME_NO_CACHE": "1"}
-        r = subprocess.run([sys.executable, "-m", "wallflame", "report", *inputs, "-o",
-                            str(out)], capture_output=True, text=True, env=env, check=False)
+    for code in (REPORT, REPORT_WITH_REFERENCES):
+        out = tmp_path / f"out{len(outs)}.{fmt}"
+        r = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests"), "report", *inputs,
+                            "-o", str(out)], capture_output=True, text=True,
+                           env={**os.environ, "WALLFLAME_NO_CACHE": "1"}, check=False)
         assert r.returncode == 0, r.stderr
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+@contextlib.contextmanager
+def python_folding(on: bool = True) -> Iterator[None]:
+    """Folded files read by ``reference_folded`` (when ``on``) instead of natively."""
+    from wallflame.fold import foreign_folded as folded_mod
+
+    with pytest.MonkeyPatch.context() as mp:
+        if on:
+            mp.setattr(folded_mod, "_fold_plain", reference_folded.fold_plain)
+            mp.setattr(folded_mod, "frame_splitter", reference_folded.frame_splitter)
+        yield
 
 
 LINE_PART = st.sampled_from([
@@ -343,8 +349,9 @@ PLAIN = st.tuples(st.sampled_from([b"main", b"w-1", b"\xc3\xa9t", b"t-1/2", b"pr
 @given(st.lists(st.one_of(PLAIN, PLAIN, LINE), min_size=1, max_size=30),
        st.sampled_from([b"\n", b"\r\n"]), st.booleans())
 def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: bool) -> None:
-    """Folding a file natively (plain lines in C, the rest in Python) and in pure Python
-    give the same stacks in the same order, the same losses and the same error."""
+    """Folding a file natively (plain lines in C, the rest in Python) and with the references
+    (every line in Python) give the same stacks in the same order, the same losses and the
+    same error."""
     import tempfile
 
     from wallflame.fold import foreign_folded as folded_mod
@@ -357,17 +364,13 @@ def test_fold_plain_matches_python(lines: list[bytes], eol: bytes, last_eol: boo
         f.flush()
         results = []
         for use_native in (True, False):
-            saved = folded_mod.native, speedups.native
-            if not use_native:
-                folded_mod.native = speedups.native = None
             profile = Profile()
-            try:
-                folded_mod.fold(f.name, FoldOptions(), profile)
-                err = None
-            except Exception as e:  # the same clean error either way
-                err = str(e)
-            finally:
-                folded_mod.native, speedups.native = saved
+            with python_folding(not use_native):
+                try:
+                    folded_mod.fold(f.name, FoldOptions(), profile)
+                    err = None
+                except Exception as e:  # the same clean error either way
+                    err = str(e)
             results.append((err, list(profile.stacks.items()),
                             {k: (v.count, v.first_line) for k, v in
                              profile.meta.losses.items()}, profile.meta.unit))
@@ -415,7 +418,7 @@ def test_native_tuple_hash_is_the_interpreters() -> None:
 
 
 def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:
-    """Lines longer than a read block, and many blocks, read natively as in Python."""
+    """Lines longer than a read block, and many blocks, read natively as by the reference."""
     from wallflame import textio
     from wallflame.fold import foreign_folded as folded_mod
     from wallflame.fold.options import FoldOptions
@@ -429,13 +432,9 @@ def test_fold_plain_blocks_split_long_lines(tmp_path: Path) -> None:
     try:
         native_profile = Profile()
         folded_mod.fold(str(path), FoldOptions(), native_profile)
-        saved = folded_mod.native, speedups.native
-        folded_mod.native = speedups.native = None
-        try:
-            pure = Profile()
+        pure = Profile()
+        with python_folding():
             folded_mod.fold(str(path), FoldOptions(), pure)
-        finally:
-            folded_mod.native, speedups.native = saved
     finally:
         textio.CHUNK = old_chunk
     assert list(native_profile.stacks.items()) == list(pure.stacks.items())

@@ -130,4 +130,5 @@ def test_unknown_class_is_drawn_and_counted_as_the_fallback() -> None:
     out = io.StringIO()
     text.write_text(p, out)
     head = next(ln for ln in out.getvalue().splitlines() if ln.startswith("thread "))
-    assert head.split()[4:-1] == [BY_NAME[FALLBACK].short]
+    # the fallback's column, and runnable's, which the table always shows
+    assert head.split()[4:-1] == [BY_NAME[FALLBACK].short, BY_NAME["runnable"].short]

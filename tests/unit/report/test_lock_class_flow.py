@@ -55,10 +55,12 @@ def test_text_report_shows_the_rule_and_the_users_frames_root_first() -> None:
     out = io.StringIO()
     write_text(backend(2_000), out)
     text = out.getvalue()
-    assert text.splitlines()[2].split() == ["thread", "tid", "on-CPU", "blocked", "lock", "poll",
-                                           "cover"]
+    head = next(ln for ln in text.splitlines() if ln.startswith("thread "))
+    assert head.split() == ["thread", "tid", "on-CPU", "blocked", "lock", "poll", "runnable",
+                            "cover"]
     assert "  lock: ProcSleep                               4.000  80.0% of off-CPU\n" in text
-    assert (" 28.6%     2.000s  lock: ProcSleep  postgres (11)\n"
+    # the two backends' identical stacks are one row (threads grouped by name)
+    assert (" 57.1%     4.000s  lock: ProcSleep  postgres ×2\n"
             "    main > PostgresMain > LockAcquireExtended > ProcSleep > WaitLatch > "
             "WaitEventSetWait >\n"
             "    epoll_wait > [lock: ProcSleep]\n") in text

@@ -12,8 +12,7 @@ KERNEL = ("entry_SYSCALL_64_after_hwframe", "do_syscall_64", "__x64_sys_futex", 
 def test_kernel_frames_fold_into_the_wait() -> None:
     frames = ("clone3", "start_thread", "worker", "pthread_mutex_lock", "__lll_lock_wait", *KERNEL)
     assert stack_lines(frames, "mutex") == [
-        "clone3 > start_thread > worker > pthread_mutex_lock > __lll_lock_wait > "
-        "[kernel 7: mutex]"]
+        "worker > pthread_mutex_lock > __lll_lock_wait > [kernel 7: mutex]"]  # no runtime root
     # frames marked as the kernel's by their suffix count too
     assert stack_lines(("main", "read", "vfs_read_[k]", "schedule_[k]"), "io") == \
         ["main > read > [kernel 2: io]"]
@@ -28,12 +27,13 @@ def test_long_stacks_keep_the_root_and_the_wait_end() -> None:
     lines = stack_lines(frames, "condvar")
     assert len(lines) == STACK_LINES
     assert all(len(line) <= WIDTH - 4 for line in lines)
-    assert lines[0].startswith("_start > main > … ")
+    assert lines[0].startswith("main > layer_000 > … ")  # _start: the runtime's, left out
     assert lines[-1].endswith("layer_199 > pthread_cond_wait > [kernel 7: condvar]")
     elided = int(lines[0].split("… ")[1].split(" ")[0])
     parts = [p for line in lines for p in line.removesuffix(" >").split(" > ")]
     shown = len(parts) - 2  # the elision marker and the kernel's item are not frames
-    assert elided + shown == len(frames) - len(KERNEL)  # every user frame accounted for
+    # every user frame accounted for, but the runtime's at the root
+    assert elided + shown == len(frames) - len(KERNEL) - 1
 
 
 def test_names_are_cut_and_made_visible() -> None:
@@ -55,7 +55,7 @@ def test_a_run_of_one_frame_is_written_once() -> None:
     # the elision counts frames, not runs
     deep = ("_start", "main", *(["[unknown]"] * 300), *(f"f{i}" for i in range(300)), "read")
     lines = stack_lines(deep, "io")
-    assert lines[0].startswith("_start > main > … ")
+    assert lines[0].startswith("main > [unknown] ×300 > … ")
     elided = int(lines[0].split("… ")[1].split(" ")[0])
     parts = [p for line in lines for p in line.removesuffix(" >").split(" > ")]
-    assert elided + len(parts) - 2 == len(deep)
+    assert elided + 300 + len(parts) - 3 == len(deep) - 1  # _start left out

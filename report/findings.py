@@ -1,0 +1,255 @@
+"""What a report found, in plain words: a short ranked list of statements, each with its
+figure, the evidence behind it and the page view that shows it.
+
+* Read from the summary (``report.summary.build_summary``) and, for hot code, the profile's
+  on-CPU stacks; every output (the page, the text report, ``summary.json``, the collect's
+  last lines) shows the same list.
+* The rules are the rows of ``RULES``: a finding of a kind is made when its share of the
+  threads' time reaches the row's threshold.  Idle threads (mostly in an idle poll: waiting
+  for work) are left out of every other finding and named once, last.
+* Ranked by the thread time each finding accounts for; at most ``MAX_FINDINGS``.
+* Threads are named by group (``consumer-* ×8``: ``wallflame.threadgroups``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import IO, Any
+from urllib.parse import quote
+
+from wallflame.profile import ON, Profile
+from wallflame.report.summary import build_summary, seconds, user_frames
+from wallflame.threadgroups import group_label
+from wallflame.waitclasses import LOCK_CLASSES
+
+#: The classes of waits on a lock: glibc's (read by the lock sampler) and a server's own
+#: (``lock``: a row, table or metadata lock, named by the wait rules).
+WAIT_ON_LOCK = (*LOCK_CLASSES, "lock")
+#: At most this many findings are listed.
+MAX_FINDINGS = 7
+#: A thread whose idle-poll time is at least this share of its time is idle.
+IDLE_SHARE = 0.5
+#: At most this many functions are named as hot code.
+HOT_FUNCTIONS = 3
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of finding: its heading and the share of the (non-idle) threads' time from
+    which it is reported."""
+
+    kind: str
+    heading: str
+    min_share: float
+
+
+#: Every kind of finding, in the order they are tried; the list is ranked afterwards.
+RULES = (
+    Rule("lock", "Lock contention", 0.05),
+    Rule("waits", "Waiting for a lock", 0.05),
+    Rule("cpu", "CPU saturation", 0.20),
+    Rule("hot", "Hot code", 0.10),
+    Rule("io", "Waiting on I/O", 0.10),
+    Rule("cost", "The profiler's own cost", 0.01),
+    Rule("idle", "Idle threads", 0.0),
+)
+RULE = {r.kind: r for r in RULES}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One statement: ``text`` with its figure, ``evidence`` (what it rests on), ``seconds``
+    (the thread time it accounts for: the rank) and ``view`` (the page's address fragment
+    that shows it: ``q=`` a search, ``view=`` on- or off-CPU)."""
+
+    kind: str
+    heading: str
+    text: str
+    evidence: str
+    seconds: float
+    view: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _wall(row: dict[str, Any]) -> float:
+    return float(row["on_cpu_s"]) + float(row.get("runnable_s", 0.0)) + float(row["off_cpu_s"])
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if x >= 0.01 else f"{100 * x:.1f}%"
+
+
+def _view(search: str = "", view: str = "both") -> str:
+    q = quote(search, safe="", errors="backslashreplace")
+    return f"view={view}&threads=group" + (f"&q={q}" if search else "")
+
+
+def lock_name(lock: str) -> str:
+    """A lock as a reader names it: its symbol (``g_mutex_queue+0x28``) when it has one, else
+    its address."""
+    sym = lock.partition("<")[2].rpartition(">")[0]
+    return sym or lock
+
+
+def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
+    """The threads that mostly waited for work: an idle poll for ``IDLE_SHARE`` of their
+    time."""
+    return {int(r["tid"]) for r in rows
+            if _wall(r) > 0 and float(r["wait"].get("poll", 0.0)) >= IDLE_SHARE * _wall(r)}
+
+
+def _lock_findings(summary: dict[str, Any], walls: dict[int, float]) -> list[Finding]:
+    out = []
+    for lk in summary.get("locks", []):
+        waiters = lk.get("waiters") or []
+        wall = sum(walls.get(int(w["tid"]), 0.0) for w in waiters)
+        wait = float(lk.get("wait_s", 0.0))
+        if not wall or wait < RULE["lock"].min_share * wall:
+            continue
+        who = group_label([str(w["name"]) for w in waiters])
+        sites = [s["frame"] for s in lk.get("call_sites", [])]
+        text = (f"{who} spent {_pct(wait / wall)} of their time ({wait:.2f} s) waiting for "
+                f"{lk.get('kind', 'lock')} {lock_name(str(lk['lock']))}")
+        if sites:
+            text += f", taken in {sites[0]}"
+        held = lk.get("held_confirmed") or {}
+        evidence = f"{lk.get('observations', 0)} observations of the lock"
+        if lk.get("holders"):
+            frames = str(lk["holders"][0]["stack"]).split(";")
+            start = max((i for i, f in enumerate(frames) if f in set(sites)), default=0)
+            text += "; held in " + " → ".join(frames[start:])
+            evidence = (f"{held.get('count', 0)} of {held.get('of', 0)} observations caught "
+                        "its holder")
+        rel = (lk.get("released_from") or {}).get("sites") or []
+        if rel:
+            text += f"; released from {rel[0]['frame']}"
+        out.append(Finding("lock", RULE["lock"].heading, text, evidence, wait,
+                           _view(sites[0] if sites else "")))
+    return out
+
+
+def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Finding]:
+    """Lock waits a server's rules name (``lock: ProcSleep``, ``rwlock: LWLock LockManager``,
+    ``lock: InnoDB row lock``): a wait the lock sampler cannot read, by the rule that named it."""
+    out = []
+    for row in summary.get("wait_labels", []):
+        s = float(row.get("s", 0.0))
+        if row.get("class") not in WAIT_ON_LOCK or not row.get("label") or not wall or \
+                s < RULE["waits"].min_share * wall:
+            continue
+        label = f"{row['class']}: {row['label']}"
+        text = (f"threads waited {_pct(s / wall)} of their time ({s:.2f} s) in {label}")
+        out.append(Finding("waits", RULE["waits"].heading, text,
+                           "off-CPU stacks the wait rules name", s, _view(str(row["label"]))))
+    return out
+
+
+def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
+    wall = sum(_wall(r) for r in busy)
+    waiting = [r for r in busy if float(r.get("runnable_s", 0.0)) > 0]
+    runnable = sum(float(r.get("runnable_s", 0.0)) for r in waiting)
+    if not wall or runnable < RULE["cpu"].min_share * wall:
+        return []
+    on = sum(float(r["on_cpu_s"]) for r in busy)
+    most = sorted(waiting, key=lambda r: -float(r["runnable_s"]))
+    top = [r for r in most if float(r["runnable_s"]) >= 0.1 * float(most[0]["runnable_s"])]
+    text = (f"{group_label([str(r['name']) for r in top])} waited for a CPU "
+            f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
+            "on a CPU): the machine's CPUs were busy")
+    return [Finding("cpu", RULE["cpu"].heading, text,
+                    "the scheduler's run-queue time of each thread", runnable,
+                    _view("runnable"))]
+
+
+def _hot_findings(profile: Profile, busy: set[int], total_on: float) -> list[Finding]:
+    if total_on <= 0:
+        return []
+    by_fn: dict[str, float] = defaultdict(float)
+    threads: dict[str, set[str]] = defaultdict(set)
+    for k, w in profile.stacks.items():
+        if k.state != ON or (k.tid and k.tid not in busy):
+            continue
+        user = user_frames(k.frames)
+        if not user:
+            continue
+        s = seconds(w, profile.meta.unit)
+        by_fn[user[-1]] += s
+        threads[user[-1]].add(k.thread or "?")
+    out = []
+    for fn, s in heapq.nlargest(HOT_FUNCTIONS, by_fn.items(), key=lambda kv: kv[1]):
+        if s < RULE["hot"].min_share * total_on:
+            break
+        text = (f"{fn} ran {_pct(s / total_on)} of the on-CPU time ({s:.2f} s), in "
+                f"{group_label(sorted(threads[fn]))}")
+        out.append(Finding("hot", RULE["hot"].heading, text,
+                           "perf's on-CPU samples, by the function they were taken in", s,
+                           _view(fn, "on")))
+    return out
+
+
+def _io_finding(busy: list[dict[str, Any]]) -> list[Finding]:
+    wall = sum(_wall(r) for r in busy)
+    io = sum(float(r["wait"].get("io", 0.0)) for r in busy)
+    if not wall or io < RULE["io"].min_share * wall:
+        return []
+    who = [r for r in busy if float(r["wait"].get("io", 0.0)) > 0.1 * io]
+    text = (f"{group_label([str(r['name']) for r in who])} waited on I/O "
+            f"{_pct(io / wall)} of their time ({io:.2f} s)")
+    return [Finding("io", RULE["io"].heading, text, "off-CPU stacks classified as I/O", io,
+                    _view("", "off"))]
+
+
+def _cost_finding(summary: dict[str, Any], wall: float) -> list[Finding]:
+    stopped = float((summary.get("tracer_stops") or {}).get("total_s", 0.0))
+    if not wall or stopped < RULE["cost"].min_share * wall:
+        return []
+    text = (f"the collect stopped the target's threads for {stopped:.2f} s "
+            f"({_pct(stopped / wall)} of their time) to read their stacks")
+    return [Finding("cost", RULE["cost"].heading, text, "the tracer's own timing of its stops",
+                    stopped, _view())]
+
+
+def _idle_finding(idle: list[dict[str, Any]]) -> list[Finding]:
+    if not idle:
+        return []
+    s = sum(float(r["wait"].get("poll", 0.0)) for r in idle)
+    text = (f"{group_label([str(r['name']) for r in idle])} mostly waited for work (idle "
+            f"poll, {s:.2f} s): not a problem, and left out of the findings above")
+    return [Finding("idle", RULE["idle"].heading, text, "off-CPU stacks in an idle poll", s,
+                    _view("", "off"))]
+
+
+def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
+    """The ranked findings of ``profile`` (``summary``: its ``build_summary``)."""
+    rows = [r for r in summary.get("threads", []) if r.get("tid")]
+    idle = idle_tids(rows)
+    busy = [r for r in rows if int(r["tid"]) not in idle]
+    walls = {int(r["tid"]): _wall(r) for r in rows}
+    total_on = sum(float(r["on_cpu_s"]) for r in busy)
+    found = [*_lock_findings(summary, walls), *_cpu_finding(busy),
+             *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on),
+             *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
+             *_io_finding(busy), *_cost_finding(summary, sum(walls.values()))]
+    found.sort(key=lambda f: -f.seconds)
+    last = _idle_finding([r for r in rows if int(r["tid"]) in idle])
+    return [*found[:MAX_FINDINGS - len(last)], *last]
+
+
+def summarize(profile: Profile, groups: dict[Any, int] | None = None) -> dict[str, Any]:
+    """``build_summary`` with the findings under ``findings``: what ``summary.json``, the
+    ``json`` format and the page hold."""
+    s = build_summary(profile, groups)
+    s["findings"] = [f.as_dict() for f in findings(s, profile)]
+    return s
+
+
+def write(profile: Profile, out: IO[str], title: str | None) -> None:
+    """The ``json`` format's writer (``report/writers.py``): ``summary.json``'s content."""
+    json.dump(summarize(profile), out, indent=2, sort_keys=True)
+    out.write("\n")

@@ -1,0 +1,158 @@
+"""The findings' rules, one table of cases each: what is found, in what order, with what
+figure; and the thread groups they name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from wallflame.profile import OFF, ON, Meta, Profile, StackKey
+from wallflame.report.findings import MAX_FINDINGS, RULE, findings, lock_name, summarize
+from wallflame.report.text import finding_lines
+from wallflame.threadgroups import group_label, groups, name_pattern
+
+
+def row(tid: int, name: str, on: float = 0.0, runnable: float = 0.0,
+        **wait: float) -> dict[str, Any]:
+    return {"tid": tid, "name": name, "on_cpu_s": on, "runnable_s": runnable,
+            "off_cpu_s": sum(wait.values()), "wait": {"runnable": runnable, **wait}}
+
+
+def lock(wait: float, waiters: list[tuple[int, str]], caught: int = 3,
+         of: int = 10) -> dict[str, Any]:
+    return {"lock": "0x1000 <g_lock+0x28>", "kind": "mutex", "wait_s": wait, "observations": of,
+            "waiters": [{"tid": t, "name": n, "s": wait / len(waiters)} for t, n in waiters],
+            "call_sites": [{"frame": "Queue::pop", "s": wait}],
+            "held_confirmed": {"count": caught, "of": of},
+            "holders": [{"stack": "main;worker;Queue::pop;Stats::record;hash", "name": "w-1",
+                         "tid": 1}]}
+
+
+EMPTY = Profile(meta=Meta(unit="ns"))
+
+
+def kinds(summary: dict[str, Any], profile: Profile = EMPTY) -> list[str]:
+    return [f.kind for f in findings(summary, profile)]
+
+
+@pytest.mark.parametrize(("threads", "locks", "expected"), [
+    # nothing notable: no finding
+    ([row(1, "w-1", on=1.0, sleep=1.0)], [], []),
+    # a lock waited on for 5% of its waiters' time and no more: found (the threshold is inclusive)
+    ([row(1, "w-1", on=9.5, mutex=0.5)], [lock(0.5, [(1, "w-1")])], ["lock"]),
+    # under 5%: not found
+    ([row(1, "w-1", on=9.6, mutex=0.4)], [lock(0.4, [(1, "w-1")])], []),
+    # runnable 20% of the busy threads' time: CPU saturation
+    ([row(1, "w-1", on=4.0, runnable=1.0)], [], ["cpu"]),
+    ([row(1, "w-1", on=4.1, runnable=0.9)], [], []),
+    # I/O 10% of the time
+    ([row(1, "w-1", on=9.0, io=1.0)], [], ["io"]),
+    ([row(1, "w-1", on=9.1, io=0.9)], [], []),
+    # an idle thread is named last and kept out of the other rules
+    ([row(1, "w-1", on=9.0, io=1.0), row(2, "listener", poll=9.0, runnable=3.0)], [],
+     ["io", "idle"]),
+    # ranked by the thread time each accounts for: the lock (3 s) before the CPU (2 s)
+    ([row(1, "w-1", on=3.0, runnable=2.0, mutex=3.0)], [lock(3.0, [(1, "w-1")])],
+     ["lock", "cpu"]),
+    ([row(1, "w-1", on=3.0, runnable=4.0, mutex=3.0)], [lock(3.0, [(1, "w-1")])],
+     ["cpu", "lock"]),
+])
+def test_the_rules_find_what_reaches_their_thresholds(
+        threads: list[dict[str, Any]], locks: list[dict[str, Any]], expected: list[str]) -> None:
+    assert kinds({"threads": threads, "locks": locks}) == expected
+
+
+@pytest.mark.parametrize(("label", "seconds", "expected"), [
+    ({"class": "lock", "label": "ProcSleep"}, 0.5, ["waits"]),
+    ({"class": "lock", "label": "ProcSleep"}, 0.4, []),
+    ({"class": "rwlock", "label": "LWLock LockManager"}, 1.0, ["waits"]),
+    ({"class": "mutex", "label": ""}, 1.0, []),  # glibc's: the lock sampler's, not a rule's
+    ({"class": "poll", "label": "client read"}, 5.0, []),  # idle, not a lock
+])
+def test_a_wait_the_rules_name_as_a_lock(label: dict[str, Any], seconds: float,
+                                         expected: list[str]) -> None:
+    s = {"threads": [row(1, "postgres", on=10.0 - seconds, lock=seconds)], "locks": [],
+         "wait_labels": [{**label, "s": seconds}]}
+    assert kinds(s) == expected
+
+
+def test_the_thresholds_are_the_rules_table() -> None:
+    assert (RULE["lock"].min_share, RULE["cpu"].min_share, RULE["io"].min_share) == \
+        (0.05, 0.20, 0.10)
+
+
+def test_a_lock_finding_names_the_group_the_lock_the_call_site_and_the_holder() -> None:
+    threads = [row(i, f"consumer-{i}", on=1.0, mutex=1.0) for i in range(1, 9)]
+    s = {"threads": threads, "locks": [lock(8.0, [(i, f"consumer-{i}") for i in range(1, 9)])]}
+    (f,) = findings(s, EMPTY)
+    assert f.text.startswith("consumer-* ×8 spent 50% of their time (8.00 s) waiting for "
+                             "mutex g_lock+0x28, taken in Queue::pop; held in Queue::pop → "
+                             "Stats::record → hash")
+    assert f.evidence == "3 of 10 observations caught its holder"
+    assert "q=Queue%3A%3Apop" in f.view
+
+
+def test_hot_code_is_the_user_function_a_sample_was_taken_in() -> None:
+    p = Profile(meta=Meta(unit="ns"))
+    p.add(StackKey(("main", "work", "hash"), 1, "w-1", 0, ON), 8 * 10**9)
+    p.add(StackKey(("main", "work", "write", "entry_SYSCALL_64", "ksys_write"), 1, "w-1", 0, ON),
+          2 * 10**9)
+    p.add(StackKey(("main", "nanosleep"), 1, "w-1", 0, OFF, "sleep"), 10**9)
+    s = {"threads": [row(1, "w-1", on=10.0, sleep=1.0)], "locks": []}
+    hot = [f for f in findings(s, p) if f.kind == "hot"]
+    assert [f.text for f in hot] == ["hash ran 80% of the on-CPU time (8.00 s), in w-1",
+                                     "write ran 20% of the on-CPU time (2.00 s), in w-1"]
+
+
+def test_at_most_max_findings() -> None:
+    threads = [row(i, f"t{i}x", on=1.0, mutex=1.0, io=1.0, runnable=1.0) for i in range(1, 21)]
+    locks = [{**lock(1.0, [(i, f"t{i}x")]), "lock": f"0x{i}"} for i in range(1, 21)]
+    assert len(findings({"threads": threads, "locks": locks}, EMPTY)) == MAX_FINDINGS
+
+
+@pytest.mark.parametrize(("name", "pattern"), [
+    ("consumer-3", "consumer-*"), ("worker12", "worker*"), ("pool 7", "pool *"),
+    ("mariadbd", "mariadbd"), ("42", "42"), ("", ""), ("a1b", "a1b"),
+])
+def test_name_pattern(name: str, pattern: str) -> None:
+    assert name_pattern(name) == pattern
+
+
+@pytest.mark.parametrize(("names", "label"), [
+    ([f"consumer-{i}" for i in range(8)], "consumer-* ×8"),
+    (["consumer-1", "producer"], "consumer-1 and producer"),
+    ([*[f"c-{i}" for i in range(3)], "p", "q", "r"], "c-* ×3, p, q and 1 more"),
+    (["mariadbd"] * 50, "mariadbd ×50"),
+    ([], "no thread"),
+])
+def test_group_label(names: list[str], label: str) -> None:
+    assert group_label(names) == label
+
+
+def test_groups_count_every_name_once() -> None:
+    names = ["a-1", "a-2", "b", "b", "c9"]
+    assert sum(n for _, n in groups(names)) == len(names)
+
+
+@pytest.mark.parametrize(("lock", "name"), [
+    ("0x55ab8e245328 <g_mutex_queue+0x28>", "g_mutex_queue+0x28"),
+    ("0x7f00deadbeef", "0x7f00deadbeef"),
+])
+def test_lock_name(lock: str, name: str) -> None:
+    assert lock_name(lock) == name
+
+
+def test_hostile_names_in_findings_are_made_visible_in_text() -> None:
+    evil = "w\x1b[31m-1\u202e"
+    s = {"threads": [row(1, evil, on=1.0, mutex=1.0)], "locks": [lock(1.0, [(1, evil)])]}
+    lines = finding_lines(findings(s, EMPTY))
+    assert lines and not any("\x1b" in ln or "\u202e" in ln for ln in lines)
+
+
+def test_summarize_holds_the_findings_as_data() -> None:
+    p = Profile(meta=Meta(unit="ns", window_ns=10**10))
+    p.add(StackKey(("main", "read"), 1, "w-1", 0, OFF, "io"), 10**10)
+    s = summarize(p)
+    assert [f["kind"] for f in s["findings"]] == ["io"]
+    assert set(s["findings"][0]) == {"kind", "heading", "text", "evidence", "seconds", "view"}
