@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, Redis  # noqa: E402
 from wallflame import finish  # noqa: E402
-from wallflame.fold.perf import sampled_switches  # noqa: E402
+from wallflame.fold.perf import sched_passes  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
 
@@ -62,12 +62,12 @@ def gaps(run: Path) -> dict[int, float]:
 def without_lag(run: Path, into: Path) -> dict[int, float]:
     """The same run finished again with no lag applied."""
     shutil.copytree(run / "raw", into / "raw")
-    keep = sampled_switches.LAG_MIN_SWITCH_INS
-    sampled_switches.LAG_MIN_SWITCH_INS = 1 << 62
+    keep = sched_passes.LAG_MIN_SWITCH_INS
+    sched_passes.LAG_MIN_SWITCH_INS = 1 << 62
     try:
         finish.finish(into)
     finally:
-        sampled_switches.LAG_MIN_SWITCH_INS = keep
+        sched_passes.LAG_MIN_SWITCH_INS = keep
     return gaps(into)
 
 

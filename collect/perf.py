@@ -485,7 +485,7 @@ def script_command(chunk: Path, sched: bool, pid: int | str | None = None,
     the copy is there.  ``inline``: inlined frames resolved (``CollectOptions.inline_frames``);
     without, perf does not run ``addr2line``.  ``switches``: the scheduler's switch records
     printed too (without: they are read from the chunk itself,
-    ``wallflame.fold.perf.sampled_switches.read_switches``)."""
+    ``wallflame.fold.perf.sched_reader.read_switches``)."""
     cmd = [perf_path(), "script", "-i", str(chunk), "--show-lost-events"]
     if not inline:
         cmd.append("--no-inline")

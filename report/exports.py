@@ -16,10 +16,10 @@ def add_run_facts(profile: Profile, paths: Iterable[str]) -> None:
     ``load_run_dir`` keeps only the profile's metadata."""
     for path in paths:
         if is_run_dir(path):
+            from wallflame.metaextra import add_missing
             from wallflame.rundir import read_meta  # its records: only for a run directory
 
-            for key, value in read_meta(path).facts().items():
-                profile.meta.extra.setdefault(key, value)
+            add_missing(profile.meta.extra, read_meta(path).facts())
 
 
 def write_report(profile: Profile, fmt: str, output: str, title: str | None = None) -> None:

@@ -10,12 +10,11 @@ length capped) so the page informs with JavaScript blocked.
 
 from __future__ import annotations
 
-import heapq
 import json
 import re
+from collections.abc import Mapping
 from contextlib import suppress
 from functools import lru_cache
-from operator import itemgetter
 from typing import IO, TYPE_CHECKING, Any
 
 import wallflame
@@ -24,10 +23,11 @@ from wallflame.amounts import SECONDS, percent, readable
 from wallflame.classify import wait_label as sub_label
 from wallflame.output import write_bytes
 from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Profile, StackKey
-from wallflame.report.findings import summarize
+from wallflame.report.findings import idle_tids, summarize
 from wallflame.report.page_assets import page_assets, templates_dir
 from wallflame.report.pageruntime import Markup, escape
 from wallflame.report.palette import swatch_css
+from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
 from wallflame.waitclasses import BY_NAME, FALLBACK, page_table
 
@@ -224,15 +224,23 @@ def _wait_class(key: StackKey) -> str:
     return key.wait if key.wait in WAIT_CLASSES else FALLBACK
 
 
-def _top_stacks(profile: Profile, unit: str) -> list[dict[str, Any]]:
+def _top_stacks(profile: Profile, unit: str, idle: set[int]) -> list[dict[str, Any]]:
+    """The heaviest stacks, threads of one group together and idle threads left out
+    (``report.topstacks``), each root first: the user's frames, then the kernel's folded."""
     scale = 1e-9 if unit == SECONDS else 1.0
     total = profile.total()
-    top = heapq.nlargest(TOP_STACKS, profile.stacks.items(), key=itemgetter(1))
-    return [{"thread": k.thread, "tid": k.tid, "cls": _wait_class(k) if k.state == OFF else "on",
-             "label": sub_label(k.frames, k.wait) if k.state == OFF else "",
-             "lock": k.lock, "s": w * scale, "share": percent(w, total),
-             "frames": list(reversed(k.frames[-8:])), "more": max(len(k.frames) - 8, 0)}
-            for k, w in top]
+    out = []
+    for row in top_rows(profile, TOP_STACKS, idle):
+        k = row.key
+        label = sub_label(k.frames, k.wait) if k.state == OFF else ""
+        runs, nk = stack_runs(k.frames)
+        items = [f + (f" ×{n}" if n > 1 else "") for f, n in runs]
+        items += kernel_item(nk, (f"{k.wait}: {label}" if label else k.wait)
+                             if k.state == OFF else "")
+        out.append({"thread": row.threads, "cls": _wait_class(k) if k.state == OFF else "on",
+                    "label": label, "lock": k.lock, "s": row.weight * scale,
+                    "share": percent(row.weight, total), "frames": items})
+    return out
 
 
 def _min_observations(profile: Profile) -> int:
@@ -256,7 +264,7 @@ def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _memory(extra: dict[str, Any]) -> dict[str, Any] | None:
+def _memory(extra: Mapping[str, Any]) -> dict[str, Any] | None:
     mem = extra.get("memory")
     if not isinstance(mem, dict):
         return None
@@ -356,7 +364,7 @@ def _commands(value: Any) -> list[str]:
     return out
 
 
-def _details(extra: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+def _details(extra: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     """Scalar facts each collector recorded (``extra["pmp"]["backend"]`` and the like)."""
     out = []
     for name, value in sorted(extra.items()):
@@ -375,6 +383,7 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
     m = profile.meta
     unit = summary["unit"]
     rows = _bars(summary["threads"], summary["window_s"])
+    idle = idle_tids(summary["threads"])
     return {
         "data": embedded_data(profile, max_nodes), "summary": summary, "unit": unit,
         "threads": rows, "groups": _groups(summary["threads"]),
@@ -382,7 +391,9 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "no_off": not any(g.state == OFF for g in groups),
         "no_on": not any(g.state != OFF for g in groups),
         "locks": _locks(summary), "unidentified": summary.get("unidentified_lock_waits") or [],
-        "min_observations": _min_observations(profile), "top": _top_stacks(profile, unit),
+        "min_observations": _min_observations(profile),
+        "top": _top_stacks(profile, unit, idle),
+        "idle": [r["name"] for r in summary["threads"] if r["tid"] in idle],
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,
         "commands": _commands(m.extra.get("commands")),

@@ -4,7 +4,6 @@ from the target reaches the terminal) and cut to fit."""
 
 from __future__ import annotations
 
-import heapq
 import textwrap
 from typing import IO, Any
 
@@ -12,9 +11,10 @@ from wallflame.amounts import SECONDS, column
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.findings import Finding, findings, idle_tids
-from wallflame.report.summary import build_summary, user_frames
+from wallflame.report.summary import build_summary
+from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import visible
-from wallflame.threadgroups import group_label, merge_rows, name_pattern
+from wallflame.threadgroups import group_label, merge_rows
 from wallflame.waitclasses import FALLBACK, WAIT_TABLE
 
 TOP = 10
@@ -93,21 +93,9 @@ def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
     with the wait (``[kernel 9: lock: ProcSleep]``), wrapped into at most ``max_lines`` lines of
     ``width`` columns.  When they do not fit, the frames nearest the root after the first two
     give way (``… 12 frames …``): what was waited on, and by whom, is at the other end."""
-    user = user_frames(frames)
-    nk = len(frames) - len(user)
-    user = user[_runtime_root(user):]
-    runs: list[tuple[str, int]] = []  # (text, how many frames it stands for)
-    for f in user:
-        if runs and runs[-1][0] == f:
-            runs[-1] = (f, runs[-1][1] + 1)
-        else:
-            runs.append((f, 1))
+    runs, nk = stack_runs(frames)
     items = [(_cut(f, NAME_WIDTH) + (f" ×{n}" if n > 1 else ""), n) for f, n in runs]
-    tail = []
-    if nk:
-        tail.append(f"[kernel {nk}{': ' + wait if wait else ''}]")
-    elif wait:
-        tail.append(f"[{wait}]")
+    tail = kernel_item(nk, wait)
     texts = [t for t, _ in items] + tail
     lines = _wrap(texts, width)
     if len(lines) <= max_lines:
@@ -123,26 +111,9 @@ def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
             best, lo = trial, mid + 1
         else:
             hi = mid - 1
-    return best or _wrap([*texts[:keep_root], _elided(len(user) - keep_root), *tail],
+    shown = sum(n for _, n in runs)
+    return best or _wrap([*texts[:keep_root], _elided(shown - keep_root), *tail],
                          width)[:max_lines]
-
-
-#: The frames every thread starts in (the C library's and the thread library's), left out at
-#: a stack's root: what the thread itself runs comes after them.
-RUNTIME_ROOT = frozenset({"_start", "__libc_start_main", "__libc_start_call_main",
-                          "__libc_start_main_impl", "clone", "clone3", "start_thread",
-                          "__clone", "__clone3", "thread_start"})
-
-
-def _runtime_root(user: tuple[str, ...]) -> int:
-    """How many frames at the root of ``user`` are the runtime's: those of ``RUNTIME_ROOT``,
-    and a shared library without a symbol among them (``[libstdc++.so.6]``: its thread
-    trampoline); never all of them."""
-    i = 0
-    while i < len(user) - 1 and (user[i] in RUNTIME_ROOT or
-                                 (i and user[i].startswith("[lib") and ".so" in user[i])):
-        i += 1
-    return i
 
 
 def _elided(n: int) -> str:
@@ -165,31 +136,19 @@ def _wrap(items: list[str], width: int) -> list[str]:
 
 
 def _top(profile: Profile, idle: set[int], out: IO[str]) -> None:
-    """The heaviest stacks, those of threads of one group (``consumer-* ×8``) with the same
-    frames and state added together; idle threads' stacks left out."""
     total = profile.total() or 1
     unit = profile.meta.unit
-    rows: dict[tuple[Any, ...], list[Any]] = {}  # (pattern, state, wait, frames) -> [w, tids, k]
-    for k, w in profile.stacks.items():
-        if k.tid in idle:
-            continue
-        row = rows.setdefault((name_pattern(k.thread or "?"), k.state, k.wait, k.frames),
-                              [0, set(), k])
-        row[0] += w
-        row[1].add((k.tid, k.thread))
-    for w, tids, k in heapq.nlargest(TOP, rows.values(), key=lambda r: r[0]):
+    for row in top_rows(profile, TOP, idle):
+        k = row.key
         if k.state == OFF:
             cls = k.wait if k.wait in WAIT_CLASSES else FALLBACK
             sub = wait_label(k.frames, k.wait)
             state = f"{cls}: {sub}" if sub else cls
         else:
             state = "on-CPU"
-        amount = column(w, unit, "s")
-        if len(tids) > 1:
-            thread = _cut(group_label(name for _, name in tids), 24)
-        else:
-            thread = _cut(k.thread or "?", 24) + (f" ({k.tid})" if k.tid else "")
-        out.write(f"{100 * w / total:5.1f}% {amount:>10}  {_cut(state, 40)}  {thread}\n")
+        amount = column(row.weight, unit, "s")
+        out.write(f"{100 * row.weight / total:5.1f}% {amount:>10}  {_cut(state, 40)}  "
+                  f"{_cut(row.threads, 30)}\n")
         wait = state if k.state == OFF else ""
         for line in stack_lines(k.frames, wait):
             out.write(f"    {line}\n")

@@ -20,12 +20,15 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from wallflame.profile import OFF, ON, HolderKey, Loss, Meta, Profile, StackKey
 from wallflame.speedups import frame_splitter
 from wallflame.waitclasses import FALLBACK
+
+if TYPE_CHECKING:
+    from wallflame.metaextra import Extra
 
 MAGIC = "# wallflame-folded 1"
 #: The root frame's name for a thread whose name is not known.
@@ -169,7 +172,7 @@ def write(profile: Profile, out: IO[str], title: str | None) -> None:
         out.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
 
 
-def meta_from_json(d: dict[str, Any]) -> Meta:
+def meta_from_json(d: Mapping[str, Any]) -> Meta:
     m = Meta()
     m.unit = str(d.get("unit", m.unit))
     m.sources = list(d.get("sources", []))
@@ -179,7 +182,7 @@ def meta_from_json(d: dict[str, Any]) -> Meta:
     m.losses = {str(k): Loss(**v) for k, v in dict(d.get("losses", {})).items()}
     m.warnings = [str(w) for w in d.get("warnings", [])]
     m.threads = {int(k): str(v) for k, v in dict(d.get("threads", {})).items()}
-    m.extra = dict(d.get("extra", {}))
+    m.extra = cast("Extra", dict(d.get("extra", {})))  # the keys as written: readers test them
     return m
 
 

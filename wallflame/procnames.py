@@ -12,7 +12,7 @@ its thread's comm, and is counted in a warning.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from wallflame.profile import Profile
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the reports import this module, and need no record of a cap
     from wallflame.rundir import Capture
 
 #: ``meta.extra`` keys: the processes (``collect.procs.Seen`` records) and tid -> pid.
-PROCESSES = "processes"
-THREAD_PIDS = "thread_pids"
+PROCESSES: Final = "processes"
+THREAD_PIDS: Final = "thread_pids"
 
 
 def processes(cap: Capture) -> list[dict[str, Any]]:

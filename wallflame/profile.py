@@ -11,13 +11,16 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from wallflame.speedups import native
 from wallflame.waitclasses import BLOCKED_CLASSES as BLOCKED_CLASSES
 from wallflame.waitclasses import FALLBACK
 from wallflame.waitclasses import RUNNABLE as RUNNABLE  # waiting for a CPU: not blocked
 from wallflame.waitclasses import WAIT_CLASSES as WAIT_CLASSES  # the table's, in display order
+
+if TYPE_CHECKING:  # the keys' types only: a report's start-up does not build them (1 ms)
+    from wallflame.metaextra import Extra
 
 ON = "on"
 OFF = "off"
@@ -86,8 +89,8 @@ class Meta:
     losses:    kind -> Loss (lost events, truncated records, undecodable lines...).
     warnings:  human-readable, deduplicated, in order of first appearance.
     threads:   tid -> latest known thread name.
-    extra:     JSON-able data a stage passes on (e.g. ``memory`` from collect, ``pmp`` running
-               snapshot time per thread for the coverage check, ``commands``, ``tools``).
+    extra:     JSON-able data a stage passes on, one typed key each (``wallflame.metaextra``:
+               those saved in ``meta.json`` and those kept in memory only).
     """
 
     unit: str = UNIT_NS
@@ -98,7 +101,7 @@ class Meta:
     losses: dict[str, Loss] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     threads: dict[int, str] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Extra = field(default_factory=lambda: cast("Extra", {}))
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -130,8 +133,9 @@ class Meta:
         for w in other.warnings:
             self.warn(w)
         self.threads.update(other.threads)
-        for k, v in other.extra.items():
-            self.extra.setdefault(k, v)
+        extra = cast("dict[str, Any]", self.extra)  # (``metaextra.add_missing``, not imported)
+        for key, value in other.extra.items():
+            extra.setdefault(key, value)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -4,9 +4,9 @@
 reads them and writes the rest, with ``meta.json`` (a ``RunMeta``); ``report``, ``diff`` and
 ``check`` read the result.  Each record is written and read by the code below, with one set of
 defaults (the dataclasses'), so a reader never guesses differently from the writer.  Both
-carry ``version`` (``FORMAT``); a file without one was written before the field existed and
-reads as version 0, with the same defaults.  The layout (docs/design.md, "The run
-directory"):
+carry ``version`` (``FORMAT``, ``META_VERSION``); a file without one was written before the
+field existed and reads as version 0, ``meta.json`` through the reader kept for each version
+(``META_READERS``).  The layout (docs/design.md, "The run directory"):
 
     RUN/meta.json       target, commands, tool versions, window, rates, losses, pauses, warnings
     RUN/summary.json    the machine-readable result (``wallflame.report.summary``)
@@ -25,24 +25,24 @@ nothing from the stages: ``collect`` writes through it and must not depend on th
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import os
-import types
-import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast
 
 from wallflame.errors import InputError
 from wallflame.folded import meta_from_json, read_annotated
+from wallflame.metaextra import SavedExtra
 from wallflame.profile import Loss, Meta, Profile, merge_all
+from wallflame.records import plain, record_from_json
 from wallflame.runfiles import (
     BACKENDS,
     CAPTURE,
     FORMAT,
     MEMORY,
     META,
+    META_VERSION,
     OFF_CPU_MODES,
     OFFCPU,
     ONCPU,
@@ -85,45 +85,44 @@ class CollectOptions:
     """The settings a collect ran with, every one decided (``wallflame.collect.plan``: the
     rules, and what the user asked; ``docs/collecting.md``: what each costs).
 
-    duration_s:   collection window; ``None`` for a launched command: until it exits.
-    off_cpu:      where off-CPU evidence comes from (``OffCpu``).
-    pmp_backend:  the snapshot tool (``SnapshotBackend``).
-    pmp_rate_hz:  snapshots per second (``None``: no snapshots).
-    owner_rate_hz: rounds per second of the owner sampler (0: none).
-    holder_stacks: whether the owner sampler stops the owners it finds for their stacks.
-    release_sites: the target's futex wakes recorded (``collect.futexwakes``).
-    freq_hz:      perf's on-CPU sampling frequency.
-    call_graph:   perf's unwinding of on-CPU samples, ``fp`` or ``dwarf``.
-    sched_call_graph: unwinding of scheduler stacks.
-    max_pause_ms: a snapshot pausing the target longer than this halves the snapshot rate.
-    max_data_mb_per_s: the data-rate budget the scheduler stacks were sampled within
-                  (``collect.budget``); ``None``: none.
-    sched_stack_hz: scheduler call chains per second per thread; 0: every switch; ``None``:
-                  no scheduler recording.
-    sched_stack_period: the scheduler recorded on every CPU: one switch in this many per CPU
-                  carries a stack (1: every switch); ``None``: recorded per thread.
-    inline_frames: inlined frames in perf's stacks (resolved by ``addr2line``); ``None`` in a
-                  capture that does not say (read with them).
-
     The defaults are those of a collect nobody asked anything of, and what a capture that
     lacks a field is read with.
     """
 
     duration_s: float | None = 10.0
+    """Collection window (s); ``None`` for a launched command: until it exits."""
     off_cpu: OffCpu = OffCpu.BOTH
+    """Where off-CPU evidence comes from (``OffCpu``)."""
     pmp_backend: SnapshotBackend = SnapshotBackend.LIBDW
+    """The snapshot tool (``SnapshotBackend``)."""
     pmp_rate_hz: float | None = None
+    """Snapshots per second (``None``: no snapshots)."""
     owner_rate_hz: float = 20.0
+    """Rounds per second of the owner sampler (0: none)."""
     holder_stacks: bool = True
+    """Whether the owner sampler stops the owners it finds for their stacks."""
     release_sites: bool = False
+    """Whether the target's futex wakes were recorded (``collect.futexwakes``)."""
     freq_hz: int = 499
+    """perf's on-CPU sampling frequency."""
     call_graph: str = "fp"
+    """perf's unwinding of on-CPU samples, ``fp`` or ``dwarf``."""
     sched_call_graph: str = "dwarf"
+    """Unwinding of scheduler stacks."""
     max_pause_ms: float = 50.0
+    """A snapshot pausing the target longer than this halves the snapshot rate."""
     max_data_mb_per_s: float | None = None
+    """The data-rate budget the scheduler stacks were sampled within (``collect.budget``);
+    ``None``: none."""
     sched_stack_hz: float | None = None
+    """Scheduler call chains per second per thread; 0: every switch; ``None``: no scheduler
+    recording."""
     sched_stack_period: int | None = None
+    """The scheduler recorded on every CPU: one switch in this many per CPU carries a stack
+    (1: every switch); ``None``: recorded per thread."""
     inline_frames: bool | None = None
+    """Inlined frames in perf's stacks (resolved by ``addr2line``); ``None`` in a capture that
+    does not say (read with them)."""
 
     @property
     def inlined(self) -> bool:
@@ -151,11 +150,17 @@ class Window:
     perf's clock when perf recorded with ``-k mono`` (``perf_clock``)."""
 
     start_ns: int = 0
+    """When the window opened (wall clock, ns)."""
     end_ns: int = 0
+    """When the window closed (wall clock, ns)."""
     window_ns: int = 0
+    """The window's length (ns)."""
     mono_start_ns: int = 0
+    """When the window opened on ``CLOCK_MONOTONIC`` (ns)."""
     mono_end_ns: int = 0
+    """When the window closed on ``CLOCK_MONOTONIC`` (ns)."""
     perf_clock: str = ""
+    """perf's clock: ``mono`` (``-k mono``), or empty for perf's own."""
 
     def on_perf_clock(self) -> tuple[int, int] | None:
         """The window's bounds in perf's timestamps (the collect's ``CLOCK_MONOTONIC``
@@ -179,17 +184,29 @@ class SnapshotStats:
     """What the snapshot loop did (``capture.json``'s ``pmp``)."""
 
     backend: str = ""
+    """The snapshot tool used."""
     consistent: bool = False
+    """Whether each snapshot stopped all threads at once."""
     snapshots: int = 0
+    """Snapshots taken."""
     failed: int = 0
+    """Snapshots that failed."""
     errors: list[str] = field(default_factory=list)
+    """The first errors of the failed snapshots."""
     over_budget: int = 0
+    """Snapshots whose pause went over ``max_pause_ms``."""
     resumed: int = 0
+    """Snapshots after which the target had to be set running again."""
     rate_hz: float = 0.0
+    """The snapshot rate asked for."""
     final_rate_hz: float = 0.0
+    """The snapshot rate at the end."""
     attach_ms: float = 0.0
+    """The backend's start before the window (ms)."""
     pause: dict[str, Any] | None = None
+    """The target's pauses: count, median, max, total (ms)."""
     pause_measure: str = ""
+    """What the pause figures measure."""
 
 
 @dataclass
@@ -261,39 +278,95 @@ class Capture:
     @classmethod
     def from_json(cls, data: dict[str, Any], name: str = CAPTURE) -> Capture:
         problems: list[str] = []
-        cap = _record(cls, data, name, problems)
+        cap = record_from_json(cls, data, name, problems)
         cap.problems = problems
         return cap
 
 
-@dataclass
+class SavedLoss(TypedDict):
+    """A loss as ``meta.json`` keeps it (``wallflame.profile.Loss``)."""
+
+    count: int
+    """How many units of input could not be used."""
+    first_line: int
+    """The first input line concerned (0: none)."""
+    detail: str
+    """What went wrong, in words."""
+
+
+class SavedProfile(TypedDict, total=False):
+    """``meta.json`` ``profile``: the profile's metadata (``wallflame.profile.Meta``)."""
+
+    unit: str
+    """``ns`` (thread time) or ``samples``."""
+    sources: list[dict[str, Any]]
+    """One entry per input folded: path, format and what its folder adds."""
+    window_ns: int
+    """The collection window's length (0: unknown)."""
+    rates: dict[str, float]
+    """Sampling rates by collector (``perf_hz``, ``pmp_hz``)."""
+    samples: dict[str, int]
+    """Evidence counts by kind (``perf``, ``snapshots``, ``sched_switch``...)."""
+    losses: dict[str, SavedLoss]
+    """Input that could not be used, by kind."""
+    warnings: list[str]
+    """Warnings, in order of first appearance."""
+    threads: dict[str, str]
+    """Thread names by tid."""
+    extra: SavedExtra
+    """What the stages recorded besides (``wallflame.metaextra.SavedExtra``)."""
+
+
+@dataclass(frozen=True)
 class RunMeta:
     """``RUN/meta.json``: the run's facts (from its capture) and the profile's metadata
-    (rates, losses, warnings) as ``finish`` wrote them."""
+    (rates, losses, warnings) as ``finish`` wrote them; frozen.  Its JSON Schema is
+    ``wallflame/schema/meta-1.schema.json`` (``wallflame.metaschema``); its versions and
+    their readers are ``META_READERS``."""
 
-    profile: dict[str, Any] = field(default_factory=dict)
+    profile: SavedProfile = field(default_factory=SavedProfile)
+    """The profile's metadata: unit, sources, rates, samples, losses, warnings, extra."""
     target: dict[str, Any] = field(default_factory=dict)
+    """The target process as collect found it: pid, comm, exe, cmdline, start time."""
     launched: dict[str, Any] = field(default_factory=dict)
+    """A launched command: its argv, pid and exit status (empty when attached)."""
     commands: dict[str, Any] = field(default_factory=dict)
+    """The exact commands collect ran, by collector (``perf_record``, ``pmp``...)."""
     tools: dict[str, str] = field(default_factory=dict)
+    """The version of each external tool used."""
     window: Window = field(default_factory=Window)
+    """The collection window (wall clock and perf's clock)."""
     options: CollectOptions = field(default_factory=CollectOptions)
+    """The settings the collect ran with."""
     rates: dict[str, float] = field(default_factory=dict)
+    """Sampling rates by collector (the profile's ``rates``)."""
     losses: dict[str, int] = field(default_factory=dict)
+    """Input that could not be used: count by kind (the profile's ``losses``)."""
     pause: dict[str, Any] | None = None
+    """The snapshot loop's pauses of the target (``pmp.pause``); null without snapshots."""
     pmp: SnapshotStats | None = None
+    """What the snapshot loop did; ``{}`` without snapshots."""
     perf: dict[str, Any] = field(default_factory=dict)
+    """perf's report on each recording: chunks, lost chunks, exit status."""
     warnings: list[str] = field(default_factory=list)
+    """The run's warnings (the profile's ``warnings``)."""
     ended_by: str = ""
+    """How the collect ended: ``duration``, ``target exited``, ``interrupted``..."""
     owners: dict[str, Any] = field(default_factory=dict)
+    """The lock-owner sampler's report: rate, rounds, pauses, probes."""
     postprocess: dict[str, Any] = field(default_factory=dict)
+    """What folding cost and decided: budget, cost, CPU of the samplers."""
     machine: dict[str, Any] = field(default_factory=dict)
+    """How busy the rest of the machine was over the window (``collect.machine``)."""
     plan: dict[str, Any] = field(default_factory=dict)
-    version: int = FORMAT
+    """Every decision of the collect (``collect.plan.CollectPlan.to_json``)."""
+    version: int = META_VERSION
+    """The version of this record (``META_VERSION``); a file without it is version 0."""
 
     @classmethod
     def of(cls, cap: Capture, meta: Meta, postprocess: dict[str, Any]) -> RunMeta:
-        return cls(profile=meta.to_json(), target=cap.target, launched=cap.launched,
+        return cls(profile=cast(SavedProfile, meta.to_json()), target=cap.target,
+                   launched=cap.launched,
                    commands=cap.commands, tools=cap.tools, window=cap.window,
                    options=cap.options, rates=meta.rates,
                    losses={k: v.count for k, v in sorted(meta.losses.items())},
@@ -308,7 +381,7 @@ class RunMeta:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], name: str = META) -> RunMeta:
-        return _record(cls, data, name, [])
+        return record_from_json(cls, data, name, [])
 
     def facts(self) -> dict[str, Any]:
         """The run-level facts a report shows (target, exact commands, tool versions):
@@ -316,100 +389,6 @@ class RunMeta:
         return {"target": self.target, "commands": self.commands, "tools": self.tools,
                 "options": asdict(self.options), "launched": self.launched,
                 "ended_by": self.ended_by}
-
-
-def plain(value: Any) -> Any:
-    """``dataclasses.asdict`` for the records of this module: the same result (dataclasses
-    as dicts, containers copied), without copying each number and string as ``asdict``
-    does.  ``collect`` writes ``raw/capture.json`` four times a second: ``asdict`` took 1.2
-    ms of a 1.4 ms write of a 16 KB capture."""
-    kind = type(value)
-    if kind in _ATOMS:
-        return value
-    if kind is dict:
-        return {plain(k): plain(v) for k, v in value.items()}
-    if kind is list:
-        return [plain(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    return asdict(_Box(value))["value"]  # anything else exactly as asdict gives it
-
-
-_ATOMS = frozenset({str, int, float, bool, type(None)})
-
-
-@dataclass
-class _Box:
-    value: Any
-
-
-R = TypeVar("R")
-
-
-def _record(cls: type[R], data: dict[str, Any], where: str, problems: list[str]) -> R:
-    """A record from its JSON: each field of the right type taken, anything else the
-    field's default (named in ``problems``); keys the record does not know are ignored
-    (a newer minor writer), a missing ``version`` is 0."""
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if not f.init or f.name == "problems":
-            continue
-        if f.name not in data:
-            if f.name == "version":
-                values["version"] = 0
-            continue
-        ok, value = _typed(hints[f.name], data[f.name], f"{where}: {f.name}", problems)
-        if ok:
-            values[f.name] = value
-        else:
-            problems.append(f"{where}: {f.name} is not {_describe(hints[f.name])}: the "
-                            "default was used")
-    return cls(**values)
-
-
-def _typed(hint: Any, value: Any, where: str, problems: list[str]) -> tuple[bool, Any]:
-    """``value`` as ``hint`` (a record, a union with None, a scalar, a list or a dict)."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        if value == {} and type(None) in typing.get_args(hint):
-            return True, None  # an empty report: none (``pmp`` without snapshots)
-        for option in typing.get_args(hint):
-            ok, v = _typed(option, value, where, problems)
-            if ok:
-                return True, v
-        return False, None
-    if hint is type(None):
-        return value is None, None
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            return False, None
-        return True, _record(typing.cast("type[Any]", hint), value, where, problems)
-    origin = typing.get_origin(hint) or hint
-    if isinstance(origin, type) and issubclass(origin, enum.Enum):
-        try:
-            return True, origin(value)
-        except ValueError:
-            return False, None
-    if origin is bool:
-        return isinstance(value, bool), value
-    if origin is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return ok, float(value) if ok else None
-    if origin is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
-    if origin is str:
-        return isinstance(value, str), value
-    if origin is list:
-        return isinstance(value, list), value
-    if origin is dict:
-        return isinstance(value, dict), value
-    return False, None
-
-
-def _describe(hint: Any) -> str:
-    if isinstance(hint, type):
-        return hint.__name__
-    return str(hint).replace("typing.", "").replace("wallflame.rundir.", "")
 
 
 def read_capture(raw: Path) -> Capture:
@@ -434,12 +413,36 @@ def write_capture(raw: Path, cap: Capture, compact: bool = False) -> None:
 
 
 def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
+    """``RUN/meta.json`` through the reader of its version (``META_READERS``); one-line error
+    when it is unreadable, or of a version this wallflame does not know."""
     from pathlib import Path
 
     path = Path(run_dir) / META
-    meta = RunMeta.from_json(_read_dict(path, "re-run wallflame finish on the run directory"))
-    _check_version(path, meta.version)
-    return meta
+    data = _read_dict(path, "re-run wallflame finish on the run directory")
+    version = data.get("version", 0)
+    reader = META_READERS.get(version) if type(version) is int else None
+    if reader is None:
+        newer = type(version) is int and version > META_VERSION
+        raise InputError(f"{path}: format version {version!r}, this wallflame reads up to "
+                         f"{META_VERSION}", "upgrade wallflame" if newer else
+                         "re-run wallflame finish on the run directory")
+    return reader(data, str(path))
+
+
+def _meta_v0(data: dict[str, Any], where: str) -> RunMeta:
+    """A ``meta.json`` without ``version``: version 1's keys without ``machine``, ``plan``
+    and ``version``, each with version 1's meaning, so version 1's record reads it (the keys
+    it lacks at their defaults)."""
+    return dataclasses.replace(RunMeta.from_json(data, where), version=0)
+
+
+def _meta_v1(data: dict[str, Any], where: str) -> RunMeta:
+    return RunMeta.from_json(data, where)
+
+
+#: The reader of each ``meta.json`` version: a version whose keys changed keeps its reader,
+#: which maps it to the current record.
+META_READERS: dict[int, Callable[[dict[str, Any], str], RunMeta]] = {0: _meta_v0, 1: _meta_v1}
 
 
 def meta_json(meta: RunMeta) -> str:
@@ -454,9 +457,10 @@ def _read_dict(path: Path, fix: str) -> dict[str, Any]:
 
 
 def _check_version(path: Path, version: int) -> None:
+    """Refuse a capture written by a newer wallflame, in one line (exit 3)."""
     if version > FORMAT:
         raise InputError(f"{path}: format version {version}, this wallflame reads up to "
-                         f"{FORMAT}", "use a newer wallflame")
+                         f"{FORMAT}", "upgrade wallflame")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -532,6 +536,8 @@ __all__ = [
     "FORMAT",
     "MEMORY",
     "META",
+    "META_READERS",
+    "META_VERSION",
     "OFFCPU",
     "OFF_CPU_MODES",
     "ONCPU",
@@ -564,6 +570,8 @@ __all__ = [
     "OffCpu",
     "RunMeta",
     "Running",
+    "SavedLoss",
+    "SavedProfile",
     "SnapshotBackend",
     "SnapshotStats",
     "Window",

@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 
-#: The version of ``capture.json`` and ``meta.json`` this wallflame writes.
+#: The version of ``capture.json`` this wallflame writes.
 FORMAT = 1
+#: The version of ``meta.json`` this wallflame writes (``rundir.RunMeta``; docs/formats.md,
+#: "The run's record": a new key keeps it, a changed or removed key raises it).
+META_VERSION = 1
 
 # The finished run directory.
 META = "meta.json"
@@ -104,6 +107,7 @@ __all__ = [
     "FORMAT",
     "MEMORY",
     "META",
+    "META_VERSION",
     "OFFCPU",
     "OFF_CPU_MODES",
     "ONCPU",

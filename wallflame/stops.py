@@ -18,7 +18,7 @@ stopped time the scheduler saw, so the two can be checked against each other.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from wallflame.profile import OFF, RUNNABLE, Profile
 
@@ -53,12 +53,12 @@ def separate(profile: Profile, cause: str) -> int:
 
 
 #: ``meta.extra`` key of a fold: each thread's stops as the tracer timed them (``add_stops``).
-MEASURED_STOPS = "measured_stops"
+MEASURED_STOPS: Final = "measured_stops"
 #: ``meta.extra`` key (popped by ``wallflame.finish`` before anything is written) of the
 #: snapshots' blocked threads at the instant each was stopped: ``[[tid, mono_ns, frames
 #: (root first), kernel state], ...]``, which the scheduler's split gives the interval the stop
 #: ended and the one it restarted (``SampledSched.marks``).
-STOP_MARKS = "stop_marks"
+STOP_MARKS: Final = "stop_marks"
 
 
 def add_stops(acc: dict[int, list[float]], raw: Any) -> None:

@@ -4,7 +4,7 @@ a stack, on a run that has a stack at every switch (so that the exact split is k
 The run's scheduler intervals are read as ``wallflame finish`` reads them.  Then, for each N
 and each of N phases, one blocked interval in N of each thread keeps its stack (standing for
 N) and the others lose it, and the split is made again by the code ``finish`` runs
-(``SampledSched._clip`` and ``_blocked_split``), three ways:
+(``SampledSched._clip`` and ``sched_split.blocked_split``), three ways:
 
 * ``pooled``: every sampled interval stands for its thread's others, in proportion to period x
   duration (the split before the stops were used);
@@ -12,7 +12,8 @@ N) and the others lose it, and the split is made again by the code ``finish`` ru
   stack, and the rest is split as ``pooled`` (needs a run whose ``snapshots.log`` has the
   stops' instants);
 * ``strata``: the default: as ``marks``, then the rest stratum by stratum of the intervals'
-  durations, over the sampled and the known intervals of each stratum (``_split_strata``).
+  durations, over the sampled and the known intervals of each stratum
+  (``sched_split.split_strata``).
 
 Printed per N: the error of the per-class totals of the threads with a stack (in points of
 their blocked time; mean and largest over the phases), and the median over threads of each
@@ -39,6 +40,7 @@ from wallflame import stops  # noqa: E402
 from wallflame.finish import _fold, _fold_chunks, _snapshot_format, logs  # noqa: E402
 from wallflame.fold import FoldOptions  # noqa: E402
 from wallflame.fold.perf import sampled_switches as ss  # noqa: E402
+from wallflame.fold.perf import sched_split  # noqa: E402
 from wallflame.profile import Profile  # noqa: E402
 from wallflame.rundir import SNAPSHOT_LOG, read_capture  # noqa: E402
 from wallflame.timeline import LOG_BLOCKED  # noqa: E402
@@ -52,13 +54,13 @@ def splits(sched: ss.SampledSched, how: str) -> dict[int, tuple[dict[str, int], 
             continue
         if how == "pooled":
             parts = sorted(th.stacks.items())
-            split = ss._split_blocked(parts, th.blocked, 0) if th.sampled_weight else []
+            split = sched_split.split_blocked(parts, th.blocked, 0) if th.sampled_weight else []
         elif how == "marks":
             strata, th.strata = th.strata, None  # the split without the strata
-            split, _ = ss._blocked_split(th)
+            split, _ = sched_split.blocked_split(th)
             th.strata = strata
         else:
-            split, _ = ss._blocked_split(th)
+            split, _ = sched_split.blocked_split(th)
         per: dict[str, int] = {}
         for key, ns in split:
             c = sched._class_of(key)

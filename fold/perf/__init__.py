@@ -5,7 +5,8 @@ folding of large files; ``state``: the line-by-line path and the tables both pat
 ``lines``: parsing one line (headers, frames, event names); ``meta``: what a capture says about
 itself (counts, unit, stack quality); ``switches``: ``sched_switch`` records to exact off-CPU
 time; ``sampled_switches``: a scheduler capture whose call chains are a sample of the switches
-(what ``collect`` records), to exact blocked and run-queue time.
+(what ``collect`` records), to exact blocked and run-queue time, with ``sched_reader``,
+``sched_thread``, ``sched_passes``, ``sched_clip``, ``sched_stops`` and ``sched_split``.
 
 This module is the folder interface (``NAME``, ``detect``, ``fold``) ``wallflame.fold`` expects.
 """

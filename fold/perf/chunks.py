@@ -18,12 +18,10 @@ from typing import IO, Any
 
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.reader import fold_stream
-from wallflame.fold.perf.sampled_switches import (
-    BIN_NS,
-    UNSAMPLED,
-    SampledSched,
-    read_switches,
-)
+from wallflame.fold.perf.sampled_switches import SampledSched
+from wallflame.fold.perf.sched_reader import read_switches
+from wallflame.fold.perf.sched_split import BIN_NS
+from wallflame.names import UNSAMPLED
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, SCHED_BINS, WAKE_STEM, Capture
 from wallflame.strata import shares

@@ -91,25 +91,20 @@ def _fold_into(st: PerfState, f: _Reader) -> int:
             if buf:
                 line_no = _last(st, buf, line_no)
             break
-        if st.native is not None and b"\n\n" in buf:
+        if b"\n\n" in buf:  # the records up to the last blank line (the rest: not complete)
             line_no, pos = _batch_native(st, buf, line_no)
             carry = buf[pos:] + data
             continue
-        recs = buf.split(b"\n\n")
-        if len(recs) == 1:
-            if len(buf) <= CHUNK:
-                carry = buf + data
-                continue
-            cut = buf.rfind(b"\n")  # one huge record: hand its complete lines to the slow path
-            if cut < 0:
-                carry = buf + data
-                continue
-            st.slow_lines(buf[:cut], line_no, end=False)
-            line_no += buf.count(b"\n", 0, cut) + 1
-            carry = buf[cut + 1:] + data
+        if len(buf) <= CHUNK:
+            carry = buf + data
             continue
-        carry = recs.pop() + data  # after the last blank line: not complete yet
-        line_no = _batch(st, recs, line_no)
+        cut = buf.rfind(b"\n")  # one huge record: hand its complete lines to the slow path
+        if cut < 0:
+            carry = buf + data
+            continue
+        st.slow_lines(buf[:cut], line_no, end=False)
+        line_no += buf.count(b"\n", 0, cut) + 1
+        carry = buf[cut + 1:] + data
     return line_no
 
 
@@ -328,13 +323,10 @@ def _batch(st: PerfState, recs: list[bytes], line_no: int) -> int:
 
 
 def _fast(st: PerfState, recs: list[bytes], ln: int) -> int:
-    """The hot loop: natively when the native module is there, else in Python (the same
-    result either way).  Notes the times of the first and the last record folded here."""
-    if st.native is not None:
-        buf = b"\n\n".join(recs) + b"\n\n"  # records never end with a newline
-        ln, first, last, _ = _native(st, buf, 0, ln)
-    else:
-        ln, first, last = _python(st, recs, ln)
+    """The hot loop (``_native``).  Notes the times of the first and the last record
+    folded here."""
+    buf = b"\n\n".join(recs) + b"\n\n"  # records never end with a newline
+    ln, first, last, _ = _native(st, buf, 0, ln)
     _note(st, first, last)
     return ln
 
@@ -378,7 +370,6 @@ def _native(st: PerfState, buf: bytes, pos: int, ln: int) -> tuple[int, bytes, b
     from wallflame.fold.perf.state import EVENT_SHIFT, LINE_BITS
 
     folder = st.native
-    assert folder is not None
     max_stacks = 1 << (EVENT_SHIFT - LINE_BITS)
     first = last = b""
     while True:
@@ -412,7 +403,8 @@ def _native(st: PerfState, buf: bytes, pos: int, ln: int) -> tuple[int, bytes, b
 
 
 def _python(st: PerfState, recs: list[bytes], ln: int) -> tuple[int, bytes, bytes]:
-    """The hot loop in Python.
+    """The records of a batch while scheduler intervals are open (``_native`` hands them
+    over: the only path for them, since it notes which threads run).
 
     A header reads ``<thread part> <time>: <period> <event>:``.  Everything after its first
     ``": "`` (period, event and the frame block) is looked up whole; failing that, the frame

@@ -84,8 +84,8 @@ class PerfState:
         self.cur_frames: list[str] = []
         self.cur_line = 0
         self.skipping = False
-        # the native fast path (None without the native module)
-        self.native = native.PerfFolder() if native is not None else None
+        # the native fast path (``wallflame.fold.perf.reader._native``)
+        self.native = native.PerfFolder()
         self.shared: dict[str, str] = {}
         self.valid_headers: dict[bytes, bool] = {}
 
@@ -275,7 +275,6 @@ class PerfState:
     def native_header(self, key: bytes, rec: bytes) -> None:
         """Teach the native path what headers like the one of ``rec`` are (``key``: the
         header with its time and period digits as zeros: they decide nothing else)."""
-        assert self.native is not None
         hdr = rec.partition(b"\n")[0]
         common = self.common_header(hdr)
         if common is None:
@@ -288,7 +287,6 @@ class PerfState:
     def native_name(self, key: bytes, raw: bytes) -> None:
         """Teach the native path the name of frame lines with this ``key`` (``raw``: one of
         them), one shared string per name."""
-        assert self.native is not None
         name = self.frame(raw)
         if name is not None:
             if len(self.shared) >= MAX_LINES:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
@@ -18,6 +19,8 @@ from wallflame.collect.owners import ProcReader
 from wallflame.collect.packed import unpacked
 from wallflame.collect.perf import data_chunks, script_command
 from wallflame.collect.target import thread_states, tracer_of
+from wallflame.metaextra import SavedExtra
+from wallflame.metaschema import SCHEMA_PATH
 from wallflame.rundir import SNAPSHOTS_MAGIC as LOG_MAGIC
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
@@ -44,6 +47,10 @@ def test_collect_pid_writes_complete_run_dir(live: None, sample_bin: Path,
         assert {meta["perf"][s]["kallsyms"] for s in ("perf", "sched", "wake")} == {
             "raw" if os.geteuid() == 0 else "proc"}
         assert meta["pmp"]["backend"] == "libdw" and meta["pmp"]["consistent"] is False
+        # the record holds to its schema, and profile.extra saves no key kept in memory only
+        schema = json.loads(SCHEMA_PATH.read_text())
+        assert list(jsonschema.Draft202012Validator(schema).iter_errors(meta)) == []
+        assert set(meta["profile"]["extra"]) <= set(SavedExtra.__annotations__)
         from wallflame.fold import load_inputs
 
         sources = load_inputs([str(run)]).meta.sources  # libdw writes eu-stack's text

@@ -19,14 +19,11 @@ from wallflame.collect import perf
 from wallflame.collect.packed import unpacked
 from wallflame.collect.safety import tool_env
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf import sampled_switches
-from wallflame.fold.perf.sampled_switches import SampledSched, read_switches
+from wallflame.fold.perf.sampled_switches import SampledSched
+from wallflame.fold.perf.sched_reader import read_switches
 from wallflame.profile import Profile
 
-pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live"), pytest.mark.skipif(
-    sampled_switches.PASSES is None or
-    getattr(sampled_switches.PASSES, "perf_switches", None) is None,
-    reason="the native module is not built")]
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
 
 def read(chunks: list[Path], from_file: bool, at_start: list[int]) -> SampledSched:

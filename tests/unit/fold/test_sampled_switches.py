@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from wallflame.collect import budget
 from wallflame.collect.perf import data_chunks
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf.sampled_switches import BIN_NS, UNSAMPLED, SampledSched, _level
+from wallflame.fold.perf.sampled_switches import SampledSched
+from wallflame.fold.perf.sched_passes import _level
+from wallflame.fold.perf.sched_split import BIN_NS
+from wallflame.names import UNSAMPLED
 from wallflame.profile import OFF, RUNNABLE, Profile
 
 PID = 100
@@ -557,7 +560,7 @@ def test_clipped_sum_of_pairs_in_order(gaps: list[int], first: int,
                                        window: tuple[int, int] | None) -> None:
     """A thread's on-CPU pairs, one after the other (zero-length ones and pairs touching
     included): summed by slices, as one by one."""
-    from wallflame.fold.perf.sampled_switches import _clipped_sum
+    from wallflame.fold.perf.sched_passes import clipped_sum as _clipped_sum
 
     times = list(itertools.accumulate(gaps[: len(gaps) // 2 * 2], initial=first))[1:]
     pairs = array("q", times)
@@ -568,7 +571,7 @@ def test_clipped_sum_of_pairs_in_order(gaps: list[int], first: int,
        _WINDOW)
 def test_clipped_sum_of_pairs_in_any_order(values: list[int],
                                            window: tuple[int, int] | None) -> None:
-    from wallflame.fold.perf.sampled_switches import _clipped_sum
+    from wallflame.fold.perf.sched_passes import clipped_sum as _clipped_sum
 
     assert _clipped_sum(array("q", values), window) == _one_by_one(values, window)
 
@@ -582,7 +585,7 @@ def test_merge_log_keeps_start_order_and_ties_in_place(
         rows: list[tuple[int, ...]], extra: list[tuple[int, ...]]) -> None:
     """The log's rows and the extra ones, stably sorted by start: rows that start together
     keep the log's order, then the extra rows' order."""
-    from wallflame.fold.perf.sampled_switches import _merge_log
+    from unit.fold.reference_switches import merge_log as _merge_log
     from wallflame.timeline import IntervalLog
 
     log = IntervalLog()

@@ -1,9 +1,8 @@
-"""The native readers of the scheduler capture's switch records (``_speedups.switch_lines``,
-and ``_speedups.SwitchTracker``, which also applies them to each thread's state) against the
-Python reader they stand in for (``SampledSched._header`` and ``_switch``): the same text,
-read the three ways, in one chunk or two, leaves every thread, interval and counter the
-same, whatever the comms hold (digits, slashes, colons, record names, tabs, non-ASCII) and
-however the numbers run."""
+"""The native reader of the scheduler capture's switch records (``_speedups.SwitchTracker``,
+which also applies them to each thread's state) and ``finish``'s native passes against the
+Python reference (``reference_switches.PythonSched``): the same text, read both ways, in one
+chunk or two, leaves every thread, interval and counter the same, whatever the comms hold
+(digits, slashes, colons, record names, tabs, non-ASCII) and however the numbers run."""
 
 from __future__ import annotations
 
@@ -12,20 +11,17 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from unit.fold.reference_switches import PythonSched
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf import sampled_switches
+from wallflame.fold.perf import sched_passes
 from wallflame.fold.perf.sampled_switches import SampledSched
 from wallflame.profile import Profile
 from wallflame.report.summary import build_summary
+from wallflame.speedups import native
 from wallflame.window import exact_oncpu
-
-pytestmark = pytest.mark.skipif(sampled_switches.SWITCH_LINES is None or
-                                sampled_switches.TRACKER is None,
-                                reason="the native module is not built")
 
 COMMS = ["mariadbd", "w", "", "a b", "1/2 3.000000004:", "x 7/7 1.000000000: PERF_RECORD_SWITCH",
          "sixteen-chars-ab", "seventeen-chars-x", "t\tab", "é", "-1", "  pad  ", "::", "9/9",
@@ -71,34 +67,35 @@ def state(s: SampledSched) -> dict[str, Any]:
     """Everything a reader leaves behind, but the rules, caches and which reader it was."""
     threads, log = s.threads, s.log  # the native tracker's state handed over
     out = {k: v for k, v in vars(s).items()
-           if k not in ("rules", "_frame_cache", "_classes", "_log", "_threads", "_tracker",
-                        "_handed_over")}
+           if k not in ("rules", "_frame_cache", "_classes", "_log", "_threads", "_tracker")}
     out["threads"] = {tid: vars(th) for tid, th in threads.items()}
     out["log"] = {k: v for k, v in vars(log).items() if k != "_index"}
     return out
 
 
 @contextlib.contextmanager
-def patched(**values: Any) -> Iterator[None]:
-    saved = {k: getattr(sampled_switches, k) for k in values}
+def patched(module: Any, **values: Any) -> Iterator[None]:
+    saved = {k: getattr(module, k) for k in values}
     for k, v in values.items():
-        setattr(sampled_switches, k, v)
+        setattr(module, k, v)
     try:
         yield
     finally:
         for k, v in saved.items():
-            setattr(sampled_switches, k, v)
+            setattr(module, k, v)
+
+
+def sched(how: str) -> SampledSched:
+    """``how``: ``native`` (the product's paths) or ``python`` (the reference)."""
+    return (PythonSched if how == "python" else SampledSched)(FoldOptions().get_rules())
 
 
 def read(chunks: list[bytes], how: str, at_start: list[int] | None) -> SampledSched:
-    """``how``: ``tracker`` (the default native path), ``lines`` (``switch_lines`` alone) or
-    ``python``."""
-    s = SampledSched(FoldOptions().get_rules())
+    s = sched(how)
     if at_start is not None:
         s.set_window(0, None, at_start)
-    with patched(TRACKER=None if how == "lines" else sampled_switches.TRACKER):
-        for chunk in chunks:
-            s.feed(io.BytesIO(chunk), native_lines=how != "python")
+    for chunk in chunks:
+        s.feed(io.BytesIO(chunk))
     return s
 
 
@@ -111,21 +108,17 @@ def test_native_reads_as_python_reads(body: list[str], at_start: list[int] | Non
     head = "\n".join(body[:cut]).encode("utf-8", "surrogateescape")
     tail = "\n".join(body[cut:]).encode("utf-8", "surrogateescape") + junk
     for chunks in ([text], [head, tail]):  # one chunk, or two read one after the other
-        ways = [read(chunks, how, at_start) for how in ("tracker", "lines", "python")]
-        want = state(ways[2])
-        assert state(ways[0]) == want
-        assert state(ways[1]) == want
+        ways = [read(chunks, how, at_start) for how in ("native", "python")]
+        assert state(ways[0]) == state(ways[1])
         profiles = [Profile() for _ in ways]
         for s, p in zip(ways, profiles, strict=True):
             s.finish(p, {"stack_period": 1})
-        assert profiles[0].stacks == profiles[2].stacks
-        assert profiles[1].stacks == profiles[2].stacks
-        assert profiles[0].meta.extra == profiles[2].meta.extra
+        assert profiles[0].stacks == profiles[1].stacks
+        assert profiles[0].meta.extra == profiles[1].meta.extra
 
 
 def test_lines_split_as_bytes_split() -> None:
-    split = sampled_switches.SWITCH_LINES
-    assert split is not None
+    split = native.switch_lines
     for block in (b"", b"a", b"\n", b"a\n\nb\n", b"\xff\xfe\n\t\xe9"):
         got = [x if isinstance(x, str) else "tuple" for x in split(block)]
         assert got == block.decode("utf-8", "replace").split("\n")
@@ -143,8 +136,9 @@ def test_lines_split_as_bytes_split() -> None:
 def captures(draw: st.DrawFn) -> list[str]:
     """A capture as perf writes one: times that only go forward, each thread switching out
     and in, some switch-outs preceded by their stack sample (a few microseconds to beyond
-    ``MAX_SAMPLE_LEAD_NS`` before), other tasks' records among them on every CPU, a comm
-    out of ASCII now and then (those records are read by Python, among the native ones)."""
+    ``reference_switches.MAX_SAMPLE_LEAD_NS`` before), other tasks' records among them on
+    every CPU, a comm out of ASCII now and then (those records are read by Python, among the
+    native ones)."""
     wide = draw(st.booleans())
     tids = {101: 100, 102: 100, 103: 100, 201: 200}  # 201: another process's
     on = {tid: draw(st.booleans()) for tid in tids}
@@ -191,12 +185,12 @@ def test_tracker_reads_captures_as_python_reads(body: list[str], at_start: list[
     head = "\n".join(body[:cut]).encode()
     tail = "\n".join(body[cut:]).encode()
     ways = []
-    for how in ("tracker", "python"):
-        s = SampledSched(FoldOptions().get_rules())
+    for how in ("native", "python"):
+        s = sched(how)
         if at_start is not None or window is not None:
             s.set_window(window or 0, None, at_start)
         for chunk in (head, tail):
-            s.feed(io.BytesIO(chunk), native_lines=how != "python")
+            s.feed(io.BytesIO(chunk))
         ways.append(s)
     assert state(ways[0]) == state(ways[1])
     profiles = [Profile(), Profile()]
@@ -230,8 +224,8 @@ def test_finish_passes_as_python(body: list[str], at_start: list[int] | None,
                         for tid, t in ((tid, times[k % len(times)] + off)
                                        for tid, k, off in wakes) if t > 0)
     ways = []
-    for passes in (sampled_switches.PASSES, None):
-        s = SampledSched(FoldOptions().get_rules())
+    for how in ("native", "python"):
+        s = sched(how)
         if at_start is not None:
             s.set_window(window[0] if window else 0, None, at_start)
         s.feed_wakes(io.BytesIO(wake_text.encode()))
@@ -252,7 +246,7 @@ def test_finish_passes_as_python(body: list[str], at_start: list[int] | None,
             listings = {"start": {"mono_ns": lo, "threads": rows["start"]},
                         "end": {"mono_ns": hi, "threads": rows["end"]}}
         p = Profile()
-        with patched(PASSES=passes, LAG_MIN_SWITCH_INS=1):
+        with patched(sched_passes, LAG_MIN_SWITCH_INS=1):
             s.finish(p, {"stack_period": 1}, window, listings)
         ways.append((s, p))
     (a, pa), (b, pb) = ways
@@ -291,10 +285,9 @@ def test_wake_lines_read_as_python_reads(body: list[str], junk: bytes) -> None:
     (the same wake-ups in the same order, the same counts), whatever the lines hold."""
     text = "\n".join(body).encode("utf-8", "surrogateescape") + junk
     ways = []
-    for passes in (sampled_switches.PASSES, None):
-        s = SampledSched(FoldOptions().get_rules())
-        with patched(PASSES=passes):
-            s.feed_wakes(io.BytesIO(text))
+    for how in ("native", "python"):
+        s = sched(how)
+        s.feed_wakes(io.BytesIO(text))
         ways.append(s)
     assert ways[0].wakes == ways[1].wakes
     assert (ways[0].wake_records, ways[0].unparsed) == (ways[1].wake_records, ways[1].unparsed)
@@ -320,10 +313,10 @@ def test_a_thread_ends_at_its_exit() -> None:
             line(101, 700, "PERF_RECORD_SWITCH_CPU_WIDE IN  prev pid/tid:  0/0 "),
             line(101, 800, "PERF_RECORD_SWITCH_CPU_WIDE OUT preempt  next pid/tid:  0/0 ")]
     end = 81269_000_000_000 + 1_000_000  # the window: 1 ms
-    for how in ("tracker", "python"):
-        s = SampledSched(FoldOptions().get_rules())
+    for how in ("native", "python"):
+        s = sched(how)
         s.set_window(81269_000_000_000, end, [101, 102])
-        s.feed(io.BytesIO("\n".join(body).encode()), native_lines=how != "python")
+        s.feed(io.BytesIO("\n".join(body).encode()))
         p = Profile()
         s.finish(p, {"stack_period": 1})
         exact = p.meta.extra["sched_threads"]

@@ -18,16 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unit.fold.test_sampled_switches_native import patched, state
+from unit.fold.test_sampled_switches_native import patched, sched, state
 from wallflame.fold.options import FoldOptions
-from wallflame.fold.perf import sampled_switches
-from wallflame.fold.perf.sampled_switches import SampledSched, read_switches
+from wallflame.fold.perf import sched_reader
+from wallflame.fold.perf.sampled_switches import SampledSched
+from wallflame.fold.perf.sched_reader import read_switches
 from wallflame.profile import Profile
-
-pytestmark = pytest.mark.skipif(
-    sampled_switches.PASSES is None or
-    getattr(sampled_switches.PASSES, "perf_switches", None) is None,
-    reason="the native module is not built")
 
 SAMPLE_TYPE = 0x1 | 0x2 | 0x4 | 0x80 | 0x10000  # IP | TID | TIME | CPU | IDENTIFIER
 SAMPLE_ID_ALL = 1 << 18
@@ -124,7 +120,7 @@ def captures(draw: st.DrawFn) -> tuple[bytes, str]:
 
 def fed(tmp: Path, data: bytes, text: str, how: str,
         at_start: list[int] | None) -> SampledSched:
-    s = SampledSched(FoldOptions().get_rules())
+    s = sched("python" if how == "python" else "native")
     if at_start is not None:
         s.set_window(0, None, at_start)
     if how == "text":
@@ -136,8 +132,8 @@ def fed(tmp: Path, data: bytes, text: str, how: str,
     assert switches is not None
     # "file1": the records applied one per call of ``until`` (the batches a busy server's
     # chunk is applied in)
-    with patched(TRACKER=None if how == "python" else sampled_switches.TRACKER,
-                 UNTIL_BATCH=1 if how == "file1" else sampled_switches.UNTIL_BATCH):
+    with patched(sched_reader,
+                 UNTIL_BATCH=1 if how == "file1" else sched_reader.UNTIL_BATCH):
         s.feed(io.BytesIO(b""), switches=switches)
     return s
 

@@ -1,7 +1,7 @@
 """The scheduler's split with sampled stacks and the snapshots' stops
 (``fold.perf.sampled_switches``): a snapshot's ptrace stop interrupts the wait it finds a
 thread in, so the unsampled interval it ended and the one that restarted the wait take the
-snapshot's stack (``SampledSched.set_marks``), if the thread got a CPU once, briefly, between
+snapshot's stack (``sched_stops``), if the thread got a CPU once, briefly, between
 the two; the rest is split stratum by stratum of the intervals' durations over the sampled
 and the known intervals of each stratum.  The split sums exactly to the thread's measured
 blocked time whatever the stops, the native pass gives the same as the Python one, and the
@@ -16,9 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from unit.fold.reference_switches import PythonSched
 from wallflame.classify import default_rules
-from wallflame.fold.perf import sampled_switches
-from wallflame.fold.perf.sampled_switches import SampledSched, _blocked_split, _Thread
+from wallflame.fold.perf.sampled_switches import SampledSched
+from wallflame.fold.perf.sched_split import blocked_split as _blocked_split
+from wallflame.fold.perf.sched_thread import SchedThread as _Thread
 from wallflame.profile import Profile
 from wallflame.timeline import LOG_BLOCKED, LOG_RUNNABLE, IntervalLog
 
@@ -28,13 +30,27 @@ MS = 1_000_000
 COND_FRAMES = ["start_thread", "worker", "pthread_cond_wait", "__futex_abstimed_wait_common"]
 
 
+#: The class the tests build: the product's (native passes) or the Python reference's
+#: (``passes``).
+_CLASS: dict[str, type[SampledSched]] = {"class": SampledSched}
+
+
+def _new() -> SampledSched:
+    sched = _CLASS["class"](default_rules())
+    sched.threads.clear()  # nothing read: the threads and log are set by hand
+    return sched
+
+
 def _sched(rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | None]],
-           marks: list[list[object]], on_cpu: tuple[int, ...] = ()) -> _Thread:
+           marks: list[list[object]], on_cpu: tuple[int, ...] = (),
+           how: str | None = None) -> _Thread:
     """One thread (tid 7) with these (start, dur, kind, sample) intervals, clipped to a window
-    that holds them all, the snapshots' stops ``marks`` and its on-CPU (start, end) pairs."""
-    sched = SampledSched(default_rules())
+    that holds them all, the snapshots' stops ``marks`` and its on-CPU (start, end) pairs
+    (``how``: ``python`` for the reference, else as ``passes`` says)."""
+    sched = PythonSched(default_rules()) if how == "python" else _new()
+    sched.threads.clear()
     th = _Thread(tid=7, pid=7, comm="worker", seen=True, on_cpu=array("q", on_cpu))
-    sched._threads[7] = th
+    sched.threads[7] = th
     log = IntervalLog()
     for start, dur, kind, sample in rows:
         log.add(7, start, dur, kind, sample)
@@ -46,11 +62,10 @@ def _sched(rows: list[tuple[int, int, int, tuple[tuple[str, ...], str, int] | No
 
 @pytest.fixture(params=["native", "python"])
 def passes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test with the native passes (``_speedups.clip_log``) and with Python's."""
+    """Each test with the native passes (``_speedups.clip_log``) and with the Python
+    reference's (``reference_switches.PythonSched``)."""
     if request.param == "python":
-        monkeypatch.setattr(sampled_switches, "PASSES", None)
-    elif sampled_switches.PASSES is None:
-        pytest.skip("the native module is not built")
+        monkeypatch.setitem(_CLASS, "class", PythonSched)
     return str(request.param)
 
 
@@ -235,14 +250,8 @@ def test_marks_keep_the_total(rows: list[tuple[int, int, bool]], at_ms: list[int
     assert all(ns > 0 for _, ns in split)
     if th.strata:  # sampled stacks: the three parts of the split cover the blocked time
         assert sum(th.split_by) == th.blocked + th.leading
-    native = sampled_switches.PASSES
-    if native is not None:  # the Python pass gives the same
-        sampled_switches.PASSES = None
-        try:
-            th_py = _sched(log_rows, marks)
-        finally:
-            sampled_switches.PASSES = native
-        assert _blocked_split(th_py)[0] == split and th_py.known == th.known
+    th_py = _sched(log_rows, marks, how="python")  # the Python reference gives the same
+    assert _blocked_split(th_py)[0] == split and th_py.known == th.known
 
 
 def test_the_snapshot_fold_reports_where_blocked_threads_were_stopped(tmp_path: Any) -> None:
@@ -286,8 +295,8 @@ def test_a_range_over_the_whole_window_splits_as_the_window_does(passes: str) ->
     from wallflame.timeline import Timeline
 
     rows, marks = _sleep_cycle_rows(known_sleeps=20)
-    sched = SampledSched(default_rules())
-    sched._threads[7] = _Thread(tid=7, pid=7, comm="worker", seen=True)
+    sched = _new()
+    sched.threads[7] = _Thread(tid=7, pid=7, comm="worker", seen=True)
     log = IntervalLog()
     for start, dur, kind, sample in rows:
         log.add(7, start, dur, kind, sample)

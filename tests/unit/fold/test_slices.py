@@ -12,12 +12,13 @@ import pytest
 from wallflame.fold import load_inputs
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.chunks import write_sched_bins
-from wallflame.fold.perf.sampled_switches import SCHED_BINS, SampledSched
+from wallflame.fold.perf.sampled_switches import SampledSched
 from wallflame.fold.slices import compute_slices, write_slices
 from wallflame.profile import Profile
 from wallflame.progress import work_in_slices, work_progress
 from wallflame.report.gate.quantities import make_run
 from wallflame.report.gate.slicefile import SLICES, load_slices
+from wallflame.rundir import SCHED_BINS
 
 MS = 1_000_000
 

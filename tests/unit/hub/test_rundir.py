@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
@@ -22,6 +23,8 @@ from hypothesis import strategies as st
 
 from wallflame.cli import cli
 from wallflame.errors import EXIT_INPUT, InputError
+from wallflame.metaextra import SavedExtra
+from wallflame.metaschema import SCHEMA_PATH
 from wallflame.report.summary import build_summary
 from wallflame.rundir import (
     CAPTURE,
@@ -137,6 +140,10 @@ def test_a_run_directory_from_before_the_version_finishes_again(tmp_path: Path) 
     assert meta["profile"]["rates"]["perf_hz"] == 99.0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["totals"]["off_cpu_s"] > 0
+    # the record written holds to its schema, and saves no key kept in memory only
+    schema = json.loads(SCHEMA_PATH.read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(meta)) == []
+    assert set(meta["profile"]["extra"]) <= set(SavedExtra.__annotations__)
 
 
 def test_a_bad_capture_field_reaches_the_warnings(tmp_path: Path) -> None:

@@ -478,9 +478,9 @@ def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,
     same stacks in the same order, the same meta data and the same error."""
     import io
 
+    from unit.fold.reference_perf import python_only
     from wallflame.fold.options import FoldOptions
     from wallflame.fold.perf import reader as perf_mod
-    from wallflame.fold.perf import state as perflines
 
     data = b"\n\n".join(recs * (repeat + 1)) + b"\n\n"
     results = []
@@ -488,17 +488,13 @@ def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,
     perf_mod.CHUNK = chunk
     try:
         for use_native in (True, False):
-            saved = perflines.native
-            if not use_native:
-                perflines.native = None
             profile = Profile()
             try:
-                perf_mod.fold_stream(io.BytesIO(data), FoldOptions(kernel=kernel), profile)
+                with python_only() if not use_native else contextlib.nullcontext():
+                    perf_mod.fold_stream(io.BytesIO(data), FoldOptions(kernel=kernel), profile)
                 err = None
             except Exception as e:  # the same clean error either way
                 err = str(e)
-            finally:
-                perflines.native = saved
             m = profile.meta
             results.append((err, list(profile.stacks.items()),
                             {k: (v.count, v.first_line) for k, v in m.losses.items()},
@@ -511,21 +507,16 @@ def test_perf_fold_matches_python(recs: list[bytes], repeat: int, chunk: int,
 
 def test_perf_fold_native_on_a_fixture() -> None:
     """The fixtures fold the same with and without the native fast path."""
+    from unit.fold.reference_perf import python_only
     from wallflame.fold.options import FoldOptions
     from wallflame.fold.perf import reader as perf_mod
-    from wallflame.fold.perf import state as perflines
 
     for name in ("deep-fp.txt", "mix-fp.txt", "mix-dwarf.txt", "mix-sched.txt", "mix-lost.txt",
                  "mix-fp-crlf.txt", "mix-fp-truncated.txt", "mix-two-events.txt"):
         outs = []
         for use_native in (True, False):
-            saved = perflines.native
-            if not use_native:
-                perflines.native = None
-            try:
-                profile = Profile()
+            profile = Profile()
+            with python_only() if not use_native else contextlib.nullcontext():
                 perf_mod.fold(str(FIXTURES / "perf" / name), FoldOptions(), profile)
-            finally:
-                perflines.native = saved
             outs.append((list(profile.stacks.items()), profile.meta.to_json()))
         assert outs[0] == outs[1], name
