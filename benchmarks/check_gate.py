@@ -54,6 +54,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.rows import Row, row, write_rows  # noqa: E402
+
 HANDLERS = ROOT / "samples" / "bin" / "handlers"
 LOCK = "/tmp/wallflame-measure.lock"
 KINDS = ("base-a", "base-b", "slow")
@@ -93,7 +97,8 @@ def spinners(count: int) -> list[int]:
     return pids
 
 
-def collect_rounds(out: Path, rounds: int, seconds: float, busy: int = 0) -> None:
+def collect_rounds(out: Path, rounds: int, seconds: float, busy: int = 0,
+                   pause_s: float = ROUND_PAUSE_S) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for r in range(rounds):
         todo = [k for k in KINDS if not (out / f"{k}-{r:02d}" / "meta.json").exists()]
@@ -115,7 +120,7 @@ def collect_rounds(out: Path, rounds: int, seconds: float, busy: int = 0) -> Non
                     os.kill(pid, signal.SIGKILL)
         print(f"round {r + 1}/{rounds} collected ({', '.join(order)})"
               + (f", beside {busy} spinning processes" if spinning else ""), flush=True)
-        time.sleep(ROUND_PAUSE_S)  # let other measurements waiting for the lock take it
+        time.sleep(pause_s)  # let other measurements waiting for the lock take it
 
 
 def check(base: list[Path], current: list[Path], tmp: Path) -> tuple[int, str, dict[str, object]]:
@@ -170,13 +175,15 @@ def complete_rounds(out: Path) -> dict[str, list[Path]]:
     return {k: [out / f"{k}-{r:02d}" for r in done] for k in KINDS}
 
 
-def judge(out: Path) -> int:
+def judge(out: Path, tally: dict[str, list[int]] | None = None) -> int:
+    """Judge the complete rounds; ``tally`` (filled when given): per kind of check, its
+    counts of pass, regression, inconclusive and regressions naming the changed frame."""
     runs = complete_rounds(out)
     n = len(runs["slow"])
     tmp = out / "_check"
     tmp.mkdir(exist_ok=True)
     print(f"{n} complete rounds in {out}")
-    tally: dict[str, list[int]] = {}
+    tally = {} if tally is None else tally
     frame = SAMPLES[SAMPLE][2]
 
     def record(what: str, code: int, extra: bool = True) -> None:
@@ -234,6 +241,24 @@ def interval(k: int, n: int) -> str:
     low = 0.0 if k == 0 else quantile(0.025, k, n - k + 1)
     high = 1.0 if k == n else quantile(0.975, k + 1, n - k)
     return f"{100 * k / n:.1f}% (95% CI {100 * low:.1f}% to {100 * high:.1f}%)"
+
+
+def headline(tally: dict[str, list[int]]) -> list[Row]:
+    """The gate's error rates as the suite's rows (no peer tool): the false-alarm rate of
+    unchanged runs and the share of slower ones caught naming the changed frame."""
+    rows = []
+    for what, (ok, reg, inc, named) in tally.items():
+        total = ok + reg + inc
+        if not total:
+            continue
+        label = what.removesuffix(" (both directions)")
+        if what.startswith("slower"):
+            rows.append(row(f"{label}: caught, frame named ({named} of {total}, {inc} "
+                            "inconclusive)", 100 * named / total, unit="%", better="higher"))
+        else:
+            rows.append(row(f"{label}: false alarms ({reg} of {total}, {inc} inconclusive)",
+                            100 * reg / total, unit="%"))
+    return rows
 
 
 def alarm_frames(data: dict[str, object]) -> str:
@@ -375,16 +400,24 @@ def main() -> int:
                     help="also print how much the unchanged runs differ from one another")
     ap.add_argument("-t", dest="thresholds", action="append", default=[],
                     metavar="KEY=VALUE", help="a threshold given to every check")
+    ap.add_argument("--round-pause", type=float, default=ROUND_PAUSE_S, metavar="S",
+                    help="seconds the measurement lock is left free between rounds")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here (run.py)")
     args = ap.parse_args()
     SAMPLE = args.sample
     THRESHOLDS.extend(args.thresholds)
     program = SAMPLES[SAMPLE][0]
+    subprocess.run(["make", "-s", "-C", str(ROOT / "samples"), f"bin/{program.name}"],
+                   capture_output=True, check=False)
     if not program.exists():
         sys.exit(f"check_gate: {program} missing: make -C samples bin/{program.name}")
     if not args.judge_only:
-        collect_rounds(args.out, args.rounds, args.seconds, args.busy)
+        collect_rounds(args.out, args.rounds, args.seconds, args.busy, args.round_pause)
     os.environ.setdefault("WALLFLAME_NO_CACHE", "1")
-    code = judge(args.out)
+    tally: dict[str, list[int]] = {}
+    code = judge(args.out, tally)
+    if args.json:
+        write_rows(args.json, headline(tally))
     if args.all_pairs:
         judge_all_pairs(args.out)
     if args.noise:

@@ -30,6 +30,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.rows import row, write_rows  # noqa: E402
+
 BUDGET_S = 1.0
 
 
@@ -116,6 +121,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, default=None, help="keep inputs and outputs here")
     ap.add_argument("--flamegraph-dir", type=Path, default=None,
                     help="folder holding FlameGraph's difffolded.pl and flamegraph.pl")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here (run.py)")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="wallflame-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -149,6 +155,12 @@ def main() -> int:
     met = min(ours) < BUDGET_S
     print(f"diff.html: {html / 1e6:.1f} MB; load average {os.getloadavg()[0]:.1f}; "
           f"budget {BUDGET_S:.1f} s (wall or cpu): {'met' if met else 'MISSED'}")
+    peer = results.get("inferno-diff-folded + inferno-flamegraph")
+    if args.json:
+        tool_name = "inferno-diff-folded | inferno-flamegraph"
+        write_rows(args.json, [
+            row("diff page, wall", ours[0], peer[0] if peer else None, tool_name),
+            row("diff page, CPU", ours[1], peer[1] if peer else None, tool_name)])
     if args.keep is None:
         shutil.rmtree(folder, ignore_errors=True)
     return 0 if met else 1

@@ -42,6 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.rows import Row, row, write_rows  # noqa: E402
+
 BIN = ROOT / "samples" / "bin"
 #: Filled in by ``main`` (the varied program is built in the work directory).
 VARIED = Path("varied")
@@ -199,7 +203,15 @@ def table(path: Path, runs: int, inferno: str) -> dict[str, float]:
 
     ratios = {"single_cpu": paired(ours_runs, one, True),
               "single_wall": paired(ours_runs, one, False),
-              "all_wall": paired(ours_every, every, False)}
+              "all_wall": paired(ours_every, every, False),
+              # the medians behind them, for the suite's rows (``--json``)
+              "ours_cpu": ours_cpu, "inferno_cpu": statistics.median(r.cpu for r in one),
+              "ours_all_wall": statistics.median(r.wall for r in ours_every),
+              "inferno_all_wall": statistics.median(r.wall for r in every),
+              "all_wall_inv": statistics.median(m.wall / t.wall
+                                                for m, t in zip(ours_every, every, strict=True)),
+              "single_cpu_inv": statistics.median(m.cpu / t.cpu
+                                                  for m, t in zip(ours_runs, one, strict=True))}
     print("(ratio = tool time / `wallflame fold --jobs 1` time: above 1 means wallflame is "
           "faster)")
     print(f"RATIO {path.name}: inferno --nthreads 1 / wallflame --jobs 1, CPU time "
@@ -238,6 +250,20 @@ def streaming(name: str, work: Path, call_graph: str, runs: int, stream_mb: int)
           "folding keeps up with perf script)")
 
 
+def headline(summary: dict[str, dict[str, float]]) -> list[Row]:
+    """Per capture: one thread's CPU time against ``inferno --nthreads 1``, and the wall time
+    on every core against inferno's (ratios: medians of the run-by-run ratios)."""
+    cores = os.cpu_count()
+    rows = []
+    for name, r in summary.items():
+        rows.append(row(f"{name}: one thread, CPU", r["ours_cpu"], r["inferno_cpu"],
+                        "inferno-collapse-perf --nthreads 1", ratio=r["single_cpu_inv"]))
+        rows.append(row(f"{name}: {cores} cores, wall", r["ours_all_wall"],
+                        r["inferno_all_wall"], "inferno-collapse-perf",
+                        ratio=r["all_wall_inv"]))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--program", choices=[*PROGRAMS, "all"], default="all",
@@ -250,6 +276,7 @@ def main() -> None:
                     help="text streamed through the pipe in the streaming check")
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming check")
     ap.add_argument("--stream-only", action="store_true", help="only the streaming check")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here (run.py)")
     ap.add_argument("--describe", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.describe:  # (in its own process, so that the tools' peak RSS is theirs)
@@ -272,6 +299,8 @@ def main() -> None:
         for name, r in summary.items():
             print(f"{name:7} one thread (CPU time): {r['single_cpu']:.2f}x inferno --nthreads 1"
                   f" | all cores (wall time): {r['all_wall']:.2f}x inferno on all cores")
+    if args.json:
+        write_rows(args.json, headline(summary))
     if not args.no_stream:
         print()
         for name in names:

@@ -36,6 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.rows import row, write_rows
+
 #: The tests' folder, whose ``unit.hub.reference_report`` holds the references.
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -149,6 +153,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--make-folded", type=int, metavar="STACKS",
                     help="write benchmarks/report.py's synthetic folded file to PATH first")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -181,6 +186,13 @@ def main() -> None:
               f"{med(r['wall'] for r in runs[ref]):.2f} s, CPU "
               f"{med(r['cpu'] for r in runs[ref]):.2f} s")
     total = med(r["cpu"] for r in runs[False])
+    if a.json:
+        twin = "Python references (tests/unit/hub/reference_*.py)"
+        write_rows(a.json, [
+            row(f"{a.command}: whole command, CPU", total, med(r["cpu"] for r in runs[True]),
+                twin),
+            *(row(f"{a.command}: {name}, CPU", part(False, specs), part(True, specs), twin)
+              for name, specs in PARTS[a.command].items())])
     print(f"  {'entry points (CPU s)':44} {'native':>9} {'reference':>9} {'ratio':>6} "
           f"{'share':>6}")
     for name, specs in PARTS[a.command].items():

@@ -56,6 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.rows import Row, row, write_rows  # noqa: E402
 from benchmarks.servers import progress_rate  # noqa: E402
 from wallflame.collect.plan import DEFAULTS, Request  # noqa: E402
 from wallflame.collect.run import collect as wf_collect  # noqa: E402
@@ -326,12 +327,42 @@ def pt_pmp_snapshot_ms(seconds: float) -> tuple[list[float], list[float]]:
     return out, stops
 
 
+#: The configurations whose figures are the suite's headline rows (against pt-pmp's).
+HEADLINE = ("wallflame collect (defaults)", "wallflame pmp libdw")
+
+
+def headline(rows: list[dict[str, Any]], ref: dict[str, Any] | None) -> list[Row]:
+    """Throughput loss, stop per snapshot and the profiler's CPU of the ``HEADLINE``
+    configurations, each against ``pt-pmp --interval 0``'s (``ref``; None without pt-pmp)."""
+    out = []
+    peer = "pt-pmp --interval 0"
+
+    def of(key: str, scale: float = 1.0) -> float | None:
+        return ref[key] * scale if ref and ref.get(key) is not None else None
+
+    for r in rows:
+        if r["config"] not in HEADLINE:
+            continue
+        what = r["config"].removeprefix("wallflame ")
+        out.append(row(f"{what}: throughput loss", 100 * r["loss"], of("loss", 100), peer,
+                       unit="%", ratio=r["loss_ratio_to_pt_pmp"]))
+        if r["stop_ms"] is not None:
+            out.append(row(f"{what}: stop per snapshot", r["stop_ms"], of("stop_ms"), peer,
+                           unit="ms", ratio=r["stop_ratio_to_pt_pmp"]))
+        out.append(row(f"{what}: profiler CPU", 100 * r["profiler_cpu"],
+                       of("profiler_cpu", 100), peer, unit="% of a CPU",
+                       ratio=r["cpu_ratio_to_pt_pmp"]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=10.0, help="snapshots per second")
-    ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--json", default="", help="also write the headline rows here (run.py)")
+    ap.add_argument("--json-all", default="",
+                    help="also write every configuration's figures here")
     ap.add_argument("--only", default="", help="comma-separated parts of configuration names "
                     "to run (default: all), e.g. 'libdw,pt-pmp --interval 0'")
     args = ap.parse_args()
@@ -434,8 +465,10 @@ def main() -> None:
     print(f"\nmedian of {args.runs} runs of {args.seconds:g} s each; loss is against the "
           f"no-profiler run just before each (median {base:,.0f} work/s); negative loss is "
           f"noise; machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    if args.json_all:
+        Path(args.json_all).write_text(json.dumps(rows, indent=1) + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        write_rows(args.json, headline(rows, ref))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.rows import Row, row, write_rows  # noqa: E402
 from tests.synthetic import synthetic_folded  # noqa: E402
 from wallflame.fold import load_inputs  # noqa: E402
 from wallflame.report.html import render_html  # noqa: E402
@@ -205,6 +206,7 @@ def main() -> None:
                          "on a shared machine")
     ap.add_argument("--no-venv", action="store_true",
                     help="do not time wallflame installed in a fresh virtual environment")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here (run.py)")
     args = ap.parse_args()
     pin = ["taskset", "-c", str(args.pin)] if args.pin is not None else []
     inferno = shutil.which("inferno-flamegraph") or os.path.expanduser(
@@ -271,7 +273,18 @@ def main() -> None:
               f"(python -c pass; {med(bare_s):.3f} s with -S, without site hooks)")
         print("  in-process steps          " + ", ".join(f"{k} {v:.3f} s"
                                                           for k, v in steps.items()))
+        rows: list[Row] = []
         if have_inferno:
+            rows.append(row("page, wall", med(wf), med(inf), "inferno-flamegraph",
+                            ratio=med([w / i for w, i in zip(wf, inf, strict=True)])))
+            rows.append(row("page, CPU", med(wf_cpu), med(inf_cpu), "inferno-flamegraph"))
+            if fresh is not None:
+                rows.append(row("page, fresh venv, wall", med(vf), med(inf),
+                                "inferno-flamegraph",
+                                ratio=med([w / i for w, i in zip(vf, inf, strict=True)])))
+            rows.append(row("output size", size / 1e6,
+                            (d / "inferno.svg").stat().st_size / 1e6, "inferno-flamegraph",
+                            unit="MB"))
             print(f"inferno-flamegraph          median {med(inf):.3f} s wall, "
                   f"{med(inf_cpu):.3f} s CPU  "
                   f"(svg {(d / 'inferno.svg').stat().st_size / 1e6:.1f} MB)")
@@ -307,6 +320,8 @@ def main() -> None:
               f"{(d / 'big.html').stat().st_size / 1e6:.2f} MB")
         if not os.path.exists(CHROMIUM):
             print("chromium not installed: browser figures not measured")
+            if args.json:
+                write_rows(args.json, rows)
             return
         deep = d / "deep.folded"
         # (the short line first: format detection reads the first 64 KiB)
@@ -325,6 +340,12 @@ def main() -> None:
         print(f"big: regex search           {b['search_ms']:.1f} ms median  (target < 100 ms)")
         print(f"10,000-frame stack: zoom    {b['deep_zoom_ms']:.1f} ms, search "
               f"{b['deep_search_ms']:.1f} ms (medians)")
+        if args.json:
+            write_rows(args.json, [*rows, row("first contentful paint", b["fcp_ms"], unit="ms"),
+                                   row(f"click-zoom, {b['big_nodes']:.0f} nodes",
+                                       b["zoom_ms"], unit="ms"),
+                                   row(f"regex search, {b['big_nodes']:.0f} nodes",
+                                       b["search_ms"], unit="ms")])
 
 
 if __name__ == "__main__":

@@ -104,6 +104,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import rows as suite_rows  # noqa: E402
 from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,
     THROUGHPUT_TABLES,
@@ -466,6 +467,23 @@ def against_sham(rows: list[dict[str, Any]]) -> str:
             f"{len(col) * len(nul)} pairs")
 
 
+def headline(results: dict[str, dict[str, Any]]) -> list[suite_rows.Row]:
+    """Per test, the medians over the collect rounds of the server's throughput loss, the
+    scheduler's data rate and the post-processing after the window (no peer tool)."""
+    out = []
+    for test, res in results.items():
+        rounds = [r for r in res["rounds"] if r.get("variant", "collect") == "collect"]
+
+        def med(key: str, rounds: list[dict[str, Any]] = rounds) -> float | None:
+            vals = [r[key] for r in rounds if r.get(key) is not None]
+            return statistics.median(vals) if vals else None
+
+        out += [suite_rows.row(f"{test}: throughput loss", med("loss_pct"), unit="%"),
+                suite_rows.row(f"{test}: scheduler data", med("sched_mb_per_s"), unit="MB/s"),
+                suite_rows.row(f"{test}: post-processing", med("post_s"), unit="s")]
+    return out
+
+
 def summarize(test: str, res: dict[str, Any]) -> None:
     variants = sorted({r.get("variant", "collect") for r in res["rounds"]})
     if len(variants) > 1:
@@ -796,6 +814,7 @@ def main() -> int:
                          "alternate with this one's in the same spin8 run")
     ap.add_argument("--heartbeat", action="store_true",
                     help="the 8-thread CPU-bound target with a 2 kHz heartbeat, not MariaDB")
+    ap.add_argument("--json", type=Path, help="also write the headline rows here (run.py)")
     ap.add_argument("collect_args", nargs="*", help="more wallflame collect options (after --)")
     a = ap.parse_args()
     if min(a.tables, a.table_size, a.rounds, a.threads) < 1 or not 0 < a.window < 1e6 \
@@ -853,6 +872,8 @@ def main() -> int:
                     results[test] = run_test(db, test, a, keep)
         for test, res in results.items():
             summarize(test, res)
+        if a.json:
+            suite_rows.write_rows(a.json, headline(results))
     finally:
         if a.keep is None:
             shutil.rmtree(keep, ignore_errors=True)

@@ -17,7 +17,7 @@ collect records the scheduler on every CPU (``collect.perf.PerfOptions.switch_fi
 switch records are then every task's (the machine's rate, from ``/proc/stat``), and the same
 number of stacks a second is taken as one switch out of the target's in N per CPU
 (``stack_period``).  The bytes per record are perf 6.1's, measured by
-``benchmarks/sched_stack_bytes.py`` on a busy server.  The estimate is recorded next to what
+``benchmarks/lab/sched_stack_bytes.py`` on a busy server.  The estimate is recorded next to what
 the run actually wrote (``meta.json`` ``postprocess.budget``); a run over budget says so in
 its warnings.
 """
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 MEASURE_S = 0.5
-#: Bytes a switch: two ``PERF_RECORD_SWITCH`` records (``benchmarks/sched_stack_bytes.py``).
+#: Bytes a switch: two ``PERF_RECORD_SWITCH`` records (``benchmarks/lab/sched_stack_bytes.py``).
 SWITCH_BYTES = 64
 #: Bytes of the wake-up recorder's ``sched:sched_wakeup`` record, counted once a switch of the
-#: target (about one wake-up a voluntary switch; ``benchmarks/sched_stack_bytes.py``).
+#: target (about one wake-up a voluntary switch; ``benchmarks/lab/sched_stack_bytes.py``).
 WAKE_BYTES = 50
 #: With the scheduler recorded on every CPU: the two ``PERF_RECORD_SWITCH_CPU_WIDE`` records
 #: of one switch of any task on the machine (48 bytes each with perf 6.1, ``perf script -D``;
@@ -51,7 +51,7 @@ STACK_OVERHEAD_BYTES = 600
 AUTO_ABOVE_MB_PER_S = 24.0
 AUTO_MB_PER_S = 8.0
 #: Recording every switch costs a target about this much CPU time a switch of its own, in its
-#: own switches (``benchmarks/sched_recorders.py``).
+#: own switches (``benchmarks/lab/sched_recorders.py``).
 RECORD_S_PER_SWITCH = 5e-6
 #: The light collect (``too_costly``; applied by ``collect.plan``): a target whose every switch
 #: would cost more than ``LIGHT_ABOVE_LOSS`` of the machine's CPUs to record (2 CPUs: above
@@ -66,7 +66,7 @@ LIGHT_ABOVE_LOSS = 0.03
 LIGHT_PMP_HZ = 1.0
 LIGHT_OWNER_HZ = 0.0
 #: A light collect's on-CPU rate when ``-F`` was left to its default: its on-CPU totals are the
-#: kernel's counters, the samples only split them over stacks (``benchmarks/sched_recorders.py``
+#: kernel's counters, the samples only split them over stacks (``benchmarks/lab/sched_recorders.py``
 #: measures what 99 Hz saves a busy server against 499).
 LIGHT_FREQ_HZ = 99
 #: Bounds of the planned stack rate per thread (perf's frequency mode; the kernel throttles

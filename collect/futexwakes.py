@@ -13,7 +13,7 @@ observed and finds the frame that released each (``MutexQueue::pop`` for
 
 Only contended releases make the call (an uncontended unlock is one atomic instruction), so
 the cost grows with the number of wakes, not of unlocks; ``--release-sites`` turns it on
-(its cost measured by benchmarks/locks_overhead.py).
+(its cost measured by benchmarks/lab/locks_overhead.py).
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ class SymbolIndex:
     symbols below an address must be looked at, ``lookup`` answers ``None`` and libdw is
     asked.  ``tests/live/test_libdw_symbols_live.py`` holds the two to the same answer at the
     boundaries of a sample of the symbols of every module of two live processes;
-    benchmarks/libdw_symbols.py checks every boundary of a server binary's and measures both
+    benchmarks/lab/libdw_symbols.py checks every boundary of a server binary's and measures both
     lookups."""
 
     def __init__(self, dw: Any, mod: int) -> None:

@@ -325,7 +325,7 @@ def _kept_rows(key: _Key) -> list[_Row] | None:
     The first reading of a server's threads runs ``nm`` on each module its futex waiters'
     stacks point into, twice (without ``-D``, then with it), in the second before the window
     opens, where its CPU is taken from the target; with the rows kept, most of that cost is
-    gone (measured by benchmarks/start_dips.py).  A file changed since (another inode, size or
+    gone (measured by benchmarks/lab/start_dips.py).  A file changed since (another inode, size or
     change time) has another key."""
     path = _kept_path(key)
     if path is None:

@@ -7,11 +7,11 @@ one chunk, bounded by ``-- sleep N``, and perf gets PR_SET_PDEATHSIG=SIGINT so t
 (and writes its data) when wallflame dies.  Each new chunk costs perf about 40 ms of CPU (it
 synthesizes the kernel's and the target's maps again, reading /proc/kallsyms), and each
 chunk's ``perf script`` about 50 ms more whatever its size (the kernel's symbols read from
-``raw/``, below), so chunks last ``CHUNK_S`` or more (``benchmarks/script_chunk.py``).
+``raw/``, below), so chunks last ``CHUNK_S`` or more (``benchmarks/lab/script_chunk.py``).
 
 The on-CPU recorder's chunks are longer when its samples are few (``oncpu_chunk_s``): each
 chunk's ``perf script`` costs a busy target a dip whatever the chunk holds, even at
-``SCHED_IDLE`` (``benchmarks/event_dips.py``), so a light collect's minute is one chunk
+``SCHED_IDLE`` (``benchmarks/lab/event_dips.py``), so a light collect's minute is one chunk
 instead of six.
 """
 
@@ -130,7 +130,7 @@ class PerfOptions:
                 ``stack_period`` per CPU with its call chain.  Per-thread events (``-p``) make
                 the kernel stop and start them at every context switch of every thread, which
                 costs a busy server far more than one event per CPU
-                (``benchmarks/sched_recorders.py``).  The tracepoint without a stack cannot
+                (``benchmarks/lab/sched_recorders.py``).  The tracepoint without a stack cannot
                 stand in for the switch records: perf 6.1 drops switches out of the idle task
                 on some CPUs.
     stack_period: with ``switch_filter``: one switch out of this many (per CPU) carries a
@@ -151,7 +151,7 @@ class PerfOptions:
 
 #: User stack copied per *sampled* scheduler stack (a stack rate per thread, as a data budget
 #: sets it): each costs little in all, so enough to reach a server thread's root
-#: (``benchmarks/sched_stack_bytes.py``: 8 KiB cuts a deep server stack short).  A stack at
+#: (``benchmarks/lab/sched_stack_bytes.py``: 8 KiB cuts a deep server stack short).  A stack at
 #: every switch keeps the default 8 KiB (32 KiB at tens of thousands of switches a second
 #: would be gigabytes).
 SAMPLED_STACK_BYTES = 32768
@@ -190,7 +190,7 @@ def chunk_seconds(duration_s: float | None, longest_s: int = CHUNK_S) -> int:
     enough for the window and ``LEAD_S`` besides.  Fixed chunks of ``longest_s`` left a last
     chunk of the fraction of a second the recorder ran past a whole number of them (it starts
     before the window opens and stops after it closes), and each chunk's ``perf script`` has
-    a fixed cost whatever the chunk holds (``benchmarks/script_chunk.py``).  No set duration
+    a fixed cost whatever the chunk holds (``benchmarks/lab/script_chunk.py``).  No set duration
     (until a launched command exits): ``longest_s``."""
     if duration_s is None or not 0 < duration_s < UNBOUNDED_S:
         return longest_s

@@ -209,7 +209,7 @@ class LibdwBackend:
         thread before the window opens.  The session's start-up (the modules reported, each
         module's ELF and CFI read at its first unwind, the symbol index of each module a frame
         falls in) is about 0.1-0.2 s of CPU against a large server binary (measured by
-        benchmarks/snapshot_start.py); taken in the window, it would show in the window's first
+        benchmarks/lab/snapshot_start.py); taken in the window, it would show in the window's first
         second as a dip of the target's work.  Done before the window, it costs the target as
         much, but outside the evidence: the window's first second shows the target without the
         profiler's start-up in it.  ``attach_ms`` is
@@ -427,7 +427,7 @@ class SnapshotLoop(threading.Thread):
         clients of a server's threads waiting for them in ``poll``) wait longer, so a
         snapshot's records are not those of the target unobserved; the more threads one
         reading takes, the more of them it finds waiting for their clients (measured by
-        benchmarks/proc_read_bias.py).  No thread is stopped: a stop at each of these moments
+        benchmarks/lab/proc_read_bias.py).  No thread is stopped: a stop at each of these moments
         costs a busy server several times what the readings do; the stacks come from the
         snapshots.  Ends early when ``stop`` is set (the window closed)."""
         tids = reader.listing()

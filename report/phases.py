@@ -5,7 +5,7 @@ condition variable) counts the time a thread was runnable but not yet running in
 phase it fell in.  From ``summary.json`` that is each wait class's seconds plus the runnable
 time after a stack of that class (``runnable_after``), and the on-CPU seconds plus the
 runnable time of a preempted running stack (``other``).  tests/live/test_accuracy_live.py and
-benchmarks/sched_split.py compare these with mix's own measurement.
+benchmarks/lab/sched_split.py compare these with mix's own measurement.
 """
 
 from __future__ import annotations

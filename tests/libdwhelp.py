@@ -1,5 +1,5 @@
 """What the libdw symbol checks ask about a live process
-(``tests/live/test_libdw_symbols_live.py``, ``benchmarks/libdw_symbols.py``): its executable
+(``tests/live/test_libdw_symbols_live.py``, ``benchmarks/lab/libdw_symbols.py``): its executable
 modules, and the addresses in one where the symbol index's rules could go wrong."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ behind them, in time order, per thread, so that a report can show *when* (a stal
   ``wallflame.fold.perf.sampled_switches`` as it pairs switches (``IntervalLog``).
 
 Stacks are interned (a trie of ``(parent, frame)`` nodes, frame names in one table) and times
-are deltas, so the file stays small (measured by benchmarks/timeline_size.py).  The format, its
+are deltas, so the file stays small (measured by benchmarks/lab/timeline_size.py).  The format, its
 version and its fields: ``docs/formats.md``.  Times are perf's clock; a collect records with
 ``-k mono`` so they are ``CLOCK_MONOTONIC``, the clock a program reads with
 ``clock_gettime``, and the window's bounds in that clock are in ``meta.json``

@@ -1,11 +1,11 @@
-"""``benchmarks/event_dips.py``'s pure part: the commit rate around events, from a counter
+"""``benchmarks/lab/event_dips.py``'s pure part: the commit rate around events, from a counter
 polled every 20 ms, and what each event cost in milliseconds of the server's mean rate."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.event_dips import BINS, around, count_at
+from benchmarks.lab.event_dips import BINS, around, count_at
 
 
 def _polls(events: list[float], stall_s: float, end: float = 30.0,
@@ -58,7 +58,7 @@ def test_no_stall_costs_nothing_and_no_events_no_answer() -> None:
 def test_bins_of_another_width_count_a_longer_stall() -> None:
     # start_dips.py's bins: 0.1 s wide, from 0.4 s before each event to 2 s after it; a
     # stall of 0.3 s after each event costs 300 ms of the mean rate
-    from benchmarks.start_dips import BINS as WIDE
+    from benchmarks.lab.start_dips import BINS as WIDE
 
     events = [2.0 + 3.3 * k for k in range(8)]
     times, counts = _polls(events, 0.3)
@@ -74,8 +74,8 @@ def test_bins_of_another_width_count_a_longer_stall() -> None:
 def test_the_first_half_second_of_a_curve() -> None:
     # start_dips.py: half the rate for the first 0.3 s after the events is 150 ms of the mean
     # rate; the bins before the events and after the first 0.5 s are not counted
-    from benchmarks.start_dips import BINS as WIDE
-    from benchmarks.start_dips import first_ms
+    from benchmarks.lab.start_dips import BINS as WIDE
+    from benchmarks.lab.start_dips import first_ms
 
     curve = [0.2 if lo < 0 else 0.5 if lo < 0.3 - 1e-9 else 0.1 if lo >= 0.5 else 1.0
              for lo, _ in WIDE]
@@ -85,7 +85,7 @@ def test_the_first_half_second_of_a_curve() -> None:
 
 def test_each_kind_is_summed_over_its_own_phases() -> None:
     # two phases of 15 s: events in both, a 50 ms stall after each only in the second
-    from benchmarks.event_dips import kind_summary
+    from benchmarks.lab.event_dips import kind_summary
 
     quiet = [2.0 + 1.1 * k for k in range(10)]
     busy = [17.0 + 1.1 * k for k in range(10)]

@@ -1,4 +1,4 @@
-"""``benchmarks/light_phases.py``'s pure part: a phase's rate from a counter polled every
+"""``benchmarks/lab/light_phases.py``'s pure part: a phase's rate from a counter polled every
 0.1 s, and each phase's loss against the phases either side of it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.light_phases import HEAD_S, TAIL_S, phase_losses, rate
+from benchmarks.lab.light_phases import HEAD_S, TAIL_S, phase_losses, rate
 
 
 def _counter(bounds: list[tuple[float, float]], level: list[float],

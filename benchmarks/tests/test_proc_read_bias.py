@@ -1,11 +1,11 @@
-"""``benchmarks/proc_read_bias.py``'s pure parts: a record's kind of sleep, and the share of
+"""``benchmarks/lab/proc_read_bias.py``'s pure parts: a record's kind of sleep, and the share of
 ``poll`` among the connection threads' sleeps in each kind of reading."""
 
 from __future__ import annotations
 
 import math
 
-from benchmarks.proc_read_bias import poll_shares, sleep_kind
+from benchmarks.lab.proc_read_bias import poll_shares, sleep_kind
 
 
 def test_sleep_kind_needs_a_sleeping_state_and_a_wait_function() -> None:

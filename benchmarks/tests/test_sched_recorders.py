@@ -1,11 +1,11 @@
-"""``benchmarks/sched_recorders.py``'s paired loss: each round against its own window with no
+"""``benchmarks/lab/sched_recorders.py``'s paired loss: each round against its own window with no
 profiler, over the rounds that have both."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.sched_recorders import paired_loss
+from benchmarks.lab.sched_recorders import paired_loss
 
 
 def test_each_round_is_set_against_its_own_window() -> None:

@@ -1,11 +1,11 @@
-"""``benchmarks/server_levels.py``'s pure parts: the loss figure of ``server_collect.py`` on
+"""``benchmarks/lab/server_levels.py``'s pure parts: the loss figure of ``server_collect.py`` on
 windows where nothing ran, and the 10 s blocks it prints."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.server_levels import by_block, null_losses
+from benchmarks.lab.server_levels import by_block, null_losses
 
 
 def test_null_losses_sets_each_odd_window_against_its_neighbours() -> None:

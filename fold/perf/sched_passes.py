@@ -78,7 +78,7 @@ def switch_in_lag(threads: dict[int, SchedThread], log: IntervalLog,
     perf writes a thread's ``IN`` record after the context switch and after scheduling
     the thread's own events in: a few microseconds after the kernel started counting the
     thread's run time (2.2-2.9 µs from the 10th to the 90th percentile against the
-    ``sched_switch`` tracepoint, measured by benchmarks/runnable_truth.py).  Each
+    ``sched_switch`` tracepoint, measured by benchmarks/lab/runnable_truth.py).  Each
     on-CPU interval starts that much late and the off-CPU interval before it (most often
     runnable: woken, not yet on a CPU) ends that much late: 5-10 points of the window
     of a thread that switches 25,000 times a second.

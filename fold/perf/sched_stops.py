@@ -27,7 +27,8 @@ MARK_WINDOW_NS = 5_000_000
 #: thread blocked on a condition variable for less than ``MARK_MIN_NS`` and was stopped there:
 #: the sleep is not the condition variable's wait).  Against a stack at every switch, a match
 #: with one switch-in and up to 50 us of CPU between has the stop's wait class nearly always,
-#: one with two switch-ins or more CPU far less often (measured by benchmarks/split_estimator.py).
+#: one with two switch-ins or more CPU far less often (measured by
+#: benchmarks/lab/split_estimator.py).
 MARK_MAX_CPU_NS = 50_000
 #: Shorter unsampled intervals are not matched to a stop: a tracer's stop itself is one (10 us
 #: to a few ms), and short waits are not where the split goes wrong.

@@ -77,7 +77,7 @@ def test_mix_time_split_matches_its_own_measurement(live: None, sample_bin: Path
 #: The sampled split against mix's own clock, its sampling aliased (below).  Measured over 20
 #: runs on the 2-vCPU machine (2026-11-27, ``mix --sleep-ms 300`` attached for 10 s with
 #: ``--max-data-mb-per-s 0.3``, one switch in 36-40 per CPU with a stack; ``python3
-#: benchmarks/sched_split.py 10 --attach --mix "--sleep-ms 300" -- --max-data-mb-per-s 0.3``):
+#: benchmarks/lab/sched_split.py 10 --attach --mix "--sleep-ms 300" -- --max-data-mb-per-s 0.3``):
 #: the worst thread's worst class 0.1-2.8 points off mix's own figure (median 1.5).  Before
 #: the split used the duration strata it was 36-48 points off in 7 runs of 8 of one sitting (a
 #: worker's 300 ms sleeps given to its sampled 2 ms condition-variable waits), and this test

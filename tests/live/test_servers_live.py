@@ -389,7 +389,7 @@ def test_postgres_pid_tree_covers_every_process_named_and_resolved(postgres: Pos
     lived through the window present, ps names exact; least coverage 0.985-1.000; whole
     stacks resolved 2.5-3.5% (every backend stack crosses a static function); innermost frame
     in the binary named 70.7-75.1% (7 runs); frames of the binary named 61.7-62.6%; other
-    unresolved frames 0.4-1.1%.  benchmarks/README.md, "Real servers: --pid-tree on
+    unresolved frames 0.4-1.1%.  benchmarks/lab/RECORD.md, "Real servers: --pid-tree on
     PostgreSQL, a row-lock wait in MariaDB"."""
     need("nm", "readelf", "ps")
     load = subprocess.Popen([*postgres.client("pgbench"), "-c", "8", "-j", "2", "-T", "120",
@@ -556,7 +556,7 @@ def test_mariadb_update_blocked_on_a_row_lock_is_a_lock_for_the_whole_window(
     Measured, 6 runs (2026-11-25, 2-vCPU VM, load average 5-12): lock 99.81-99.95% of the
     window (7 runs), all of it `InnoDB row lock`; stopped 1.5-5.2 ms; runnable 0.9-4.2 ms;
     on-CPU 0.33-0.41 ms; coverage 1.000; one thread mostly `lock` every time; the collect
-    took 56-77 s for the 5 s window.  benchmarks/README.md, "Real servers: --pid-tree on
+    took 56-77 s for the 5 s window.  benchmarks/lab/RECORD.md, "Real servers: --pid-tree on
     PostgreSQL, a row-lock wait in MariaDB".  10 runs in a row (2026-11-29): lock
     5.0008-5.0014 s of a 5.0012-5.0018 s window, stopped 0.26-0.58 ms, runnable 0.78-3.09 ms,
     on-CPU 0.13-0.25 ms, coverage 1.0002-1.0006, one thread blocked on a lock for 95% of the

@@ -40,7 +40,7 @@ def test_round_trip_is_byte_for_byte(tmp_path_factory: pytest.TempPathFactory,
 
 def test_a_real_chunk_shrinks(tmp_path: Path) -> None:
     """Switch records repeat their layout: 96 bytes a switch compressed several times over
-    (6.7x on MariaDB's chunks, benchmarks/README.md)."""
+    (6.7x on MariaDB's chunks, benchmarks/lab/RECORD.md)."""
     rec = bytearray()
     for i in range(20_000):
         rec += (0x0E).to_bytes(4, "little") + (0x2000).to_bytes(2, "little") + \

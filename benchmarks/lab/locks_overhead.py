@@ -10,7 +10,7 @@ throughput (messages/s, from the sample's own JSON line) and loss of each config
 owner probes' stop per owner (median and max, ``capture.json``) and the number of futex wakes
 recorded per second.
 
-    .venv/bin/python benchmarks/locks_overhead.py [--runs 3] [--seconds 6]
+    .venv/bin/python benchmarks/lab/locks_overhead.py [--runs 3] [--seconds 6]
 
 Run it under ``flock /tmp/wallflame-measure.lock`` on a shared machine.
 """
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUEUE = ROOT / "samples" / "bin" / "queue"
 
 

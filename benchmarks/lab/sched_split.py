@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The wait-class split of the mix sample against the program's own measurement.
 
-    .venv/bin/python benchmarks/sched_split.py [RUNS] [--attach] [--mix ARGS] \
+    .venv/bin/python benchmarks/lab/sched_split.py [RUNS] [--attach] [--mix ARGS] \
         [-- COLLECT OPTIONS...]
 
 mix times each phase of its workers (on-CPU, mutex, sleep, condition variable) and prints the
@@ -14,7 +14,7 @@ Mutex waits under ``wait_for_tick`` are counted by mix in its condvar phase, and
 scheduler on every CPU, its stacks one switch in N per CPU under a budget); ``--mix`` passes
 options to mix.  The sampling aliased, as ``tests/live/test_accuracy_live.py`` has it:
 
-    .venv/bin/python benchmarks/sched_split.py 10 --attach --mix "--sleep-ms 300" -- \
+    .venv/bin/python benchmarks/lab/sched_split.py 10 --attach --mix "--sleep-ms 300" -- \
         --max-data-mb-per-s 0.3
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 from wallflame.fold import FoldOptions, fold_file
 from wallflame.report.phases import thread_phases
 
-MIX = Path(__file__).resolve().parent.parent / "samples" / "bin" / "mix"
+MIX = Path(__file__).resolve().parents[2] / "samples" / "bin" / "mix"
 CLASSES = (("on_ns", "on"), ("mutex_ns", "mutex"), ("sleep_ns", "sleep"),
            ("condvar_ns", "condvar"))
 

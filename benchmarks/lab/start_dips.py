@@ -25,8 +25,8 @@ before each event to 2 s after it, against the phase's mean, and the cost of an 
 statements missing in the 2 s after it against the 0.4 s before it, in milliseconds of the
 server's mean rate, and those missing in the first 0.5 s of the mean curve.
 
-    .venv/bin/python benchmarks/start_dips.py [--test oltp_update_index] [--phase 60] [--rounds 2]
-        [--kinds python,reader,warm,perf]
+    .venv/bin/python benchmarks/lab/start_dips.py [--test oltp_update_index] [--phase 60]
+        [--rounds 2] [--kinds python,reader,warm,perf]
 
 Needs root (perf on every CPU, ptrace), ``mariadb-server`` and ``sysbench``.  Holds
 ``/tmp/wallflame-measure.lock`` while the server runs.
@@ -44,10 +44,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.event_dips import kind_summary  # noqa: E402
+from benchmarks.lab.event_dips import kind_summary  # noqa: E402
 from benchmarks.server_collect import LOCK  # noqa: E402
 from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,

@@ -8,7 +8,7 @@ libdw snapshots with their ``/proc`` records (``collect.owners.ProcReader`` and
 ``collect.snapshots.LibdwBackend``, as ``collect.snapshots.SnapshotLoop`` takes them), each
 timed with this thread's CPU clock.  Prints the median per round and per snapshot.
 
-    .venv/bin/python benchmarks/sampler_cost.py [--rounds 200] [--snapshots 30]
+    .venv/bin/python benchmarks/lab/sampler_cost.py [--rounds 200] [--snapshots 30]
 
 Needs ``mariadb-server sysbench`` and root (ptrace).
 """
@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import (  # noqa: E402

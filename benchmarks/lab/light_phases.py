@@ -31,8 +31,8 @@ kind's loss against the phases of nothing either side, phase by phase, their med
 the mean's standard error, and the same figure for the phases of nothing themselves (each
 against the two of nothing two phases away: what the estimate gives where nothing differs).
 
-    .venv/bin/python benchmarks/light_phases.py [--test oltp_update_index] [--phase 10] [--pairs 30]
-        [--kinds light,snapshots,reads]
+    .venv/bin/python benchmarks/lab/light_phases.py [--test oltp_update_index] [--phase 10]
+        [--pairs 30] [--kinds light,snapshots,reads]
 
 Needs root (ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds
 ``/tmp/wallflame-measure.lock`` while the server runs.
@@ -50,10 +50,10 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.event_dips import count_at  # noqa: E402
+from benchmarks.lab.event_dips import count_at  # noqa: E402
 from benchmarks.server_collect import LOCK  # noqa: E402
 from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The size of a run's timeline (``RUN/timeline.json.gz``) on a busy run.
 
-    .venv/bin/python benchmarks/timeline_size.py [THREADS] [SECONDS]
+    .venv/bin/python benchmarks/lab/timeline_size.py [THREADS] [SECONDS]
 
 Collects ``samples/bin/mix --threads THREADS`` (default 64) for SECONDS (default 60) with the
 default options (on-CPU at 499 Hz, a stack at every switch) and prints the timeline's size
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-MIX = Path(__file__).resolve().parent.parent / "samples" / "bin" / "mix"
+MIX = Path(__file__).resolve().parents[2] / "samples" / "bin" / "mix"
 
 
 def main() -> None:

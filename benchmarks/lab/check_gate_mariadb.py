@@ -18,8 +18,9 @@ with default settings:
 
 Usage (the collection holds ``/tmp/wallflame-measure.lock``, about 6 minutes for 4 rounds)::
 
-    .venv/bin/python benchmarks/check_gate_mariadb.py --rounds 4 --out /tmp/gate-mariadb
-    .venv/bin/python benchmarks/check_gate_mariadb.py --out /tmp/gate-mariadb --judge-only --noise
+    .venv/bin/python benchmarks/lab/check_gate_mariadb.py --rounds 4 --out /tmp/gate-mariadb
+    .venv/bin/python benchmarks/lab/check_gate_mariadb.py --out /tmp/gate-mariadb \
+        --judge-only --noise
 
 Series: every round's ``base-a`` against every round's ``base-b``, ``clients4x``, ``flush0``.
 """
@@ -34,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, which  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast the report page's timeline draws, pans and zooms in chromium.
 
-    .venv/bin/python benchmarks/timeline_frames.py RUN [RUNS]
+    .venv/bin/python benchmarks/lab/timeline_frames.py RUN [RUNS]
 
 Writes RUN's report page (``wallflame report RUN``), opens it RUNS times (default 5) in
 Debian's chromium (Playwright, headless, 1400x1000) and prints, per load: the time to the
@@ -10,7 +10,7 @@ timeline's first draw, then 240 animation frames driven by ``requestAnimationFra
 zooming or panning the timeline (zoom in 60 frames, pan 60, zoom out 60, pan back 60): the
 timeline's own draw time per frame and the interval between frames (60 fps is 16.7 ms).
 Medians over the loads at the end.  Use a run of 64 threads over 60 s
-(``benchmarks/timeline_size.py`` makes one).
+(``benchmarks/lab/timeline_size.py`` makes one).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ random of each library.  Prints per module: the symbols, the addresses, how many
 answered itself, how many of those differ from libdw's answer (must be 0), the index's build
 time and the time per address of each.
 
-    .venv/bin/python benchmarks/libdw_symbols.py [--pid PID] [--per-module 300]
+    .venv/bin/python benchmarks/lab/libdw_symbols.py [--pid PID] [--per-module 300]
 
 Needs ``mariadb-server`` without ``--pid``, and root or the right to read the process's maps.
 """
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, Missing, require  # noqa: E402

@@ -21,7 +21,7 @@ how long a ``full`` reading took.  If the reading itself put threads in ``poll``
 taken while the clients wait for one), ``full`` would show more of it than ``one``, and
 ``again`` more than ``full``.
 
-    .venv/bin/python benchmarks/proc_read_bias.py [--test oltp_read_write] [--seconds 120] \
+    .venv/bin/python benchmarks/lab/proc_read_bias.py [--test oltp_read_write] [--seconds 120] \
         [--group 5]
 
 Needs ``mariadb-server`` and ``sysbench``.  Holds ``/tmp/wallflame-measure.lock`` while the
@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server_collect import LOCK  # noqa: E402

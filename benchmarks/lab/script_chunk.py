@@ -2,7 +2,7 @@
 """What one chunk's ``perf script`` costs, with the kernel's symbols read from the run's copy
 (``raw/kallsyms``, what a collect does) and from ``/proc/kallsyms`` (what perf does by itself).
 
-    .venv/bin/python benchmarks/script_chunk.py RUN [--runs 5]
+    .venv/bin/python benchmarks/lab/script_chunk.py RUN [--runs 5]
 
 RUN is a run directory written by ``wallflame collect`` (its ``raw/`` keeps the chunks and the
 copy).  For the first chunk of each recorder (on-CPU ``perf``, ``sched``, ``wake``) it runs the
@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from wallflame.collect.packed import unpacked  # noqa: E402

@@ -19,7 +19,7 @@ Printed per N: the error of the per-class totals of the threads with a stack (in
 their blocked time; mean and largest over the phases), and the median over threads of each
 thread's largest per-class error (mean over the phases).
 
-    .venv/bin/python benchmarks/split_estimator.py RUN [--every 10,50,200]
+    .venv/bin/python benchmarks/lab/split_estimator.py RUN [--every 10,50,200]
 
 RUN: a run directory collected with a stack at every switch (a launched command, or
 ``--sched-stack-hz 0``).
@@ -33,7 +33,7 @@ import sys
 from array import array
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from wallflame import stops  # noqa: E402

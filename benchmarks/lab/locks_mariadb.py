@@ -16,7 +16,7 @@ run's own ``raw/`` files:
 
 It prints one line per lock per run and a JSON summary at the end::
 
-    .venv/bin/python benchmarks/locks_mariadb.py [--runs 3] [--seconds 8] [--threads 32]
+    .venv/bin/python benchmarks/lab/locks_mariadb.py [--runs 3] [--seconds 8] [--threads 32]
         [--test oltp_read_write] [--release-sites] [--collect-args '--sched-stack-hz 0']
 
 Run it under ``flock /tmp/wallflame-measure.lock`` on a shared machine.
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, require  # noqa: E402

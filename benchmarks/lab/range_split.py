@@ -2,7 +2,7 @@
 """A run's blocked time per class, from its own profile (``offcpu.folded``) and from a range
 over its whole window (``report --from --to``, built from the timeline), side by side.
 
-    .venv/bin/python benchmarks/range_split.py RUN [RUN...]
+    .venv/bin/python benchmarks/lab/range_split.py RUN [RUN...]
 
 With a stack at every switch the two are the same by construction; with sampled stacks the
 range redoes the whole window's split from the timeline's spans, and this prints how far the
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from wallflame.profile import OFF, Profile  # noqa: E402

@@ -10,7 +10,7 @@ threads, the mean per-thread stop and the longest stop's upper bound (attach req
 release).  The first snapshot builds the libdw session: it reports the modules, loads each
 one's ELF and CFI on first use and builds the symbol indexes; the later ones reuse it.
 
-    .venv/bin/python benchmarks/snapshot_start.py [--snapshots 5] [--runs 3] [--profile]
+    .venv/bin/python benchmarks/lab/snapshot_start.py [--snapshots 5] [--runs 3] [--profile]
 
 ``--profile``: the first snapshot of each run under ``cProfile``, its eight most costly
 functions by their own time printed after it (the profiler's own cost is in the figures).
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server_collect import LOCK  # noqa: E402

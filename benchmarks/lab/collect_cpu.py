@@ -3,10 +3,10 @@
 starts (``perf record``, ``perf script``, their ``addr2line``, the guard), read by ``bpftrace``
 at each one's exit.
 
-    .venv/bin/python benchmarks/collect_cpu.py                   # spin8 --heartbeat-hz 2000, 10 s
-    .venv/bin/python benchmarks/collect_cpu.py --pid PID -- --off-cpu sched
-    .venv/bin/python benchmarks/collect_cpu.py --mariadb   # MariaDB under sysbench, 32 clients
-    .venv/bin/python benchmarks/collect_cpu.py --mariadb --keep DIR   # and keep the run directory
+    .venv/bin/python benchmarks/lab/collect_cpu.py               # spin8 --heartbeat-hz 2000, 10 s
+    .venv/bin/python benchmarks/lab/collect_cpu.py --pid PID -- --off-cpu sched
+    .venv/bin/python benchmarks/lab/collect_cpu.py --mariadb   # MariaDB under sysbench, 32 clients
+    .venv/bin/python benchmarks/lab/collect_cpu.py --mariadb --keep DIR # and keep the run directory
 
 Without ``--pid`` it starts ``samples/bin/spin8 --threads 8 --heartbeat-hz 2000`` (the
 8-thread CPU-bound target with a 2 kHz heartbeat) and stops it afterwards; with ``--mariadb``
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, mount_tracefs, wallflame_env, warm_bytecode  # noqa: E402

@@ -18,7 +18,7 @@ perf's ``PERF_RECORD_SWITCH`` switch-in record (written after the context switch
 has scheduled the thread's own events in), moved earlier by the run's measured lag
 (``SampledSched._switch_in_lag``).
 
-    .venv/bin/python benchmarks/runnable_truth.py [RUNS] [-- COLLECT OPTIONS]
+    .venv/bin/python benchmarks/lab/runnable_truth.py [RUNS] [-- COLLECT OPTIONS]
 
 Needs ``redis-server redis-tools`` and root.  Holds ``/tmp/wallflame-measure.lock``.
 """
@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import Redis  # noqa: E402

@@ -12,7 +12,7 @@ MariaDB (``benchmarks/servers.py``, 2 tables of 2,000 rows) under sysbench
    against what perf wrote (``meta.json`` ``postprocess``), and the wake-up recorder's bytes
    per switch (``raw/wake.data.*``).
 
-    .venv/bin/python benchmarks/sched_stack_bytes.py [--seconds 5] [--clients 8]
+    .venv/bin/python benchmarks/lab/sched_stack_bytes.py [--seconds 5] [--clients 8]
 
 It holds ``/tmp/wallflame-measure.lock``.
 """
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, require  # noqa: E402

@@ -23,7 +23,7 @@ after it, against that phase's mean rate, and what the event cost: the commits m
 bins after it (against the mean of the bins before it), in milliseconds of the server's mean
 rate.  A snapshot a second that costs S ms costs S/10 percent of the server's minute.
 
-    .venv/bin/python benchmarks/event_dips.py [--phase 120] [--rounds 2] \
+    .venv/bin/python benchmarks/lab/event_dips.py [--phase 120] [--rounds 2] \
         [--kinds snapshot,snapshot_all,read]
 
 Needs root (perf, ptrace, ``SCHED_FIFO``), ``mariadb-server`` and ``sysbench``.  Holds
@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server_collect import LOCK  # noqa: E402

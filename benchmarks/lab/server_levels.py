@@ -15,7 +15,7 @@ loss figure of ``server_collect.py`` computed on windows where nothing ran: the 
 windows of ``--window`` seconds, each odd one set against the mean of the two either side of it,
 as a collect's window is.  That is the figure's spread when nothing is collected.
 
-    .venv/bin/python benchmarks/server_levels.py [--test oltp_read_write] [--seconds 600] \
+    .venv/bin/python benchmarks/lab/server_levels.py [--test oltp_read_write] [--seconds 600] \
         [--window 60]
 
 Needs ``mariadb-server`` and ``sysbench``.  Holds ``/tmp/wallflame-measure.lock`` while the
@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server_collect import LOCK, mean_tps  # noqa: E402

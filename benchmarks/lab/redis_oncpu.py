@@ -3,14 +3,14 @@
 against the kernel's own accounting (``/proc/PID/task/TID/schedstat`` run time, read every
 20 ms and interpolated at the window's ends from ``meta.json``).
 
-    .venv/bin/python benchmarks/redis_oncpu.py [RUNS] [KEEP_DIR]
+    .venv/bin/python benchmarks/lab/redis_oncpu.py [RUNS] [KEEP_DIR]
 
 Needs ``redis-server redis-tools`` (``benchmarks/servers.py`` says so).  Prints one line per
 run: wallflame's share, the kernel's, the difference in points, then the runnable shares.
 Not a test yet: since on-CPU is taken from the switches and clipped to the window it is within
 3 points of the kernel's (-1.9 to +3.0 in four 10 s runs), but the runnable share is 3.4-8.1
-points over the kernel's run-queue delay on this server (benchmarks/README.md), outside the
-margin a live test would need.  ``benchmarks/runnable_truth.py`` measures why: schedstat's
+points over the kernel's run-queue delay on this server (benchmarks/lab/RECORD.md), outside the
+margin a live test would need.  ``benchmarks/lab/runnable_truth.py`` measures why: schedstat's
 run-queue delay misses part of each wake-up's latency, and perf's switch-in records come about
 2.3 µs after the scheduler's own instant.
 """
@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import Redis  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A range selected on the report page against ``report --from --to`` on a real run.
 
-    .venv/bin/python benchmarks/page_range.py RUN [--range 0.3,0.45]
+    .venv/bin/python benchmarks/lab/page_range.py RUN [--range 0.3,0.45]
 
 Writes RUN's report page, opens it in Debian's chromium (Playwright, headless), selects a
 range of the timeline (fractions of the window; default the whole window) and compares each
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from wallflame.profile import OFF, WAIT_CLASSES  # noqa: E402

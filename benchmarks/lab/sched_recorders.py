@@ -66,8 +66,8 @@ Recorders (every one is a process of its own beside the server, as a collect's a
   window's figure, and ends before the next window starts).  Together they split what a
   default collect costs over its parts.
 
-    .venv/bin/python benchmarks/sched_recorders.py --window 8 --rounds 6
-    .venv/bin/python benchmarks/sched_recorders.py \
+    .venv/bin/python benchmarks/lab/sched_recorders.py --window 8 --rounds 6
+    .venv/bin/python benchmarks/lab/sched_recorders.py \
         --recorders wf_default,wf_no_owners,wf_sched,wf_none
 
 It holds ``/tmp/wallflame-measure.lock``; the server's own figures move by 10-30% from window
@@ -92,7 +92,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server_collect import collect as run_collect  # noqa: E402

@@ -17,7 +17,7 @@ Each window's rate is the program's messages over the collect's own window (``me
 Prints each round, then per variant the median and the loss against the median with none, and
 the holder stops the ``stop`` collects made (from their owner logs).
 
-    .venv/bin/python benchmarks/owner_cost.py [--window 10] [--rounds 8] [--threads 32]
+    .venv/bin/python benchmarks/lab/owner_cost.py [--window 10] [--rounds 8] [--threads 32]
 
 Needs root (ptrace) and ``make -C samples``.
 """
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import progress_rate, wallflame_env  # noqa: E402
