@@ -9,6 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge results, not speed: a shared or busy machine must not fail one by its
+# clock (Hypothesis's default deadline is 200 ms an example).
+settings.register_profile("wallflame", deadline=None)
+settings.load_profile("wallflame")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
