@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.servers import MariaDB, Redis  # noqa: E402
-from wallflame import finish  # noqa: E402
+from wallflame.assemble.assembly import assemble  # noqa: E402
 from wallflame.fold.perf import sched_passes  # noqa: E402
 
 LOCK = "/tmp/wallflame-measure.lock"
@@ -65,7 +65,7 @@ def without_lag(run: Path, into: Path) -> dict[int, float]:
     keep = sched_passes.LAG_MIN_SWITCH_INS
     sched_passes.LAG_MIN_SWITCH_INS = 1 << 62
     try:
-        finish.finish(into)
+        assemble(into)
     finally:
         sched_passes.LAG_MIN_SWITCH_INS = keep
     return gaps(into)

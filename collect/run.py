@@ -1,7 +1,7 @@
 """One collection, start to finish: the plan executed, tools watched and stopped.
 
 ``collect`` never parses a capture; it writes ``raw/`` and ``raw/capture.json`` (a
-``wallflame.rundir.Capture``: everything ``wallflame.finish`` needs to build the run
+``wallflame.rundir.Capture``: everything ``wallflame.assemble`` needs to build the run
 directory, so a run can be re-finished later).
 ``capture.json`` is written when the run starts and replaced as it goes (four times a second,
 then at the end), so a collect that was killed can still be finished: ``wallflame finish RUN``.
@@ -185,9 +185,9 @@ def collect(out: Path, request: Request, pid: int | None = None,
     """Profile the processes ``select`` names (or ``pid``), or launch ``command`` and profile
     it and every process it starts, as ``request`` asks (``collect.plan``; ``announce`` is
     given the plan before anything is written).  ``stream_command``: the folding process's
-    command line (``wallflame.streaming``), which folds perf's chunks while they are
+    command line (``wallflame.assemble.streaming``), which folds perf's chunks while they are
     recorded; the capture's ``streaming`` (``collect.stream.StreamProcess``) then has it write
-    the run directory.  Without it every chunk is folded by ``wallflame.finish``."""
+    the run directory.  Without it every chunk is folded by ``wallflame.assemble``."""
     # Tools run with the raw folder as their working directory: every path must be absolute.
     out = out.absolute()
     if select is None and pid is not None:

@@ -1,11 +1,11 @@
 """Post-processing that keeps up with recording and stays out of the target's way.
 
 ``perf record --switch-output`` closes a chunk every few seconds.  While recording goes on, the
-collect's folding process (``StreamProcess``, running ``wallflame.streaming``) turns every
-finished chunk into folded evidence at once: ``perf script`` piped straight into the folder
-(``wallflame.fold.perf.chunks.ChunkFolder``, which keeps the scheduler's open intervals from
-chunk to chunk), one chunk at a time, so memory never holds more than the chunk being read (as
-a stream) and the folded totals (``Folded``).  The on-CPU text is also kept in
+collect's folding process (``StreamProcess``, running ``wallflame.assemble.streaming``) turns
+every finished chunk into folded evidence at once: ``perf script`` piped straight into the
+folder (``wallflame.fold.perf.chunks.ChunkFolder``, which keeps the scheduler's open intervals
+from chunk to chunk), one chunk at a time, so memory never holds more than the chunk being read
+(as a stream) and the folded totals (``Folded``).  The on-CPU text is also kept in
 ``raw/perf.script``; the scheduler's is not (tens of MB a second on a busy server;
 ``raw/sched.data.*`` are kept and can be read again).
 
@@ -40,7 +40,7 @@ from typing import IO, Any, Protocol
 
 from wallflame.collect import packed, perf
 from wallflame.collect.safety import spawn, tool_env
-from wallflame.rundir import PERF_SCRIPT, Capture
+from wallflame.rundir import PERF_SCRIPT
 
 _SYS_IOPRIO_SET = 251  # x86_64; other architectures: the call fails and is skipped
 _IOPRIO_WHO_PROCESS = 1
@@ -242,7 +242,7 @@ def ready_chunks(raw: Path, stem: str, final: bool, done: list[str]) -> list[Pat
 
 
 class StreamProcess:
-    """The collect's side of its folding process (``wallflame.streaming``).
+    """The collect's side of its folding process (``wallflame.assemble.streaming``).
 
     Every finished chunk is folded while recording goes on, by a process of its own at
     ``SCHED_IDLE``, nice 19 and the idle I/O class, which its ``perf script`` children
@@ -253,11 +253,11 @@ class StreamProcess:
     CPU busy (``tests/live/test_stream_process_live.py``).
 
     The messages (JSON lines on the process's standard input) are listed in
-    ``wallflame.streaming``.  When the window closes (``close_window``) the process and its
+    ``wallflame.assemble.streaming``.  When the window closes (``close_window``) the process and its
     children get the normal policy at nice 0 back (the I/O class stays idle) and fold what is
     left; ``finish`` has it write the run directory once ``raw/capture.json`` is final.  If
     the process ends early, nothing is lost: the chunks it did not fold are still in raw/,
-    and ``wallflame.finish`` folds them all (``failed``)."""
+    and ``wallflame.assemble`` folds them all (``failed``)."""
 
     def __init__(self, command: list[str], out: Path, raw: Path, stems: list[str],
                  pids: list[int] | None, inline: bool, wakes: bool) -> None:
@@ -360,83 +360,12 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
-def process_all(raw: Path, stems: list[str], folder: ChunkSink,
-                pid: int | str | None = None,
-                progress: Callable[[str], None] | None = None, inline: bool = True) -> Folded:
-    """Everything in ``raw/`` at once, into ``folder`` (``wallflame.finish`` of a run that was
-    not streamed, or finished again)."""
-    folded = Folded(raw, folder, pid, inline)
-    if "sched" in stems and perf.data_chunks(raw, perf.WAKE):
-        folder.expect_wakes()
-        stems = [perf.WAKE, *stems]  # the wake-ups first: each interval is resolved at once
-    for stem in stems:
-        for c in perf.data_chunks(raw, stem):
-            if progress is not None:
-                progress(c.name)
-            folded.process(stem, c)
-    folded.close()
-    return folded
-
-
-def _pids(cap: Capture) -> str | None:
-    """The processes whose on-CPU samples a capture keeps: none to pick out for a launched
-    command (its perf recorded only its processes), else every process of the target."""
-    if cap.launched:
-        return None
-    pids = [p.get("pid") for p in cap.processes if isinstance(p, dict)]
-    if not pids:
-        pids = [cap.target.get("pid")]
-    ok = [str(p) for p in pids if isinstance(p, int) and not isinstance(p, bool)]
-    return ",".join(ok) or None
-
-
-def process_capture(raw: Path, cap: Capture, folder: ChunkSink) -> Folded:
-    """Every chunk the collect described by ``cap`` recorded, processed now into ``folder``
-    (whose window the caller has set)."""
-    return process_all(raw, ["perf", "sched"] if cap.options.sched else ["perf"], folder,
-                       _pids(cap), inline=cap.options.inlined)
-
-
-class Clock:
-    """CPU (this process and its children) and wall time since it was made."""
-
-    def __init__(self) -> None:
-        self.wall = time.monotonic()
-        self.cpu = _cpu()
-
-    def elapsed(self) -> tuple[float, float]:
-        return time.monotonic() - self.wall, _cpu() - self.cpu
-
-
-def _cpu() -> float:
-    import resource
-
-    s = resource.getrusage(resource.RUSAGE_SELF)
-    c = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-
-
-def postprocess_meta(cap: Capture, clock: Clock, folded: Folded | None
-                     ) -> dict[str, Any]:
-    """``meta.json``'s ``postprocess``: the budget plan, what the streaming cost while and
-    after recording, what ``finish`` cost, and the data the run wrote."""
-    wall, cpu = clock.elapsed()
-    out: dict[str, Any] = dict(cap.postprocess)
-    out["finish"] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-                     "streamed": folded is not None}
-    return out
-
-
 __all__ = [
     "ChunkSink",
-    "Clock",
     "Cost",
     "Folded",
     "StreamProcess",
     "lower_priority",
-    "postprocess_meta",
-    "process_all",
-    "process_capture",
     "process_tree",
     "ready_chunks",
 ]

@@ -26,7 +26,7 @@ class SavedExtra(TypedDict, total=False):
     blocked_from_schedstat: list[int]
     """Threads whose blocked time came from the kernel's counters (``wallflame.window``)."""
     collect: dict[str, Any]
-    """How the collect ran: ``target``, ``ended_by``, ``off_cpu`` (``wallflame.finish``)."""
+    """How the collect ran: ``target``, ``ended_by``, ``off_cpu`` (``wallflame.assemble``)."""
     lock_evidence: dict[str, dict[str, Any]]
     """Per lock: observations, kind, confirmed holders, holders not caught (``fold.locks``);
     summary.json ``locks``."""

@@ -54,7 +54,7 @@ def separate(profile: Profile, cause: str) -> int:
 
 #: ``meta.extra`` key of a fold: each thread's stops as the tracer timed them (``add_stops``).
 MEASURED_STOPS: Final = "measured_stops"
-#: ``meta.extra`` key (popped by ``wallflame.finish`` before anything is written) of the
+#: ``meta.extra`` key (popped by ``wallflame.assemble`` before anything is written) of the
 #: snapshots' blocked threads at the instant each was stopped: ``[[tid, mono_ns, frames
 #: (root first), kernel state], ...]``, which the scheduler's split gives the interval the stop
 #: ended and the one it restarted (``SampledSched.marks``).

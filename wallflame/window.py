@@ -1,6 +1,6 @@
 """Every thread, the whole window: on-CPU + runnable + blocked = the window, per thread.
 
-Two corrections a run's evidence needs before it adds up (``finish.build_profile``):
+Two corrections a run's evidence needs before it adds up (``assemble.profile.build_profile``):
 
 * **On-CPU totals from the switches.**  ``cpu-clock`` samples estimate a thread's on-CPU time
   as samples x period; the scheduler capture measures it exactly (each switch-in to the next

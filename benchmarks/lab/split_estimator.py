@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from wallflame import stops  # noqa: E402
-from wallflame.finish import _fold, _fold_chunks, _snapshot_format, logs  # noqa: E402
+from wallflame.assemble.folding import Folding  # noqa: E402
+from wallflame.assemble.profile import _fold, _snapshot_format, logs  # noqa: E402
 from wallflame.fold import FoldOptions  # noqa: E402
 from wallflame.fold.perf import sampled_switches as ss  # noqa: E402
 from wallflame.fold.perf import sched_split  # noqa: E402
@@ -82,9 +83,11 @@ def main() -> int:
                     FoldOptions(stop_marks=True))
         if one is not None:
             marks.extend(one.meta.extra.pop(stops.STOP_MARKS, None) or [])
-    folded = _fold_chunks(raw, cap)
-    folded.folder.profiles(raw, cap, folded.done)
-    sched = folded.folder.sched
+    folding = Folding.of_capture(raw, cap)
+    folding.fold_rest(None)
+    folding.close()
+    folding.folder.profiles(raw, cap, folding.folded.done)
+    sched = folding.folder.sched
     window = cap.window.on_perf_clock() or (-(1 << 62), 1 << 62)
     log = sched.log
     sample0, period0 = array("l", log.sample), array("q", log.period)

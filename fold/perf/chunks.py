@@ -5,7 +5,7 @@ runs ``perf script`` on each as soon as it is complete; the text goes to one ``C
 per run, stem by stem: the on-CPU samples into a profile, the scheduler's switches and
 wake-ups into one ``SampledSched`` that carries open intervals from chunk to chunk.  The
 collect is handed the folder by its caller (the collect stage never imports this one), and
-``wallflame.finish`` takes the run's profiles from it (``profiles``) or, for a run that was
+``wallflame.assemble`` takes the run's profiles from it (``profiles``) or, for a run that was
 not streamed, feeds it every chunk in ``raw/`` first.
 """
 

@@ -1,4 +1,5 @@
-"""The collect's folding process (``collect.stream.StreamProcess``, ``wallflame.streaming``).
+"""The collect's folding process (``collect.stream.StreamProcess``,
+``wallflame.assemble.streaming``).
 
 Against a target that keeps every CPU busy (``spin8``: eight busy workers and a 2 kHz
 heartbeat on this 2-CPU machine), the folding, at ``SCHED_IDLE`` during the window, must
@@ -70,7 +71,7 @@ def _no_folding_process(run: Path) -> bool:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"wallflame.streaming" in argv and any(str(run).encode() in a for a in argv):
+        if b"wallflame.assemble.streaming" in argv and any(str(run).encode() in a for a in argv):
             return False
     return True
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from wallflame.assemble.assembly import assemble
 from wallflame.collect import budget
 from wallflame.collect.plan import (
     ATTACHED_DURATION_S,
@@ -32,22 +33,21 @@ from wallflame.errors import (
     UsageError,
     say,
 )
-from wallflame.finish import finish
 from wallflame.output import print_losses
 from wallflame.report.findings import Finding
 from wallflame.report.text import finding_lines
 from wallflame.rundir import BACKENDS, OFF_CPU_MODES, SUMMARY, OffCpu, SnapshotBackend
 
-#: The folding process (``wallflame.streaming``): folds perf's chunks while they are recorded,
-#: then writes the run directory.
-STREAM_COMMAND = [sys.executable, "-m", "wallflame.streaming"]
+#: The folding process (``wallflame.assemble.streaming``): folds perf's chunks while they are
+#: recorded, then writes the run directory.
+STREAM_COMMAND = [sys.executable, "-m", "wallflame.assemble.streaming"]
 
 
 def _finish(out: str, streaming: StreamProcess | None) -> None:
     """The run directory, written by the folding process; if there was none (a window that
     is one chunk of every recorder, ``collect.perf.one_chunk``), or that process could not
     start or failed otherwise than with one of wallflame's errors (which it has printed),
-    written here from every chunk in raw/, as ``wallflame finish`` would, with what that
+    assembled here from every chunk in raw/, as ``wallflame finish`` does, with what that
     cost in ``meta.json`` ``postprocess.cost``."""
     code = None if streaming is None else streaming.finish()
     if code == 0:
@@ -57,7 +57,7 @@ def _finish(out: str, streaming: StreamProcess | None) -> None:
     if code is not None:  # (one that never started is already among the warnings)
         say(f"wallflame: warning: the folding process failed (exit {code}): every chunk is "
             "folded now")
-    print_losses(finish(out, after_collect=True).meta)
+    print_losses(assemble(out, after_collect=True).meta)
 
 
 def _progress_printer() -> tuple[object, object]:

@@ -144,9 +144,9 @@ def command(run_dir: str) -> None:
                          "log)", "nothing was collected; collect again")
     if cap is None:
         write_capture(raw, reconstruct(raw))
-    from wallflame.finish import finish
+    from wallflame.assemble.assembly import assemble
 
-    profile = finish(out)
+    profile = assemble(out)
     print_losses(profile.meta)
     threads = len({key.tid for key in profile.stacks})
     click.echo(f"wallflame: finished {run_dir} ({profile.meta.window_ns / 1e9:.1f} s, "

@@ -225,7 +225,7 @@ def test_record_command_is_bounded_and_chunked(tmp_path) -> None:  # type: ignor
     assert few[few.index("--call-graph") + 1] == f"dwarf,{SAMPLED_STACK_BYTES}"
     assert SAMPLED_STACK_BYTES == 32768
     # what the run's missing-frames note names is the copy perf was given
-    from wallflame.finish import _stack_copy_bytes
+    from wallflame.assemble.meta import _stack_copy_bytes
     assert (_stack_copy_bytes(every), _stack_copy_bytes(few)) == (8192, SAMPLED_STACK_BYTES)
     assert _stack_copy_bytes(["perf", "record", "--call-graph", "dwarf"]) == 8192
     assert _stack_copy_bytes(None) == _stack_copy_bytes("dwarf,4096") == 8192

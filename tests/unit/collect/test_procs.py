@@ -12,9 +12,9 @@ import pytest
 from livehelp import WALLFLAME
 
 from wallflame import procnames
+from wallflame.assemble.profile import logs
 from wallflame.collect import procs
 from wallflame.errors import InputError
-from wallflame.finish import logs
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.rundir import Capture
 

@@ -1,6 +1,6 @@
-"""The folding process (``wallflame.streaming``) as its messages drive it: which chunks it folds
-while perf records and once it has stopped, the processes it keeps, and how it ends when its
-input is not what the collect writes."""
+"""The folding process (``wallflame.assemble.streaming``) as its messages drive it: which chunks
+it folds while perf records and once it has stopped, the processes it keeps, and how it ends
+when its input is not what the collect writes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from wallflame import streaming
+from wallflame.assemble import streaming
 from wallflame.collect import stream
 from wallflame.errors import EXIT_USAGE
 
@@ -57,18 +57,19 @@ def test_chunks_perf_is_still_writing_wait_for_the_final_message(
     assert not s.handle({"final": True})
     assert [(n, who) for _, n, who in processed[3:]] == [("perf.data", [10, 12]),
                                                          ("sched.data", [10, 12])]
-    assert s.folded.cost.during_window == 3  # no window end was sent: all before final
+    assert s.folding.folded.cost.during_window == 3  # no window end was sent: all before final
 
 
 def test_chunks_folded_in_the_window_are_those_started_before_its_end(
         tmp_path: Path, processed: list[Any]) -> None:
     s = streaming.Streaming(_spec(tmp_path))
-    s.started = [100, 200, 300]
+    s.folding.started = [100, 200, 300]
     s.handle({"window": [50, 250, None]})
     s.handle({"final": True})
-    assert s.folded.cost.during_window == 2
-    assert s.folded.cost.after_window_s > 0
-    assert s.folded.cost.priority[-1] == "after the window: normal"
+    cost = s.folding.folded.cost
+    assert cost.during_window == 2
+    assert cost.after_window_s > 0
+    assert cost.priority[-1] == "after the window: normal"
     assert s.handle({"finish": True})
 
 
@@ -77,13 +78,13 @@ def test_a_finish_without_the_final_message_folds_every_chunk_first(
     s = streaming.Streaming(_spec(tmp_path))
     (s.raw / "sched.data").write_bytes(b"x")
     assert s.handle({"finish": True})
-    assert [n for _, n, _ in processed] == ["sched.data"] and s.final
+    assert [n for _, n, _ in processed] == ["sched.data"] and s.folding.final
 
 
 def test_a_launched_command_keeps_every_process(
         tmp_path: Path, processed: list[tuple[str, str, list[int] | None]]) -> None:
     s = streaming.Streaming(_spec(tmp_path, pids=None, stems=["perf", "rm -rf /"]))
-    assert s.stems == ["perf"]  # only the recordings a collect makes
+    assert s.folding.stems == ["perf"]  # only the recordings a collect makes
     (s.raw / "perf.data.2026112708000001").write_bytes(b"x")
     s.handle({"pids": [1, 2]})
     s.step()
@@ -94,7 +95,7 @@ def test_the_window_reaches_the_folder(tmp_path: Path, monkeypatch: pytest.Monke
                                        processed: list[Any]) -> None:
     s = streaming.Streaming(_spec(tmp_path))
     got: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(s.folder, "set_window", lambda *a: got.append(a))
+    monkeypatch.setattr(s.folding.folder, "set_window", lambda *a: got.append(a))
     s.handle({"window": [100, None, [1, 2]]})
     s.handle({"window": [100, 900, None]})
     assert got == [(100, None, [1, 2]), (100, 900, None)]
@@ -105,7 +106,7 @@ def test_input_that_ends_without_finish_writes_nothing(
     s = streaming.Streaming(_spec(tmp_path))
     msgs = b'{"window": [1, null, [5]]}\n{"final": true}\n'
     assert streaming.run(s, io.BytesIO(msgs)) == streaming.EXIT_NOT_FINISHED
-    assert s.final and sorted(p.name for p in tmp_path.iterdir()) == ["raw"]
+    assert s.folding.final and sorted(p.name for p in tmp_path.iterdir()) == ["raw"]
 
 
 @pytest.mark.parametrize("line", [b'{"window": "x"}\n', b'{"pids": [1, "<b>"]}\n',
@@ -123,7 +124,7 @@ def test_a_message_it_cannot_read_ends_it_without_a_traceback(
 @pytest.mark.parametrize("args", [[], ["not json"], ["[1]"], ['{"raw": "/tmp"}'],
                                   [json.dumps({"out": "o", "raw": "r", "stems": "perf"})]])
 def test_started_by_hand_without_its_specification(args: list[str]) -> None:
-    r = subprocess.run([sys.executable, "-m", "wallflame.streaming", *args],
+    r = subprocess.run([sys.executable, "-m", "wallflame.assemble.streaming", *args],
                        capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
     assert r.returncode == EXIT_USAGE, r.stderr
     assert r.stderr.startswith("wallflame: error: ") and r.stderr.count("\n") == 1, r.stderr
@@ -136,7 +137,7 @@ def test_it_exits_cleanly_while_its_input_is_still_open(tmp_path: Path) -> None:
     (status -6, "Fatal Python error: ... could not acquire lock for <stdin>"), every time."""
     from wallflame.errors import EXIT_INPUT
 
-    proc = subprocess.Popen([sys.executable, "-m", "wallflame.streaming",
+    proc = subprocess.Popen([sys.executable, "-m", "wallflame.assemble.streaming",
                              json.dumps(_spec(tmp_path))],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stderr is not None

@@ -1,7 +1,8 @@
-"""The collect's folding process: perf's chunks folded while they are recorded, then the run
-directory written (``wallflame.finish``), in a process of its own.
+"""The collect's folding process: perf's chunks folded while they are recorded
+(``wallflame.assemble.folding``), then the run directory written
+(``wallflame.assemble.assembly``), in a process of its own.
 
-    python -m wallflame.streaming SPEC      (started by ``collect.stream.StreamProcess``)
+    python -m wallflame.assemble.streaming SPEC      (started by ``collect.stream.StreamProcess``)
 
 ``SPEC`` is a JSON object: ``out`` (the run directory), ``raw`` (its raw directory),
 ``stems`` (the recordings, in the order their chunks are read), ``pids`` (the processes whose
@@ -17,8 +18,8 @@ acted on in their order:
   it is open) and the threads at its start (``ChunkFolder.set_window``);
 * ``{"pids": [...]}``: the target's processes now;
 * ``{"final": true}``: the recorders have stopped; every chunk left is folded;
-* ``{"finish": true}``: ``raw/capture.json`` is final; the folding's cost is added to it, the
-  run directory is written and the warnings are printed, as ``wallflame finish`` would.
+* ``{"finish": true}``: ``raw/capture.json`` is final; the run directory is assembled from the
+  chunks folded here (the folding's cost added to the capture) and the warnings are printed.
 
 Its exit status is 0 once the run directory is written, or the documented code of the error
 it printed.  If its input ends without ``finish`` (the collect ended without one) it exits at
@@ -39,10 +40,10 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from wallflame.collect import perf, stream
+from wallflame.assemble.folding import Folding
+from wallflame.collect import stream
 from wallflame.errors import EXIT_USAGE, WallflameError, say
 from wallflame.fold.perf.chunks import ChunkFolder
-from wallflame.rundir import read_capture, write_capture
 
 #: The exit status when the input ends without ``finish``: nothing written, every chunk in raw/.
 EXIT_NOT_FINISHED = 1
@@ -70,27 +71,18 @@ def _messages(src: IO[bytes], out: queue.Queue[dict[str, Any] | None]) -> None:
 class Streaming:
     """The folding as the messages drive it."""
 
-    #: The recordings a collect makes (``collect.perf``).
-    STEMS = ("perf", perf.WAKE, "sched")
-
     def __init__(self, spec: dict[str, Any]) -> None:
         """``spec`` as the module says; ``ValueError`` (or ``TypeError``) if it is not."""
         self.out = Path(spec["out"])
         self.raw = Path(spec["raw"])
         if not isinstance(spec["stems"], list):
             raise ValueError("stems")
-        self.stems = [s for s in spec["stems"] if s in self.STEMS]
         pids = spec.get("pids")
         self.pids: list[int] | None = None if pids is None else [int(p) for p in pids]
-        self.folder = ChunkFolder()
-        if spec.get("wakes"):
-            self.folder.expect_wakes()
-        self.folded = stream.Folded(self.raw, self.folder,
-                                    None if self.pids is None else self.current_pids,
-                                    inline=bool(spec.get("inline", True)))
-        self.final = False
+        self.folding = Folding(self.raw, ChunkFolder(), spec["stems"],
+                               None if self.pids is None else self.current_pids,
+                               bool(spec.get("inline", True)), bool(spec.get("wakes")))
         self.window_end: int | None = None  # CLOCK_MONOTONIC, ns, once the window has closed
-        self.started: list[int] = []  # when each chunk's folding started, same clock
 
     def current_pids(self) -> list[int]:
         return list(self.pids or [])
@@ -99,51 +91,35 @@ class Streaming:
         """Act on one message; returns whether it was ``finish``."""
         if "window" in msg:
             start, end, at_start = msg["window"]
-            self.folder.set_window(int(start), None if end is None else int(end),
-                                   None if at_start is None else [int(t) for t in at_start])
+            self.folding.folder.set_window(
+                int(start), None if end is None else int(end),
+                None if at_start is None else [int(t) for t in at_start])
             if end is not None:
                 self.window_end = int(end)
         if "pids" in msg and self.pids is not None:
             self.pids = [int(p) for p in msg["pids"]]
-        if (msg.get("final") or msg.get("finish")) and not self.final:  # no chunk left out
-            self.final = True
-            closed = time.monotonic_ns() if self.window_end is None else self.window_end
-            self.folded.cost.priority.append("after the window: normal")
-            self.step()
-            # the chunks whose folding started in the window, and the time from its end to
-            # the last chunk folded (the collect's window is on this clock: perf's ``mono``)
-            cost = self.folded.cost
-            cost.during_window = sum(1 for t in self.started if t < closed)
-            cost.after_window_s = max(0, time.monotonic_ns() - closed) / 1e9
+        if msg.get("final") or msg.get("finish"):  # no chunk left out
+            # the collect's window is on this clock (perf's ``mono``)
+            self.folding.fold_rest(time.monotonic_ns() if self.window_end is None
+                                   else self.window_end)
         return bool(msg.get("finish"))
 
     def step(self) -> bool:
         """Fold the chunks ready now; returns whether there were any."""
-        did = False
-        for stem in self.stems:
-            for c in stream.ready_chunks(self.raw, stem, self.final, self.folded.done[stem]):
-                self.started.append(time.monotonic_ns())
-                self.folded.process(stem, c)
-                did = True
-        return did
+        return self.folding.step()
 
     def finish(self) -> None:
-        """The run directory, from the chunks folded here; the cost in ``postprocess``."""
-        from wallflame.finish import finish
+        """The run directory, from the chunks folded here."""
+        from wallflame.assemble.assembly import assemble
         from wallflame.output import print_losses
 
-        self.folded.close()
-        cap = read_capture(self.raw)
-        cap.postprocess.update(self.folded.costs())
-        write_capture(self.raw, cap)
-        profile = finish(self.out, self.folded)
-        print_losses(profile.meta)
+        print_losses(assemble(self.out, self.folding).meta)
 
 
 def run(streaming: Streaming, src: IO[bytes]) -> int:
     """Fold as the chunks come and the messages say, until ``finish`` or the input's end.  The
     priority is lowered before any thread or child is started: they inherit it."""
-    streaming.folded.cost.priority = stream.lower_priority()
+    streaming.folding.folded.cost.priority = stream.lower_priority()
     inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_messages, args=(src, inbox), name="wallflame-messages",
                      daemon=True).start()
@@ -167,7 +143,7 @@ def run(streaming: Streaming, src: IO[bytes]) -> int:
                 return 0
             busy = True  # the messages first, then the chunks
             continue
-        busy = not streaming.final and streaming.step()
+        busy = not streaming.folding.final and streaming.step()
 
 
 def run_safely(streaming: Streaming, src: IO[bytes]) -> int:
