@@ -67,3 +67,40 @@ def test_the_headline_agrees_with_the_programs_own_clock(tmp_path: Path, live: N
     # a queue with no contention would make agreement trivial
     assert own >= 20, f"the queue sample's consumers waited only {own:.1f}% on its mutex"
     assert abs(ours - own) <= MARGIN, f"headline {ours:.1f}% against the program's {own:.1f}%"
+
+
+def test_the_reports_first_findings_name_the_queue_lock(tmp_path: Path, live: None,
+                                                         sample_bin: Path) -> None:
+    """The text report of the mutex-bound queue, read as the demo's reader reads it: within
+    its first 40 lines, the findings and the thread table, consumers as one row; a lock
+    finding naming the queue's mutex, the call site that takes it and the code that holds it.
+    Only CPU saturation may rank above it (8 consumers on this 2-CPU machine wait for a CPU
+    about as long as they wait for the lock); the lock-free queue has no lock finding."""
+    texts = {}
+    for variant in ("mutex", "lockfree"):
+        out = tmp_path / variant
+        r = subprocess.run(
+            [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration", "6",
+             "--", str(sample_bin / "queue"), f"--queue={variant}", "--duration", "6"],
+            capture_output=True, text=True, timeout=180, check=False)
+        assert r.returncode == 0, r.stderr
+        rep = subprocess.run([sys.executable, "-m", "wallflame", "report", str(out), "--format",
+                              "txt", "-o", "-"], capture_output=True, text=True, timeout=120,
+                             check=False)
+        assert rep.returncode == 0, rep.stderr
+        texts[variant] = rep.stdout
+        found = json.loads((out / "summary.json").read_text())["findings"]
+        kinds = [f["kind"] for f in found]
+        print(f"FINDINGS {variant} {kinds}")
+        if variant == "mutex":
+            lock = next(f for f in found if f["kind"] == "lock" and "g_mutex_queue" in f["text"])
+            assert "taken in MutexQueue::pop" in lock["text"]
+            assert "QueueStats::record" in lock["text"]
+            assert set(kinds[:kinds.index("lock")]) <= {"cpu"}, kinds
+        else:
+            assert not any(f["kind"] == "lock" and "g_mutex_queue" in f["text"] for f in found)
+    head = texts["mutex"].splitlines()[:40]
+    assert head[2] == "findings:"
+    assert any(line.startswith("consumer-* ×8 ") for line in head), head
+    assert any("Lock contention" in line for line in head)
+    assert all(len(line) <= 100 for line in head)
