@@ -36,13 +36,15 @@ def _threads(s: dict[str, Any], out: IO[str]) -> None:
     unit = s["unit"]
     # runnable (waiting for a CPU) always has its column: a saturated machine shows there
     used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c] or c == "runnable"]
-    head = f"{'thread':<24} {'tid':>7} {'on-CPU':>9} {'blocked':>9}"
+    # the name takes what the columns leave of WIDTH (between 12 and 24)
+    nw = max(13, min(24, WIDTH - 8 - 18 - 9 * len(used) - 7))
+    head = f"{'thread':<{nw}} {'tid':>7} {'on-CPU':>8} {'blocked':>8}"
     head += "".join(f" {SHORT[c]:>8}" for c in used) + f" {'cover':>6}"
     out.write(head + "\n")
     for r in [*merge_rows(s["threads"]), {**s["totals"], "name": "all", "tid": 0}]:
         cov = r.get("coverage")
-        line = (f"{_cut(r['name'] or '?', 24):<24} {r['tid'] or '-':>7} "
-                f"{column(r['on_cpu_s'], unit):>9} {column(r['off_cpu_s'], unit):>9}")
+        line = (f"{_cut(r['name'] or '?', nw):<{nw}} {r['tid'] or '-':>7} "
+                f"{column(r['on_cpu_s'], unit):>8} {column(r['off_cpu_s'], unit):>8}")
         line += "".join(f" {column(r['runnable_s'] if c == 'runnable' else r['wait'][c], unit):>8}"
                         for c in used)
         line += f" {f'{100 * cov:.0f}%' if cov is not None else '-':>6}"
@@ -185,8 +187,10 @@ def write_text(profile: Profile, out: IO[str]) -> None:
             timed += (f"; the tracer timed its {ts['timed_stops']} stops of single threads at "
                       f"{lo:.3f}-{hi:.3f}s, between which the rest lies")
         out.write(f"\nstopped by {_cut(ts['cause'], 20)} (ptrace): {ts['total_s']:.3f}s over "
-                  f"{len(ts['threads'])} threads, in no wait class\n  (the snapshot loop "
-                  f"measured {ts['measured_pause_s']:.6f}s of pauses{timed})\n")
+                  f"{len(ts['threads'])} threads, in no wait class\n")
+        detail = f"(the snapshot loop measured {ts['measured_pause_s']:.6f}s of pauses{timed})"
+        out.writelines(f"{line}\n" for line in textwrap.wrap(
+            detail, WIDTH, initial_indent="  ", subsequent_indent="  "))
     if s["wait_labels"]:
         out.write("\noff-CPU time by rule:\n")
         _labels(s, out)

@@ -101,6 +101,6 @@ def test_the_reports_first_findings_name_the_queue_lock(tmp_path: Path, live: No
             assert not any(f["kind"] == "lock" and "g_mutex_queue" in f["text"] for f in found)
     head = texts["mutex"].splitlines()[:40]
     assert head[2] == "findings:"
-    assert any(line.startswith("consumer-* ×8 ") for line in head), head
+    assert any(line.startswith("consumer-* ×8 ") for line in head), "\n".join(head)
     assert any("Lock contention" in line for line in head)
     assert all(len(line) <= 100 for line in head)

@@ -100,7 +100,8 @@ def test_the_tracers_own_timing_is_summed_per_thread() -> None:
     assert row[8] == {"tid": 8, "name": "", "s": 0.0, "timed_s": [0.0001, 0.0002], "stops": 1}
     out = io.StringIO()
     write_text(p, out)
-    assert "the tracer timed its 4 stops of single threads at 0.000-0.001s" in out.getvalue()
+    text = " ".join(out.getvalue().split())  # (the line is wrapped at 100 columns)
+    assert "the tracer timed its 4 stops of single threads at 0.000-0.001s" in text
 
 
 def test_sampled_stopped_time_is_kept_within_the_tracers_own_timing() -> None:
