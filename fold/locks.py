@@ -96,7 +96,7 @@ class LockEvidence:
 
 def _holder(rec: dict[str, Any]) -> tuple[str, tuple[int, str, tuple[str, ...]] | None]:
     """A record's holder probe: (status, (tid, name, frames root first) when confirmed)."""
-    from wallflame.fold.eustack import parse_frame  # the owner sampler writes its frames
+    from wallflame.fold.eustackframes import parse_frame  # the owner sampler writes its frames
 
     h = rec.get("holder")
     if not isinstance(h, dict):

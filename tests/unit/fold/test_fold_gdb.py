@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wallflame.errors import InputError
-from wallflame.fold import eustack, gdb, snapshots
+from wallflame.fold import eustack, eustackframes, gdb, snapshots
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, ON, HolderKey, Profile
@@ -243,7 +243,7 @@ def test_any_frame_text_parses(text: str, prefix: str) -> None:
     f = gdb.parse_frame(prefix + text)
     assert f.name
     gdb.lock_of(f.args)
-    eustack.parse_frame(prefix + text)
+    eustackframes.parse_frame(prefix + text)
 
 
 @pytest.mark.parametrize(("line", "head"), [
