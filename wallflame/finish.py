@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wallflame import lockshare, procnames, releasesites, rundir, stops, window
+from wallflame import procnames, rundir, stops, window
 from wallflame.errors import ToolError, WallflameError
 from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
 from wallflame.fold.perf import chunks
 from wallflame.folded import write_folded
+from wallflame.locks import lockshare, releasesites
 from wallflame.output import open_output
 from wallflame.profile import Meta, Profile
 from wallflame.rundir import (
@@ -79,8 +80,8 @@ def _count_once(meta: Meta, read: Meta) -> None:
 def _attach_releases(profile: Profile, raw: Path, warnings: list[str]) -> None:
     """From a run's ``raw/releases.data`` (``collect.futexwakes`` records it and runs its
     ``perf script``), when it has one."""
-    from wallflame.collect import futexwakes as recorded
     from wallflame.collect import perf
+    from wallflame.collect.locks import futexwakes as recorded
 
     if not (raw / RELEASES_DATA).exists():
         return

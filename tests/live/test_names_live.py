@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wallflame.collect.mutex import Mapping, parse_maps
+from wallflame.collect.locks.targetmemory import Mapping, parse_maps
 from wallflame.fold import eustack, eustackframes, gdb
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN

@@ -7,8 +7,8 @@ import re
 
 from conftest import ROOT
 
-FOLDERS = ("wallflame", "wallflame/commands", "collect", "fold", "fold/perf", "report",
-           "report/diff")
+FOLDERS = ("wallflame", "wallflame/commands", "wallflame/locks", "collect", "collect/locks", "fold",
+           "fold/perf", "report", "report/diff")
 
 
 def _listed() -> dict[str, set[str]]:
