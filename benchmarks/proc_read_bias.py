@@ -53,7 +53,7 @@ from benchmarks.servers import (  # noqa: E402
 )
 from wallflame.collect.locks.owners import ProcReader  # noqa: E402
 from wallflame.collect.target import list_tids  # noqa: E402
-from wallflame.fold.snapshots import _WCHAN_CLASS  # noqa: E402
+from wallflame.fold.procrecords import WCHAN_CLASS  # noqa: E402
 
 KINDS = ("one", "full", "again", "group")
 #: Readings of ``--group`` threads in a ``group`` turn, each after its own wait of 50-150 ms.
@@ -67,7 +67,7 @@ def sleep_kind(state: str, wchan: str) -> str:
     ``wchan`` with (a futex there is ``condvar`` until its call says more)."""
     if state != "S" or not wchan:
         return "other"
-    cls = next((c for prefix, c in _WCHAN_CLASS if wchan.startswith(prefix)), None)
+    cls = next((c for prefix, c in WCHAN_CLASS if wchan.startswith(prefix)), None)
     return "poll" if cls == "poll" else "futex" if wchan.startswith("futex") else "other"
 
 

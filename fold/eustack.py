@@ -19,7 +19,7 @@ detect = heads.eustack
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    from wallflame.fold import eustackframes, gdb, snapshots
+    from wallflame.fold import eustackframes, gdb, snapshotlog
 
-    snapshots.fold_log(path, options, profile, [eustackframes.parse_header, gdb.parse_header],
-                       {"eu-stack": eustackframes.frame, "gdb": gdb.frame})
+    snapshotlog.fold_log(path, options, profile, [eustackframes.parse_header, gdb.parse_header],
+                         {"eu-stack": eustackframes.frame, "gdb": gdb.frame})

@@ -166,7 +166,7 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    from wallflame.fold import eustackframes, snapshots
+    from wallflame.fold import eustackframes, snapshotlog
 
-    snapshots.fold_log(path, options, profile, [parse_header, eustackframes.parse_header],
-                       {"gdb": frame, "eu-stack": eustackframes.frame})
+    snapshotlog.fold_log(path, options, profile, [parse_header, eustackframes.parse_header],
+                         {"gdb": frame, "eu-stack": eustackframes.frame})
