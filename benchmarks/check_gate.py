@@ -274,8 +274,9 @@ def judge_all_pairs(out: Path) -> None:
     share runs, so the counts are not independent trials; the rates are still unbiased."""
     sys.path.insert(0, str(ROOT))
     from wallflame.report.diff.compare import compare
-    from wallflame.report.gate.check import FAIL, INCONCLUSIVE, Thresholds, ignored, judge
+    from wallflame.report.gate.check import FAIL, INCONCLUSIVE, ignored, judge
     from wallflame.report.gate.series import load_side
+    from wallflame.report.gate.thresholds import Thresholds
 
     t = Thresholds()
     for kv in THRESHOLDS:
@@ -328,7 +329,7 @@ def between_runs(runs: list[Path]) -> None:
     ``-b``, collected back to back) and over all of them."""
     sys.path.insert(0, str(ROOT))
     from wallflame.profile import WAIT_CLASSES
-    from wallflame.report.gate.check import WAIT_EPS, Thresholds, ignored
+    from wallflame.report.gate.check import WAIT_EPS, ignored
     from wallflame.report.gate.quantities import (
         SHARE,
         cpu_per_work,
@@ -337,6 +338,7 @@ def between_runs(runs: list[Path]) -> None:
     )
     from wallflame.report.gate.series import load_side
     from wallflame.report.gate.stats import pooled_excess
+    from wallflame.report.gate.thresholds import Thresholds
 
     cut = ignored(Thresholds())
     loaded = {p: load_side(str(p), p.name, cut)[0][0] for p in runs}

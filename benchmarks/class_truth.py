@@ -10,7 +10,7 @@ the kernel, and only intervals longer than 100 ms are printed one by one (the re
 per second of their end, so a window's edges are placed to the second at worst for those).
 
 Each off-CPU interval gets the class its system call gives, by the same table the snapshot
-folder uses for what /proc shows (``wallflame.fold.snapshots.SYSCALL_CLASS``; the D state is
+folder uses for what /proc shows (``wallflame.fold.procrecords.SYSCALL_CLASS``; the D state is
 ``io``); a futex wait is a lock wait (``mutex``) when it is glibc's low-level lock's
 (``FUTEX_WAIT`` for the value 2), else ``futex wait`` (a condition variable, a semaphore, a
 rwlock or a latch: the classes ``condvar``, ``rwlock`` and ``lock`` together).  Waiting for a
@@ -69,7 +69,7 @@ from benchmarks.servers import (  # noqa: E402
     warm_bytecode,
 )
 from wallflame.collect.target import read_text  # noqa: E402
-from wallflame.fold.snapshots import SYS_FUTEX, SYSCALL_CLASS  # noqa: E402
+from wallflame.fold.procrecords import SYS_FUTEX, SYSCALL_CLASS  # noqa: E402
 
 #: The groups compared, by code in the program's output (0: on a CPU).
 GROUPS = ("on_cpu", "mutex", "futex wait", "io", "poll", "sleep", "other", "runqueue")

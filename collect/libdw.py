@@ -28,7 +28,7 @@ callback in C (``_speedups.frame_callback``) and the whole stop runs without the
 owner sampler's stops of a lock holder are the ones that matter most (every waiter of the lock
 waits with it), and what they must learn while the holder is stopped (the lock's owner field,
 the holder's own system call) is read by the same callback (``stack(reads=StopReads(...))``,
-two ``pread`` at the first frame) and judged after the release (``collect.holders``).
+two ``pread`` at the first frame) and judged after the release (``collect.locks.holders``).
 
 ptrace is per OS thread: one ``Unwinder`` must be used from a single Python thread.  A SIGKILL
 of wallflame while a thread is attached leaves that thread stopped; the guard process

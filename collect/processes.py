@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from wallflame.collect import threads
 from wallflame.collect.launch import Launched
-from wallflame.collect.owners import OwnerSampler
+from wallflame.collect.locks.owners import OwnerSampler
 from wallflame.collect.plan import CollectPlan
 from wallflame.collect.procs import Seen, Selection, Watch
 from wallflame.collect.safety import Guard

@@ -12,8 +12,8 @@ from typing import Any
 
 from wallflame import rundir
 from wallflame.collect import perf
+from wallflame.collect.locks.owners import OwnerSampler
 from wallflame.collect.memory import MemorySampler
-from wallflame.collect.owners import OwnerSampler
 from wallflame.collect.processes import Processes
 from wallflame.collect.safety import ensure_running, pause_summary
 from wallflame.collect.snapshots import PmpStats, SnapshotLoop

@@ -21,11 +21,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from wallflame.collect import budget, futexwakes, perf, stream, threads
+from wallflame.collect import budget, perf, stream, threads
 from wallflame.collect import machine as machine_load
 from wallflame.collect.elfinfo import has_debug_info
 from wallflame.collect.launch import Launched, end_child, runnable
 from wallflame.collect.libdw import libdw_version
+from wallflame.collect.locks import futexwakes
 from wallflame.collect.memory import MemorySampler
 from wallflame.collect.plan import (
     BudgetSource,

@@ -7,7 +7,7 @@
   a time (each thread stops for about a millisecond; the process as a whole never does), so a
   snapshot is **not consistent across threads**: one thread's stack may be from a slightly
   different instant than another's (which is why lock holders' stacks come from the owner
-  sampler, ``collect.owners``, never from snapshots).
+  sampler, ``collect.locks.owners``, never from snapshots).
 * ``gdb``: one gdb kept attached for the whole run (``collect.gdbmi``); every thread is stopped
   together, so the snapshot is consistent.  The attach itself pauses the target while gdb reads
   symbols (reported as ``attach_ms``).
@@ -16,10 +16,10 @@
 Any ptrace stop makes a blocked ``epoll_wait``, ``nanosleep``, ``read`` and friends in the target
 return early (EINTR or restart, see signal(7)); perf never does.  Before each dump every
 thread's /proc state, wait channel and system call are read without stopping anything, with the
-owner of a contended glibc lock (``collect.owners.ProcReader``, layouts in
-``collect.locklayout``); with libdw, each thread's record is also read alone between two dumps,
-at a moment of its own (``SnapshotLoop._read_alone``).  The log is pt-pmp compatible: each dump
-is followed by a ``TS`` line.
+owner of a contended glibc lock (``collect.locks.owners.ProcReader``, layouts in
+``collect.locks.locklayout``); with libdw, each thread's record is also read alone between two
+dumps, at a moment of its own (``SnapshotLoop._read_alone``).  The log is pt-pmp compatible: each
+dump is followed by a ``TS`` line.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from wallflame.collect.gdbmi import GDB_HARDENING, GdbGone, GdbMI
 from wallflame.collect.libdw import StopReads, ThreadStack, Unwinder, libdw_library
-from wallflame.collect.owners import ProcReader, spaced
+from wallflame.collect.locks.owners import ProcReader, spaced
 from wallflame.collect.safety import ensure_running, pause_summary, spawn, stop_tool
 from wallflame.collect.target import Target, TaskFiles, parse_schedstat
 from wallflame.errors import ToolError

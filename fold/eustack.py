@@ -2,68 +2,24 @@
 ``-s`` (source lines), one dump or a snapshot log (pt-pmp ``TS`` lines, wallflame logs with the
 eu-stack backend).
 
-A dump starts with ``PID N - process``; threads are ``TID N:``; frames are
-``#N  0xADDR NAME[ - MODULE]`` (``#N  0xADDR - MODULE`` or a bare ``#N  0xADDR`` when there
-is no symbol: ``[MODULE]`` or ``[unknown]``); ``-s`` adds indented source lines, ignored.
+A dump starts with ``PID N - process``; its thread and frame lines are read by
+``wallflame.fold.eustackframes``; ``-s`` adds indented source lines, ignored.
 eu-stack prints no thread names: they come from the log's ``wallflame-proc`` lines when
 present.  Weighting: see ``wallflame.fold.snapshots``.
 """
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 from wallflame.fold import heads
 from wallflame.fold.options import FoldOptions
-from wallflame.names import UNKNOWN, normalize, unknown_in
 from wallflame.profile import Profile
 
 NAME = "eu-stack"
 detect = heads.eustack
 
-_HEADER = re.compile(r"^TID (\d+):$")
-_FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-fA-F]+)(?:\s+(.*))?$")
-
-
-class Frame(NamedTuple):
-    addr: int | None
-    raw: str
-    module: str
-    name: str
-
-
-def parse_frame(line: str) -> Frame:
-    m = _FRAME.match(line)
-    if m is None:
-        return Frame(None, "", "", UNKNOWN)
-    addr = int(m.group(2), 16)
-    rest = (m.group(3) or "").strip()
-    raw, module = rest, ""
-    if rest == "-" or rest.startswith("- "):
-        raw, module = "", rest[1:].strip()
-    else:
-        head, sep, tail = rest.rpartition(" - ")
-        if sep and tail.startswith(("/", "[")):
-            raw, module = head.strip(), tail.strip()
-    if not raw:
-        return Frame(addr, raw, module, unknown_in(module) if module else UNKNOWN)
-    return Frame(addr, raw, module, normalize(raw))
-
-
-def frame(line: str) -> tuple[str, str]:
-    return parse_frame(line).name, ""
-
-
-def parse_header(line: str) -> tuple[int, str, str] | None:
-    if not line.startswith("TID "):
-        return None
-    m = _HEADER.match(line)
-    return (int(m.group(1)), "", "eu-stack") if m else None
-
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    from wallflame.fold import gdb, snapshots
+    from wallflame.fold import eustackframes, gdb, snapshotlog
 
-    snapshots.fold_log(path, options, profile, [parse_header, gdb.parse_header],
-                       {"eu-stack": frame, "gdb": gdb._frame})
+    snapshotlog.fold_log(path, options, profile, [eustackframes.parse_header, gdb.parse_header],
+                         {"eu-stack": eustackframes.frame, "gdb": gdb.frame})

@@ -150,7 +150,7 @@ def lock_of(args: str) -> str:
     return f"{m.group(1)} <{m.group(2)}>" if m.group(2) else m.group(1)
 
 
-def _frame(line: str) -> tuple[str, str]:
+def frame(line: str) -> tuple[str, str]:
     f = parse_frame(line)
     return f.name, lock_of(f.args)
 
@@ -166,7 +166,7 @@ def parse_header(line: str) -> tuple[int, str, str] | None:
 
 
 def fold(path: str, options: FoldOptions, profile: Profile) -> None:
-    from wallflame.fold import eustack, snapshots
+    from wallflame.fold import eustackframes, snapshotlog
 
-    snapshots.fold_log(path, options, profile, [parse_header, eustack.parse_header],
-                       {"gdb": _frame, "eu-stack": eustack.frame})
+    snapshotlog.fold_log(path, options, profile, [parse_header, eustackframes.parse_header],
+                         {"gdb": frame, "eu-stack": eustackframes.frame})

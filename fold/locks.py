@@ -1,10 +1,10 @@
 """Which lock each exact wait was on, and who held it: only what was observed.
 
-The evidence is the owner sampler's log (``raw/owners.log``, ``collect.owners``) and the
+The evidence is the owner sampler's log (``raw/owners.log``, ``collect.locks.owners``) and the
 snapshots' ``# wallflame-proc`` records: each record is one *observation* of one waiter thread
 blocked on one lock (its address, its call site from a stack scan, its owner when the lock's
 layout names one) and, in ``owners.log``, of the owner's stack taken while it was stopped and
-still held the lock (``collect.holders``: ``confirmed``), or why that stack was not caught.
+still held the lock (``collect.locks.holders``: ``confirmed``), or why that stack was not caught.
 
 Attribution (``attribute``):
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wallflame.folded import escape
-from wallflame.lockshare import LOCK_WAITS, MIN_OBSERVATIONS
+from wallflame.locks.lockshare import LOCK_WAITS, MIN_OBSERVATIONS
 from wallflame.names import normalize
 from wallflame.profile import OFF, HolderKey, Profile
 from wallflame.stops import add_stops
@@ -96,7 +96,7 @@ class LockEvidence:
 
 def _holder(rec: dict[str, Any]) -> tuple[str, tuple[int, str, tuple[str, ...]] | None]:
     """A record's holder probe: (status, (tid, name, frames root first) when confirmed)."""
-    from wallflame.fold.eustack import parse_frame  # the owner sampler writes its frames
+    from wallflame.fold.eustackframes import parse_frame  # the owner sampler writes its frames
 
     h = rec.get("holder")
     if not isinstance(h, dict):

@@ -1,9 +1,7 @@
 """Snapshot logs -> time-weighted stacks: what the gdb and eu-stack folders share.
 
-A snapshot log is a sequence of whole-process dumps (gdb ``thread apply all bt`` or
-``eu-stack -p``), each closed by a pt-pmp ``TS`` line; wallflame's own logs add
-``# wallflame-proc`` (kernel state, wchan, lock owner per thread) and ``# wallflame-snapshot``
-(pause) comment lines before it.  Without ``TS`` lines a dump ends where the next one starts.
+A log is read line by line in ``wallflame.fold.snapshotlog``, which hands each dump here; what a
+thread's /proc record says it waited on is in ``wallflame.fold.procrecords``.
 
 Weighting (docs/design.md, "The data model"): one stack per thread per snapshot.  A blocked
 thread's snapshot weighs the wall time since that thread's previous snapshot; a thread's first
@@ -29,16 +27,20 @@ memory is bounded by the size of one dump; everything else streams.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from wallflame.classify import classify, find_wait
-from wallflame.errors import InputError
 from wallflame.fold.options import FoldOptions
+from wallflame.fold.procrecords import (
+    int_or_none,
+    io_worker_idle,
+    proc_class,
+    ran_before_stop,
+    record,
+)
 from wallflame.profile import OFF, ON, UNIT_NS, HolderKey, Meta, Profile, StackKey
-from wallflame.rundir import PROC_LINE, READ_LINE, SNAPSHOT_LINE, SNAPSHOTS_MAGIC
+from wallflame.rundir import PROC_LINE
 from wallflame.stops import MEASURED_STOPS, STOP_MARKS, add_stops, stops_json
 from wallflame.textio import iter_lines
 from wallflame.waitclasses import FALLBACK, LOCK_CLASSES
@@ -49,46 +51,11 @@ def _median(values: list[float] | list[int]) -> float:
 
     return statistics.median(values)
 
-_TS = re.compile(r"^TS (\d+)\.(\d+)(?: |$)")
-_PID_LINE = re.compile(r"^PID (\d+) - process$")
-_DETACHED = re.compile(r"^\[Inferior \d+ \(process (\d+)\) detached\]$")
 _WAITING_STATES = ("S", "D")  # asleep in the kernel: the stack should show the wait
-#: x86-64 system calls a blocked thread may sit in, by wait class: used when /proc says the
-#: thread was asleep but the stack (read a moment later) shows it running again.
-SYSCALL_CLASS = {
-    **dict.fromkeys((35, 230), "sleep"),  # nanosleep, clock_nanosleep
-    # poll, select, epoll_*...; and pause, rt_sigtimedwait, rt_sigsuspend (as the rules class
-    # a thread that waits for a signal)
-    **dict.fromkeys((7, 23, 34, 128, 130, 232, 270, 271, 281, 441), "poll"),
-    **dict.fromkeys((0, 1, 17, 18, 19, 20, 42, 43, 44, 45, 46, 47, 74, 75, 208, 288, 299, 426),
-                    "io"),  # read/write family, connect/accept, send/recv, fsync, aio, uring
-}
-SYS_FUTEX = 202
-#: ``restart_syscall``: a timed wait (futex, poll, nanosleep) that a signal or a ptrace stop
-#: (a snapshot's own) interrupted goes on in it, and /proc shows it instead of the call it
-#: continues: the kernel function it sleeps in (``wchan``) says which.  A ``nanosleep``
-#: restarted sleeps in functions the kernel marks as the scheduler's own
-#: (``hrtimer_nanosleep_restart``, ``do_nanosleep``), which ``wchan`` skips: it then names the
-#: system call's entry, ``do_syscall_64`` (Linux 6.1, x86-64: ``sleep 1000`` stopped and
-#: continued, or attached and detached, showed ``219`` and ``do_syscall_64`` where it had
-#: shown ``230`` and ``hrtimer_nanosleep``; a restarted timed futex wait kept
-#: ``futex_do_wait``, a restarted ``poll`` ``poll_schedule_timeout``).  The kernel's other
-#: restarts are sleeps on other clocks.
-SYS_RESTART = 219
-_WCHAN_CLASS = (("futex", "condvar"), ("poll_schedule", "poll"), ("do_sys_poll", "poll"),
-                ("do_select", "poll"), ("ep_poll", "poll"), ("do_nanosleep", "sleep"),
-                ("hrtimer_nanosleep", "sleep"), ("do_syscall_64", "sleep"),
-                ("__x64_sys_restart_syscall", "sleep"), ("do_cpu_nanosleep", "sleep"),
-                ("alarmtimer_do_nsleep", "sleep"))
-_FUTEX_WAIT, _FUTEX_PRIVATE, _FUTEX_CLOCK_REALTIME = 0, 128, 256
-#: The kernel function an idle io_uring worker sleeps in (``_io_worker_idle``).
-_IO_WORKER_IDLE = "io_wq_worker"
 
 #: Wait classes for which a proc line's lock and owner (a futex on a mutex) are believed: the
 #: lock classes, and ``other`` (a futex wait no rule named may still be on a lock).
 _LOCK_OR_FALLBACK_CLASSES = (*LOCK_CLASSES, FALLBACK)
-_NOISE = ("[New ", "[Thread debugging", "Using host libthread_db", "[Inferior ",
-          "warning: ", "Backtrace stopped", "(More stack frames follow")
 
 
 @dataclass
@@ -113,20 +80,6 @@ class Dump:
     pid: int = 0
     #: whether any of its /proc records names a sleeping function (None: not looked yet)
     wchans: bool | None = None
-
-
-def parse_ts(line: str) -> int | None:
-    """Nanoseconds since the epoch from ``TS <ns>.<s> date time`` (pt-pmp's ``%N.%s``), or
-    from ``TS <s>.<ns>`` when the first number is ten digits of epoch seconds."""
-    m = _TS.match(line)
-    if m is None:
-        return None
-    a, b = m.group(1), m.group(2)
-    if len(a) == 10 and len(b) <= 9:
-        return int(a) * 1_000_000_000 + int(b.ljust(9, "0"))
-    if len(a) <= 9:
-        return int(b) * 1_000_000_000 + int(a)
-    return None
 
 
 #: What /proc said a thread blocked in: (system call, lock, the wait class it gives).
@@ -222,7 +175,7 @@ class Accumulator:
             self.meta.lose("empty snapshot (no threads)", dump.line)
             return
         self.snapshots += 1
-        t = _int_or_none(dump.pause.get("t_ns")) or ts
+        t = int_or_none(dump.pause.get("t_ns")) or ts
         if t is not None:
             if self.last_t is not None and t > self.last_t:
                 self.intervals.append(t - self.last_t)
@@ -262,7 +215,7 @@ class Accumulator:
                               for p in dump.procs.values())
         if not dump.wchans:
             return kstate
-        self.on_runqueue.add((dump.line, _int_or_none(proc.get("tid")) or 0))
+        self.on_runqueue.add((dump.line, int_or_none(proc.get("tid")) or 0))
         return "R"
 
     def _weight(self, tid: int, t: int | None) -> int | None:
@@ -293,16 +246,16 @@ class Accumulator:
         if blocked:
             key, holder_key = self._blocked(th, frames, name, pid, proc, dump, by_tid)
             if proc is not None and kstate in _WAITING_STATES:
-                seen = (_int_or_none(proc.get("syscall")), str(proc.get("lock") or ""),
-                        _proc_class(proc, kstate))
-                if _ran_before_stop(proc, dump.pause, th.tid):
+                seen = (int_or_none(proc.get("syscall")), str(proc.get("lock") or ""),
+                        proc_class(proc, kstate))
+                if ran_before_stop(proc, dump.pause, th.tid):
                     call = seen
                     if not self.read_alone:  # read alone, no time is its own
                         self.stale += 1
                 else:
                     per = self.by_call.setdefault((th.tid, *seen), {})
                     per[key] = per.get(key, 0) + 1
-            at = _int_or_none((dump.pause.get("stopped_mono_ns") or {}).get(str(th.tid))) \
+            at = int_or_none((dump.pause.get("stopped_mono_ns") or {}).get(str(th.tid))) \
                 if isinstance(dump.pause.get("stopped_mono_ns"), dict) else None
             if self.options.stop_marks and at is not None and at > 0 and \
                     kstate in _WAITING_STATES and \
@@ -332,8 +285,8 @@ class Accumulator:
             self.meta.lose("wallflame-read line in a log whose header does not say "
                            "read_alone", line)
             return
-        tid = _int_or_none(rec.get("tid"))
-        t = _int_or_none(rec.get("t_ns"))
+        tid = int_or_none(rec.get("tid"))
+        t = int_or_none(rec.get("t_ns"))
         if tid is None or t is None or t <= 0:
             self.meta.lose("bad wallflame-read line", line)
             return
@@ -357,11 +310,11 @@ class Accumulator:
         elif kstate not in ("S", "D", "T", "t"):
             return  # exiting (Z, X) or unknown: its time is not known to be either
         else:
-            cls = _proc_class(rec, kstate)
+            cls = proc_class(rec, kstate)
             lock = str(rec.get("lock") or "") if cls in LOCK_CLASSES else ""
-            owner = (_int_or_none(rec.get("owner")) or 0) if lock else 0
+            owner = (int_or_none(rec.get("owner")) or 0) if lock else 0
             key = StackKey((ALONE_FRAME,), tid, name, pid, OFF, cls, lock, owner)
-            call = (_int_or_none(rec.get("syscall")), str(rec.get("lock") or ""), cls)
+            call = (int_or_none(rec.get("syscall")), str(rec.get("lock") or ""), cls)
             pk = (key, None, 0, call)
         if weight is None:
             self.pending[pk] = self.pending.get(pk, 0) + 1
@@ -374,19 +327,19 @@ class Accumulator:
         """The off-CPU key of a blocked thread, and who held its lock if /proc said."""
         kstate = self._kernel_state(proc, dump)
         wait = classify(frames, kstate, self.rules)
-        if proc and _io_worker_idle(proc):
+        if proc and io_worker_idle(proc):
             wait = FALLBACK  # its user stack is its creator's
         lock, owner = th.lock, None
         if proc and wait in _LOCK_OR_FALLBACK_CLASSES:
             lock = str(proc.get("lock") or "") or lock
-            owner = _int_or_none(proc.get("owner"))
+            owner = int_or_none(proc.get("owner"))
         if kstate in _WAITING_STATES and find_wait(frames, self.rules) is None:
             # /proc said asleep, the stack shows no wait: they were read at different instants
             # (eu-stack reaches a thread milliseconds after /proc was read).  The kernel state
             # wins (docs/design.md) and, the stack being of no help, /proc's system call says what
             # the thread waited on.  The mismatch is counted.
             self.mismatches += 1
-            wait = _proc_class(proc, kstate) if proc else wait
+            wait = proc_class(proc, kstate) if proc else wait
             if wait not in LOCK_CLASSES:
                 lock, owner = "", None
         key = StackKey(frames, th.tid, name, pid, OFF, wait, lock, owner or 0)
@@ -527,75 +480,6 @@ class Accumulator:
 
 
 
-def _ran_before_stop(proc: dict[str, Any], pause: dict[str, Any], tid: int) -> bool:
-    """Whether a thread ran between its /proc record and its stop for the stack: its
-    timeslice count read before the record (``pcount``) and while stopped (the snapshot
-    line's ``stop_pcount``) differ by more than the one timeslice the stop itself takes (a
-    sleeping thread is woken to enter it).  False when either was not read."""
-    before = _int_or_none(proc.get("pcount"))
-    counts = pause.get("stop_pcount")
-    at_stop = _int_or_none(counts.get(str(tid))) if isinstance(counts, dict) else None
-    return before is not None and at_stop is not None and at_stop - before >= 2
-
-
-def _proc_class(proc: dict[str, Any], kstate: str) -> str:
-    """A wait class from /proc alone: the system call the thread was blocked in and, for a
-    futex, the lock read at its address (``kind``: a glibc mutex or rwlock) or the call
-    itself (``futex``: ``[op, value]``): ``FUTEX_WAIT`` for the value 2 is how glibc's
-    low-level lock waits (mutexes, and its internal locks such as malloc's); a condition
-    variable, semaphore or join waits with ``FUTEX_WAIT_BITSET``."""
-    if kstate == "D":
-        return "io"
-    if _io_worker_idle(proc):
-        return FALLBACK
-    sc = _int_or_none(proc.get("syscall"))
-    if sc == SYS_FUTEX:
-        kind = str(proc.get("kind") or "")
-        if kind.startswith("rwlock"):
-            return "rwlock"
-        if kind.startswith("mutex") or (proc.get("owner") and proc.get("lock")):
-            return "mutex"
-        return "mutex" if _is_lock_wait(proc.get("futex")) else "condvar"
-    if sc == SYS_RESTART:
-        wchan = str(proc.get("wchan") or "")
-        return next((cls for prefix, cls in _WCHAN_CLASS if wchan.startswith(prefix)), FALLBACK)
-    return SYSCALL_CLASS.get(sc, FALLBACK) if sc is not None else FALLBACK
-
-
-def _io_worker_idle(proc: dict[str, Any]) -> bool:
-    """An io_uring worker (``iou-wrk-N``, a kernel thread of the process) waiting for work: it
-    is in no system call of its own (its ``syscall`` file shows the one of the thread it was
-    made for, ``io_uring_enter``, and its user stack is that thread's)."""
-    return str(proc.get("wchan") or "").startswith(_IO_WORKER_IDLE)
-
-
-def _is_lock_wait(futex: Any) -> bool:
-    """A ``futex`` record field (``[op, value]``) that is a low-level lock's wait."""
-    if not isinstance(futex, list) or len(futex) != 2:
-        return False
-    op, val = (_int_or_none(x) for x in futex)
-    return op is not None and op & ~(_FUTEX_PRIVATE | _FUTEX_CLOCK_REALTIME) == _FUTEX_WAIT \
-        and val == 2
-
-
-def _int_or_none(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.isdigit():
-        return int(v)
-    return None
-
-
-def _json(text: str) -> dict[str, Any] | None:
-    try:
-        d = json.loads(text)
-    except ValueError:
-        return None
-    return d if isinstance(d, dict) else None
-
-
 def lock_records(path: str, meta: Meta) -> list[dict[str, Any]]:
     """The ``# wallflame-proc`` records of a snapshot log that name a lock (the lock
     evidence, ``wallflame.fold.locks``); a line that is not a record is counted in ``meta``
@@ -603,141 +487,9 @@ def lock_records(path: str, meta: Meta) -> list[dict[str, Any]]:
     out = []
     for no, line in iter_lines(path):
         if line.startswith(PROC_LINE) and '"lock"' in line:
-            rec = _json(line[len(PROC_LINE):])
-            if rec is None or _int_or_none(rec.get("tid")) is None:
+            rec = record(line[len(PROC_LINE):])
+            if rec is None or int_or_none(rec.get("tid")) is None:
                 meta.lose("bad wallflame-proc line", no)
             else:
                 out.append(rec)
     return out
-
-
-#: Reads one thread header line; returns (tid, name, kind) or None.
-HeaderParser = Callable[[str], "tuple[int, str, str] | None"]
-#: Reads one frame line (``#N ...``) of a thread of its kind: (frame name, lock id).
-FrameParser = Callable[[str], "tuple[str, str]"]
-
-
-class _LogReader:
-    """The line-by-line state machine of a snapshot log: it builds one ``Dump`` at a time and
-    hands each complete one to the ``Accumulator``."""
-
-    def __init__(self, acc: Accumulator, headers: list[HeaderParser],
-                 frames: dict[str, FrameParser]) -> None:
-        self.acc = acc
-        self.meta = acc.meta
-        self.headers = headers
-        self.frames = frames
-        self.dump = Dump(1)
-        self.thread: Thread | None = None
-        self.seen_ts = False
-
-    def new_dump(self, line: int, close: bool = True) -> None:
-        if close:
-            self.acc.close(self.dump, None)
-        self.dump, self.thread = Dump(line), None
-
-    def line(self, no: int, line: str) -> None:
-        if line[0] == "#":
-            self.comment(no, line)
-        elif line.startswith("TS "):
-            ts = parse_ts(line)
-            if ts is None:
-                self.meta.lose("bad TS line", no)
-            self.seen_ts = True
-            self.acc.close(self.dump, ts)
-            self.new_dump(no + 1, close=False)
-        elif not self.header(no, line):
-            self.other(no, line)
-
-    def comment(self, no: int, line: str) -> None:
-        """Frame lines (``#N ...``) and wallflame's ``# wallflame-...`` lines."""
-        if line[1:2].isdigit():
-            if self.thread is None:
-                self.meta.lose("frame outside a thread", no)
-                return
-            name, lock = self.frames[self.thread.kind](line)
-            self.thread.frames.append(name)
-            if lock and not self.thread.lock:
-                self.thread.lock = lock
-        elif line.startswith(PROC_LINE):
-            rec = _json(line[len(PROC_LINE):])
-            tid = _int_or_none(rec.get("tid")) if rec else None
-            if rec is None or tid is None:
-                self.meta.lose("bad wallflame-proc line", no)
-            else:
-                self.dump.procs[tid] = rec
-        elif line.startswith(READ_LINE):
-            rec = _json(line[len(READ_LINE):])
-            if rec is None:
-                self.meta.lose("bad wallflame-read line", no)
-            else:
-                self.acc.read(rec, no)
-        elif line.startswith(SNAPSHOT_LINE):
-            rec = _json(line[len(SNAPSHOT_LINE):])
-            if rec is None:
-                self.meta.lose("bad wallflame-snapshot line", no)
-            else:
-                self.dump.pause = rec
-        elif line.startswith(SNAPSHOTS_MAGIC) and no == 1:
-            self.acc.header(line[len(SNAPSHOTS_MAGIC):], no)
-
-    def header(self, no: int, line: str) -> bool:
-        """A thread header starts a thread (and a new dump if that thread was already seen)."""
-        for parse in self.headers:
-            head = parse(line)
-            if head is not None:
-                tid, name, kind = head
-                if tid in self.dump.tids:  # a new dump without a TS line between
-                    self.new_dump(no)
-                self.thread = Thread(tid, name, no, kind)
-                self.dump.threads.append(self.thread)
-                self.dump.tids.add(tid)
-                return True
-        return False
-
-    def other(self, no: int, line: str) -> None:
-        dump = self.dump
-        m = _PID_LINE.match(line)
-        if m is not None:  # eu-stack's "PID N - process" starts a dump
-            if dump.threads:
-                self.new_dump(no)
-            self.dump.pid = int(m.group(1))
-            self.thread = None
-        elif line.startswith("[New ") and dump.threads and not self.seen_ts:
-            self.new_dump(no)  # the preamble of the next concatenated gdb dump
-        elif (m := _DETACHED.match(line)) is not None:
-            dump.pid = dump.pid or int(m.group(1))
-        elif line.startswith(_NOISE) or line.startswith(("    ", "\t")) or line[:2] == "0x":
-            if line.startswith("Backtrace stopped") and self.thread is not None:
-                self.meta.lose("truncated stack (Backtrace stopped)", no)
-        else:
-            self.meta.lose("unrecognised line", no)
-
-    def end(self) -> None:
-        if not self.dump.threads:
-            return
-        if self.seen_ts:
-            self.meta.lose("truncated last snapshot (no TS line)", self.dump.line,
-                           detail="the capture was cut short; its last dump is not counted")
-        else:
-            self.acc.close(self.dump, None)
-
-
-def fold_log(path: str, options: FoldOptions, profile: Profile,
-             headers: list[HeaderParser], frames: dict[str, FrameParser]) -> None:
-    """Fold a snapshot log whose thread headers and frame lines the given parsers read."""
-    acc = Accumulator(profile, options)
-    reader = _LogReader(acc, headers, frames)
-    last_no = 0
-    for no, line in iter_lines(path):
-        last_no = no
-        if line.strip():
-            reader.line(no, line)
-    reader.end()
-    if acc.snapshots == 0:
-        raise InputError(f"{path}: no thread stacks found ({last_no} lines read)",
-                         "give gdb 'thread apply all bt', eu-stack or pt-pmp output, or name "
-                         "the format with --format")
-    source: dict[str, Any] = {"lines": last_no}
-    acc.finish(source)
-    profile.meta.extra.setdefault("snapshot_sources", []).append(source)

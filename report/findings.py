@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import IO, Any
 from urllib.parse import quote
 
-from wallflame.lockshare import lock_name
+from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, Profile
 from wallflame.report.summary import build_summary, seconds, user_frames
 from wallflame.threadgroups import group_label

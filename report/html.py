@@ -244,7 +244,7 @@ def _top_stacks(profile: Profile, unit: str, idle: set[int]) -> list[dict[str, A
 
 
 def _min_observations(profile: Profile) -> int:
-    from wallflame.lockshare import MIN_OBSERVATIONS
+    from wallflame.locks.lockshare import MIN_OBSERVATIONS
 
     return int(profile.meta.extra.get("lock_min_observations") or MIN_OBSERVATIONS)
 

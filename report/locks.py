@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from wallflame.folded import escape, unescape
-from wallflame.lockshare import MIN_OBSERVATIONS, share_interval
+from wallflame.locks.lockshare import MIN_OBSERVATIONS, share_interval
 from wallflame.profile import OFF, Profile
 from wallflame.waitclasses import LOCK_CLASSES
 

@@ -3,9 +3,10 @@
 Jinja2 compiles a template into Python code that calls only its runtime (``jinja2.runtime``,
 the filters and tests) and a few methods of the environment.  That code is kept here, in the
 private template cache, as marshalled code objects; a later run executes them on
-``pageruntime`` (the part of Jinja2's runtime, filters, tests and MarkupSafe the page uses)
-with a small stand-in for the environment, without importing Jinja2 or MarkupSafe (they
-bring in most of Jinja2 and a fifth of the standard library: more than the rendering costs).
+``pageruntime`` and ``pagefilters`` (the part of Jinja2's runtime, filters, tests and
+MarkupSafe the page uses) with a small stand-in for the environment, without importing Jinja2
+or MarkupSafe (they bring in most of Jinja2 and a fifth of the standard library: more than the
+rendering costs).
 The page is the one Jinja2 renders: the same compiled code runs on the same rules.  Importing
 Jinja2 instead costs a report about 57 ms of CPU, a fifth of a large report's time
 (``benchmarks/report.py``).  Whenever
@@ -14,7 +15,8 @@ again (``store``).
 
 An entry is keyed by what the compiled code depends on: the template sources, wallflame's
 version and the page code that defines the filters (``report/html.py``) and runs them
-(``report/pageruntime.py``), Jinja2's files and the interpreter's bytecode version.
+(``report/pageruntime.py``, ``report/pagefilters.py``), Jinja2's files and the interpreter's
+bytecode version.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from types import CodeType, ModuleType
 
 import wallflame
 from wallflame.cachedir import write_private
-from wallflame.report import pageruntime
+from wallflame.report import pagefilters, pageruntime
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,7 +91,7 @@ def cache_key(templates: str, filters: dict[str, Any]) -> str | None:
     files = [os.path.join(templates, n) for n in NAMES]
     files += [os.path.join(jinja, n) for n in _JINJA_FILES]
     here = os.path.dirname(os.path.abspath(__file__))
-    files += [os.path.join(here, "html.py"), os.path.join(here, "pageruntime.py")]
+    files += [os.path.join(here, n) for n in ("html.py", "pageruntime.py", "pagefilters.py")]
     for path in files:
         try:
             st = os.stat(path)
@@ -108,7 +110,7 @@ def store(env: Environment, folder: str, key: str) -> None:
     when Jinja2's filters or tests are not called as ``pageruntime``'s are (the code calls
     them so)."""
     assert env.loader is not None
-    if not pageruntime.conventions(env.filters, env.tests):
+    if not pagefilters.conventions(env.filters, env.tests):
         return
     for name in NAMES:
         source, filename, _ = env.loader.get_source(env, name)
@@ -165,9 +167,9 @@ class _Environment:
 
     def __init__(self, filters: dict[str, Any], globals_: dict[str, Any],
                  codes: dict[str, CodeType]) -> None:
-        self.filters = dict(pageruntime.FILTERS)
+        self.filters = dict(pagefilters.FILTERS)
         self.filters.update(filters)
-        self.tests = dict(pageruntime.TESTS)
+        self.tests = dict(pagefilters.TESTS)
         self.globals = dict(globals_)
         self.undefined = pageruntime.StrictUndefined
         self.autoescape = True
@@ -206,7 +208,7 @@ class _Environment:
         if func is None:
             raise pageruntime.TemplateRuntimeError(f"No {kind} named {name!r}.")
         call_args = [value, *(args if args is not None else ())]
-        pass_arg = pageruntime._pass_name(func)
+        pass_arg = pageruntime.pass_name(func)
         if pass_arg == "context":
             if context is None:
                 raise pageruntime.TemplateRuntimeError(

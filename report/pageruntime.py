@@ -5,14 +5,12 @@ Jinja2 compiles ``report.html`` into Python code that imports a dozen names from
 code).  Importing Jinja2's runtime and its filters brings in most of Jinja2, MarkupSafe and a
 fifth of the standard library (``inspect``, ``urllib.parse``, ``ipaddress``, ``random``,
 ``threading``, ``typing``): more than the whole rendering costs.  This module is the part of
-them the page uses, written as Jinja2 3.1 and MarkupSafe write it, so that the same code
-gives the same page: ``escape`` replaces the same five characters, a macro's output is
-``Markup``, the same ``Undefined`` rules hold (``StrictUndefined``: any use of a missing
-value fails).  Anything it does not have (a filter, a test, ``namespace()``, ``self``, a
-recursive loop) fails, and the caller renders with Jinja2 instead.
-
-``conventions`` (checked when the code is kept) says how each filter and test here is
-called, which must be how Jinja2's own were when it compiled the code.
+them the page uses (its filters and tests: ``pagefilters``), written as Jinja2 3.1 and
+MarkupSafe write it, so that the same code gives the same page: ``escape`` replaces the same
+five characters, a macro's output is ``Markup``, the same ``Undefined`` rules hold
+(``StrictUndefined``: any use of a missing value fails).  Anything it does not have (a filter,
+a test, ``namespace()``, ``self``, a recursive loop) fails, and the caller renders with Jinja2
+instead.
 """
 
 # The parts written after Jinja2 and MarkupSafe follow their code, which is under this licence:
@@ -43,7 +41,6 @@ called, which must be how Jinja2's own were when it compiled the code.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import chain
 
@@ -94,13 +91,13 @@ class _Pass:
         self.name = name
 
 
-def _pass_name(obj: Any) -> str | None:
+def pass_name(obj: Any) -> str | None:
     """The name of what ``obj`` is passed first (Jinja2's marks and ours alike)."""
     mark = getattr(obj, "jinja_pass_arg", None)
     return None if mark is None else str(getattr(mark, "name", mark))
 
 
-def _passes(name: str) -> Callable[[Any], Any]:
+def passes(name: str) -> Callable[[Any], Any]:
     def mark(f: Any) -> Any:
         f.jinja_pass_arg = _Pass(name)
         return f
@@ -363,9 +360,9 @@ class Context:
         return item
 
     def call(__self, __obj: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if hasattr(__obj, "__call__") and _pass_name(__obj.__call__) is not None:  # noqa: B004
+        if hasattr(__obj, "__call__") and pass_name(__obj.__call__) is not None:  # noqa: B004
             __obj = __obj.__call__
-        pass_arg = _pass_name(__obj)
+        pass_arg = pass_name(__obj)
         if pass_arg == "context":
             raise TemplateRuntimeError("a context callable is rendered by Jinja2")
         if pass_arg == "eval_context":
@@ -512,7 +509,7 @@ class Macro:
             default_autoescape = environment.autoescape
         self._default_autoescape = default_autoescape
 
-    @_passes("eval_context")
+    @passes("eval_context")
     def __call__(self, *args: Any, **kwargs: Any) -> str:
         if args and isinstance(args[0], EvalContext):
             autoescape = args[0].autoescape
@@ -559,136 +556,3 @@ class Macro:
     def __repr__(self) -> str:
         name = "anonymous" if self.name is None else repr(self.name)
         return f"<{type(self).__name__} {name}>"
-
-
-# -- The filters and tests the page uses (Jinja2's, for a synchronous environment) ------
-
-def do_format(value: str, *args: Any, **kwargs: Any) -> str:
-    if args and kwargs:
-        raise TemplateRuntimeError("can't handle positional and keyword arguments at the same "
-                                   "time")
-    return soft_str(value) % (kwargs or args)
-
-
-def _attribute_parts(attr: str | int | None) -> list[str | int]:
-    if attr is None:
-        return []
-    if isinstance(attr, str):
-        return [int(x) if x.isdigit() else x for x in attr.split(".")]
-    return [attr]
-
-
-def _attrgetter(environment: Any, attribute: str | int | None) -> Callable[[Any], Any]:
-    parts = _attribute_parts(attribute)
-
-    def attrgetter(item: Any) -> Any:
-        for part in parts:
-            item = environment.getitem(item, part)
-        return item
-
-    return attrgetter
-
-
-@_passes("eval_context")
-def do_join(eval_ctx: EvalContext, value: Iterable[Any], d: str = "",
-            attribute: str | int | None = None) -> str:
-    if attribute is not None:
-        value = map(_attrgetter(eval_ctx.environment, attribute), value)
-    if not eval_ctx.autoescape:
-        return str(d).join(map(str, value))
-    if not hasattr(d, "__html__"):
-        items = list(value)
-        do_escape = False
-        for idx, item in enumerate(items):
-            if hasattr(item, "__html__"):
-                do_escape = True
-            else:
-                items[idx] = str(item)
-        sep: str = escape(d) if do_escape else str(d)
-        return sep.join(items)
-    return soft_str(d).join(map(soft_str, value))
-
-
-@_passes("eval_context")
-def do_list(eval_ctx: EvalContext, value: Iterable[Any]) -> list[Any]:
-    return list(value)
-
-
-@_passes("context")
-def do_selectattr(context: Context, value: Iterable[Any], *args: Any,
-                  **kwargs: Any) -> Iterator[Any]:
-    if value:
-        try:
-            attr = args[0]
-        except LookupError:
-            raise TemplateRuntimeError("Missing parameter for attribute name") from None
-        transfunc = _attrgetter(context.environment, attr)
-        func: Callable[[Any], Any] = bool
-        if len(args) > 1:
-            name, rest = args[1], args[2:]
-
-            def func(item: Any) -> Any:
-                return context.environment.call_test(name, item, rest, kwargs, context)
-        for item in value:
-            if func(transfunc(item)):
-                yield item
-
-
-def do_dictsort(value: Mapping[Any, Any], case_sensitive: bool = False, by: str = "key",
-                reverse: bool = False) -> list[tuple[Any, Any]]:
-    if by == "key":
-        pos = 0
-    elif by == "value":
-        pos = 1
-    else:
-        raise TemplateRuntimeError('You can only sort by either "key" or "value"')
-
-    def sort_func(item: tuple[Any, Any]) -> Any:
-        value = item[pos]
-        if not case_sensitive and isinstance(value, str):
-            value = value.lower()
-        return value
-
-    return sorted(value.items(), key=sort_func, reverse=reverse)
-
-
-def test_defined(value: Any) -> bool:
-    return not isinstance(value, Undefined)
-
-
-def test_undefined(value: Any) -> bool:
-    return isinstance(value, Undefined)
-
-
-def test_none(value: Any) -> bool:
-    return value is None
-
-
-def test_mapping(value: Any) -> bool:
-    return isinstance(value, Mapping)
-
-
-FILTERS: dict[str, Callable[..., Any]] = {
-    "format": do_format, "join": do_join, "length": len, "count": len, "list": do_list,
-    "selectattr": do_selectattr, "dictsort": do_dictsort, "e": escape, "escape": escape,
-}
-TESTS: dict[str, Callable[..., Any]] = {
-    "defined": test_defined, "undefined": test_undefined, "none": test_none,
-    "mapping": test_mapping,
-    "eq": operator.eq, "equalto": operator.eq, "==": operator.eq,
-    "ne": operator.ne, "!=": operator.ne,
-    "lt": operator.lt, "lessthan": operator.lt, "<": operator.lt,
-    "le": operator.le, "<=": operator.le,
-    "gt": operator.gt, "greaterthan": operator.gt, ">": operator.gt,
-    "ge": operator.ge, ">=": operator.ge,
-}
-
-
-def conventions(filters: Mapping[str, Any], tests: Mapping[str, Any]) -> bool:
-    """Whether Jinja2's ``filters`` and ``tests`` (an environment's) are called as this
-    runtime's are: the compiled code calls a filter with what it takes first."""
-    for mine, theirs in ((FILTERS, filters), (TESTS, tests)):
-        for name, f in mine.items():
-            if name not in theirs or _pass_name(theirs[name]) != _pass_name(f):
-                return False
-    return True

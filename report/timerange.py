@@ -33,8 +33,9 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from wallflame import lockshare, strata
+from wallflame import strata
 from wallflame.errors import InputError
+from wallflame.locks import lockshare
 from wallflame.names import UNSAMPLED as UNSAMPLED_FRAME
 from wallflame.profile import OFF, ON, WAIT_CLASSES, HolderKey, Profile, StackKey
 from wallflame.timeline import RUNNABLE, STOPPED, UNSAMPLED, ThreadLine, Timeline

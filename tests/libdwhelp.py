@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from wallflame.collect.libdw import Unwinder
-from wallflame.collect.mutex import parse_maps
+from wallflame.collect.locks.targetmemory import parse_maps
 
 
 def modules(u: Unwinder, pid: int) -> Iterator[tuple[str, int]]:

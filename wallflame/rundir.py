@@ -102,7 +102,7 @@ class CollectOptions:
     holder_stacks: bool = True
     """Whether the owner sampler stops the owners it finds for their stacks."""
     release_sites: bool = False
-    """Whether the target's futex wakes were recorded (``collect.futexwakes``)."""
+    """Whether the target's futex wakes were recorded (``collect.locks.futexwakes``)."""
     freq_hz: int = 499
     """perf's on-CPU sampling frequency."""
     call_graph: str = "fp"

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wallflame import lockshare, stops
+from wallflame import stops
 from wallflame.classify import Rules, classify
 from wallflame.fold import locks
 from wallflame.fold.perf.lines import TIME_EVENTS, frame_name, parse_header
+from wallflame.locks import lockshare
 from wallflame.profile import ON, WAIT_CLASSES, Profile, StackKey
 from wallflame.rundir import PERF_SCRIPT, Capture, Window
 from wallflame.speedups import native

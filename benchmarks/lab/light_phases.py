@@ -64,7 +64,7 @@ from benchmarks.servers import (  # noqa: E402
     require,
 )
 from wallflame.collect.budget import LIGHT_PMP_HZ  # noqa: E402
-from wallflame.collect.owners import ProcReader  # noqa: E402
+from wallflame.collect.locks.owners import ProcReader  # noqa: E402
 from wallflame.collect.snapshots import LibdwBackend, SnapshotLoop  # noqa: E402
 from wallflame.collect.target import list_tids, open_target  # noqa: E402
 from wallflame.rundir import CollectOptions  # noqa: E402

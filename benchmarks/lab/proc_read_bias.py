@@ -7,7 +7,7 @@ clients.  Every 0.5-1.5 s, in turn:
 * ``one``: 40 times, 5-25 ms apart, one thread picked at random, read alone (its ``stat``
   and ``wchan``, from the files the collect's reader keeps open): the least a reading can
   disturb;
-* ``full``: every thread read by the collect's own reader (``collect.owners.ProcReader``, as
+* ``full``: every thread read by the collect's own reader (``collect.locks.owners.ProcReader``, as
   each snapshot reads them: ``stat``, ``syscall``, ``wchan``, and each futex waiter's lock and
   stack words), then every thread read that way again at once (``again``);
 * ``group``: 10 times, 50-150 ms apart, ``--group`` threads picked at random read at once by
@@ -51,9 +51,9 @@ from benchmarks.servers import (  # noqa: E402
     first_line,
     require,
 )
-from wallflame.collect.owners import ProcReader  # noqa: E402
+from wallflame.collect.locks.owners import ProcReader  # noqa: E402
 from wallflame.collect.target import list_tids  # noqa: E402
-from wallflame.fold.snapshots import _WCHAN_CLASS  # noqa: E402
+from wallflame.fold.procrecords import WCHAN_CLASS  # noqa: E402
 
 KINDS = ("one", "full", "again", "group")
 #: Readings of ``--group`` threads in a ``group`` turn, each after its own wait of 50-150 ms.
@@ -67,7 +67,7 @@ def sleep_kind(state: str, wchan: str) -> str:
     ``wchan`` with (a futex there is ``condvar`` until its call says more)."""
     if state != "S" or not wchan:
         return "other"
-    cls = next((c for prefix, c in _WCHAN_CLASS if wchan.startswith(prefix)), None)
+    cls = next((c for prefix, c in WCHAN_CLASS if wchan.startswith(prefix)), None)
     return "poll" if cls == "poll" else "futex" if wchan.startswith("futex") else "other"
 
 

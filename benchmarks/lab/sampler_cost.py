@@ -3,10 +3,11 @@
 
 MariaDB (``benchmarks/servers.py``: a private ``mariadbd`` with a sysbench schema) under
 ``sysbench oltp_update_index --threads 32``; then, in this process, ``--rounds`` rounds of the
-collect's owner sampler (``collect.owners.OwnerSampler``, holder probes on) and ``--snapshots``
-libdw snapshots with their ``/proc`` records (``collect.owners.ProcReader`` and
-``collect.snapshots.LibdwBackend``, as ``collect.snapshots.SnapshotLoop`` takes them), each
-timed with this thread's CPU clock.  Prints the median per round and per snapshot.
+collect's owner sampler (``collect.locks.owners.OwnerSampler``, holder probes on) and
+``--snapshots`` libdw snapshots with their ``/proc`` records
+(``collect.locks.owners.ProcReader`` and ``collect.snapshots.LibdwBackend``, as
+``collect.snapshots.SnapshotLoop`` takes them), each timed with this thread's CPU clock.
+Prints the median per round and per snapshot.
 
     .venv/bin/python benchmarks/lab/sampler_cost.py [--rounds 200] [--snapshots 30]
 
@@ -33,9 +34,9 @@ from benchmarks.servers import (  # noqa: E402
     Missing,
     require,
 )
-from wallflame.collect.holders import HolderProbe  # noqa: E402
-from wallflame.collect.mutex import MemReader, Symbols  # noqa: E402
-from wallflame.collect.owners import OwnerSampler, ProcReader  # noqa: E402
+from wallflame.collect.locks.holders import HolderProbe  # noqa: E402
+from wallflame.collect.locks.owners import OwnerSampler, ProcReader  # noqa: E402
+from wallflame.collect.locks.targetmemory import MemReader, Symbols  # noqa: E402
 from wallflame.collect.snapshots import LibdwBackend  # noqa: E402
 
 

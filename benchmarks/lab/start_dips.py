@@ -9,7 +9,7 @@ in a fresh process as a collect runs it (nothing cached from the one before):
 
 * ``python``: a Python that imports the collect (``wallflame.collect.run``) and ends;
 * ``reader``: the same, then one reading of every thread's /proc record by the snapshot
-  thread's reader (``collect.owners.ProcReader.read``: the futex waiters' locks named, with
+  thread's reader (``collect.locks.owners.ProcReader.read``: the futex waiters' locks named, with
   ``nm`` of each module the first time);
 * ``warm``: the same, then the libdw backend's start (``LibdwBackend.warm``, as the snapshot
   thread runs it before the window opens);
@@ -68,10 +68,10 @@ FIRST_S = 0.5
 PROGRAMS = {
     "python": "import wallflame.collect.run",
     "reader": "import wallflame.collect.run\n"
-              "from wallflame.collect.owners import ProcReader\n"
+              "from wallflame.collect.locks.owners import ProcReader\n"
               "ProcReader(PID).read()",
     "warm": "import wallflame.collect.run\n"
-            "from wallflame.collect.owners import ProcReader\n"
+            "from wallflame.collect.locks.owners import ProcReader\n"
             "from wallflame.collect.snapshots import LibdwBackend\n"
             "recs = ProcReader(PID).read()\n"
             "b = LibdwBackend(PID)\n"

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from wallflame.lockshare import lock_name
+from wallflame.locks.lockshare import lock_name
 from wallflame.profile import OFF, ON, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.diff.normalise import (
     NORMALISATIONS,

@@ -12,7 +12,7 @@ and the JSON.
 
 from __future__ import annotations
 
-from wallflame.lockshare import lock_name
+from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, RUNNABLE
 from wallflame.report.diff.compare import Diff
 from wallflame.report.diff.normalise import RATE, Change

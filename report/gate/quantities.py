@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wallflame.lockshare import lock_name
+from wallflame.locks.lockshare import lock_name
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
 from wallflame.report.diff.normalise import evidence
 from wallflame.report.gate.stats import (

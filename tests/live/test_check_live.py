@@ -30,17 +30,10 @@ import pytest
 
 from wallflame.profile import OFF
 from wallflame.report.diff.compare import compare
-from wallflame.report.gate.check import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    Thresholds,
-    Verdict,
-    ignored,
-    judge,
-)
+from wallflame.report.gate.check import FAIL, INCONCLUSIVE, PASS, Verdict, ignored, judge
 from wallflame.report.gate.output import markdown
 from wallflame.report.gate.series import load_side
+from wallflame.report.gate.thresholds import Thresholds
 from wallflame.rundir import ONCPU, load_run_dir
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]

@@ -22,7 +22,7 @@ between the snapshots (``collect.snapshots.SnapshotLoop._read_alone``), over 10 
 (2026-11-29): the largest group's difference 1.11-2.71 points (median 1.8), between sleep,
 mutex and the other futex waits; the next day, in 6 more runs of that 8 s window, 0.59-4.16,
 with ``other`` 0.30-1.78 over the kernel (a ``nanosleep`` restarted after a snapshot's stop,
-read as ``restart_syscall``, now ``sleep`` by its ``wchan``: ``fold.snapshots.SYS_RESTART``).
+read as ``restart_syscall``, now ``sleep`` by its ``wchan``: ``fold.procrecords.SYS_RESTART``).
 The window is now 16 s, for twice the records: 10 runs in a row, the largest difference
 0.42-2.82 points (median 1.5), ``other`` -0.14 to +0.12; the margin is 1.8 times the largest.
 """

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from livehelp import WALLFLAME, collect, harmed, load, start_mix, stop_mix
 
-from wallflame.collect.owners import ProcReader
+from wallflame.collect.locks.owners import ProcReader
 from wallflame.collect.packed import unpacked
 from wallflame.collect.perf import data_chunks, script_command
 from wallflame.collect.target import thread_states, tracer_of

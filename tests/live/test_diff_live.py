@@ -20,16 +20,9 @@ from wallflame.fold import load_inputs
 from wallflame.profile import OFF, ON, Profile
 from wallflame.report.diff.compare import SHARE, Diff, compare
 from wallflame.report.diff.page import page_data
-from wallflame.report.gate.check import (
-    FAIL,
-    INCONCLUSIVE,
-    SKIPPED,
-    Thresholds,
-    Verdict,
-    ignored,
-    judge,
-)
+from wallflame.report.gate.check import FAIL, INCONCLUSIVE, SKIPPED, Verdict, ignored, judge
 from wallflame.report.gate.series import load_side
+from wallflame.report.gate.thresholds import Thresholds
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 

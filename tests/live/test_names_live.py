@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from wallflame.collect.mutex import Mapping, parse_maps
-from wallflame.fold import eustack, gdb
+from wallflame.collect.locks.targetmemory import Mapping, parse_maps
+from wallflame.fold import eustack, eustackframes, gdb
 from wallflame.fold.options import FoldOptions
 from wallflame.names import UNKNOWN
 from wallflame.profile import Profile
@@ -66,7 +66,7 @@ def eustack_sites(text: str, maps: list[Mapping]) -> dict[tuple[str, int], str]:
     sites: dict[tuple[str, int], str] = {}
     for line in text.splitlines():
         if line.startswith("#"):
-            f = eustack.parse_frame(line)
+            f = eustackframes.parse_frame(line)
             where = locate(maps, f.addr) if f.addr is not None else None
             if where is not None and not f.name.startswith("["):
                 sites[where] = f.name

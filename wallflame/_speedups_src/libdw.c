@@ -15,7 +15,7 @@ struct wf_frames {
     uint64_t *pcs;
     unsigned char *act;
     /* Read once while the thread is stopped, at its first frame (the holder probe's evidence,
-     * judged after the release: wallflame.collect.holders): mem_size bytes of the target's
+     * judged after the release: wallflame.collect.locks.holders): mem_size bytes of the target's
      * memory at mem_addr through mem_fd (/proc/PID/mem), and the thread's
      * /proc/PID/task/TID/syscall through sys_fd.  A descriptor of -1 reads nothing; *_got is
      * what was read (-1: an error, errno in *_errno). */

@@ -20,12 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wallflame import lockshare, procnames, releasesites, stops, window
+from wallflame import procnames, stops, window
 from wallflame.assemble.folding import Folding
 from wallflame.assemble.meta import annotate
 from wallflame.errors import ToolError, WallflameError
 from wallflame.fold import FoldOptions, fold_file, locks, snapshots, target_output
 from wallflame.fold.perf import chunks
+from wallflame.locks import lockshare, releasesites
 from wallflame.profile import Meta, Profile
 from wallflame.rundir import OWNERS_LOG, RELEASES_DATA, SNAPSHOT_LOG, Capture
 
@@ -65,10 +66,10 @@ def count_once(meta: Meta, read: Meta) -> None:
 
 
 def _attach_releases(profile: Profile, raw: Path, warnings: list[str]) -> None:
-    """From a run's ``raw/releases.data`` (``collect.futexwakes`` records it and runs its
+    """From a run's ``raw/releases.data`` (``collect.locks.futexwakes`` records it and runs its
     ``perf script``), when it has one."""
-    from wallflame.collect import futexwakes as recorded
     from wallflame.collect import perf
+    from wallflame.collect.locks import futexwakes as recorded
 
     if not (raw / RELEASES_DATA).exists():
         return

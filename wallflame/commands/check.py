@@ -11,9 +11,10 @@ import click
 from wallflame.output import open_output
 from wallflame.profile import Profile
 from wallflame.report.diff.compare import compare
-from wallflame.report.gate.check import CONFIG_NAME, Thresholds, ignored, judge, load_thresholds
+from wallflame.report.gate.check import ignored, judge
 from wallflame.report.gate.output import junit, markdown, to_json
 from wallflame.report.gate.series import load_side
+from wallflame.report.gate.thresholds import CONFIG_NAME, Thresholds, load_thresholds
 from wallflame.waitclasses import WAIT_CLASSES
 
 #: The command's help; its list of wait classes is the table's (``waitclasses``).

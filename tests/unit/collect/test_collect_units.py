@@ -15,8 +15,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from wallflame.collect.gdbmi import mi_cstring, stream_text
+from wallflame.collect.locks.targetmemory import parse_maps
 from wallflame.collect.memory import HEAP_MAX_SIZE, arenas, parse_smaps
-from wallflame.collect.mutex import parse_maps
 from wallflame.collect.perf import (
     CHUNK_MAX_S,
     CHUNK_S,

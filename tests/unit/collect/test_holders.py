@@ -8,9 +8,9 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wallflame.collect.holders import judge, releasing
 from wallflame.collect.libdw import StopRead
-from wallflame.collect.locklayout import LockRead
+from wallflame.collect.locks.holders import judge, releasing
+from wallflame.collect.locks.locklayout import LockRead
 
 BASE = 0x1000
 

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from wallflame.collect.locklayout import (
+from wallflame.collect.locks.locklayout import (
     FutexCall,
     parse_futex,
     read_lock,

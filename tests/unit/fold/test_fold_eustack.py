@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wallflame.errors import InputError
-from wallflame.fold import eustack, gdb
+from wallflame.fold import eustack, eustackframes, gdb
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, Profile
@@ -119,7 +119,7 @@ def test_libdw_logs_are_eustack_text(tmp_path: Path) -> None:
     ("#6  0x000055 f - [vdso: 123]", "f"),
 ])
 def test_frame_lines(line: str, name: str) -> None:
-    assert eustack.parse_frame(line).name == name
+    assert eustackframes.parse_frame(line).name == name
 
 
 def test_several_dumps_without_ts_are_split_at_pid_lines(tmp_path: Path) -> None:

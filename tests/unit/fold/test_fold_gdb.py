@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wallflame.errors import InputError
-from wallflame.fold import eustack, gdb, snapshots
+from wallflame.fold import eustack, eustackframes, gdb, procrecords, snapshotlog, snapshots
 from wallflame.fold.options import FoldOptions
 from wallflame.folded import write_folded
 from wallflame.profile import OFF, ON, HolderKey, Profile
@@ -83,8 +83,8 @@ def test_mutex_waiters_carry_the_lock_and_inlined_frames() -> None:
 
 def test_ptpmp_raw_log_weights_are_intervals() -> None:
     p = fold(FIX / "mix-ptpmp-raw.txt")
-    ts = [snapshots.parse_ts(line) for line in (FIX / "mix-ptpmp-raw.txt").read_text().splitlines()
-          if line.startswith("TS ")]
+    lines = (FIX / "mix-ptpmp-raw.txt").read_text().splitlines()
+    ts = [snapshotlog.parse_ts(line) for line in lines if line.startswith("TS ")]
     assert len(ts) == 3 and all(t is not None for t in ts)
     times = [t for t in ts if t is not None]
     intervals = [b - a for a, b in itertools.pairwise(times)]
@@ -243,7 +243,7 @@ def test_any_frame_text_parses(text: str, prefix: str) -> None:
     f = gdb.parse_frame(prefix + text)
     assert f.name
     gdb.lock_of(f.args)
-    eustack.parse_frame(prefix + text)
+    eustackframes.parse_frame(prefix + text)
 
 
 @pytest.mark.parametrize(("line", "head"), [
@@ -269,7 +269,7 @@ def test_header_lines(line: str, head: tuple[int, str] | None) -> None:
     ("TS 12345678901.1", None),
 ])
 def test_ts_lines(line: str, ns: int | None) -> None:
-    assert snapshots.parse_ts(line) == ns
+    assert snapshotlog.parse_ts(line) == ns
 
 
 @pytest.mark.parametrize("data", [b"", b"\n\n", b"hello\nworld\n", b"\xff\xfe\x00",
@@ -460,7 +460,7 @@ def test_a_short_wait_caught_stale_keeps_its_class(tmp_path: Path) -> None:
     ({"futex": [True, 2]}, "condvar"),
 ])
 def test_the_class_proc_gives_a_futex_wait(fields: dict[str, object], expected: str) -> None:
-    assert snapshots._proc_class({"syscall": 202, **fields}, "S") == expected
+    assert procrecords.proc_class({"syscall": 202, **fields}, "S") == expected
 
 
 @pytest.mark.parametrize(("fields", "expected"), [
@@ -479,7 +479,7 @@ def test_the_class_proc_gives_a_futex_wait(fields: dict[str, object], expected: 
 def test_the_class_proc_gives_a_system_call(fields: dict[str, object], expected: str) -> None:
     """restart_syscall (a timed wait that a snapshot's stop interrupted goes on in it) is
     told apart by the kernel function the thread sleeps in."""
-    assert snapshots._proc_class(fields, "S") == expected
+    assert procrecords.proc_class(fields, "S") == expected
 
 
 def test_a_thread_read_asleep_but_on_a_run_queue_is_runnable(tmp_path: Path) -> None:

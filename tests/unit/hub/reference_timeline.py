@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
-from wallflame import lockshare, stops
+from wallflame import stops
 from wallflame.classify import Rules, classify
 from wallflame.fold import locks
+from wallflame.locks import lockshare
 from wallflame.profile import WAIT_CLASSES
 from wallflame.timebuild import _intern, _known
 from wallflame.timeline import LOG_RUNNABLE, RUNNABLE, STOPPED, UNSAMPLED, IntervalLog, Timeline

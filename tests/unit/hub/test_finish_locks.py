@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from wallflame.fold.locks import LockEvidence, attribute, read_evidence
-from wallflame.lockshare import share_interval
+from wallflame.locks.lockshare import share_interval
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.report.summary import build_summary
 

@@ -7,7 +7,8 @@ import re
 
 from conftest import ROOT
 
-FOLDERS = ("wallflame", "wallflame/assemble", "wallflame/commands", "collect", "fold",
+FOLDERS = ("wallflame", "wallflame/assemble", "wallflame/commands", "wallflame/locks", "collect",
+           "collect/locks", "fold",
            "fold/perf", "report", "report/diff")
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wallflame.collect.mutex import parse_maps
+from wallflame.collect.locks.targetmemory import parse_maps
 from wallflame.names import (
     ALIASES,
     UNKNOWN,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from wallflame.locks.releasesites import attach, read_wakes, release_site
 from wallflame.profile import OFF, Profile, StackKey
-from wallflame.releasesites import attach, read_wakes, release_site
 
 LOCK = "0x5591fb231328 <g_mutex_queue+0x28>"
 RW = "0x7000 <table_lock>"

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from wallflame.cli import cli
 from wallflame.profile import BLOCKED_CLASSES, OFF, ON, Profile, StackKey
 from wallflame.report import html, svg, text
-from wallflame.report.gate.check import Thresholds
+from wallflame.report.gate.thresholds import Thresholds
 from wallflame.report.palette import rgb, swatch
 from wallflame.report.tree import CLASSES
 from wallflame.waitclasses import (

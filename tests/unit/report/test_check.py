@@ -18,17 +18,9 @@ from conftest import FIXTURES
 from wallflame.cli import cli
 from wallflame.errors import EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, InputError
 from wallflame.profile import OFF, Profile, StackKey
-from wallflame.report.gate.check import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    SKIPPED,
-    Thresholds,
-    Verdict,
-    judge_profiles,
-    load_thresholds,
-)
+from wallflame.report.gate.check import FAIL, INCONCLUSIVE, PASS, SKIPPED, Verdict, judge_profiles
 from wallflame.report.gate.output import junit, markdown, to_json
+from wallflame.report.gate.thresholds import Thresholds, load_thresholds
 
 MS = 1_000_000
 FIX = FIXTURES / "diff"

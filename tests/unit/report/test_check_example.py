@@ -9,8 +9,9 @@ from pathlib import Path
 from conftest import ROOT
 
 from wallflame.report.diff.compare import compare
-from wallflame.report.gate.check import PASS, Thresholds, ignored, judge, load_thresholds
+from wallflame.report.gate.check import PASS, ignored, judge
 from wallflame.report.gate.series import load_side, run_paths
+from wallflame.report.gate.thresholds import Thresholds, load_thresholds
 from wallflame.rundir import is_run_dir
 
 EXAMPLE = ROOT / "examples" / "ci"

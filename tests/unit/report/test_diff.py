@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from wallflame.cli import cli
 from wallflame.fold import load_inputs
-from wallflame.lockshare import lock_name
+from wallflame.locks.lockshare import lock_name
 from wallflame.profile import OFF, ON, Profile, StackKey
 from wallflame.report.diff.compare import RATE, SHARE, compare
 from wallflame.report.diff.page import csp_hash, render, stacks_payload, write_html

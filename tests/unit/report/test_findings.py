@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from wallflame.lockshare import lock_name
+from wallflame.locks.lockshare import lock_name
 from wallflame.profile import OFF, ON, Meta, Profile, StackKey
 from wallflame.report.findings import MAX_FINDINGS, RULE, findings, summarize
 from wallflame.report.text import finding_lines

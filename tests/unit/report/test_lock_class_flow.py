@@ -12,7 +12,8 @@ from wallflame.classify import set_label_rules
 from wallflame.cli import cli
 from wallflame.profile import OFF, WAIT_CLASSES, Profile, StackKey
 from wallflame.report.diff.compare import compare
-from wallflame.report.gate.check import FAIL, PASS, Thresholds, judge_profiles
+from wallflame.report.gate.check import FAIL, PASS, judge_profiles
+from wallflame.report.gate.thresholds import Thresholds
 from wallflame.report.summary import build_summary
 from wallflame.report.text import write_text
 from wallflame.report.tree import CLASSES, build_tree

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wallflame.profile import Profile, StackKey
-from wallflame.report import html, pagecache, pageruntime
+from wallflame.report import html, pagecache, pagefilters, pageruntime
 
 
 def _profile(seed: int) -> Profile:
@@ -104,8 +104,8 @@ def test_runtime_filters_are_called_as_jinja2s() -> None:
     """The kept code calls each filter and test as Jinja2's is called (what it takes first):
     ``store`` keeps nothing when they differ."""
     env = html.environment()
-    assert pageruntime.conventions(env.filters, env.tests)
-    assert not pageruntime.conventions({**env.filters, "join": len}, env.tests)
+    assert pagefilters.conventions(env.filters, env.tests)
+    assert not pagefilters.conventions({**env.filters, "join": len}, env.tests)
 
 
 _VALUES = st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.none(),

@@ -1,4 +1,4 @@
-"""``raw/releases.script`` (``collect.futexwakes``) -> where each observed lock was released.
+"""``raw/releases.script`` (``collect.locks.futexwakes``) -> where each observed lock was released.
 
 Each record is one futex wake by a thread of the target: its address, the waker and its user
 stack.  A wake is a release of lock L when its address is L's futex word (a mutex's address; an

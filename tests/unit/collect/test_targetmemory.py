@@ -1,4 +1,4 @@
-"""``collect.mutex.Symbols``: the cached lookups give what the uncached ones give.
+"""``collect.locks.targetmemory.Symbols``: the cached lookups give what the uncached ones give.
 
 The owner sampler scans 128 stack words per futex waiter, round after round; the lookups are
 kept per word and per mapped file until the process's maps are read again.  These tests hold
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wallflame.collect import mutex
-from wallflame.collect.mutex import MemReader, Symbols
+from wallflame.collect.locks import targetmemory
+from wallflame.collect.locks.targetmemory import MemReader, Symbols
 
 
 class _Stack:
@@ -87,7 +87,7 @@ def test_code_addresses_are_named_and_the_cache_starts_over_when_full(
     sym = Symbols(os.getpid())
     named = sym.return_sites(_stack(CODE), 1, len(CODE), limit=100)
     assert {"getpid", "write", "nanosleep"} <= {n.split("@")[0] for n in named}, named
-    monkeypatch.setattr(mutex, "WORDS_KEPT", 4)
+    monkeypatch.setattr(targetmemory, "WORDS_KEPT", 4)
     sym = Symbols(os.getpid())
     assert sym.return_sites(_stack(CODE), 1, len(CODE), limit=100) == named
     assert len(sym._words) <= 4
@@ -106,16 +106,16 @@ def test_name_of_data_is_the_same_with_the_bias_kept() -> None:
 def test_nm_runs_once_per_file_for_every_symbols(monkeypatch: pytest.MonkeyPatch) -> None:
     """The owner sampler's and the snapshots' ``Symbols`` share each file's ``nm`` reading
     (code and data alike), and what they read is what a fresh ``nm`` gives."""
-    monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    monkeypatch.setattr(targetmemory, "_NM_ROWS", {})
     monkeypatch.setenv("WALLFLAME_NO_CACHE", "1")  # nothing kept by another collect
     runs: list[tuple[str, tuple[str, ...]]] = []
-    real = mutex._nm_rows
+    real = targetmemory._nm_rows
 
     def counted(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]] | None:
         runs.append((path, tuple(extra)))
         return real(nm, path, extra)
 
-    monkeypatch.setattr(mutex, "_nm_rows", counted)
+    monkeypatch.setattr(targetmemory, "_nm_rows", counted)
     a, b = Symbols(os.getpid()), Symbols(os.getpid())
     first = [a.function(w) for w in CODE]
     assert any(first)  # libc's functions were named
@@ -130,7 +130,7 @@ def test_nm_runs_once_per_file_for_every_symbols(monkeypatch: pytest.MonkeyPatch
     # what is shared is what nm says, split by type as before
     for path, extra in set(runs):
         rows = real("nm", path, list(extra)) or []
-        assert mutex._nm("nm", path, list(extra), "Tt") == \
+        assert targetmemory._nm("nm", path, list(extra), "Tt") == \
             [(v, s, n) for v, s, k, n in rows if k in "Tt"]
 
 
@@ -149,10 +149,10 @@ def test_maps_read_while_the_loader_mapped_a_library_are_read_again(
     return address into libc then stayed unnamed for the whole collect, and a lock taken
     from there unidentified."""
     addr, path = _libc_code()
-    real = mutex.parse_maps
+    real = targetmemory.parse_maps
     reads: list[int] = []
 
-    def parse(text: str) -> list[mutex.Mapping]:
+    def parse(text: str) -> list[targetmemory.Mapping]:
         maps = real(text)
         reads.append(len(maps))
         if len(reads) > 1:
@@ -161,16 +161,16 @@ def test_maps_read_while_the_loader_mapped_a_library_are_read_again(
         rest = [m for m in maps if m.path != path]
         if early == "not mapped yet":
             return rest
-        whole = mutex.Mapping(min(m.start for m in lib), max(m.end for m in lib), "r--p", 0,
+        whole = targetmemory.Mapping(min(m.start for m in lib), max(m.end for m in lib), "r--p", 0,
                               lib[0].inode, path)
         return sorted([*rest, whole], key=lambda m: m.start)
 
-    monkeypatch.setattr(mutex, "parse_maps", parse)
+    monkeypatch.setattr(targetmemory, "parse_maps", parse)
     clock = [1000.0]
-    monkeypatch.setattr(mutex.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(targetmemory.time, "monotonic", lambda: clock[0])
     sym = Symbols(os.getpid())
     assert sym.function(addr) == ""  # read again only once the shortest wait has passed
-    clock[0] += mutex.REREAD_FIRST_S + 0.001
+    clock[0] += targetmemory.REREAD_FIRST_S + 0.001
     assert sym.function(addr).split("@")[0] == "getpid"
     assert len(reads) == 2
 
@@ -178,7 +178,7 @@ def test_maps_read_while_the_loader_mapped_a_library_are_read_again(
 def test_words_that_are_no_address_read_the_maps_ever_less_often(
         monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(mutex.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(targetmemory.time, "monotonic", lambda: clock[0])
     sym = Symbols(os.getpid())
     reads = []
     real = sym.refresh
@@ -188,9 +188,9 @@ def test_words_that_are_no_address_read_the_maps_ever_less_often(
         clock[0] += step
         assert sym.function(8 << 40 | n) == ""  # unmapped: no address of this process
     gaps = [b - a for a, b in itertools.pairwise(reads)]
-    assert all(b >= min(a * 1.9, mutex.REREAD_LAST_S - step)
+    assert all(b >= min(a * 1.9, targetmemory.REREAD_LAST_S - step)
                for a, b in itertools.pairwise(gaps)), gaps
-    assert mutex.REREAD_LAST_S - step <= gaps[-1] <= mutex.REREAD_LAST_S + step, gaps
+    assert targetmemory.REREAD_LAST_S - step <= gaps[-1] <= targetmemory.REREAD_LAST_S + step, gaps
     assert len(reads) <= 14, reads
 
 
@@ -217,15 +217,15 @@ def test_a_scan_that_reads_the_maps_again_keeps_the_names_it_had() -> None:
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every run of ``nm`` from now on, by path; nothing read in this process kept."""
-    monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    monkeypatch.setattr(targetmemory, "_NM_ROWS", {})
     runs: list[str] = []
-    real = mutex._nm_rows
+    real = targetmemory._nm_rows
 
     def counted(nm: str, path: str, extra: list[str]) -> list[tuple[int, int, str, str]] | None:
         runs.append(path)
         return real(nm, path, extra)
 
-    monkeypatch.setattr(mutex, "_nm_rows", counted)
+    monkeypatch.setattr(targetmemory, "_nm_rows", counted)
     return runs
 
 
@@ -240,48 +240,50 @@ def test_a_file_read_by_an_earlier_collect_is_not_read_again(
     lib = tmp_path / "libc-copy.so"
     lib.write_bytes(Path(_libc_code()[1]).read_bytes())
     path = str(lib)
-    data = [(v, s, n) for v, s, k, n in mutex._nm_rows("nm", path, ["-D"]) or [] if k in "Dd"]
+    rows = targetmemory._nm_rows("nm", path, ["-D"]) or []
+    data = [(v, s, n) for v, s, k, n in rows if k in "Dd"]
     runs = _counting(monkeypatch)
-    fresh = mutex._nm("nm", path, ["-D"], "Tt")
+    fresh = targetmemory._nm("nm", path, ["-D"], "Tt")
     assert fresh and runs == [path]
     kept = list((tmp_path / "cache" / "wallflame" / "symbols").iterdir())
     assert len(kept) == 1 and kept[0].stat().st_mode & 0o077 == 0
 
     runs = _counting(monkeypatch)  # the next collect
-    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == []
-    assert data and mutex._nm("nm", path, ["-D"], "Dd") == data
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == fresh and runs == []
+    assert data and targetmemory._nm("nm", path, ["-D"], "Dd") == data
     assert runs == []
 
     # the kept table spoiled: nm again, and the table written anew
     kept[0].write_text('{"key": ')
     runs = _counting(monkeypatch)
-    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
     # another file's table under this name is not read as this one's
     kept[0].write_text('{"key": "other", "rows": [[1, 2, "T", "planted"]]}')
     runs = _counting(monkeypatch)
-    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
 
     # the file changed (another size and change time): another key, nm again
     with open(lib, "ab") as f:
         f.write(b"\0" * 4096)
     runs = _counting(monkeypatch)
-    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
 
     monkeypatch.setenv("WALLFLAME_NO_CACHE", "1")
     runs = _counting(monkeypatch)
-    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
     runs = _counting(monkeypatch)
-    assert mutex._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == fresh and runs == [path]
 
 
 def test_a_failed_nm_is_not_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("WALLFLAME_NO_CACHE", raising=False)
-    monkeypatch.setattr(mutex, "_NM_ROWS", {})
+    monkeypatch.setattr(targetmemory, "_NM_ROWS", {})
     junk = tmp_path / "not-elf"
     junk.write_bytes(b"not an ELF file")
-    assert mutex._nm_rows("nm", str(junk), []) is None  # nm exits 1: "file format not recognized"
-    assert mutex._nm("nm", str(junk), [], "Tt") == []
+    # nm exits 1: "file format not recognized"
+    assert targetmemory._nm_rows("nm", str(junk), []) is None
+    assert targetmemory._nm("nm", str(junk), [], "Tt") == []
     assert not list((tmp_path / "cache" / "wallflame" / "symbols").glob("*.json"))
 
 
@@ -296,7 +298,7 @@ def test_a_symbols_folder_others_may_write_is_not_used(monkeypatch: pytest.Monke
     os.chmod(folder, 0o770)
     path = _libc_code()[1]
     runs = _counting(monkeypatch)
-    first = mutex._nm("nm", path, ["-D"], "Tt")
+    first = targetmemory._nm("nm", path, ["-D"], "Tt")
     runs = _counting(monkeypatch)
-    assert mutex._nm("nm", path, ["-D"], "Tt") == first and runs == [path]
+    assert targetmemory._nm("nm", path, ["-D"], "Tt") == first and runs == [path]
     assert not list(folder.iterdir())

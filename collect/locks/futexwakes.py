@@ -7,8 +7,8 @@ from the on-CPU and scheduler recordings) takes ``syscalls:sys_enter_futex`` wit
 filter on the wake operations, in the target's threads only (``-p``: the waker is the running
 task), with DWARF call chains (glibc has no frame pointers: with them the function that called
 ``pthread_mutex_unlock`` is lost).  The futex address names the lock exactly, so no timing
-match with the waits is needed; ``wallflame.releasesites`` keeps the wakes of the locks that were
-observed and finds the frame that released each (``MutexQueue::pop`` for
+match with the waits is needed; ``wallflame.locks.releasesites`` keeps the wakes of the locks
+that were observed and finds the frame that released each (``MutexQueue::pop`` for
 ``pop -> ~lock_guard -> pthread_mutex_unlock -> __lll_lock_wake``).
 
 Only contended releases make the call (an uncontended unlock is one atomic instruction), so

@@ -1,7 +1,7 @@
 """A lock holder's stack taken while it is known to hold the lock.
 
-When a waiter's lock names an owner (``collect.locklayout``), only that owner thread is stopped
-(libdwfl's per-thread ``PTRACE_ATTACH``, as for a snapshot), and *while it is stopped* the
+When a waiter's lock names an owner (``collect.locks.locklayout``), only that owner thread is
+stopped (libdwfl's per-thread ``PTRACE_ATTACH``, as for a snapshot), and *while it is stopped* the
 lock's memory is read again and so is the owner's own system call (``libdw.StopReads``: two
 ``pread`` by the frame callback, at the first frame).  They are judged after the release: the
 stack is kept only when the lock, as read during the stop, still named the stopped thread and
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wallflame.collect.libdw import StopRead, StopReads, ThreadStack, Unwinder
-from wallflame.collect.locklayout import (
+from wallflame.collect.locks.locklayout import (
     MUTEX_SIZE,
     RWLOCK_SIZE,
     LockRead,
@@ -39,7 +39,7 @@ from wallflame.collect.locklayout import (
     read_mutex,
     read_rwlock,
 )
-from wallflame.collect.mutex import MemReader
+from wallflame.collect.locks.targetmemory import MemReader
 from wallflame.collect.safety import ensure_running, pause_summary
 from wallflame.collect.target import read_stat
 from wallflame.errors import ToolError

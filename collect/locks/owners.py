@@ -2,9 +2,9 @@
 
 ``ProcReader`` gives the per-thread records of a snapshot (``# wallflame-proc`` lines);
 ``OwnerSampler`` samples only futex waiters, at a rate snapshots cannot afford, and stops each
-owner it finds to take its stack while it holds the lock (``collect.holders``).  Both read a
-waiter's owner from the lock (``collect.locklayout``: glibc mutexes and rwlock writers) and its
-call site from a scan of its stack for return addresses.
+owner it finds to take its stack while it holds the lock (``collect.locks.holders``).  Both read
+a waiter's owner from the lock (``collect.locks.locklayout``: glibc mutexes and rwlock writers)
+and its call site from a scan of its stack for return addresses.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from wallflame.collect.holders import MAX_PROBES_PER_ROUND, HolderProbe
-from wallflame.collect.locklayout import (
+from wallflame.collect.locks.holders import MAX_PROBES_PER_ROUND, HolderProbe
+from wallflame.collect.locks.locklayout import (
     OWNER_IS_WAITER,
     SYS_FUTEX_X86_64,
     parse_futex,
     read_lock,
 )
-from wallflame.collect.mutex import MemReader, Symbols
+from wallflame.collect.locks.targetmemory import MemReader, Symbols
 from wallflame.collect.target import (
     MAX_KEPT_FILES,
     TaskFiles,
@@ -56,9 +56,9 @@ class OwnerSampler(threading.Thread):
     cannot afford.
 
     Each round reads every thread's ``syscall`` file; for a thread in a futex wait, 40-56
-    bytes of the lock (``collect.locklayout``) and 1 KiB of its stack (scanned for return
+    bytes of the lock (``collect.locks.locklayout``) and 1 KiB of its stack (scanned for return
     addresses: the call site).  When the lock names an owner, that one thread is stopped to
-    take its stack while it is known to hold the lock (``collect.holders``; at most
+    take its stack while it is known to hold the lock (``collect.locks.holders``; at most
     ``MAX_PROBES_PER_ROUND`` owners a round, one probe per lock and owner; with ``probe``
     false none is stopped, and a named owner's holder is ``{"tid", "status": STACKS_OFF}``).
     One JSON line per waiter on a recognised lock goes to ``log``: ``{"t_ns", "mono_ns",

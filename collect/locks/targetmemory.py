@@ -4,7 +4,7 @@
 ``Symbols`` names a global lock by the symbol that contains its address, from the ELF mapped
 there (``nm -C``: demangled, so call sites compare equal to the folded stacks' names), and the
 functions of return addresses found on a stack (a waiter's call site).  Which thread owns a
-lock is read by ``collect.locklayout``.
+lock is read by ``collect.locks.locklayout``.
 """
 
 from __future__ import annotations
