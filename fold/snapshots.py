@@ -447,22 +447,18 @@ class Accumulator:
                       f"{self.options.snapshot_interval_ns / 1e9:g} s (the snapshot interval)")
         if self.mismatches:
             meta.extra["pmp_state_mismatch"] = self.mismatches
-            meta.warn(f"{self.mismatches} thread snapshot(s) blocked in /proc but with no wait on "
-                      "the stack (state and stack read at different instants): classified by "
-                      "the system call /proc showed")
+            meta.note(f"{self.mismatches} snapshot(s) read a thread blocked but its stack "
+                      "showed no wait (read a moment apart): classed by the system call")
         if self.reads:
             meta.count("reads alone", self.reads)
         if self.on_runqueue or self.reads_on_runqueue:
             meta.extra["pmp_asleep_on_runqueue"] = len(self.on_runqueue) + self.reads_on_runqueue
         if self.stale:
             meta.extra["pmp_ran_before_stop"] = self.stale
-            meta.warn(f"{self.stale} thread snapshot(s) blocked in /proc but running again "
-                      "before the thread was stopped for its stack (its timeslice count had "
-                      "moved on): their time is split over the same thread's snapshots "
-                      "blocked in the same system call, or with none its snapshots of the "
-                      "same class, keeping the class /proc gave" +
-                      (f"; {alone} thread(s) had neither: theirs is under {RAN_FRAME}, in "
-                       "the class of /proc's system call" if alone else ""))
+            meta.note(f"{self.stale} snapshot(s) found a thread running again before its stack "
+                      "was taken: their time went to the thread's other stacks in the same "
+                      "wait" + (f" ({alone} thread(s) had none: under {RAN_FRAME})"
+                                if alone else ""))
         if self.running:
             meta.extra["pmp_running_ns"] = {str(k): v for k, v in sorted(self.running.items())}
         if self.pauses:

@@ -396,6 +396,7 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "idle": [r["name"] for r in summary["threads"] if r["tid"] in idle],
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,
+        "notes": [str(n) for n in m.extra.get("notes") or []],
         "commands": _commands(m.extra.get("commands")),
         "tools": {str(k): str(v) for k, v in dict(m.extra.get("tools", {}) or {}).items()},
         "sources": list(dict.fromkeys(f"{s.get('path', '')} ({s.get('format', '?')})"

@@ -38,6 +38,9 @@ class SavedExtra(TypedDict, total=False):
     """Per folded file (``oncpu``, ``offcpu``): why its stacks may lack callers."""
     offcpu_source: str
     """Where off-CPU time came from: ``sched`` (scheduler events) or ``pmp`` (snapshots)."""
+    notes: list[str]
+    """How the evidence was estimated where it could not be read directly: for the quality
+    panel; unlike the warnings, nothing to act on (``Meta.note``)."""
     oncpu_samples_ns: dict[str, int]
     """Per thread (tid): on-CPU ns the samples alone gave, before the exact totals."""
     oncpu_source: str

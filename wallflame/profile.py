@@ -107,6 +107,13 @@ class Meta:
         if message not in self.warnings:
             self.warnings.append(message)
 
+    def note(self, message: str) -> None:
+        """How a figure was estimated, for the quality panel: not a warning (nothing to act
+        on), so never printed on the terminal."""
+        notes = self.extra.setdefault("notes", [])
+        if message not in notes:
+            notes.append(message)
+
     def lose(self, kind: str, line: int = 0, count: int = 1, detail: str = "") -> None:
         loss = self.losses.get(kind)
         if loss is None:

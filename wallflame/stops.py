@@ -166,9 +166,8 @@ def bound_by_measured(profile: Profile) -> int:
         bounded[str(tid)] = [blocked, want]
     if bounded:
         ts["bounded"] = bounded
-        profile.meta.warn(f"stopped time of {len(bounded)} thread(s) brought within the "
-                          "tracer's own timing of its stops (scheduler stacks were sampled: "
-                          "the split over stacks only estimates it)")
+        profile.meta.note(f"the time wallflame held {len(bounded)} thread(s) stopped was set "
+                          "from its own timing of the stops (scheduler stacks were sampled)")
     return len(bounded)
 
 
