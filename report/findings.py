@@ -7,6 +7,8 @@ figure, the evidence behind it and the page view that shows it.
 * The rules are the rows of ``RULES``: a finding of a kind is made when its share of the
   threads' time reaches the row's threshold.  Idle threads (mostly in an idle poll: waiting
   for work) are left out of every other finding and named once, last.
+* A profile whose unit is samples of unknown length (plain folded input) gets only the hot
+  code: its other figures are not time.
 * Ranked by the thread time each finding accounts for; at most ``MAX_FINDINGS``.
 * Threads are named by group (``consumer-* ×8``: ``wallflame.threadgroups``).
 """
@@ -22,9 +24,9 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from wallflame.locks.lockshare import lock_name
-from wallflame.profile import ON, Profile
+from wallflame.profile import ON, UNIT_NS, Profile
 from wallflame.report.summary import build_summary, seconds, user_frames
-from wallflame.threadgroups import group_label
+from wallflame.threadgroups import display_name, display_names, group_label
 from wallflame.waitclasses import LOCK_CLASSES
 
 #: The classes of waits on a lock: glibc's (read by the lock sampler) and a server's own
@@ -98,7 +100,8 @@ def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
             if _wall(r) > 0 and float(r["wait"].get("poll", 0.0)) >= IDLE_SHARE * _wall(r)}
 
 
-def _lock_findings(summary: dict[str, Any], walls: dict[int, float]) -> list[Finding]:
+def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
+                   names: dict[int, str]) -> list[Finding]:
     out = []
     for lk in summary.get("locks", []):
         waiters = lk.get("waiters") or []
@@ -106,7 +109,7 @@ def _lock_findings(summary: dict[str, Any], walls: dict[int, float]) -> list[Fin
         wait = float(lk.get("wait_s", 0.0))
         if not wall or wait < RULE["lock"].min_share * wall:
             continue
-        who = group_label([str(w["name"]) for w in waiters])
+        who = group_label([names.get(int(w["tid"]), str(w["name"])) for w in waiters])
         sites = [s["frame"] for s in lk.get("call_sites", [])]
         text = (f"{who} spent {_pct(wait / wall)} of their time ({wait:.2f} s) waiting for "
                 f"{lk.get('kind', 'lock')} {lock_name(str(lk['lock']))}")
@@ -153,7 +156,7 @@ def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     on = sum(float(r["on_cpu_s"]) for r in busy)
     most = sorted(waiting, key=lambda r: -float(r["runnable_s"]))
     top = [r for r in most if float(r["runnable_s"]) >= 0.1 * float(most[0]["runnable_s"])]
-    text = (f"{group_label([str(r['name']) for r in top])} waited for a CPU "
+    text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
             "on a CPU): the machine's CPUs were busy")
     return [Finding("cpu", RULE["cpu"].heading, text,
@@ -161,7 +164,8 @@ def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
                     _view("runnable"))]
 
 
-def _hot_findings(profile: Profile, busy: set[int], total_on: float) -> list[Finding]:
+def _hot_findings(profile: Profile, busy: set[int], total_on: float,
+                  names: dict[int, str]) -> list[Finding]:
     if total_on <= 0:
         return []
     by_fn: dict[str, float] = defaultdict(float)
@@ -174,12 +178,13 @@ def _hot_findings(profile: Profile, busy: set[int], total_on: float) -> list[Fin
             continue
         s = seconds(w, profile.meta.unit)
         by_fn[user[-1]] += s
-        threads[user[-1]].add(k.thread or "?")
+        threads[user[-1]].add(names.get(k.tid) or k.thread or "?")
     out = []
     for fn, s in heapq.nlargest(HOT_FUNCTIONS, by_fn.items(), key=lambda kv: kv[1]):
         if s < RULE["hot"].min_share * total_on:
             break
-        text = (f"{fn} ran {_pct(s / total_on)} of the on-CPU time ({s:.2f} s), in "
+        amount = f"{s:.2f} s" if profile.meta.unit == UNIT_NS else f"{s:,.0f} samples"
+        text = (f"{fn} ran {_pct(s / total_on)} of the on-CPU time ({amount}), in "
                 f"{group_label(sorted(threads[fn]))}")
         out.append(Finding("hot", RULE["hot"].heading, text,
                            "perf's on-CPU samples, by the function they were taken in", s,
@@ -193,7 +198,7 @@ def _io_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     if not wall or io < RULE["io"].min_share * wall:
         return []
     who = [r for r in busy if float(r["wait"].get("io", 0.0)) > 0.1 * io]
-    text = (f"{group_label([str(r['name']) for r in who])} waited on I/O "
+    text = (f"{group_label([display_name(r) for r in who])} waited on I/O "
             f"{_pct(io / wall)} of their time ({io:.2f} s)")
     return [Finding("io", RULE["io"].heading, text, "off-CPU stacks classified as I/O", io,
                     _view("", "off"))]
@@ -213,7 +218,7 @@ def _idle_finding(idle: list[dict[str, Any]]) -> list[Finding]:
     if not idle:
         return []
     s = sum(float(r["wait"].get("poll", 0.0)) for r in idle)
-    text = (f"{group_label([str(r['name']) for r in idle])} mostly waited for work (idle "
+    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work (idle "
             f"poll, {s:.2f} s): not a problem, and left out of the findings above")
     return [Finding("idle", RULE["idle"].heading, text, "off-CPU stacks in an idle poll", s,
                     _view("", "off"))]
@@ -226,8 +231,11 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     busy = [r for r in rows if int(r["tid"]) not in idle]
     walls = {int(r["tid"]): _wall(r) for r in rows}
     total_on = sum(float(r["on_cpu_s"]) for r in busy)
-    found = [*_lock_findings(summary, walls), *_cpu_finding(busy),
-             *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on),
+    names = display_names(rows)
+    if profile.meta.unit != UNIT_NS:  # samples of unknown length: only where CPU time went
+        return _hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names)
+    found = [*_lock_findings(summary, walls, names), *_cpu_finding(busy),
+             *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
              *_io_finding(busy), *_cost_finding(summary, sum(walls.values()))]
     found.sort(key=lambda f: -f.seconds)

@@ -29,6 +29,7 @@ from wallflame.report.pageruntime import Markup, escape
 from wallflame.report.palette import swatch_css
 from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
+from wallflame.threadgroups import display_name, display_names
 from wallflame.waitclasses import BY_NAME, FALLBACK, page_table
 
 if TYPE_CHECKING:  # Jinja2 is imported when a template is compiled (see report/pagecache.py)
@@ -224,13 +225,14 @@ def _wait_class(key: StackKey) -> str:
     return key.wait if key.wait in WAIT_CLASSES else FALLBACK
 
 
-def _top_stacks(profile: Profile, unit: str, idle: set[int]) -> list[dict[str, Any]]:
+def _top_stacks(profile: Profile, unit: str, idle: set[int], names: dict[int, str]
+                ) -> list[dict[str, Any]]:
     """The heaviest stacks, threads of one group together and idle threads left out
     (``report.topstacks``), each root first: the user's frames, then the kernel's folded."""
     scale = 1e-9 if unit == SECONDS else 1.0
     total = profile.total()
     out = []
-    for row in top_rows(profile, TOP_STACKS, idle):
+    for row in top_rows(profile, TOP_STACKS, idle, names):
         k = row.key
         label = sub_label(k.frames, k.wait) if k.state == OFF else ""
         runs, nk = stack_runs(k.frames)
@@ -392,8 +394,8 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
         "no_on": not any(g.state != OFF for g in groups),
         "locks": _locks(summary), "unidentified": summary.get("unidentified_lock_waits") or [],
         "min_observations": _min_observations(profile),
-        "top": _top_stacks(profile, unit, idle),
-        "idle": [r["name"] for r in summary["threads"] if r["tid"] in idle],
+        "top": _top_stacks(profile, unit, idle, display_names(summary["threads"])),
+        "idle": [display_name(r) for r in summary["threads"] if r["tid"] in idle],
         "memory": _memory(m.extra), "resolution": _resolution(profile),
         "losses": sorted(m.losses.items()), "warnings": m.warnings,
         "notes": [str(n) for n in m.extra.get("notes") or []],

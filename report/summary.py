@@ -7,6 +7,7 @@ folded files) the same keys hold sample counts and ``unit`` says so.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +42,48 @@ def user_frames(frames: tuple[str, ...]) -> tuple[str, ...]:
         if f.startswith(KERNEL_ENTRY) or f.endswith("_[k]"):
             return frames[:i]
     return frames
+
+
+#: The frames every thread starts in (the C library's and the thread library's), left out at
+#: a stack's root: what the thread itself runs comes after them.
+RUNTIME_ROOT = frozenset({"_start", "__libc_start_main", "__libc_start_call_main",
+                          "__libc_start_main_impl", "clone", "clone3", "start_thread",
+                          "__clone", "__clone3", "thread_start"})
+
+
+def runtime_root(user: tuple[str, ...]) -> int:
+    """How many frames at the root of ``user`` are the runtime's: those of ``RUNTIME_ROOT``,
+    and a shared library without a symbol among them (``[libstdc++.so.6]``: its thread
+    trampoline); never all of them."""
+    i = 0
+    while i < len(user) - 1 and (user[i] in RUNTIME_ROOT or
+                                 (i and user[i].startswith("[lib") and ".so" in user[i])):
+        i += 1
+    return i
+
+
+#: A thread that shares its name with at least this many others is named by its role.
+ROLE_MIN_SHARED = 3
+
+
+def thread_roles(profile: Profile, rows: list[dict[str, Any]]) -> None:
+    """Threads that carry one name with ``ROLE_MIN_SHARED`` others or more (a server that
+    names none of its threads) get a ``role``: the first named function of their heaviest
+    stack, past the runtime's root frames (``handle_one_connection``)."""
+    counts = Counter(r["name"] for r in rows if r["tid"])
+    want = {r["tid"] for r in rows if r["tid"] and counts[r["name"]] > ROLE_MIN_SHARED}
+    if not want:
+        return
+    best: dict[int, tuple[int, tuple[str, ...]]] = {}
+    for k, w in profile.stacks.items():
+        if k.tid in want and w > best.get(k.tid, (0, ()))[0]:
+            best[k.tid] = (w, k.frames)
+    for r in rows:
+        if r["tid"] in best:
+            user = user_frames(best[r["tid"]][1])
+            named = [f for f in user[runtime_root(user):] if not f.startswith("[")]
+            if named:
+                r["role"] = named[0]
 
 
 def call_site(frames: tuple[str, ...]) -> str:
@@ -215,6 +258,7 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
                        stopped.get(t.tid, 0) if t.tid else 0,
                        _alive(profile, t.tid) if t.tid else None) for t in threads]
     after, inside = runnable_after(profile, groups), on_cpu_in(profile)
+    thread_roles(profile, rows)
     for r in rows:
         for key, per in (("runnable_after", after), ("on_cpu_in", inside)):
             if r["tid"] in per:

@@ -14,7 +14,7 @@ from wallflame.report.findings import Finding, findings, idle_tids
 from wallflame.report.summary import build_summary
 from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import visible
-from wallflame.threadgroups import group_label, merge_rows
+from wallflame.threadgroups import display_name, display_names, group_label, merge_rows
 from wallflame.waitclasses import FALLBACK, WAIT_TABLE
 
 TOP = 10
@@ -32,18 +32,26 @@ def _cut(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _cut_group(name: str, n: int) -> str:
+    """``_cut`` that keeps a group's count (``… ×32``) whole."""
+    pattern, sep, count = name.rpartition(" ×")
+    if sep and count.isdigit() and len(name) > n:
+        return _cut(pattern, n - len(sep) - len(count)) + sep + count
+    return _cut(name, n)
+
+
 def _threads(s: dict[str, Any], out: IO[str]) -> None:
     unit = s["unit"]
     # runnable (waiting for a CPU) always has its column: a saturated machine shows there
     used = [c for c in WAIT_CLASSES if s["totals"]["wait"][c] or c == "runnable"]
     # the name takes what the columns leave of WIDTH (between 12 and 24)
-    nw = max(13, min(24, WIDTH - 8 - 18 - 9 * len(used) - 7))
+    nw = max(13, min(32, WIDTH - 8 - 18 - 9 * len(used) - 7))
     head = f"{'thread':<{nw}} {'tid':>7} {'on-CPU':>8} {'blocked':>8}"
     head += "".join(f" {SHORT[c]:>8}" for c in used) + f" {'cover':>6}"
     out.write(head + "\n")
     for r in [*merge_rows(s["threads"]), {**s["totals"], "name": "all", "tid": 0}]:
         cov = r.get("coverage")
-        line = (f"{_cut(r['name'] or '?', nw):<{nw}} {r['tid'] or '-':>7} "
+        line = (f"{_cut_group(r['name'] or '?', nw):<{nw}} {r['tid'] or '-':>7} "
                 f"{column(r['on_cpu_s'], unit):>8} {column(r['off_cpu_s'], unit):>8}")
         line += "".join(f" {column(r['runnable_s'] if c == 'runnable' else r['wait'][c], unit):>8}"
                         for c in used)
@@ -137,10 +145,10 @@ def _wrap(items: list[str], width: int) -> list[str]:
     return lines
 
 
-def _top(profile: Profile, idle: set[int], out: IO[str]) -> None:
+def _top(profile: Profile, idle: set[int], names: dict[int, str], out: IO[str]) -> None:
     total = profile.total() or 1
     unit = profile.meta.unit
-    for row in top_rows(profile, TOP, idle):
+    for row in top_rows(profile, TOP, idle, names):
         k = row.key
         if k.state == OFF:
             cls = k.wait if k.wait in WAIT_CLASSES else FALLBACK
@@ -195,10 +203,10 @@ def write_text(profile: Profile, out: IO[str]) -> None:
         out.write("\noff-CPU time by rule:\n")
         _labels(s, out)
     idle = idle_tids(s["threads"])
-    idle_names = [r["name"] for r in s["threads"] if r["tid"] in idle]
+    idle_names = [display_name(r) for r in s["threads"] if r["tid"] in idle]
     left = f"; idle threads left out: {group_label(idle_names)}" if idle else ""
     out.write(f"\ntop {TOP} stacks (root first, kernel frames folded into the wait{left}):\n")
-    _top(profile, idle, out)
+    _top(profile, idle, display_names(s["threads"]), out)
     q = s["quality"]
     notes = [f"{n} {k}" for k, n in q["losses"].items()] + list(q["warnings"])
     for n in notes:

@@ -14,14 +14,8 @@ import heapq
 from dataclasses import dataclass
 
 from wallflame.profile import Profile, StackKey
-from wallflame.report.summary import user_frames
+from wallflame.report.summary import runtime_root, user_frames
 from wallflame.threadgroups import group_label, name_pattern
-
-#: The frames every thread starts in (the C library's and the thread library's), left out at
-#: a stack's root: what the thread itself runs comes after them.
-RUNTIME_ROOT = frozenset({"_start", "__libc_start_main", "__libc_start_call_main",
-                          "__libc_start_main_impl", "clone", "clone3", "start_thread",
-                          "__clone", "__clone3", "thread_start"})
 
 
 @dataclass(frozen=True)
@@ -33,17 +27,6 @@ class TopRow:
     threads: str
     count: int
     weight: int
-
-
-def runtime_root(user: tuple[str, ...]) -> int:
-    """How many frames at the root of ``user`` are the runtime's: those of ``RUNTIME_ROOT``,
-    and a shared library without a symbol among them (``[libstdc++.so.6]``: its thread
-    trampoline); never all of them."""
-    i = 0
-    while i < len(user) - 1 and (user[i] in RUNTIME_ROOT or
-                                 (i and user[i].startswith("[lib") and ".so" in user[i])):
-        i += 1
-    return i
 
 
 def stack_runs(frames: tuple[str, ...]) -> tuple[list[tuple[str, int]], int]:
@@ -67,23 +50,25 @@ def kernel_item(nk: int, wait: str) -> list[str]:
     return [f"[{wait}]"] if wait else []
 
 
-def top_rows(profile: Profile, n: int, idle: set[int] | frozenset[int] = frozenset()
-             ) -> list[TopRow]:
-    """The ``n`` heaviest rows of ``profile``, idle threads' stacks left out."""
+def top_rows(profile: Profile, n: int, idle: set[int] | frozenset[int] = frozenset(),
+             names: dict[int, str] | None = None) -> list[TopRow]:
+    """The ``n`` heaviest rows of ``profile``, idle threads' stacks left out; ``names``: each
+    thread's name as the tables show it (``threadgroups.display_name``)."""
+    names = names or {}
     weights: dict[tuple[str, str, str, tuple[str, ...]], int] = {}
     members: dict[tuple[str, str, str, tuple[str, ...]], dict[int, str]] = {}
     keys: dict[tuple[str, str, str, tuple[str, ...]], StackKey] = {}
     for k, w in profile.stacks.items():
         if k.tid in idle:
             continue
-        g = (name_pattern(k.thread or "?"), k.state, k.wait, k.frames)
+        name = names.get(k.tid) or k.thread or "?"
+        g = (name_pattern(name), k.state, k.wait, k.frames)
         weights[g] = weights.get(g, 0) + w
-        members.setdefault(g, {})[k.tid] = k.thread or "?"
+        members.setdefault(g, {})[k.tid] = name
         keys.setdefault(g, k)
     out = []
     for g, w in heapq.nlargest(n, weights.items(), key=lambda kv: kv[1]):
-        names, k = list(members[g].values()), keys[g]
-        label = group_label(names) if len(names) > 1 else \
-            names[0] + (f" ({k.tid})" if k.tid else "")
-        out.append(TopRow(k, label, len(names), w))
+        who, k = list(members[g].values()), keys[g]
+        label = group_label(who) if len(who) > 1 else who[0] + (f" ({k.tid})" if k.tid else "")
+        out.append(TopRow(k, label, len(who), w))
     return out

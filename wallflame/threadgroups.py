@@ -4,6 +4,8 @@ differ only in a trailing number.
 * The rule: a name ending in digits (after a non-digit) stands for the pattern with ``*`` in
   place of the digits; threads with the same pattern are one group.  Other names are groups of
   their own (``producer``; ``mariadbd ×50`` when fifty threads carry one name).
+* A server that names none of its threads has them named by role (``mariadbd:
+  handle_one_connection``: ``display_name``), and grouped so.
 * A label lists the groups largest first, at most ``MAX_GROUPS`` of them, then ``and N more``.
 """
 
@@ -47,17 +49,29 @@ def group_label(names: Iterable[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def display_name(row: dict[str, Any]) -> str:
+    """A summary row's thread as the tables name it: ``mariadbd: handle_one_connection`` for a
+    thread named by its role (``report.summary.thread_roles``), else its own name."""
+    name = str(row.get("name") or "?")
+    return f"{name}: {row['role']}" if row.get("role") else name
+
+
+def display_names(rows: Iterable[dict[str, Any]]) -> dict[int, str]:
+    """Each thread's ``display_name`` by tid."""
+    return {int(r["tid"]): display_name(r) for r in rows if r.get("tid")}
+
+
 def merge_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Summary rows (``summary.json``'s ``threads``) one per group, in the order of each
     group's first thread: a group of several has the name ``consumer-* ×8``, no tid, the sums
     of its members' seconds and the lowest of their coverages."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        by.setdefault(name_pattern(str(r.get("name") or "?")), []).append(r)
+        by.setdefault(name_pattern(display_name(r)), []).append(r)
     out = []
     for pattern, members in by.items():
         if len(members) == 1:
-            out.append(members[0])
+            out.append({**members[0], "name": display_name(members[0])})
             continue
         merged: dict[str, Any] = {"name": f"{pattern} ×{len(members)}", "tid": 0,
                                   "threads": len(members)}

@@ -16,8 +16,7 @@ from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, RUNNABLE
 from wallflame.report.diff.compare import Diff
 from wallflame.report.diff.normalise import RATE, Change
-from wallflame.report.summary import KERNEL_ENTRY
-from wallflame.report.topstacks import RUNTIME_ROOT
+from wallflame.report.summary import KERNEL_ENTRY, RUNTIME_ROOT
 from wallflame.waitclasses import BY_NAME
 
 #: At most this many classes, locks and functions are named.

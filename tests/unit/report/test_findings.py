@@ -157,3 +157,37 @@ def test_summarize_holds_the_findings_as_data() -> None:
     s = summarize(p)
     assert [f["kind"] for f in s["findings"]] == ["io"]
     assert set(s["findings"][0]) == {"kind", "heading", "text", "evidence", "seconds", "view"}
+
+
+def test_threads_that_share_the_process_name_are_named_by_their_role() -> None:
+    """A server that names none of its threads: each one's role is the first named function
+    of its heaviest stack past the runtime's root frames, and the tables group by it."""
+    from wallflame.report.summary import build_summary
+    from wallflame.threadgroups import merge_rows
+
+    p = Profile(meta=Meta(unit="ns", window_ns=10 * 10**9))
+    conn = ("clone3", "start_thread", "[mariadbd]", "handle_one_connection", "do_command")
+    pool = ("clone3", "start_thread", "[libstdc++.so.6]", "tpool::worker_main", "get_task")
+    for tid in range(10, 14):
+        p.add(StackKey((*conn, "poll"), tid, "mariadbd", 1, OFF, "poll"), 9 * 10**9)
+        p.add(StackKey(conn, tid, "mariadbd", 1, ON), 10**9)
+    for tid in (20, 21):
+        p.add(StackKey((*pool, "pthread_cond_wait"), tid, "mariadbd", 1, OFF, "condvar"),
+              10 * 10**9)
+    p.add(StackKey(("_start", "main", "poll"), 1, "mariadbd", 1, OFF, "poll"), 10 * 10**9)
+    s = build_summary(p)
+    roles = {r["tid"]: r.get("role") for r in s["threads"]}
+    assert roles == {**dict.fromkeys(range(10, 14), "handle_one_connection"),
+                     20: "tpool::worker_main", 21: "tpool::worker_main", 1: "main"}
+    names = sorted(r["name"] for r in merge_rows(s["threads"]))
+    assert names == ["mariadbd: handle_one_connection ×4", "mariadbd: main",
+                     "mariadbd: tpool::worker_main ×2"]
+
+
+def test_threads_with_names_of_their_own_keep_them() -> None:
+    from wallflame.report.summary import build_summary
+
+    p = Profile(meta=Meta(unit="ns", window_ns=10**9))
+    for tid in range(1, 6):
+        p.add(StackKey(("clone3", "start_thread", "work"), tid, f"w-{tid}", 1, ON), 10**9)
+    assert not any("role" in r for r in build_summary(p)["threads"])
