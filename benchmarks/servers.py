@@ -200,20 +200,6 @@ class Load:
         return rate
 
 
-#: Where tracefs lives: bpftrace finds tracepoints in it.
-TRACEFS = Path("/sys/kernel/tracing")
-
-
-def mount_tracefs() -> None:
-    """Mount tracefs where a machine has not yet (a fresh boot may not: perf mounts it the
-    first time it records a tracepoint, bpftrace does not and says "tracepoint not found").
-    Not root, or where it cannot be mounted: left as it is, for bpftrace to say why."""
-    if (TRACEFS / "events").is_dir() or os.geteuid() != 0:
-        return
-    subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-
-
 def progress_rate(lines: Iterable[str], start_ns: int, end_ns: int) -> float | None:
     """Work a second between the first and the last of a sample program's progress lines
     (``{"t_ns": ..., "work": ...}``, its running total at that ``CLOCK_MONOTONIC`` instant)

@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.servers import MariaDB, mount_tracefs, wallflame_env, warm_bytecode  # noqa: E402
+from benchmarks.servers import MariaDB, wallflame_env, warm_bytecode  # noqa: E402
+from tests.classtruth import mount_tracefs  # noqa: E402
 
 PROGRAM = r"""
 tracepoint:syscalls:sys_enter_execve { printf("E %d ", pid); join(args->argv); }

@@ -100,10 +100,10 @@ from benchmarks.servers import (  # noqa: E402
     THROUGHPUT_TABLE_SIZE,
     THROUGHPUT_TABLES,
     MariaDB,
-    mount_tracefs,
     require,
     warm_bytecode,
 )
+from tests.classtruth import mount_tracefs  # noqa: E402
 from wallflame.collect import budget, threads  # noqa: E402
 from wallflame.collect import perf as wf_perf  # noqa: E402
 

@@ -35,9 +35,8 @@ import time
 from pathlib import Path
 
 import pytest
+from classtruth import GROUPS, Truth, kernel_groups, shares
 from livehelp import collect, start_mix, stop_mix
-
-from benchmarks.class_truth import GROUPS, Truth, kernel_groups, shares
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
