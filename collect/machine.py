@@ -14,6 +14,11 @@ them: ``same_load``).  So each run records, over its window, from the kernel's o
 * the rest: the machine's busy time less the target's and the collect's, in CPUs (CPU
   seconds a second), never below zero.
 
+It also records the machine itself (``identity``: CPU model, CPU count, kernel, frequency
+governor, whether it is a virtual machine): CPU per unit of work and every share move with
+the machine, so ``wallflame check`` does not judge runs from different machines as alike
+(``same_machine``).
+
 Counters are in clock ticks (``USER_HZ``, usually 100 a second): over a window of seconds the
 figures are good to a few hundredths of a CPU.  Processes that both started and ended within
 the window count in the machine's busy time, and so in the rest.
@@ -35,6 +40,30 @@ STEAL_FIELD = 7
 #: warns: the kernel's run time of a thread (``schedstat``) leaves out the time its CPU was
 #: taken while it ran, the scheduler's switches do not, so the two part by about that share.
 STEAL_NOTE_ABOVE = 0.02
+
+
+def identity(proc: str = "/proc", cpu_dir: str = "/sys/devices/system/cpu") -> dict[str, Any]:
+    """The machine (``wallflame.runfiles.IDENTITY_FIELDS``): ``cpu_model`` (``/proc/cpuinfo``'s
+    model name), ``cpus``, ``kernel`` (its release), ``governor`` (cpu0's frequency governor,
+    ``none`` without cpufreq) and ``vm`` (the CPU flags name a hypervisor)."""
+    model, vm = "unknown", False
+    try:
+        with open(f"{proc}/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown":
+                    model = " ".join(value.split()) or "unknown"
+                elif key.strip() == "flags":
+                    vm = vm or "hypervisor" in value.split()
+    except OSError:
+        pass
+    try:
+        with open(f"{cpu_dir}/cpu0/cpufreq/scaling_governor", encoding="utf-8") as f:
+            governor = f.read().strip() or "none"
+    except OSError:
+        governor = "none"
+    return {"cpu_model": model, "cpus": os.cpu_count() or 1, "kernel": os.uname().release,
+            "governor": governor, "vm": vm}
 
 
 def steal_note(machine: dict[str, Any]) -> str | None:
@@ -142,12 +171,11 @@ class LoadMeter:
         self._start = self._read()
 
     def stop(self) -> dict[str, Any] | None:
-        """``machine`` of meta.json (see the module docstring), or None when the counters
-        could not be read."""
+        """``machine`` of meta.json (see the module docstring): the load's figures (none when
+        the counters could not be read) and the machine's ``identity``."""
         a, b = self._start, self._read()
-        if a is None or b is None:
-            return None
-        return load_figures(a, b, os.cpu_count() or 1)
+        figures = None if a is None or b is None else load_figures(a, b, os.cpu_count() or 1)
+        return {**(figures or {}), "identity": identity()}
 
 
 def _grown(a: dict[str, Any], b: dict[str, Any], pids: list[int]) -> float:

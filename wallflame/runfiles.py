@@ -105,6 +105,7 @@ __all__ = [
     "BACKENDS",
     "CAPTURE",
     "FORMAT",
+    "IDENTITY_FIELDS",
     "MEMORY",
     "META",
     "META_VERSION",
@@ -140,3 +141,7 @@ __all__ = [
     "is_run_dir",
     "script_name",
 ]
+
+#: The fields of ``machine.identity`` in meta.json (``collect.machine.identity``): what makes
+#: two runs' figures comparable; ``wallflame check`` compares them (``same_machine``).
+IDENTITY_FIELDS = ("cpu_model", "cpus", "kernel", "governor", "vm")

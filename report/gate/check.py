@@ -43,6 +43,7 @@ from wallflame.report.gate.quantities import (
 )
 from wallflame.report.gate.stats import Comparison, Estimate, compare, holm
 from wallflame.report.gate.thresholds import Thresholds
+from wallflame.runfiles import IDENTITY_FIELDS
 
 #: Losses that say how much data is missing only vaguely (a file cut short, a perf chunk, a
 #: target that exited early, unreadable input): never tolerated, however small their count.
@@ -198,7 +199,7 @@ class Verdict:
 def judge(before: list[Run], after: list[Run], diff: Diff, t: Thresholds) -> Verdict:
     """The verdict on two sides, each a list of runs (see the module docstring)."""
     quality = [complete_data(before, after, t), same_collectors(before, after, t),
-               same_load(before, after, t)]
+               same_machine(before, after, t), same_load(before, after, t)]
     judged, method = _judge_quantities(before, after, t)
     results = [*quality, *_results(judged, t, before, after), sensitivity(judged, t)]
     if any(r.status == INCONCLUSIVE for r in quality):
@@ -575,6 +576,38 @@ def same_load(before: list[Run], after: list[Run], t: Thresholds) -> Result:
                       "could differ with no change to the code: collect both sides under the "
                       "same load")
     return Result("same_load", PASS, said)
+
+
+def machine_differences(a: Any, b: Any) -> list[str] | None:
+    """How two runs' machines (``machine.identity`` of meta.json) differ, field by field;
+    None when either run did not record its machine."""
+    ia = a.get("identity") if isinstance(a, dict) else None
+    ib = b.get("identity") if isinstance(b, dict) else None
+    if not isinstance(ia, dict) or not isinstance(ib, dict):
+        return None
+    return [f"{k} {ia.get(k)!r} vs {ib.get(k)!r}" for k in IDENTITY_FIELDS
+            if ia.get(k) != ib.get(k)]
+
+
+def same_machine(before: list[Run], after: list[Run], t: Thresholds) -> Result:
+    """Whether every run was collected on the same machine (``across_machines``)."""
+    ref = before[0]
+    diffs: list[str] = []
+    for r in (*before[1:], *after):
+        d = machine_differences(ref.meta.get("machine"), r.meta.get("machine"))
+        if d is None:
+            return Result("same_machine", SKIPPED, "the machine was not recorded for every run "
+                          "(runs collected by an older wallflame, or folded from files)")
+        diffs += [f"{ref.label} vs {r.label}: {x}" for x in d]
+    if not diffs:
+        return Result("same_machine", PASS, "every run collected on the same machine")
+    said = "; ".join(diffs[:3])
+    if t.across_machines:
+        return Result("same_machine", PASS, f"runs from different machines, judged as alike "
+                      f"as asked (across_machines): {said}")
+    return Result("same_machine", INCONCLUSIVE,
+                  f"runs from different machines: {said}; CPU time and shares move with the "
+                  "machine: collect both sides on one machine, or pass --across-machines")
 
 
 def same_collectors(before: list[Run], after: list[Run], t: Thresholds) -> Result:

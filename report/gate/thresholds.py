@@ -74,6 +74,9 @@ class Thresholds:
                         whose share measures how busy the machine was, not the program.
     rate_tolerance:     sampling rates of the runs may differ by this fraction before they
                         count as collected differently (default 0.10).
+    across_machines:    judge runs from different machines (CPU model, CPU count, kernel,
+                        frequency governor, virtual or not) as alike (``--across-machines``;
+                        default false: such a check is inconclusive, ``same_machine``).
     max_load_difference: the share of the machine's CPUs that other processes and the
                         hypervisor (steal) took may differ this much between the sides
                         (their means) before the runs count as collected under different
@@ -102,6 +105,7 @@ class Thresholds:
     ignore_frames: list[str] = field(default_factory=lambda: list(PREEMPTION_FRAMES))
     rate_tolerance: float = 0.10
     max_load_difference: float = 0.25
+    across_machines: bool = False
     max_loss_share: float = 0.25
     allowed_losses: list[str] = field(default_factory=list)
     top: int = 8
@@ -117,6 +121,10 @@ class Thresholds:
             if isinstance(current, list):
                 items = value if isinstance(value, list) else str(value).split(",")
                 new: Any = [str(v).strip() for v in items if str(v).strip()]
+            elif isinstance(current, bool):
+                if str(value).strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                new = str(value).strip().lower() in ("true", "1", "yes")
             elif isinstance(current, int):
                 new = int(value)
             else:

@@ -62,6 +62,10 @@ def _fold_capture(path: str) -> Profile:
 @click.option("-t", "--threshold", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a setting (repeatable), e.g. -t alpha=0.001 -t "
               "min_effect_relative=0.05. Keys and defaults: see above.")
+@click.option("--across-machines", is_flag=True, default=False,
+              help="Judge runs from different machines (CPU model, CPU count, kernel, "
+              "frequency governor, virtual or not) as alike; without it such a check is "
+              "inconclusive (exit 7). The same as -t across_machines=true.")
 @click.option("--config", type=click.Path(dir_okay=False), default=None,
               help=f"Settings file (default: ./{CONFIG_NAME} when present).")
 @click.option("--html", "html_out", default="wallflame-diff.html", show_default=True,
@@ -75,10 +79,12 @@ def _fold_capture(path: str) -> Profile:
               help="Write the verdict, every quantity judged and its interval as JSON.")
 @click.pass_context
 def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[str, ...],
-            config: str | None, html_out: str, md_out: str | None,
+            across_machines: bool, config: str | None, html_out: str, md_out: str | None,
             junit_out: str | None, json_out: str | None) -> None:
     """Judge CURRENT against BASELINE (the command's help: ``HELP``)."""
     thresholds = load_thresholds(config, list(overrides))
+    if across_machines:
+        thresholds.across_machines = True
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
     cut = ignored(thresholds)
     from wallflame.fold.slices import compute_slices

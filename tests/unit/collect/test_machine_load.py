@@ -21,6 +21,7 @@ from wallflame.collect.machine import (
     STEAL_NOTE_ABOVE,
     TICK_S,
     LoadMeter,
+    identity,
     load_figures,
     machine_ticks,
     parse_stat,
@@ -229,3 +230,53 @@ def test_steal_note(machine: dict[str, object], share: str | None) -> None:
     else:
         assert note is not None and f"took {share} of the machine's CPUs" in note
     assert STEAL_NOTE_ABOVE == 0.02
+
+
+HOST = {"cpu_model": "AMD EPYC 7B13", "cpus": 2, "kernel": "6.1.0", "governor": "none",
+        "vm": True}
+
+
+@pytest.mark.parametrize(("a", "b", "across", "status", "said"), [
+    (HOST, HOST, False, PASS, "same machine"),
+    (HOST, {**HOST, "cpu_model": "Intel Xeon"}, False, INCONCLUSIVE,
+     "cpu_model 'AMD EPYC 7B13' vs 'Intel Xeon'"),
+    (HOST, {**HOST, "cpus": 4, "vm": False}, False, INCONCLUSIVE, "cpus 2 vs 4"),
+    (HOST, {**HOST, "governor": "performance"}, False, INCONCLUSIVE, "governor"),
+    (HOST, {**HOST, "kernel": "6.8.0"}, True, PASS, "judged as alike as asked"),
+    (HOST, None, False, SKIPPED, "not recorded"),
+])
+def test_same_machine_compares_each_runs_machine(
+        a: dict[str, object], b: dict[str, object] | None, across: bool, status: str,
+        said: str) -> None:
+    t = Thresholds()
+    if across:
+        t.set("across_machines", "true", "test")
+    before = profile_under(0.05, identity=a)
+    after = profile_under(0.05, **({"identity": b} if b is not None else {}))
+    v = judge_profiles(before, after, t)
+    r = next(r for r in v.results if r.name == "same_machine")
+    assert r.status == status and said in r.message, r.message
+    if status == INCONCLUSIVE:
+        assert v.status == INCONCLUSIVE and "--across-machines" in r.message
+
+
+def test_identity_reads_the_model_the_hypervisor_flag_and_the_governor(tmp_path: Path) -> None:
+    proc, cpu = tmp_path / "proc", tmp_path / "cpu"
+    proc.mkdir()
+    (cpu / "cpu0" / "cpufreq").mkdir(parents=True)
+    (proc / "cpuinfo").write_text("processor\t: 0\nmodel name\t: AMD  EPYC 7B13\n"
+                                  "flags\t\t: fpu vme hypervisor lahf_lm\n\n"
+                                  "processor\t: 1\nmodel name\t: AMD EPYC 7B13\n")
+    (cpu / "cpu0" / "cpufreq" / "scaling_governor").write_text("schedutil\n")
+    got = identity(str(proc), str(cpu))
+    assert got["cpu_model"] == "AMD EPYC 7B13" and got["vm"] is True
+    assert got["governor"] == "schedutil" and got["kernel"] == os.uname().release
+    bare = identity(str(tmp_path / "none"), str(tmp_path / "none"))
+    assert bare["cpu_model"] == "unknown" and bare["governor"] == "none" and bare["vm"] is False
+
+
+def test_a_bad_across_machines_value_is_a_clear_error() -> None:
+    from wallflame.errors import InputError
+
+    with pytest.raises(InputError, match="across_machines"):
+        Thresholds().set("across_machines", "maybe", "test")

@@ -404,8 +404,9 @@ def test_junit_one_case_per_test_with_intervals() -> None:
     root = ET.fromstring(junit(v))
     cases = root.findall("./testsuite/testcase")
     assert [c.get("name") for c in cases] == [r.name for r in v.results]
-    # complete_data, same_collectors, same_load; frames, cpu_per_work; the classes; sensitivity
-    assert len(cases) == 3 + 2 + len(Thresholds().wait_classes) + 1
+    # complete_data, same_collectors, same_machine, same_load; frames, cpu_per_work; the
+    # classes; sensitivity
+    assert len(cases) == 4 + 2 + len(Thresholds().wait_classes) + 1
     frame = next(c for c in cases if c.get("name") == "frames")
     failure = frame.find("failure")
     assert failure is not None and "95% CI" in (failure.text or "")
