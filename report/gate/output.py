@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from wallflame.report.diff.headline import headline
 from wallflame.report.diff.text import describe_side, visible
 from wallflame.report.gate.check import FAIL, INCONCLUSIVE, PASS, SKIPPED, Verdict
 
@@ -37,13 +38,31 @@ def _runs(n: int) -> str:
     return f"{n} runs, " if n > 1 else ""
 
 
+def verdict_sentence(v: Verdict) -> str:
+    """The verdict in one sentence, as the reader of a pull request wants it first: what
+    regressed and by how much, or why the runs could not tell, or that nothing did."""
+    if v.status == FAIL:
+        worse = [j for j in v.judged if j.regression]
+        return "Regression: " + "; ".join(f"{j.name} {j.interval()}" for j in worse[:3]) + \
+            (f"; and {len(worse) - 3} more" if len(worse) > 3 else "") + "."
+    if v.status == INCONCLUSIVE:
+        why = next((r for r in v.results if r.status == INCONCLUSIVE), None)
+        return "Inconclusive: " + (why.message if why else "these runs cannot tell") + "."
+    return "No regression beyond what these runs could see."
+
+
 def markdown(v: Verdict, html_name: str | None = None) -> str:
     d = v.diff
-    lines = [f"## wallflame check: {TITLES[v.status]}", "",
-             f"- baseline: {md(_runs(v.runs[0]) + describe_side(d.before), 1000)}",
-             f"- current: {md(_runs(v.runs[1]) + describe_side(d.after), 1000)}",
-             f"- method: {md(v.method, 1000)}", "",
-             "| test | result | detail |", "| --- | --- | --- |"]
+    changed = headline(d)
+    lines = [f"## wallflame check: {TITLES[v.status]}", "", md(verdict_sentence(v), 2000), ""]
+    if changed:
+        lines += ["The diff's largest changes (beyond its sampling noise floor; the check's own "
+                  "judgement, with each run's spread, is the sentence above):", "",
+                  *(f"{i}. {md(c, 400)}" for i, c in enumerate(changed, 1)), ""]
+    lines += [f"- baseline: {md(_runs(v.runs[0]) + describe_side(d.before), 1000)}",
+              f"- current: {md(_runs(v.runs[1]) + describe_side(d.after), 1000)}",
+              f"- method: {md(v.method, 1000)}", "",
+              "| test | result | detail |", "| --- | --- | --- |"]
     for r in v.results:
         lines.append(f"| {md(r.name)} | {ICONS[r.status]} | {md(r.message, 1000)} |")
     rows = v.rows()

@@ -519,3 +519,21 @@ def _load(path: Path) -> Profile:
     from wallflame.fold import load_inputs
 
     return load_inputs([str(path)])
+
+
+def test_markdown_opens_with_the_verdict_in_one_sentence() -> None:
+    """What the reader of a pull request wants first: what regressed and by how much (or why
+    the runs cannot tell, or that nothing did), then the diff's largest changes in words."""
+    slower = markdown(check(run(), run(extra_ms=2)))
+    first = slower.split("\n")[2]
+    assert first.startswith("Regression: ") and "95% CI" in first, first
+    assert "The diff's largest changes" in slower
+    same = markdown(check(run(), run())).split("\n")[2]
+    assert same == "No regression beyond what these runs could see."
+    a, b = run(), run(extra_ms=2)
+    for p, model in ((a, "AMD EPYC"), (b, "Intel Xeon")):
+        p.meta.extra["machine"] = {"identity": {"cpu_model": model, "cpus": 2, "kernel": "6.1",
+                                                "governor": "none", "vm": True}}
+    elsewhere = markdown(check(a, b)).split("\n")[2]
+    assert elsewhere.startswith("Inconclusive: runs from different machines: ") and \
+        "cpu_model" in elsewhere, elsewhere
