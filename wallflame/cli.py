@@ -12,7 +12,7 @@ from wallflame.errors import WallflameError
 from wallflame.exits import run_main
 
 #: The modules of ``wallflame.commands`` (a test checks the list against the package).
-COMMANDS = ("check", "collect", "demo", "diff", "doctor", "finish", "fold", "report")
+COMMANDS = ("ab", "check", "collect", "demo", "diff", "doctor", "finish", "fold", "report")
 
 
 class LazyGroup(click.Group):

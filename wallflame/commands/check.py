@@ -85,6 +85,14 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     thresholds = load_thresholds(config, list(overrides))
     if across_machines:
         thresholds.across_machines = True
+    ctx.exit(gate(baseline, current, thresholds, html_out, md_out, junit_out, json_out))
+
+
+def gate(baseline: str, current: str, thresholds: Thresholds, html_out: str,
+         md_out: str | None = None, junit_out: str | None = None,
+         json_out: str | None = None) -> int:
+    """The check of ``current`` against ``baseline``: its outputs written and its results
+    printed; returns its exit code (``wallflame check`` and ``wallflame ab``)."""
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
     cut = ignored(thresholds)
     from wallflame.fold.slices import compute_slices
@@ -114,4 +122,5 @@ def command(ctx: click.Context, baseline: str, current: str, overrides: tuple[st
     for r in verdict.results:
         click.echo(f"{r.status:>12}  {r.name}: {r.message}")
     click.echo(f"wallflame check: {verdict.status}")
-    ctx.exit(verdict.exit_code)
+    return verdict.exit_code
+

@@ -61,3 +61,27 @@ def test_baseline_is_a_series_that_passes_against_its_own_runs() -> None:
         v = judge(series, one, compare(merged, profile), t)
         assert v.status == PASS, [(x.name, x.message) for x in v.results]
         assert "between-run noise measured" in v.method
+
+
+AB_WORKFLOW = EXAMPLE / "wallflame-ab.yml"
+AB_SCRIPT = EXAMPLE / "wallflame-ab.sh"
+
+
+def test_ab_workflow_pins_its_actions_and_profiles_both_sides_in_one_job() -> None:
+    text = AB_WORKFLOW.read_text()
+    uses = re.findall(r"^\s*(?:-\s+)?uses:\s*(\S+)", text, re.M)
+    assert len(uses) == 3
+    for ref in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{ref} is not pinned"
+    build, ab = text.index("Build base and head"), text.index("-m wallflame ab")
+    upload = text.index("actions/upload-artifact@")
+    assert build < ab < upload and "if: always()" in text[ab:upload]
+    assert "--base " in text[ab:upload] and "--head " in text[ab:upload]
+    assert "permissions:\n  contents: read" in text and "\t" not in text
+
+
+def test_ab_script_builds_both_sides_and_exits_with_the_verdict() -> None:
+    text = AB_SCRIPT.read_text()
+    assert text.startswith("#!/bin/sh") and "set -eu" in text
+    assert text.index("git worktree add") < text.index("wallflame ab --base") < \
+        text.index('exit "$status"')

@@ -1,0 +1,42 @@
+"""``wallflame ab``, live: the base and the head of ``samples/bin/handlers`` profiled in turns
+on this machine and judged as two series.
+
+The head does twice the work per request (``--round 2``: every handler's inner loop twice as
+long), so CPU per request doubles: the check must call it a regression (``cpu_per_work``) and
+exit 1.  The runs are made in the documented order (a warm-up of each side, then base, head,
+head, base), each window after the one before.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
+
+
+def test_ab_catches_a_doubled_cpu_per_request_and_runs_in_turns(tmp_path: Path, live: None,
+                                                                sample_bin: Path) -> None:
+    out = tmp_path / "ab"
+    prog = sample_bin / "handlers"
+    r = subprocess.run(
+        [sys.executable, "-m", "wallflame", "ab", "--base", f"{prog} --duration 30",
+         "--head", f"{prog} --duration 30 --round 2", "--rounds", "2", "--duration", "4",
+         "-o", str(out)], capture_output=True, text=True, timeout=600, check=False)
+    print(r.stdout[-3000:], r.stderr[-2000:])
+    verdict = json.loads((out / "verdict.json").read_text())
+    results = {x["name"]: x["status"] for x in verdict["results"]}
+    assert r.returncode == 1 and verdict["status"] == "regression", results
+    assert results["cpu_per_work"] == "regression", results
+    assert results["same_machine"] == "pass" and (out / "diff.html").exists()
+    starts = []
+    for run in ("warmup/base", "warmup/head", "base/run-1", "head/run-1", "head/run-2",
+                "base/run-2"):
+        meta = json.loads((out / run / "meta.json").read_text())
+        starts.append(meta["window"]["mono_start_ns"])
+    assert starts == sorted(starts), starts
+    assert (out / "summary.md").read_text().split("\n")[2].startswith("Regression: ")

@@ -1,0 +1,33 @@
+"""``wallflame ab``'s order of runs: each round runs both sides, the first alternating (ABBA),
+so neither side is always first and a drift of the machine falls on both alike."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from wallflame.cli import cli
+from wallflame.commands.ab import order
+
+
+@pytest.mark.parametrize(("rounds", "expected"), [
+    (1, [(1, "base"), (1, "head")]),
+    (2, [(1, "base"), (1, "head"), (2, "head"), (2, "base")]),
+    (3, [(1, "base"), (1, "head"), (2, "head"), (2, "base"), (3, "base"), (3, "head")]),
+])
+def test_rounds_alternate_which_side_runs_first(rounds: int,
+                                                expected: list[tuple[int, str]]) -> None:
+    assert order(rounds) == expected
+
+
+@pytest.mark.parametrize("rounds", range(1, 9))
+def test_every_side_runs_once_a_round_and_first_as_often_as_the_other(rounds: int) -> None:
+    runs = order(rounds)
+    assert sorted(runs) == sorted((i, s) for i in range(1, rounds + 1) for s in ("base", "head"))
+    firsts = [runs[2 * i][1] for i in range(rounds)]
+    assert abs(firsts.count("base") - firsts.count("head")) <= 1
+
+
+def test_both_commands_are_required() -> None:
+    r = CliRunner().invoke(cli, ["ab", "--base", "true"])
+    assert r.exit_code == 2 and "--head" in r.output

@@ -1,0 +1,89 @@
+"""``wallflame ab``: the base and the head of a program profiled in turns on this machine, and
+judged as ``wallflame check`` judges two series (exit 0 pass, 1 regression, 7 inconclusive).
+
+A shared CI runner differs from job to job (CPU model, frequency, neighbours), so a baseline
+recorded elsewhere is not comparable: the two sides are measured in the same job instead.
+
+* The order: a warm-up run of each side first, discarded (caches, page cache, symbol caches);
+  then ``--rounds`` rounds in the order base, head, head, base, base, head, ... (ABBA), so a
+  drift of the machine over the job falls on both sides alike.
+* Each run is ``wallflame collect --duration S -- sh -c CMD`` into ``OUT/base/run-N`` or
+  ``OUT/head/run-N``; the command is asked to end (SIGTERM) when the window closes.
+* The verdict: ``check OUT/base OUT/head`` (two series), with ``OUT/diff.html``,
+  ``OUT/summary.md`` and ``OUT/verdict.json``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from wallflame.commands.check import gate
+from wallflame.errors import ToolError
+from wallflame.report.gate.thresholds import CONFIG_NAME, load_thresholds
+
+#: Rounds by default: three runs a side (a slower function of 12% of the work, 25% slower,
+#: was caught in 10 of 10 three-run series: docs/check.md, "Error rates").
+ROUNDS = 3
+#: Seconds of each run's window by default.
+DURATION_S = 10.0
+#: Which side runs first in each round: ABBA, so that neither side is always first.
+ORDER = (("base", "head"), ("head", "base"))
+
+
+def order(rounds: int) -> list[tuple[int, str]]:
+    """Every run of the rounds, in the order they are made: (round, side)."""
+    return [(i, side) for i in range(1, rounds + 1) for side in ORDER[(i - 1) % 2]]
+
+
+def _collect(out: Path, duration: float, command: str) -> None:
+    args = [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration",
+            f"{duration:g}", "--", "sh", "-c", command]
+    r = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       check=False)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        raise ToolError(f"collect of {out} failed: {last}",
+                        "run the command alone to see why; wallflame doctor checks the machine")
+
+
+@click.command("ab")
+@click.option("--base", "base_cmd", required=True, metavar="CMD",
+              help="The base build's command (run by sh -c).")
+@click.option("--head", "head_cmd", required=True, metavar="CMD",
+              help="The head build's command (run by sh -c).")
+@click.option("--rounds", default=ROUNDS, show_default=True, type=click.IntRange(1, 50),
+              help="Rounds: each side runs once a round, in turns (ABBA).")
+@click.option("--duration", default=DURATION_S, show_default=True,
+              type=click.FloatRange(1, 3600), help="Seconds of each run's window.")
+@click.option("-o", "--output", "out", default="wallflame-ab", show_default=True,
+              type=click.Path(file_okay=False), help="Directory for base/, head/ and the verdict.")
+@click.option("-t", "--threshold", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="A setting of the check (as wallflame check -t).")
+@click.option("--config", type=click.Path(dir_okay=False), default=None,
+              help=f"Settings file (default: ./{CONFIG_NAME} when present).")
+@click.pass_context
+def command(ctx: click.Context, base_cmd: str, head_cmd: str, rounds: int, duration: float,
+            out: str, overrides: tuple[str, ...], config: str | None) -> None:
+    """Profile BASE and HEAD in turns on this machine and judge HEAD against BASE.
+
+    \b
+    Exit codes: 0 no regression; 1 regression; 7 inconclusive (as wallflame check).
+    A warm-up run of each side comes first and is discarded; then each round runs
+    both sides, the first of a round alternating (base, head, head, base, ...).
+    """
+    thresholds = load_thresholds(config, list(overrides))
+    root = Path(out)
+    commands = {"base": base_cmd, "head": head_cmd}
+    for side in ("base", "head"):
+        click.echo(f"wallflame ab: warm-up, {side}", err=True)
+        _collect(root / "warmup" / side, min(duration, 5.0), commands[side])
+    for i, side in order(rounds):
+        click.echo(f"wallflame ab: round {i} of {rounds}, {side}", err=True)
+        _collect(root / side / f"run-{i}", duration, commands[side])
+    ctx.exit(gate(str(root / "base"), str(root / "head"), thresholds,
+                  str(root / "diff.html"), str(root / "summary.md"), None,
+                  str(root / "verdict.json")))
