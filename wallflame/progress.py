@@ -30,11 +30,17 @@ def work_progress(stdout: Path) -> list[tuple[int, float]]:
 
 
 
+#: How many of the first (last) two progress points' intervals the work may be extrapolated
+#: before (after) them: a launched program's window opens when it starts, and its first
+#: progress line comes one period later plus its start-up (250 ms + a few on the samples), so
+#: one interval alone would leave such a run without per-slice work.
+EXTRAPOLATE_INTERVALS = 2
+
+
 def _work_at(progress: list[tuple[int, float]], t: int) -> float | None:
     """Work done by time ``t``, linearly interpolated; extrapolated from the first (last) two
-    progress points up to one of their intervals before (after) them: a launched program's
-    first progress line may come a fraction of its period after perf's first sample, which
-    would leave the whole run without per-slice work.  ``None`` further out."""
+    progress points up to ``EXTRAPOLATE_INTERVALS`` of their intervals before (after) them.
+    ``None`` further out."""
     if not progress:
         return None
     if t < progress[0][0] or t > progress[-1][0]:
@@ -42,7 +48,7 @@ def _work_at(progress: list[tuple[int, float]], t: int) -> float | None:
             return None
         (ta, wa), (tb, wb) = progress[:2] if t < progress[0][0] else progress[-2:]
         edge = ta if t < progress[0][0] else tb
-        if tb <= ta or abs(t - edge) > tb - ta:
+        if tb <= ta or abs(t - edge) > EXTRAPOLATE_INTERVALS * (tb - ta):
             return None
         return max(0.0, wa + (wb - wa) * (t - ta) / (tb - ta))
     i = bisect_right([p[0] for p in progress], t)

@@ -18,7 +18,7 @@ rm -rf .wallflame-base && git worktree add --detach .wallflame-base "$BASE_REF"
 (cd .wallflame-base && sh -c "$BUILD")
 sh -c "$BUILD"
 status=0
-wallflame ab --base "cd .wallflame-base && $RUN" --head "$RUN" \
+wallflame ab --base ".wallflame-base/$RUN" --head "$RUN" \
   --rounds 3 --duration 10 -o wallflame-ab || status=$?
 git worktree remove --force .wallflame-base
 cat wallflame-ab/summary.md

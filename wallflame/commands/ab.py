@@ -7,14 +7,17 @@ recorded elsewhere is not comparable: the two sides are measured in the same job
 * The order: a warm-up run of each side first, discarded (caches, page cache, symbol caches);
   then ``--rounds`` rounds in the order base, head, head, base, base, head, ... (ABBA), so a
   drift of the machine over the job falls on both sides alike.
-* Each run is ``wallflame collect --duration S -- sh -c CMD`` into ``OUT/base/run-N`` or
-  ``OUT/head/run-N``; the command is asked to end (SIGTERM) when the window closes.
+* Each run is ``wallflame collect --duration S -- CMD`` into ``OUT/base/run-N`` or
+  ``OUT/head/run-N``; ``CMD`` is split as a shell splits words, and run without a shell, so
+  the program is the target and is asked to end (SIGTERM) when the window closes (a shell in
+  between would take the signal and leave the program running into the next run).
 * The verdict: ``check OUT/base OUT/head`` (two series), with ``OUT/diff.html``,
   ``OUT/summary.md`` and ``OUT/verdict.json``.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +44,7 @@ def order(rounds: int) -> list[tuple[int, str]]:
 
 def _collect(out: Path, duration: float, command: str) -> None:
     args = [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration",
-            f"{duration:g}", "--", "sh", "-c", command]
+            f"{duration:g}", "--", *shlex.split(command)]
     r = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                        check=False)
     if r.returncode != 0:
@@ -52,9 +55,10 @@ def _collect(out: Path, duration: float, command: str) -> None:
 
 @click.command("ab")
 @click.option("--base", "base_cmd", required=True, metavar="CMD",
-              help="The base build's command (run by sh -c).")
+              help="The base build's command, split into words as a shell would; no shell runs "
+              "it (write sh -c '...' for one).")
 @click.option("--head", "head_cmd", required=True, metavar="CMD",
-              help="The head build's command (run by sh -c).")
+              help="The head build's command, split the same way.")
 @click.option("--rounds", default=ROUNDS, show_default=True, type=click.IntRange(1, 50),
               help="Rounds: each side runs once a round, in turns (ABBA).")
 @click.option("--duration", default=DURATION_S, show_default=True,
@@ -76,6 +80,13 @@ def command(ctx: click.Context, base_cmd: str, head_cmd: str, rounds: int, durat
     both sides, the first of a round alternating (base, head, head, base, ...).
     """
     thresholds = load_thresholds(config, list(overrides))
+    for name, cmd in (("--base", base_cmd), ("--head", head_cmd)):
+        try:
+            if not shlex.split(cmd):
+                raise ValueError("empty")
+        except ValueError as e:
+            raise click.BadParameter(f"{cmd!r} is not a command line ({e})",
+                                     param_hint=name) from None
     root = Path(out)
     commands = {"base": base_cmd, "head": head_cmd}
     for side in ("base", "head"):

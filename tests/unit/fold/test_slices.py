@@ -109,12 +109,14 @@ def test_work_progress_and_interpolation(tmp_path: Path) -> None:
     progress = work_progress(out)
     assert progress == [(1000, 10.0), (2000, 20.0)]
     assert work_in_slices(progress, 1000, 2000, 4) == pytest.approx([2.5] * 4)
-    # a window that starts (or ends) within one progress interval of the points: the work
+    # a window that starts (or ends) within two progress intervals of the points: the work
     # there is extrapolated from the first (last) two; further out it is unknown
     assert work_in_slices(progress, 500, 2000, 2) == pytest.approx([7.5, 7.5])
     assert work_in_slices(progress, 1000, 2600, 2) == pytest.approx([8.0, 8.0])
-    assert work_in_slices(progress, -100, 2000, 2) is None
-    assert work_in_slices(progress, 1000, 3100, 2) is None
+    # a launched program's first line: one period after the window opened, plus its start-up
+    assert work_in_slices(progress, -20, 2000, 2) == pytest.approx([9.9, 10.1])
+    assert work_in_slices(progress, -1100, 2000, 2) is None
+    assert work_in_slices(progress, 1000, 4100, 2) is None
     assert work_in_slices(progress[:1], 900, 1000, 2) is None
     assert work_progress(tmp_path / "missing") == []
 

@@ -31,3 +31,9 @@ def test_every_side_runs_once_a_round_and_first_as_often_as_the_other(rounds: in
 def test_both_commands_are_required() -> None:
     r = CliRunner().invoke(cli, ["ab", "--base", "true"])
     assert r.exit_code == 2 and "--head" in r.output
+
+
+def test_a_command_that_is_not_a_command_line_is_a_bad_parameter() -> None:
+    for bad in ("'unclosed", "   "):
+        r = CliRunner().invoke(cli, ["ab", "--base", bad, "--head", "true"])
+        assert r.exit_code == 2 and "--base" in r.output, r.output
