@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The README's picture: the demo's report page, drawn by Debian's chromium (Playwright).
+"""The README's pictures: the demo's report page and its diff, drawn by Debian's chromium
+(Playwright).
 
     .venv/bin/python scripts/report-picture.py            # runs the demo, then draws its report
-    .venv/bin/python scripts/report-picture.py DEMO_DIR   # draws DEMO_DIR/before/report.html
+    .venv/bin/python scripts/report-picture.py DEMO_DIR   # draws DEMO_DIR's report and diff
 
-Writes docs/images/report.png (the top of the page: the summary, the merged flamegraph, the
-per-thread bars).  Needs chromium (`apt-get install chromium`, as ./scripts/test.sh does) and
-the test dependencies (`bash scripts/setup.sh dev,test`).
+Writes docs/images/report.png (the top of the report: its findings, the timeline, the merged
+flamegraph) and docs/images/diff.png (the top of the diff: what changed, the flamegraph).
+Needs chromium (`apt-get install chromium`, as ./scripts/test.sh does) and the test
+dependencies (`bash scripts/setup.sh dev,test`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "docs" / "images" / "report.png"
+IMAGES = ROOT / "docs" / "images"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 #: The page's size in CSS pixels, and the device scale (a sharp picture on a high-DPI screen).
@@ -49,13 +51,14 @@ def main() -> int:
     else:
         demo = Path(tempfile.mkdtemp(prefix="wallflame-demo-")) / "demo"
         subprocess.run([sys.executable, "-m", "wallflame", "demo", "-o", str(demo)], check=True)
-    page = demo / "before" / "report.html"
-    if not page.exists():
-        print(f"report-picture: {page} is missing (fix: wallflame demo -o {demo})",
-              file=sys.stderr)
-        return 3
-    draw(page, OUT)
-    print(f"report-picture: wrote {OUT.relative_to(ROOT)} from {page}")
+    for page, name in ((demo / "before" / "report.html", "report.png"),
+                       (demo / "diff.html", "diff.png")):
+        if not page.exists():
+            print(f"report-picture: {page} is missing (fix: wallflame demo -o {demo})",
+                  file=sys.stderr)
+            return 3
+        draw(page, IMAGES / name)
+        print(f"report-picture: wrote {(IMAGES / name).relative_to(ROOT)} from {page}")
     return 0
 
 
