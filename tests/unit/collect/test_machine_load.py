@@ -28,7 +28,8 @@ from wallflame.collect.machine import (
     steal_note,
 )
 from wallflame.profile import Profile, StackKey
-from wallflame.report.gate.check import INCONCLUSIVE, PASS, SKIPPED, judge_profiles, others_share
+from wallflame.report.gate.check import INCONCLUSIVE, PASS, SKIPPED, judge_profiles
+from wallflame.report.gate.comparable import others_share
 from wallflame.report.gate.thresholds import Thresholds
 
 MS = 1_000_000
