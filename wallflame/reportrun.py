@@ -70,9 +70,10 @@ def run(inputs: tuple[str, ...], output: str | None = None, fmt: str | None = No
         add_run_facts(profile, inputs)
         if state != "all":
             profile = profile.on_cpu() if state == "on" else profile.off_cpu()
-        print_losses(profile.meta)
         out = output or default_output(inputs, fmt)
         kind = format_for(out, fmt)
+        if not (out == "-" and kind == "txt"):  # the text report lists them itself, at its end
+            print_losses(profile.meta)
         write_report(profile, kind, out, title)
         ending = quick_exit(profile)  # the process ends soon: nothing is freed or collected
     finally:

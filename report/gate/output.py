@@ -112,6 +112,9 @@ def junit(v: Verdict) -> str:
         "errors": str(sum(r.status == INCONCLUSIVE for r in cases)),
         "skipped": str(sum(r.status == SKIPPED for r in cases)),
     })
+    props = ET.SubElement(suite, "properties")  # the verdict in words, as the summary opens
+    ET.SubElement(props, "property", {"name": "verdict",
+                                      "value": _xml(visible(verdict_sentence(v), 2000))})
     for r in cases:
         case = ET.SubElement(suite, "testcase", {"classname": "wallflame.check",
                                                  "name": _xml(r.name)})

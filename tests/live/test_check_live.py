@@ -269,7 +269,9 @@ def test_cli_writes_summary_junit_json_and_diff(runs: dict[str, Path], base: Pat
                        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode in (1, 7), r.stderr
     verdict = "regression" if r.returncode == 1 else "inconclusive"
-    assert r.stdout.endswith(f"wallflame check: {verdict}\n")
+    last = r.stdout.splitlines()[-1]  # the verdict in words, and where the diff is
+    assert last.startswith(f"wallflame check: {verdict}: {verdict.capitalize()}: ") and \
+        last.endswith(f"(diff: {tmp_path / 'diff.html'})"), last
     text = summary.read_text()
     assert text.startswith("## wallflame check: ") and (tmp_path / "junit.xml").exists()
     data = json.loads((tmp_path / "v.json").read_text())

@@ -11,8 +11,9 @@ import click
 from wallflame.output import open_output
 from wallflame.profile import Profile
 from wallflame.report.diff.compare import compare
+from wallflame.report.diff.text import visible
 from wallflame.report.gate.check import ignored, judge
-from wallflame.report.gate.output import junit, markdown, to_json
+from wallflame.report.gate.output import junit, markdown, to_json, verdict_sentence
 from wallflame.report.gate.series import load_side
 from wallflame.report.gate.thresholds import CONFIG_NAME, Thresholds, load_thresholds
 from wallflame.waitclasses import WAIT_CLASSES
@@ -121,6 +122,7 @@ def gate(baseline: str, current: str, thresholds: Thresholds, html_out: str,
             out.write(json.dumps(to_json(verdict), indent=1, sort_keys=True) + "\n")
     for r in verdict.results:
         click.echo(f"{r.status:>12}  {r.name}: {r.message}")
-    click.echo(f"wallflame check: {verdict.status}")
+    click.echo(f"wallflame check: {verdict.status}: {visible(verdict_sentence(verdict), 2000)}"
+               + (f" (diff: {html_out})" if html_out else ""))
     return verdict.exit_code
 

@@ -404,6 +404,8 @@ def test_junit_one_case_per_test_with_intervals() -> None:
     root = ET.fromstring(junit(v))
     cases = root.findall("./testsuite/testcase")
     assert [c.get("name") for c in cases] == [r.name for r in v.results]
+    (prop,) = root.findall("./testsuite/properties/property")
+    assert prop.get("name") == "verdict" and (prop.get("value") or "").startswith("Regression: ")
     # complete_data, same_collectors, same_machine, same_load; frames, cpu_per_work; the
     # classes; sensitivity
     assert len(cases) == 4 + 2 + len(Thresholds().wait_classes) + 1
@@ -453,7 +455,8 @@ def test_cli_exit_codes_summary_and_files(tmp_path: Path,
     runner = CliRunner()
     r = runner.invoke(cli, ["check", str(base), str(same)])
     assert r.exit_code == EXIT_OK, r.output
-    assert "wallflame check: pass" in r.output and (tmp_path / "wallflame-diff.html").exists()
+    assert "wallflame check: pass: No regression" in r.output
+    assert (tmp_path / "wallflame-diff.html").exists()
     r = runner.invoke(cli, ["check", str(base), str(worse), "--junit", "j.xml",
                             "--markdown", "m.md", "--html", "d.html", "--json", "v.json"])
     assert r.exit_code == EXIT_REGRESSION, r.output
