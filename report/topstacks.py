@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
 
 from wallflame.profile import Profile, StackKey
 from wallflame.report.summary import runtime_root, user_frames
@@ -53,22 +55,33 @@ def kernel_item(nk: int, wait: str) -> list[str]:
 def top_rows(profile: Profile, n: int, idle: set[int] | frozenset[int] = frozenset(),
              names: dict[int, str] | None = None) -> list[TopRow]:
     """The ``n`` heaviest rows of ``profile``, idle threads' stacks left out; ``names``: each
-    thread's name as the tables show it (``threadgroups.display_name``)."""
+    thread's name as the tables show it (``threadgroups.display_name``).  Without two threads
+    of one name pattern, the heaviest stacks themselves (no pass adding rows up)."""
     names = names or {}
-    weights: dict[tuple[str, str, str, tuple[str, ...]], int] = {}
-    members: dict[tuple[str, str, str, tuple[str, ...]], dict[int, str]] = {}
-    keys: dict[tuple[str, str, str, tuple[str, ...]], StackKey] = {}
+    tids: dict[int, str] = {}  # each thread's name as shown
+    for group in profile.grouped():
+        tids.setdefault(group.tid, names.get(group.tid) or group.thread or "?")
+    pattern = {tid: name_pattern(name) for tid, name in tids.items()}
+    shared = len(set(pattern.values())) < len(pattern)
+    if not shared:
+        heaviest = heapq.nlargest(n, ((k, w) for k, w in profile.stacks.items()
+                                      if k.tid not in idle), key=itemgetter(1))
+        return [TopRow(k, tids.get(k.tid, "?") + (f" ({k.tid})" if k.tid else ""), 1, w)
+                for k, w in heaviest]
+    rows: dict[tuple[str, str, str, tuple[str, ...]], list[Any]] = {}  # [weight, tids, key]
     for k, w in profile.stacks.items():
         if k.tid in idle:
             continue
-        name = names.get(k.tid) or k.thread or "?"
-        g = (name_pattern(name), k.state, k.wait, k.frames)
-        weights[g] = weights.get(g, 0) + w
-        members.setdefault(g, {})[k.tid] = name
-        keys.setdefault(g, k)
+        g = (pattern.get(k.tid, "?"), k.state, k.wait, k.frames)
+        row = rows.get(g)
+        if row is None:
+            rows[g] = [w, {k.tid}, k]
+        else:
+            row[0] += w
+            row[1].add(k.tid)
     out = []
-    for g, w in heapq.nlargest(n, weights.items(), key=lambda kv: kv[1]):
-        who, k = list(members[g].values()), keys[g]
+    for w, members, k in heapq.nlargest(n, rows.values(), key=itemgetter(0)):
+        who = [tids.get(t, "?") for t in sorted(members)]
         label = group_label(who) if len(who) > 1 else who[0] + (f" ({k.tid})" if k.tid else "")
         out.append(TopRow(k, label, len(who), w))
     return out
