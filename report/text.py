@@ -75,25 +75,33 @@ def _share(x: dict[str, Any]) -> str:
     return f"{x['count']} of {x['of']} observations"
 
 
+def _fit(line: str) -> str:
+    """A line of already visible text cut to ``WIDTH`` columns."""
+    return line if len(line) <= WIDTH else line[:WIDTH - 1] + "…"
+
+
 def _locks(s: dict[str, Any], out: IO[str]) -> None:
     unit = "s" if s["unit"] == SECONDS else " samples"
+    lines = []
     for lock in s["locks"][:5]:
-        out.write(f"lock {_cut(lock['lock'], 60)}: waited "
-                  f"{column(lock['wait_s'], s['unit'])}{unit} by {len(lock['waiters'])} threads\n")
+        lines.append(f"lock {_cut(lock['lock'], 60)}: waited "
+                     f"{column(lock['wait_s'], s['unit'])}{unit} by {len(lock['waiters'])} "
+                     "threads")
         held = lock["held_confirmed"]
         scaled = f"{column(lock['held_confirmed_s'], s['unit'])}{unit} " if "share" in held else ""
-        out.write(f"  confirmed holder {scaled}[{_share(held)}]\n")
+        lines.append(f"  confirmed holder {scaled}[{_share(held)}]")
         for h in lock["holders"][:3]:
             leaf = h["stack"].rsplit(";", 1)[-1] if h["stack"] else "?"
             names = [str(t["name"]) for t in h.get("threads") or []]
             who = _cut(group_label(names), 30) if len(names) > 1 else \
                 f"{_cut(h['name'], 20)} ({h['tid']})"
-            out.write(f"  held by {who} {_share(h)} in {_cut(leaf, 40)}\n")
+            lines.append(f"  held by {who} {_share(h)} in {_cut(leaf, 40)}")
         for r in lock.get("released_from", {}).get("sites", [])[:2]:
-            out.write(f"  released from {_cut(r['frame'], 50)} {_share(r)}\n")
+            lines.append(f"  released from {_cut(r['frame'], 50)} {_share(r)}")
     for u in s.get("unidentified_lock_waits", [])[:3]:
-        out.write(f"lock not identified, waited at {_cut(u['call_site'], 50)}: "
-                  f"{column(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads\n")
+        lines.append(f"lock not identified, waited at {_cut(u['call_site'], 50)}: "
+                     f"{column(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads")
+    out.writelines(_fit(line) + "\n" for line in lines)
 
 
 def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,

