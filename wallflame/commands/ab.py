@@ -17,6 +17,7 @@ recorded elsewhere is not comparable: the two sides are measured in the same job
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -25,7 +26,13 @@ from pathlib import Path
 import click
 
 from wallflame.commands.check import gate
-from wallflame.errors import ToolError
+from wallflame.errors import (
+    EXIT_PERMISSION,
+    EXIT_TARGET,
+    PermissionDenied,
+    TargetError,
+    ToolError,
+)
 from wallflame.report.gate.thresholds import CONFIG_NAME, load_thresholds
 
 #: Rounds by default: three runs a side (a slower function of 12% of the work, 25% slower,
@@ -48,9 +55,15 @@ def _collect(out: Path, duration: float, command: str) -> None:
     r = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                        check=False)
     if r.returncode != 0:
+        # the collect's own one-line error, with its exit code and fix, said for this run
         last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
-        raise ToolError(f"collect of {out} failed: {last}",
-                        "run the command alone to see why; wallflame doctor checks the machine")
+        said = re.fullmatch(r"(?:wallflame: error: )?(.*?)(?: \(fix: (.*)\))?", last)
+        what, fix = (said.group(1), said.group(2)) if said else (last, None)
+        error = {EXIT_TARGET: TargetError, EXIT_PERMISSION: PermissionDenied}.get(
+            r.returncode, ToolError)
+        raise error(f"the collect of {out} failed: {what}",
+                    fix or "run the command alone to see why; wallflame doctor checks the "
+                    "machine")
 
 
 @click.command("ab")

@@ -37,3 +37,20 @@ def test_a_command_that_is_not_a_command_line_is_a_bad_parameter() -> None:
     for bad in ("'unclosed", "   "):
         r = CliRunner().invoke(cli, ["ab", "--base", bad, "--head", "true"])
         assert r.exit_code == 2 and "--base" in r.output, r.output
+
+
+def test_a_command_that_cannot_run_is_the_collects_one_line_error(tmp_path: object) -> None:
+    """The collect refuses a command that is not an executable before anything runs (exit 4);
+    ab says so once, for that run, with the collect's own fix."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "wallflame", "ab", "--base", "/nonexistent/prog",
+                        "--head", "true", "--rounds", "1", "--duration", "1", "-o",
+                        f"{tmp_path}/ab"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 4, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("wallflame: error: the collect of ") and "cannot run" in last
+    assert last.count("wallflame: error:") == 1 and last.count("(fix:") == 1
+    assert "Traceback" not in r.stderr
