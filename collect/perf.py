@@ -278,16 +278,17 @@ WAKE_EVENTS = ("sched:sched_wakeup", "sched:sched_waking")
 
 
 def wake_command(out: Path, wakee_filter: str, duration_s: float | None,
-                 chunk_s: int = CHUNK_S) -> list[str]:
-    """The wake-ups of the target's threads: ``WAKE_EVENTS`` on every CPU (a wake-up runs in
-    the waker's context, often an interrupt or another process, so a per-thread event misses
-    most of them), filtered in the kernel on the wakee, no call chain.  The time from a
+                 chunk_s: int = CHUNK_S, events: tuple[str, ...] = WAKE_EVENTS) -> list[str]:
+    """The wake-ups of the target's threads: ``events`` (``WAKE_EVENTS``) on every CPU (a
+    wake-up runs in the waker's context, often an interrupt or another process, so a
+    per-thread event misses most of them), filtered in the kernel on the wakee, no call
+    chain.  The time from a
     blocked thread's wake-up to its switch-in is time waiting for a CPU, which the scheduler
     capture alone counts as blocked."""
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999)) + \
         SLEEP_MARGIN_S
     cmd = [perf_path(), "record"]
-    for event in WAKE_EVENTS:
+    for event in events:
         cmd += ["-e", event]
         if wakee_filter:
             cmd += ["--filter", wakee_filter]

@@ -18,7 +18,10 @@
 // Output (one JSON line): {"sample":"chain","variant":"io"|"no-io",...,"work":N,
 //   "unit":"sections",...,"wait_s":..,"held_s":..,"compute_s":..,"io_wait_s":..,"io_s":..,
 //   "compute_cpu_s":..,"io_cpu_s":..,"compute_share":..,"io_share":..}: wall times summed over
-//   the threads (CLOCK_MONOTONIC), CPU times from CLOCK_THREAD_CPUTIME_ID.
+//   the threads (CLOCK_MONOTONIC), CPU times from CLOCK_THREAD_CPUTIME_ID; "wait_compute_s",
+//   "wait_io_s", "wait_compute_share": the request threads' waits split over the phases of
+//   the sections that ran during them (what each wait was waiting for, as a critical path
+//   attributes it).
 #include "../common/sample.h"
 
 #include <semaphore.h>
@@ -57,11 +60,25 @@ void sem_wait_fully(sem_t* s) {
     }
 }
 
+// Each section's phases (CLOCK_MONOTONIC), by section number: written by its holder under the
+// lock, read by a request thread once it holds the lock (the lock orders the two), so that
+// each wait can be split over the phases of the sections that ran during it.
+struct Phases {
+    int64_t start = 0, io = 0, end = 0;  // compute from start, io from io, unlocked at end
+};
+constexpr uint64_t kPhases = 4096;
+Phases g_phases[kPhases];
+uint64_t g_sections = 0;  // sections begun (under the lock)
+
 struct Totals {
     uint64_t sections = 0;
     int64_t wait_ns = 0, held_ns = 0, compute_ns = 0, io_wait_ns = 0, compute_cpu_ns = 0;
+    // the waits' overlap with the sections' compute and io phases
+    int64_t wait_compute_ns = 0, wait_io_ns = 0;
 
     void merge(const Totals& t) {
+        wait_compute_ns += t.wait_compute_ns;
+        wait_io_ns += t.wait_io_ns;
         sections += t.sections;
         wait_ns += t.wait_ns;
         held_ns += t.held_ns;
@@ -96,11 +113,11 @@ __attribute__((noinline)) void wait_for_io() {
     sem_wait_fully(&g_io_done);
 }
 
-__attribute__((noinline)) void critical_section(Totals& t) {
+__attribute__((noinline)) void critical_section(Totals& t, Phases& me) {
     SAMPLE_FRAME();
     holder_compute(t);
     if (g_with_io) {
-        int64_t i0 = sample::now_ns();
+        int64_t i0 = me.io = sample::now_ns();
         wait_for_io();
         t.io_wait_ns += sample::now_ns() - i0;
     }
@@ -112,16 +129,41 @@ __attribute__((noinline)) void request_outside() {
     g_sink.fetch_add(spin_for(g_outside_ns), std::memory_order_relaxed);
 }
 
+int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+    int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+
+// Under the lock: the wait [w0, h0) split over the phases of the sections since s0 (those
+// begun before the wait, the one then running included, to this one).
+void split_wait(Totals& t, int64_t w0, int64_t h0, uint64_t s0) {
+    uint64_t first = s0 > 0 ? s0 - 1 : 0;
+    if (g_sections - first > kPhases)
+        first = g_sections - kPhases;
+    for (uint64_t k = first; k < g_sections; k++) {
+        const Phases& p = g_phases[k % kPhases];
+        int64_t io = g_with_io ? p.io : p.end;
+        t.wait_compute_ns += overlap(w0, h0, p.start, io);
+        t.wait_io_ns += overlap(w0, h0, io, p.end);
+    }
+}
+
 __attribute__((noinline)) void request_loop(int id, Totals& t) {
     SAMPLE_FRAME();
     sample::name_thread("request-" + std::to_string(id));
     while (!sample::g_stop.load(std::memory_order_relaxed)) {
+        uint64_t s0 = __atomic_load_n(&g_sections, __ATOMIC_RELAXED);
         int64_t w0 = sample::now_ns();
         g_chain_lock.lock();
         int64_t h0 = sample::now_ns();
         t.wait_ns += h0 - w0;
-        critical_section(t);
-        t.held_ns += sample::now_ns() - h0;
+        split_wait(t, w0, h0, s0);
+        Phases& me = g_phases[g_sections % kPhases];
+        me.start = h0;
+        __atomic_store_n(&g_sections, g_sections + 1, __ATOMIC_RELAXED);
+        critical_section(t, me);
+        me.end = sample::now_ns();
+        t.held_ns += me.end - h0;
         g_chain_lock.unlock();
         t.sections++;
         request_outside();
@@ -202,6 +244,10 @@ int main(int argc, char** argv) {
         .add("io_cpu_s", seconds_of(io.io_cpu_ns))
         .add("compute_share", share(all.compute_ns, section_ns))
         .add("io_share", share(all.io_wait_ns, section_ns))
+        .add("wait_compute_s", seconds_of(all.wait_compute_ns))
+        .add("wait_io_s", seconds_of(all.wait_io_ns))
+        .add("wait_compute_share",
+             share(all.wait_compute_ns, all.wait_compute_ns + all.wait_io_ns))
         .print();
     return 0;
 }
