@@ -7,7 +7,8 @@ much of it has a known waker and which code ran for it (``RUN/blame.folded``, wr
   terminal waker (``woken by a timer``, ``waker unknown``).
 * A cause is what the last hop was doing: the user frames nearest the leaf of an on-CPU stack
   (``MutexQueue::pop → QueueStats::record → fnv1a``, at most ``CAUSE_FRAMES``), waiting for a
-  CPU, or the terminal waker; ``who`` is the group that ran it.
+  CPU (in the code it was preempted in), blocked (in its code, and what ended it: ``sleep,
+  woken by a timer``), or the terminal waker; ``who`` is the group that ran it.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def cause(stack: tuple[str, ...]) -> tuple[str, str, str]:
         elif f == ON_CPU:
             return _code(stack[i + 1:]) or "[kernel]", who, "on-CPU"
         elif f == WAITING_FOR_CPU:
-            return "waiting for a CPU", who, "runnable"
+            code = _code(stack[i + 1:])
+            return (f"waiting for a CPU in {code}" if code else "waiting for a CPU"), who, \
+                "runnable"
         elif f == STOPPED_FRAME:
             return "stopped by the collect", who, "stopped"
     last = stack[-1] if stack else UNKNOWN_WAKER

@@ -16,7 +16,9 @@ CAUSES = [
     (("woken by consumer-*", "[on-CPU]", *RUNTIME, "worker", "MutexQueue::pop",
       "QueueStats::record", "fnv1a"),
      ("MutexQueue::pop → QueueStats::record → fnv1a", "consumer-*", "on-CPU")),
-    (("woken by consumer-*", "[waiting for a CPU]", "worker", "pop"),
+    (("woken by consumer-*", "[waiting for a CPU]", *RUNTIME, "worker", "pop"),
+     ("waiting for a CPU in worker → pop", "consumer-*", "runnable")),
+    (("woken by consumer-*", "[waiting for a CPU]"),
      ("waiting for a CPU", "consumer-*", "runnable")),
     (("woken by req-*", "[blocked: condvar]", "main", "crit", "wait_io", "woken by io-thread",
       "[on-CPU]", "io", "io_work"), ("io → io_work", "io-thread", "on-CPU")),
@@ -38,7 +40,7 @@ def test_waits_add_up_and_the_unknown_part_is_not_explained(tmp_path: Path) -> N
     path = tmp_path / "blame.folded"
     path.write_text("c-*;mutex q;woken by c-*;[on-CPU];f 600\n"
                     f"c-*;mutex q;{UNKNOWN_WAKER} 200\n"
-                    "c-*;mutex q;woken by c-*;[waiting for a CPU];f 200\n"
+                    "c-*;mutex q;woken by c-*;[waiting for a CPU] 200\n"
                     "p;sleep;woken by a timer 50\nnot a line\n")
     stacks = blame.read(path)
     assert stacks is not None
