@@ -157,7 +157,7 @@ class CollectPlan:
     oncpu_every_cpu: bool
     sched_every_cpu: bool
     wakeups: bool
-    #: With the wake-ups, each one's waker (``collect.perf.WAKE_EVENTS``): the critical path.
+    #: With the wake-ups, each one's waker (``collect.perf.WAKER_EVENT``): the critical path.
     wakers: bool
     #: Chunks folded while recording (a window longer than one chunk of every recorder).
     streamed: bool
