@@ -6,9 +6,9 @@ much of it has a known waker and which code ran for it (``RUN/blame.folded``, wr
   state (``[on-CPU]`` then its stack, ``[waiting for a CPU]``, ``[blocked: WAIT]``); or a
   terminal waker (``woken by a timer``, ``waker unknown``).
 * A cause is what the last hop was doing: the user frames nearest the leaf of an on-CPU stack
-  (``MutexQueue::pop → QueueStats::record → fnv1a``, at most ``CAUSE_FRAMES``), waiting for a
-  CPU (in the code it was preempted in), blocked (in its code, and what ended it: ``sleep,
-  woken by a timer``), or the terminal waker; ``who`` is the group that ran it.
+  (``worker → MutexQueue::pop → QueueStats::record → fnv1a``, at most ``CAUSE_FRAMES``),
+  waiting for a CPU (in the code it was preempted in), blocked (in its code, and what ended
+  it: ``sleep, woken by a timer``), or the terminal waker; ``who`` is the group that ran it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wallflame.critpath import ON_CPU, STOPPED_FRAME, UNKNOWN_WAKER, WAITING_FOR_CPU
+from wallflame.critpath import (
+    ON_CPU,
+    STILL_WAITING,
+    STOPPED_FRAME,
+    UNKNOWN_WAKER,
+    WAITING_FOR_CPU,
+)
 from wallflame.report.summary import runtime_root, user_frames
 from wallflame.runfiles import BLAME
 
 #: A cause names at most this many frames, nearest the leaf.
-CAUSE_FRAMES = 3
+CAUSE_FRAMES = 4
 #: At most this many causes per wait.
 MAX_CAUSES = 5
 #: At most this many waits are listed.
@@ -105,17 +111,19 @@ def waits(stacks: list[tuple[tuple[str, ...], int]]) -> list[Wait]:
         key = (stack[0], stack[1])
         w = by.get(key) or by.setdefault(key, Wait(*key))
         w.ns += ns
-        if stack[-1] == UNKNOWN_WAKER:
+        if stack[-1] in (UNKNOWN_WAKER, STILL_WAITING):
             w.unknown += ns
         w.causes[cause(stack[2:])] += ns
     return sorted(by.values(), key=lambda w: -w.ns)
 
 
-def summary(stacks: list[tuple[tuple[str, ...], int]] | None) -> list[dict[str, Any]] | None:
-    """``summary.json``'s ``critical_path``: the heaviest waits with their causes."""
+def summary(stacks: list[tuple[tuple[str, ...], int]] | None,
+            idle: frozenset[str] = frozenset()) -> list[dict[str, Any]] | None:
+    """``summary.json``'s ``critical_path``: the heaviest waits with their causes, those of
+    idle thread groups (``idle``: their name patterns) left out."""
     if stacks is None:
         return None
-    return [w.as_dict() for w in waits(stacks)[:MAX_WAITS]]
+    return [w.as_dict() for w in waits(stacks) if w.waiters not in idle][:MAX_WAITS]
 
 
 def sentence(row: dict[str, Any], causes: int = 2) -> str:

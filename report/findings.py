@@ -27,7 +27,7 @@ from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, UNIT_NS, Profile
 from wallflame.report import blame
 from wallflame.report.summary import build_summary, seconds, user_frames
-from wallflame.threadgroups import display_name, display_names, group_label
+from wallflame.threadgroups import display_name, display_names, group_label, name_pattern
 from wallflame.waitclasses import LOCK_CLASSES
 
 #: The classes of waits on a lock: glibc's (read by the lock sampler) and a server's own
@@ -264,7 +264,10 @@ def summarize(profile: Profile, groups: dict[Any, int] | None = None,
     s = build_summary(profile, groups)
     where = run_dir or profile.meta.extra.get("run_dir")
     if isinstance(where, str) and "range" not in profile.meta.extra:
-        path = blame.summary(blame.of_run(where))
+        rows = [r for r in s.get("threads", []) if r.get("tid")]
+        idle = idle_tids(rows)
+        path = blame.summary(blame.of_run(where), frozenset(
+            name_pattern(str(r["name"])) for r in rows if int(r["tid"]) in idle))
         if path is not None:
             s["critical_path"] = path
     s["findings"] = [f.as_dict() for f in findings(s, profile)]

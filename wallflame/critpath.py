@@ -58,6 +58,8 @@ TERMINAL_WAKERS = {"sleep": "a timer", "io": "I/O completion"}
 #: kernel call chain), or a waking on an idle CPU (the idle task, tid 0).
 NO_TASK = {WAKER_TIMER: "a timer", WAKER_IRQ: "an interrupt", 0: "an interrupt"}
 UNKNOWN_WAKER = "waker unknown"
+#: A wait still going when the window closed: no waker yet.
+STILL_WAITING = "still waiting when the window closed"
 #: The waker of a wait the collect's own tracer ended (to stop the thread for its stack),
 #: when the wait did not resume after the stop; one that did is followed, this many stops on.
 TRACER = "the collect's stop for a stack"
@@ -120,7 +122,8 @@ class _Walk:
             self.add((*path, f"woken by {TERMINAL_WAKERS[kind]}"), hi - lo)
             return True
         if w is None:
-            self.add((*path, UNKNOWN_WAKER), hi - lo)
+            self.add((*path, STILL_WAITING if self.open_at_end(th, i) else UNKNOWN_WAKER),
+                     hi - lo)
             return False
         if w in NO_TASK:
             self.add((*path, f"woken by {NO_TASK[w]}"), hi - lo)
@@ -157,6 +160,17 @@ class _Walk:
                 return w
             i = j
         return w
+
+    def open_at_end(self, th: ThreadLine, i: int) -> bool:
+        """Whether the wait of span ``i`` (past the collect's stops) lasts to the window's
+        end."""
+        for j in range(i, min(len(th.p_kind), i + 4 * STOPS_FOLLOWED)):
+            if th.p_start[j] + th.p_dur[j] >= self.tl.t1:
+                return True
+            if j > i and th.p_kind[j] in BLOCKED_CLASSES and self.waker(th, j) not in \
+                    self.tracers:
+                return False
+        return False
 
     def states(self, th: ThreadLine, lo: int, hi: int, path: tuple[str, ...],
                depth: int) -> None:
