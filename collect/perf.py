@@ -442,7 +442,7 @@ KALLSYMS_MIN = "kallsyms.min"
 _KERNEL_BOUNDS = (b"_text", b"_stext", b"_etext")
 
 
-def _bound_lines(text: bytes) -> list[bytes]:
+def _bound_lines(text: bytes) -> list[tuple[int, bytes]]:
     """The lines of ``/proc/kallsyms`` (``ADDRESS TYPE NAME``) naming one of
     ``_KERNEL_BOUNDS``, not a module's (those end in a tab and ``[module]``), in the file's
     order.  Found by searching for the names rather than by a loop over the 120,000 lines
@@ -461,10 +461,10 @@ def _bound_lines(text: bytes) -> list[bytes]:
             start = text.rfind(b"\n") + 1
             if b"\t" not in text[start:]:
                 found.append((start, text[start:]))
-    return [line for _, line in sorted(found)]
+    return sorted(found)
 
 
-def _marker_lines(text: bytes) -> list[bytes]:
+def _marker_lines(text: bytes) -> list[tuple[int, bytes]]:
     """The lines of ``/proc/kallsyms`` of every kernel function whose name holds one of
     ``WAKER_MARKS``, each with the line after it, by searching for the names."""
     found: dict[int, bytes] = {}
@@ -481,7 +481,7 @@ def _marker_lines(text: bytes) -> list[bytes]:
                 if line and b"\t" not in line and line.count(b" ") == 2:
                     found[a] = line
             at = text.find(mark, end)
-    return [found[a] for a in sorted(found)]
+    return sorted(found.items())
 
 
 def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
@@ -502,8 +502,7 @@ def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
     if not first.strip(b"0"):
         return False
     bounds = _bound_lines(text)
-    wanted = sorted(set(bounds + _marker_lines(text)),
-                    key=lambda line: int(line.split(b" ", 1)[0], 16))
+    wanted = [line for _, line in sorted(set(bounds + _marker_lines(text)))]
     try:
         (raw / KALLSYMS).write_bytes(text)
         (raw / KALLSYMS_MIN).write_bytes(b"".join(line + b"\n" for line in wanted)

@@ -127,20 +127,13 @@ def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
         rel = (lk.get("released_from") or {}).get("sites") or []
         if rel:
             text += f"; released from {rel[0]['frame']}"
-        path = _critical_path(summary, who, lock_name(str(lk["lock"])))
+        path = blame.for_lock(summary, lk)
         if path is not None:
             text += "; " + blame.sentence(path)
             evidence += "; the wake-ups that ended the waits"
         out.append(Finding("lock", RULE["lock"].heading, text, evidence, wait,
                            _view(sites[0] if sites else "")))
     return out
-
-
-def _critical_path(summary: dict[str, Any], who: str, lock: str) -> dict[str, Any] | None:
-    """The critical path row of the waits on ``lock`` by the heaviest waiting group."""
-    rows = [r for r in summary.get("critical_path") or []
-            if r["wait"].endswith(" " + lock) and who.startswith(r["waiters"])]
-    return rows[0] if rows else None
 
 
 def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Finding]:
@@ -270,6 +263,8 @@ def summarize(profile: Profile, groups: dict[Any, int] | None = None,
             name_pattern(str(r["name"])) for r in rows if int(r["tid"]) in idle))
         if path is not None:
             s["critical_path"] = path
+        elif profile.meta.unit == UNIT_NS:
+            s["critical_path_missing"] = f"{blame.NOT_RECORDED}; {blame.HOW_TO_RECORD}"
     s["findings"] = [f.as_dict() for f in findings(s, profile)]
     return s
 

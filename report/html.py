@@ -177,6 +177,12 @@ def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any
         timeline = page_timeline(profile, tree)
         if timeline is not None:
             data["timeline"] = timeline
+        if "range" not in profile.meta.extra:
+            from wallflame.report import blame
+
+            stacks = blame.of_run(str(profile.meta.extra["run_dir"]))
+            if stacks:
+                data["blame"] = build_tree(blame.profile_of(stacks), max_nodes).to_json()
     return data
 
 
@@ -254,6 +260,7 @@ def _min_observations(profile: Profile) -> int:
 def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
     if not summary["locks"]:
         return []  # (without importing the lock tables' module)
+    from wallflame.report.blame import for_lock
     from wallflame.report.locks import holder_frames
 
     out = []
@@ -262,7 +269,8 @@ def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rel = lock.get("released_from") or {"count": 0, "sites": []}
         released = {**rel, "sites": [{**r, "frames": holder_frames(r["stack"])}
                                      for r in rel["sites"]]}
-        out.append({**lock, "holders": holders, "released_from": released})
+        out.append({**lock, "holders": holders, "released_from": released,
+                    "critical": for_lock(summary, lock)})
     return out
 
 

@@ -117,6 +117,37 @@
     off: makeGraph("fg-off", MASKS.off, "no off-CPU evidence")
   };
 
+  /* ---- who made them wait: the critical path of the waits (a tree of its own, the whole
+   * window; the search applies to it too) ---- */
+  var blame = null;
+  if (data.blame) {
+    var bBase = WF.fromFlat(data.blame);
+    var bTree = WF.regroup(bBase, function (node) { return bBase.nameId[node]; });
+    var bKids = WF.children(bTree);
+    var bValue = WF.values(bTree, data.blame.classes.map(function () { return true; }));
+    var bColour = function (node) {
+      if (node === 0) return "rgb(230,230,225)";
+      var name = bTree.names[bTree.nameId[node]];
+      if (/^woken by |^\[/.test(name)) return "rgb(190,200,214)";  // the chain's own frames
+      return paint("on", hash(name), hash(name + "\u0001"));
+    };
+    blame = new WF.Flame($("fg-blame"), {
+      color: bColour, tooltipEl: tip, matchColor: "#35d435", maxHeight: 500,
+      emptyText: "no wait ended by a recorded wake-up",
+      tooltip: function (g, node) {
+        var v = g.value[node];
+        return [node === 0 ? "all waits" : bTree.names[bTree.nameId[node]],
+          fmt(v) + " \u2014 " + pct(v, g.value[0]) + " of the time waited"];
+      },
+      onClick: function (g, node) { g.zoomTo(node); }
+    });
+    blame.opts.rootName = "all waits";
+    blame.setData(bTree, bKids, bValue);
+    $("blame").hidden = false;
+    $("tot-blame").textContent = fmt(blame.total());
+    blame.render();
+  }
+
   /* ---- the timeline: a range selected in it restricts every graph ---- */
   /* runnable is a class of the table: drawn in its colour, like the wait classes */
   var STATE_COLOURS = { stopped: "rgb(150,150,150)", unsampled: "rgb(184,196,214)" };
@@ -245,6 +276,7 @@
     }
     var res = {}, shared = re ? WF.matchNodes(vt, re) : null;
     for (var k in graphs) res[k] = graphs[k].search(re, shared);
+    if (blame) blame.search(re, re ? WF.matchNodes(blame.tree, re) : null);
     if (!re) { if (!state.q) out.textContent = ""; return; }
     var m = res.main;
     out.textContent = "Matched: " + pct(m.all, m.total) + " (" + fmt(m.all) + ")" +
@@ -348,7 +380,7 @@
   applyRange();
   if (window.performance && performance.mark) performance.mark("wf-drawn");
   if (state.sel.length) showDetails(graphs.main, graphs.main.selected > 0 ? graphs.main.selected : 0);
-  window.wallflame = { graphs: graphs, state: state, timeline: timeline, search: function (q) {
+  window.wallflame = { graphs: graphs, blame: blame, state: state, timeline: timeline, search: function (q) {
     state.q = q; runSearch(); saveHash(); return $("search-out").textContent;
   }, zoomPath: function (names) {
     var node = 0;

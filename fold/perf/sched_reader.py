@@ -50,8 +50,8 @@ _EXIT = re.compile(r"^PERF_RECORD_EXIT\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
 
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
 # chosen by the target and may hold anything, ``pid=`` included).
-_WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+ *"
-                    r"(?:[0-9a-f]+ +\S+ *)?$")
+_WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+"
+                    r"(?: +[0-9a-f]+ +\S+)?\s*$")
 
 #: Ids, times and periods at or beyond this are not read (the columns hold 64-bit integers).
 #: A wake-up beyond it is counted but not kept: no interval's thread or time reaches it.

@@ -397,3 +397,27 @@ def test_frame_colours_labels_and_amounts_are_the_pythons(browser: Any, tmp_path
         assert tip[1].startswith(amount + " \u2014 "), (cls, tip)
         assert tip[2] == f"{c.label} {amount} (100%)", (cls, tip)
     got.clean()
+
+
+def test_blame_graph_of_a_run_directory(browser: Any, tmp_path: Path) -> None:
+    """A run directory's critical path (``blame.folded``) is a flame graph of its own on the
+    page: hostile names as text, the width the time waited, the search applied to it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "blame.folded").write_text(
+        f"consumer-*;mutex g_lock;woken by consumer-*;[on-CPU];main;{HOSTILE[1]} 3000000\n"
+        "consumer-*;mutex g_lock;woken by consumer-*;[waiting for a CPU];main 1000000\n"
+        "producer;sleep;woken by a timer 500000\n", encoding="utf-8")
+    profile = demo_profile()
+    profile.meta.extra["run_dir"] = str(run)
+    out = tmp_path / "report.html"
+    write_report(profile, "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    assert page.is_visible("#fg-blame")
+    assert page.evaluate("window.wallflame.blame.total()") == 4_500_000
+    assert visible(HOSTILE[1]) in page.evaluate("window.wallflame.blame.tree.names")
+    assert "4.50 ms" in (page.text_content("#tot-blame") or "")
+    page.evaluate("window.wallflame.search('fnv|waiting for a CPU')")
+    assert page.evaluate("window.wallflame.blame.match !== null")
+    got.clean()
