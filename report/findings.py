@@ -5,8 +5,9 @@ figure, the evidence behind it and the page view that shows it.
   on-CPU stacks; every output (the page, the text report, ``summary.json``, the collect's
   last lines) shows the same list.
 * The rules are the rows of ``RULES``: a finding of a kind is made when its share of the
-  threads' time reaches the row's threshold.  Idle threads (mostly in an idle poll: waiting
-  for work) are left out of every other finding and named once, last.
+  threads' time reaches the row's threshold.  Idle threads (mostly waiting for work: an idle
+  poll, or a wait the rules' ``idle`` rows name) are left out of every other finding and named
+  once, last.
 * A profile whose unit is samples of unknown length (plain folded input) gets only the hot
   code: its other figures are not time.
 * Ranked by the thread time each finding accounts for; at most ``MAX_FINDINGS``.
@@ -34,7 +35,7 @@ from wallflame.waitclasses import LOCK_CLASSES
 WAIT_ON_LOCK = (*LOCK_CLASSES, "lock")
 #: At most this many findings are listed.
 MAX_FINDINGS = 7
-#: A thread whose idle-poll time is at least this share of its time is idle.
+#: A thread waiting for work (``idle_s``) for at least this share of its time is idle.
 IDLE_SHARE = 0.5
 #: At most this many functions are named as hot code.
 HOT_FUNCTIONS = 3
@@ -93,11 +94,16 @@ def _view(search: str = "", view: str = "both") -> str:
     return f"view={view}&threads=group" + (f"&q={q}" if search else "")
 
 
+def idle_s(row: dict[str, Any]) -> float:
+    """A thread's time waiting for work: its idle poll and the waits the rules' ``idle`` rows
+    name (``idle_s``: a pool worker waiting for a task)."""
+    return float(row["wait"].get("poll", 0.0)) + float(row.get("idle_s", 0.0))
+
+
 def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
-    """The threads that mostly waited for work: an idle poll for ``IDLE_SHARE`` of their
+    """The threads that mostly waited for work (``idle_s``) for ``IDLE_SHARE`` of their
     time."""
-    return {int(r["tid"]) for r in rows
-            if _wall(r) > 0 and float(r["wait"].get("poll", 0.0)) >= IDLE_SHARE * _wall(r)}
+    return {int(r["tid"]) for r in rows if _wall(r) > 0 and idle_s(r) >= IDLE_SHARE * _wall(r)}
 
 
 def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
@@ -217,10 +223,11 @@ def _cost_finding(summary: dict[str, Any], wall: float) -> list[Finding]:
 def _idle_finding(idle: list[dict[str, Any]]) -> list[Finding]:
     if not idle:
         return []
-    s = sum(float(r["wait"].get("poll", 0.0)) for r in idle)
-    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work (idle "
-            f"poll, {s:.2f} s): not a problem, and left out of the findings above")
-    return [Finding("idle", RULE["idle"].heading, text, "off-CPU stacks in an idle poll", s,
+    s = sum(idle_s(r) for r in idle)
+    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work "
+            f"({s:.2f} s): not a problem, and left out of the findings above")
+    return [Finding("idle", RULE["idle"].heading, text,
+                    "off-CPU stacks in an idle poll or a wait the idle rules name", s,
                     _view("", "off"))]
 
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from wallflame import procnames
-from wallflame.classify import classify, default_rules, find_wait
+from wallflame.classify import classify, default_rules, find_wait, idle_label, label_rules
 from wallflame.names import is_unknown
-from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
+from wallflame.profile import OFF, ON, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
 from wallflame.stops import stopped_ns, tid_ns
@@ -184,6 +184,23 @@ def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
     return out
 
 
+def idle_waits(profile: Profile) -> dict[int, int]:
+    """Each thread's blocked time outside the idle poll that an ``idle`` row of the rules names
+    a wait for work (``classify.idle_label``: a pool worker's condvar wait for a task); only
+    the stacks naming a frame of those rows are looked at (found in C, as ``on_cpu_in``)."""
+    idle = label_rules().idle
+    out: dict[int, int] = {}
+    if idle is None:
+        return out
+    named = idle.named(native.frame_names(profile.stacks, ON))
+    if not named:
+        return out
+    for k, w in native.stacks_naming(profile.stacks, ON, named):
+        if k.wait not in (RUNNABLE, "poll") and idle_label(k.frames) is not None:
+            out[k.tid] = out.get(k.tid, 0) + w
+    return out
+
+
 def runqueue_ns(profile: Profile) -> dict[int, int]:
     return tid_ns(profile.meta.extra.get("runqueue_ns"))
 
@@ -258,8 +275,11 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
                        stopped.get(t.tid, 0) if t.tid else 0,
                        _alive(profile, t.tid) if t.tid else None) for t in threads]
     after, inside = runnable_after(profile, groups), on_cpu_in(profile)
+    idle = idle_waits(profile)
     thread_roles(profile, rows)
     for r in rows:
+        if idle.get(r["tid"]):
+            r["idle_s"] = seconds(idle[r["tid"]], unit)
         for key, per in (("runnable_after", after), ("on_cpu_in", inside)):
             if r["tid"] in per:
                 r[key] = {c: seconds(ns, unit) for c, ns in sorted(per[r["tid"]].items())}
