@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, UNIT_NS, Profile
-from wallflame.report.summary import build_summary, seconds, user_frames
+from wallflame.report.summary import build_summary, load_words, seconds, user_frames
 from wallflame.threadgroups import display_name, display_names, group_label
 from wallflame.waitclasses import LOCK_CLASSES
 
@@ -153,7 +153,7 @@ def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Findin
     return out
 
 
-def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
+def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, float]) -> list[Finding]:
     wall = sum(_wall(r) for r in busy)
     waiting = [r for r in busy if float(r.get("runnable_s", 0.0)) > 0]
     runnable = sum(float(r.get("runnable_s", 0.0)) for r in waiting)
@@ -164,7 +164,7 @@ def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     top = [r for r in most if float(r["runnable_s"]) >= 0.1 * float(most[0]["runnable_s"])]
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
-            "on a CPU): the machine's CPUs were busy")
+            f"on a CPU): {load_words(machine)}")
     return [Finding("cpu", RULE["cpu"].heading, text,
                     "the scheduler's run-queue time of each thread", runnable,
                     _view("runnable"))]
@@ -241,7 +241,8 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     names = display_names(rows)
     if profile.meta.unit != UNIT_NS:  # samples of unknown length: only where CPU time went
         return _hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names)
-    found = [*_lock_findings(summary, walls, names), *_cpu_finding(busy),
+    machine = (summary.get("quality") or {}).get("machine") or {}
+    found = [*_lock_findings(summary, walls, names), *_cpu_finding(busy, machine),
              *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
              *_io_finding(busy), *_cost_finding(summary, sum(walls.values()))]

@@ -14,7 +14,17 @@ from typing import Any
 from wallflame import procnames
 from wallflame.classify import classify, default_rules, find_wait, idle_label, label_rules
 from wallflame.names import is_unknown
-from wallflame.profile import OFF, ON, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
+from wallflame.profile import (
+    OFF,
+    ON,
+    RUNNABLE,
+    UNIT_NS,
+    WAIT_CLASSES,
+    Group,
+    Profile,
+    StackKey,
+    ThreadTotals,
+)
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
 from wallflame.stops import stopped_ns, tid_ns
@@ -187,15 +197,19 @@ def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
 def idle_waits(profile: Profile) -> dict[int, int]:
     """Each thread's blocked time outside the idle poll that an ``idle`` row of the rules names
     a wait for work (``classify.idle_label``: a pool worker's condvar wait for a task); only
-    the stacks naming a frame of those rows are looked at (found in C, as ``on_cpu_in``)."""
+    the stacks naming a frame of those rows are looked at (found in C, as ``on_cpu_in``),
+    unless a row reads a stack's root."""
     idle = label_rules().idle
     out: dict[int, int] = {}
     if idle is None:
         return out
-    named = idle.named(native.frame_names(profile.stacks, ON))
-    if not named:
-        return out
-    for k, w in native.stacks_naming(profile.stacks, ON, named):
+    if idle.roots:  # rows on a stack's root: every blocked stack is tried
+        stacks: Iterable[tuple[StackKey, int]] = (
+            (k, w) for k, w in profile.stacks.items() if k.state == OFF)
+    else:
+        named = idle.named(native.frame_names(profile.stacks, ON))
+        stacks = native.stacks_naming(profile.stacks, ON, named) if named else ()
+    for k, w in stacks:
         if k.wait not in (RUNNABLE, "poll") and idle_label(k.frames) is not None:
             out[k.tid] = out.get(k.tid, 0) + w
     return out
@@ -259,6 +273,29 @@ def machine_load(raw: Any) -> dict[str, float]:
            and not isinstance(raw.get(k), bool) and math.isfinite(float(raw[k]))
            and float(raw[k]) >= 0}
     return out if out.get("cpus") else {}
+
+
+#: Under this share of the machine's CPUs in use, threads waiting for a CPU were not waiting
+#: for a full machine.
+FULL_MACHINE = 0.9
+
+
+def load_words(machine: dict[str, float]) -> str:
+    """Who used the machine's CPUs over the window, in words (``machine_load``'s figures: the
+    kernel's CPU time counters, ``/proc/stat`` and each process's ``/proc/PID/stat``); without
+    them, that the CPUs were busy."""
+    cpus, busy = machine.get("cpus", 0.0), machine.get("busy_cpus", 0.0)
+    if not cpus:
+        return "the machine's CPUs were busy"
+    target, other = machine.get("target_cpus", 0.0), machine.get("other_cpus", 0.0)
+    use = (f"{busy:.2f} in use over the window, by the kernel's CPU time: the target "
+           f"{target:.2f}, other processes {other:.2f}, the collect "
+           f"{machine.get('collect_cpus', 0.0):.2f}")
+    if busy < FULL_MACHINE * cpus:
+        return (f"the machine's {cpus:g} CPUs were not all busy ({use}): a CPU limit (quota, "
+                "affinity) may hold the target")
+    return (f"the machine's {cpus:g} CPUs were busy ({use})"
+            + ("; other processes used more than the target" if other > target else ""))
 
 
 def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> dict[str, Any]:

@@ -17,7 +17,9 @@ labelled rule of the same class further towards the root (``epoll_wait`` decides
 Rows of the class ``idle`` are not wait classes: they name where a thread waits for work (a pool
 worker waiting for a task, a server's manager or timer thread between its rounds).  A blocked
 stack with such a frame among its scanned frames is idle, whatever its wait class
-(``idle_label``); the report leaves idle threads out of its findings and top stacks.
+(``idle_label``); the report leaves idle threads out of its findings and top stacks.  An idle
+row may instead match a stack's root (``root``: a regex on its first ``ROOT_FRAMES`` frames
+joined by ``;``): a thread whose own functions have no symbol is known by its stack's shape.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ UNDER_DEPTH = 4
 WEAK, STRONG, OUTER = 0, 1, 2
 #: The rows that name a wait for work rather than a wait class.
 IDLE = "idle"
+#: How many frames from the root an idle row matched on the stack's root (``root``) reads.
+ROOT_FRAMES = 8
 _STRENGTHS = {"weak": WEAK, "strong": STRONG, "outer": OUTER}
 
 _SUFFIX = re.compile(r"_\[[kijw]\]$")
@@ -108,6 +112,8 @@ class Rules:
     #: the ``idle`` rows, in a table of their own (classed ``other`` there: they classify
     #: nothing, ``idle_label`` reads them)
     idle: Rules | None = field(default=None, repr=False)
+    #: the idle rows matched on a stack's root (``root``): (pattern, label)
+    roots: list[tuple[re.Pattern[str] | _Lazy, str]] = field(default_factory=list, repr=False)
 
     def add_line(self, line: str, where: str, builtin: bool = False) -> None:
         """One line of a rules file; ``builtin``: of the built-in table, whose expressions
@@ -126,6 +132,13 @@ class Rules:
                                  f"is outer, not {strength!r}")
             if self.idle is None:
                 self.idle = Rules()
+            if match == "root":
+                if label and label != "-" and not _LABEL.fullmatch(label):
+                    raise InputError(f"{where}: bad label {label!r}",
+                                     "up to 40 letters, digits, spaces and _.:<>()/+-")
+                rx = _Lazy(pattern) if builtin else _regex(pattern, where)
+                self.idle.roots.append((rx, "" if label == "-" else label))
+                return
             self.idle.add_line("\t".join(("other", *parts[1:])), where, builtin)
             return
         if cls not in BLOCKED_CLASSES:
@@ -370,6 +383,11 @@ def _idle_in(frames: tuple[str, ...] | list[str], idle: Rules) -> str | None:
             rule = _rule_at(frames, i, idle)
             if rule is not None:
                 return rule.label
+    if idle.roots:
+        root = ";".join(frames[:ROOT_FRAMES])
+        for rx, label in idle.roots:
+            if rx.match(root):
+                return label
     return None
 
 

@@ -40,6 +40,21 @@ CONN = ("clone3", "start_thread", "[mariadbd]", "handle_one_connection",
       "net_real_write", "pthread_cond_wait", *GLIBC_WAIT), None),
     # the timer thread (named with debug symbols)
     (("clone3", "start_thread", "timer_handler", "pthread_cond_timedwait", *GLIBC_WAIT), "timer"),
+    # the replication deadlock killer between its jobs
+    (("clone3", "start_thread", "[mariadbd]", "slave_deadlock_handler", "pthread_cond_wait",
+      *GLIBC_WAIT), "background thread"),
+    # a distribution's binary: a static thread function's condvar wait, known by its root
+    (("clone3", "start_thread", "[mariadbd]", "[mariadbd]", "___pthread_cond_timedwait64",
+      *GLIBC_WAIT), "background thread"),
+    (("clone3", "start_thread", "[libstdc++.so.6.0.30]", "[mariadbd]", "pthread_cond_wait",
+      *GLIBC_WAIT), "background thread"),
+    # ... and InnoDB's io_uring thread waiting for completions
+    (("clone3", "start_thread", "[libstdc++.so.6.0.30]", "[mariadbd]", "__io_uring_get_cqe",
+      "[liburing.so.2.3]", "io_cqring_wait_[k]"), "aio completions"),
+    # ... but not a named function's wait, nor another binary's
+    (("clone3", "start_thread", "[mariadbd]", "handle_one_connection", "pthread_cond_wait",
+      *GLIBC_WAIT), None),
+    (("clone3", "start_thread", "[myapp]", "pthread_cond_wait", *GLIBC_WAIT), None),
     # a plain condvar wait
     (("main", "worker", "pthread_cond_wait", *GLIBC_WAIT), None),
 ])
@@ -57,10 +72,24 @@ def test_a_user_rules_file_adds_idle_rows(tmp_path: Path) -> None:
     assert rules.frame_class("Queue::wait_for_job") is None
 
 
-def test_an_idle_row_is_outer(tmp_path: Path) -> None:
+def test_a_user_rules_file_adds_idle_roots(tmp_path: Path) -> None:
     path = tmp_path / "rules.tsv"
-    path.write_text("idle\tstrong\tname\tQueue::wait_for_job\n")
-    with pytest.raises(InputError, match="outer"):
+    path.write_text("idle\touter\troot\tstart_thread;\\[myapp\\];pthread_cond_wait\tpool\n")
+    rules = load_rules(str(path))
+    assert idle_label(("start_thread", "[myapp]", "pthread_cond_wait"), rules) == "pool"
+    assert idle_label(("main", "start_thread", "[myapp]", "pthread_cond_wait"), rules) is None
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("idle\tstrong\tname\tQueue::wait_for_job", "outer"),
+    ("idle\touter\troot\t(unclosed", "bad regex"),
+    ("idle\touter\troot\tstart_thread\ta;b", "bad label"),
+    ("mutex\tstrong\troot\tstart_thread", "match must be"),  # roots are for idle rows only
+])
+def test_bad_idle_rows(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "rules.tsv"
+    path.write_text(line + "\n")
+    with pytest.raises(InputError, match=message):
         load_rules(str(path))
 
 
