@@ -27,7 +27,7 @@ from urllib.parse import quote
 from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, UNIT_NS, Profile
 from wallflame.report.summary import build_summary, load_words, seconds, user_frames
-from wallflame.threadgroups import display_name, display_names, group_label
+from wallflame.threadgroups import display_name, display_names, group_label, name_pattern
 from wallflame.waitclasses import LOCK_CLASSES
 
 #: The classes of waits on a lock: glibc's (read by the lock sampler) and a server's own
@@ -35,8 +35,12 @@ from wallflame.waitclasses import LOCK_CLASSES
 WAIT_ON_LOCK = (*LOCK_CLASSES, "lock")
 #: At most this many findings are listed.
 MAX_FINDINGS = 7
-#: A thread waiting for work (``idle_s``) for at least this share of its time is idle.
+#: Threads of a group waiting for work (``idle_s``) for at least this share of their time are
+#: idle (a group's threads act alike: pooled, a thread's own split over a few snapshots does
+#: not make it idle alone) ...
 IDLE_SHARE = 0.5
+#: ... and so is any thread that waited for work for at least this share of its own.
+IDLE_ALONE = 0.9
 #: At most this many functions are named as hot code.
 HOT_FUNCTIONS = 3
 
@@ -101,9 +105,19 @@ def idle_s(row: dict[str, Any]) -> float:
 
 
 def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
-    """The threads that mostly waited for work (``idle_s``) for ``IDLE_SHARE`` of their
-    time."""
-    return {int(r["tid"]) for r in rows if _wall(r) > 0 and idle_s(r) >= IDLE_SHARE * _wall(r)}
+    """The threads that mostly waited for work (``idle_s``): those of a group (one name
+    pattern or role: threads that act alike) that did for ``IDLE_SHARE`` of the group's time,
+    and any thread that did for ``IDLE_ALONE`` of its own."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[name_pattern(display_name(r))].append(r)
+    out = set()
+    for members in by.values():
+        wall = sum(_wall(r) for r in members)
+        pooled = wall > 0 and sum(idle_s(r) for r in members) >= IDLE_SHARE * wall
+        out |= {int(r["tid"]) for r in members if _wall(r) > 0 and (
+            pooled or idle_s(r) >= IDLE_ALONE * _wall(r))}
+    return out
 
 
 def _lock_findings(summary: dict[str, Any], walls: dict[int, float],

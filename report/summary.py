@@ -12,7 +12,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from wallflame import procnames
-from wallflame.classify import classify, default_rules, find_wait, idle_label, label_rules
+from wallflame.classify import (
+    classify,
+    default_rules,
+    find_wait,
+    idle_label,
+    idle_thread,
+    label_rules,
+)
 from wallflame.names import is_unknown
 from wallflame.profile import (
     OFF,
@@ -78,22 +85,29 @@ ROLE_MIN_SHARED = 3
 
 def thread_roles(profile: Profile, rows: list[dict[str, Any]]) -> None:
     """Threads that carry one name with ``ROLE_MIN_SHARED`` others or more (a server that
-    names none of its threads) get a ``role``: the first named function of their heaviest
-    stack, past the runtime's root frames (``handle_one_connection``)."""
+    names none of its threads) get a ``role``: the first named function of their stacks past
+    the runtime's root frames (``handle_one_connection``), the one with the most of the
+    thread's time (a stack without one, ``[mariadbd]`` or a pseudo-frame alone, names none)."""
     counts = Counter(r["name"] for r in rows if r["tid"])
     want = {r["tid"] for r in rows if r["tid"] and counts[r["name"]] > ROLE_MIN_SHARED}
     if not want:
         return
-    best: dict[int, tuple[int, tuple[str, ...]]] = {}
+    weights: dict[int, Counter[str]] = {}
     for k, w in profile.stacks.items():
-        if k.tid in want and w > best.get(k.tid, (0, ()))[0]:
-            best[k.tid] = (w, k.frames)
+        if k.tid in want:
+            role = _root_function(k.frames)
+            if role:
+                weights.setdefault(k.tid, Counter())[role] += w
     for r in rows:
-        if r["tid"] in best:
-            user = user_frames(best[r["tid"]][1])
-            named = [f for f in user[runtime_root(user):] if not f.startswith("[")]
-            if named:
-                r["role"] = named[0]
+        if r["tid"] in weights:
+            r["role"] = weights[r["tid"]].most_common(1)[0][0]
+
+
+def _root_function(frames: tuple[str, ...]) -> str:
+    """The first named frame of ``frames`` past the runtime's root frames, before the kernel
+    (empty when there is none)."""
+    user = user_frames(frames)
+    return next((f for f in user[runtime_root(user):] if not f.startswith("[")), "")
 
 
 def call_site(frames: tuple[str, ...]) -> str:
@@ -203,14 +217,20 @@ def idle_waits(profile: Profile) -> dict[int, int]:
     out: dict[int, int] = {}
     if idle is None:
         return out
-    if idle.roots:  # rows on a stack's root: every blocked stack is tried
+    if idle.roots or idle.threads:  # rows on a root or a name: every blocked stack is tried
         stacks: Iterable[tuple[StackKey, int]] = (
             (k, w) for k, w in profile.stacks.items() if k.state == OFF)
     else:
         named = idle.named(native.frame_names(profile.stacks, ON))
         stacks = native.stacks_naming(profile.stacks, ON, named) if named else ()
+    by_name: dict[str, bool] = {}  # each thread name's idle row, looked up once
     for k, w in stacks:
-        if k.wait not in (RUNNABLE, "poll") and idle_label(k.frames) is not None:
+        if k.wait in (RUNNABLE, "poll"):
+            continue
+        named_idle = by_name.get(k.thread)
+        if named_idle is None:
+            named_idle = by_name[k.thread] = idle_thread(k.thread) is not None
+        if named_idle or idle_label(k.frames) is not None:
             out[k.tid] = out.get(k.tid, 0) + w
     return out
 

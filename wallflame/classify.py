@@ -19,7 +19,8 @@ worker waiting for a task, a server's manager or timer thread between its rounds
 stack with such a frame among its scanned frames is idle, whatever its wait class
 (``idle_label``); the report leaves idle threads out of its findings and top stacks.  An idle
 row may instead match a stack's root (``root``: a regex on its first ``ROOT_FRAMES`` frames
-joined by ``;``): a thread whose own functions have no symbol is known by its stack's shape.
+joined by ``;``): a thread whose own functions have no symbol is known by its stack's shape;
+or a thread's name (``thread``: ``idle_thread``), for threads with no stack of their own.
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ class Rules:
     idle: Rules | None = field(default=None, repr=False)
     #: the idle rows matched on a stack's root (``root``): (pattern, label)
     roots: list[tuple[re.Pattern[str] | _Lazy, str]] = field(default_factory=list, repr=False)
+    #: the idle rows matched on a thread's name (``thread``): (pattern, label)
+    threads: list[tuple[re.Pattern[str] | _Lazy, str]] = field(default_factory=list,
+                                                                repr=False)
 
     def add_line(self, line: str, where: str, builtin: bool = False) -> None:
         """One line of a rules file; ``builtin``: of the built-in table, whose expressions
@@ -132,12 +136,13 @@ class Rules:
                                  f"is outer, not {strength!r}")
             if self.idle is None:
                 self.idle = Rules()
-            if match == "root":
+            if match in ("root", "thread"):
                 if label and label != "-" and not _LABEL.fullmatch(label):
                     raise InputError(f"{where}: bad label {label!r}",
                                      "up to 40 letters, digits, spaces and _.:<>()/+-")
                 rx = _Lazy(pattern) if builtin else _regex(pattern, where)
-                self.idle.roots.append((rx, "" if label == "-" else label))
+                rows = self.idle.roots if match == "root" else self.idle.threads
+                rows.append((rx, "" if label == "-" else label))
                 return
             self.idle.add_line("\t".join(("other", *parts[1:])), where, builtin)
             return
@@ -388,6 +393,16 @@ def _idle_in(frames: tuple[str, ...] | list[str], idle: Rules) -> str | None:
         for rx, label in idle.roots:
             if rx.match(root):
                 return label
+    return None
+
+
+def idle_thread(name: str, rules: Rules | None = None) -> str | None:
+    """Whether a thread of this name waits for work whenever it is blocked (an idle row on a
+    thread's name, ``thread``: the kernel's io_uring workers): that row's label, or ``None``."""
+    r = rules or label_rules()
+    for rx, label in r.idle.threads if r.idle is not None else ():
+        if rx.match(name):
+            return label
     return None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wallflame.classify import idle_label, load_rules
+from wallflame.classify import idle_label, idle_thread, load_rules
 from wallflame.errors import InputError
 from wallflame.profile import OFF, ON, Meta, Profile, StackKey
 from wallflame.report.findings import findings, idle_tids, summarize
@@ -62,6 +62,16 @@ def test_the_idle_rows_name_waits_for_work(frames: tuple[str, ...], label: str |
     assert idle_label(frames) == label
 
 
+@pytest.mark.parametrize(("name", "label"), [
+    ("iou-wrk-27110", "io_uring worker"),  # the kernel's io_uring workers
+    ("iou-sqp-4", "io_uring worker"),
+    ("iou-wrk-27110x", None),
+    ("mariadbd", None),
+])
+def test_the_idle_rows_on_thread_names(name: str, label: str | None) -> None:
+    assert idle_thread(name) == label
+
+
 def test_a_user_rules_file_adds_idle_rows(tmp_path: Path) -> None:
     path = tmp_path / "rules.tsv"
     path.write_text("idle\touter\tname\tQueue::wait_for_job\tjob queue\n")
@@ -110,6 +120,8 @@ def server() -> Profile:
                     "pthread_cond_wait", *GLIBC_WAIT), 30, "mariadbd", 1, OFF, "condvar"), 10 * S)
     p.add(StackKey(("_start", "mysqld_main", "handle_connections_sockets", "poll"), 1,
                    "mariadbd", 1, OFF, "poll"), 10 * S)
+    p.add(StackKey(("[ld-linux-x86-64.so.2]", "[mariadbd]", "[unknown]"), 40, "iou-wrk-2", 1,
+                   OFF, "other"), 10 * S)
     return p
 
 
@@ -118,6 +130,7 @@ def server() -> Profile:
     (20, 10.0, True),  # a pool worker: its condvar wait is a wait for work
     (30, 10.0, True),  # the manager
     (1, None, True),  # the listener: an idle poll (the poll class, no idle_s of its own)
+    (40, 10.0, True),  # the kernel's io_uring worker, by its name
 ])
 def test_the_summary_counts_each_threads_wait_for_work(tid: int, idle_s: float | None,
                                                        idle: bool) -> None:
@@ -135,6 +148,29 @@ def test_idle_threads_are_left_out_and_named_once_by_role() -> None:
     assert "mariadbd: handle_one_connection ×3" in found[0].text
     idle = found[-1].text
     assert "mariadbd: tpool::thread_pool_generic::worker_main ×3" in idle
-    assert "mariadbd: handle_manager" in idle and "mariadbd: mysqld_main" in idle
+    assert "mariadbd: handle_manager" in idle and "iou-wrk-2" in idle and "1 more" in idle
     rows = top_rows(p, 10, idle_tids(s["threads"]), display_names(s["threads"]))
     assert {r.threads for r in rows} == {"mariadbd: handle_one_connection ×3"}
+
+
+def conn(tid: int, poll: float, runnable: float = 8.0, role: str = "handle_one_connection"
+         ) -> dict[str, object]:
+    other = 20.0 - poll - runnable
+    return {"tid": tid, "name": "mariadbd", "role": role, "on_cpu_s": 0.0, "runnable_s": runnable,
+            "off_cpu_s": poll + other, "wait": {"poll": poll, "condvar": other}}
+
+
+@pytest.mark.parametrize(("rows", "idle"), [
+    # connection threads waiting for a CPU: one of them waited on its client for 51% of its
+    # time (a light collect's few snapshots), the group for 30%: none is idle
+    ([conn(1, 10.2), conn(2, 5.0), conn(3, 3.0)], set()),
+    # ... but a thread of the group that only waited for work is (the thread cache)
+    ([conn(1, 10.2), conn(2, 5.0), conn(3, 3.0), conn(4, 19.0, runnable=0.0)], {4}),
+    # a group that mostly waited for work: all of it, a busier member too
+    ([conn(1, 15.0, 1.0), conn(2, 9.0, 1.0)], {1, 2}),
+    # a thread alone: its own share
+    ([conn(1, 10.2, role="signal_hand")], {1}),
+    ([conn(1, 9.8, role="signal_hand")], set()),
+])
+def test_idle_is_decided_per_group(rows: list[dict[str, object]], idle: set[int]) -> None:
+    assert idle_tids(rows) == idle
