@@ -9,6 +9,13 @@ The kernel's figure is read by the test itself: every task's ``/proc/PID/task/TI
 nearest the window's two ends (``raw/capture.json``'s monotonic bounds) taken, over the threads
 the finding counts (those not idle).
 
+Measured over 9 runs on a 2-CPU machine shared with other work: the finding's figure minus the
+kernel's -0.0 to +0.6 points (its share 43-52%; the target used 0.6-0.9 of the 2 CPUs, sysbench
+and the rest of the machine 1.0-1.3).  At this switch rate the default collect is light: each
+thread's runnable time is then the kernel's own counter, read by the collect at the window's
+ends, so the test holds the reading, the idle split and the grouping, more than a second
+measurement.
+
 Needs mariadb-server and sysbench (skipped without them, unless WALLFLAME_REQUIRE_LIVE=1)."""
 
 from __future__ import annotations
@@ -120,8 +127,9 @@ def test_a_cpu_saturated_mariadb_reads_as_cpu_saturation(tmp_path: Path) -> None
     said = int(re.search(r"waited for a CPU (\d+)% of their time", first["text"])[1])  # type: ignore[index]
     assert abs(said - 100 * share) <= 0.5
     kernel = _kernel_share(reader, window, {t["tid"] for t in busy})
+    plan = json.loads((run / "meta.json").read_text())["plan"].get("start_line", "")
     print("RUNNABLE_SHARE", f"{100 * share:.1f}", "KERNEL", f"{100 * kernel:.1f}",
-          "GAP", f"{100 * (share - kernel):+.1f}", summary["quality"]["machine"])
+          "GAP", f"{100 * (share - kernel):+.1f}", summary["quality"]["machine"], plan[:40])
     assert abs(share - kernel) <= 0.03, (share, kernel)
     # the machine's load is in the summary, and the finding says who used the CPUs
     assert summary["quality"]["machine"]["cpus"] >= 2
