@@ -418,8 +418,7 @@ def _stacks(r: Request, sched: bool, freq: int, targets: Targets, machine: Machi
         if auto is not None:
             every = budget.every_switch_mb_per_s(rates, freq, perf.PerfOptions.stack_bytes,
                                                  machine.cpus)
-            max_data, source = auto, BudgetSource.AUTOMATIC
-            notes.reasons.append(f"a stack at every switch would write about {every:,.0f} MB/s")
+            max_data, source = auto, BudgetSource.AUTOMATIC  # said once, by its warning
             notes.warnings.append(
                 f"the target switches {sum(rates.values()):,.0f} times a second: a stack at "
                 f"every switch would write about {every:,.0f} MB/s, so scheduler stacks are "

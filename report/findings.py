@@ -5,8 +5,9 @@ figure, the evidence behind it and the page view that shows it.
   on-CPU stacks; every output (the page, the text report, ``summary.json``, the collect's
   last lines) shows the same list.
 * The rules are the rows of ``RULES``: a finding of a kind is made when its share of the
-  threads' time reaches the row's threshold.  Idle threads (mostly in an idle poll: waiting
-  for work) are left out of every other finding and named once, last.
+  threads' time reaches the row's threshold.  Idle threads (mostly waiting for work: an idle
+  poll, or a wait the rules' ``idle`` rows name) are left out of every other finding and named
+  once, last.
 * A profile whose unit is samples of unknown length (plain folded input) gets only the hot
   code: its other figures are not time.
 * Ranked by the thread time each finding accounts for; at most ``MAX_FINDINGS``.
@@ -26,7 +27,7 @@ from urllib.parse import quote
 from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, UNIT_NS, Profile
 from wallflame.report import blame
-from wallflame.report.summary import build_summary, seconds, user_frames
+from wallflame.report.summary import build_summary, load_words, seconds, user_frames
 from wallflame.threadgroups import display_name, display_names, group_label, name_pattern
 from wallflame.waitclasses import LOCK_CLASSES
 
@@ -35,8 +36,12 @@ from wallflame.waitclasses import LOCK_CLASSES
 WAIT_ON_LOCK = (*LOCK_CLASSES, "lock")
 #: At most this many findings are listed.
 MAX_FINDINGS = 7
-#: A thread whose idle-poll time is at least this share of its time is idle.
+#: Threads of a group waiting for work (``idle_s``) for at least this share of their time are
+#: idle (a group's threads act alike: pooled, a thread's own split over a few snapshots does
+#: not make it idle alone) ...
 IDLE_SHARE = 0.5
+#: ... and so is any thread that waited for work for at least this share of its own.
+IDLE_ALONE = 0.9
 #: At most this many functions are named as hot code.
 HOT_FUNCTIONS = 3
 
@@ -94,11 +99,26 @@ def _view(search: str = "", view: str = "both") -> str:
     return f"view={view}&threads=group" + (f"&q={q}" if search else "")
 
 
+def idle_s(row: dict[str, Any]) -> float:
+    """A thread's time waiting for work: its idle poll and the waits the rules' ``idle`` rows
+    name (``idle_s``: a pool worker waiting for a task)."""
+    return float(row["wait"].get("poll", 0.0)) + float(row.get("idle_s", 0.0))
+
+
 def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
-    """The threads that mostly waited for work: an idle poll for ``IDLE_SHARE`` of their
-    time."""
-    return {int(r["tid"]) for r in rows
-            if _wall(r) > 0 and float(r["wait"].get("poll", 0.0)) >= IDLE_SHARE * _wall(r)}
+    """The threads that mostly waited for work (``idle_s``): those of a group (one name
+    pattern or role: threads that act alike) that did for ``IDLE_SHARE`` of the group's time,
+    and any thread that did for ``IDLE_ALONE`` of its own."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[name_pattern(display_name(r))].append(r)
+    out = set()
+    for members in by.values():
+        wall = sum(_wall(r) for r in members)
+        pooled = wall > 0 and sum(idle_s(r) for r in members) >= IDLE_SHARE * wall
+        out |= {int(r["tid"]) for r in members if _wall(r) > 0 and (
+            pooled or idle_s(r) >= IDLE_ALONE * _wall(r))}
+    return out
 
 
 def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
@@ -152,7 +172,7 @@ def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Findin
     return out
 
 
-def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
+def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, float]) -> list[Finding]:
     wall = sum(_wall(r) for r in busy)
     waiting = [r for r in busy if float(r.get("runnable_s", 0.0)) > 0]
     runnable = sum(float(r.get("runnable_s", 0.0)) for r in waiting)
@@ -163,7 +183,7 @@ def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     top = [r for r in most if float(r["runnable_s"]) >= 0.1 * float(most[0]["runnable_s"])]
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
-            "on a CPU): the machine's CPUs were busy")
+            f"on a CPU): {load_words(machine)}")
     return [Finding("cpu", RULE["cpu"].heading, text,
                     "the scheduler's run-queue time of each thread", runnable,
                     _view("runnable"))]
@@ -222,10 +242,11 @@ def _cost_finding(summary: dict[str, Any], wall: float) -> list[Finding]:
 def _idle_finding(idle: list[dict[str, Any]]) -> list[Finding]:
     if not idle:
         return []
-    s = sum(float(r["wait"].get("poll", 0.0)) for r in idle)
-    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work (idle "
-            f"poll, {s:.2f} s): not a problem, and left out of the findings above")
-    return [Finding("idle", RULE["idle"].heading, text, "off-CPU stacks in an idle poll", s,
+    s = sum(idle_s(r) for r in idle)
+    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work "
+            f"({s:.2f} s): not a problem, and left out of the findings above")
+    return [Finding("idle", RULE["idle"].heading, text,
+                    "off-CPU stacks in an idle poll or a wait the idle rules name", s,
                     _view("", "off"))]
 
 
@@ -239,7 +260,8 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     names = display_names(rows)
     if profile.meta.unit != UNIT_NS:  # samples of unknown length: only where CPU time went
         return _hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names)
-    found = [*_lock_findings(summary, walls, names), *_cpu_finding(busy),
+    machine = (summary.get("quality") or {}).get("machine") or {}
+    found = [*_lock_findings(summary, walls, names), *_cpu_finding(busy, machine),
              *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
              *_io_finding(busy), *_cost_finding(summary, sum(walls.values()))]

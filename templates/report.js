@@ -15,6 +15,9 @@
     threadsFolded.set(folded.map[t[0]], { tid: t[1], name: t[2] });
   });
   var threadOf = threadsFolded;
+  /* each thread's group (its name pattern, or its role when its name is the process's) */
+  var groupsEl = document.getElementById("wf-groups");
+  var GROUPS = groupsEl ? JSON.parse(groupsEl.textContent) : {};
   /* each class's label and colour: the one table (wallflame/waitclasses.py), no copy here */
   var TABLE = data.classes, FALLBACK = TABLE[data.class_fallback];
   var MASKS = {
@@ -24,7 +27,7 @@
   };
   var $ = function (id) { return document.getElementById(id); };
   var tip = $("wf-tip");
-  var state = { view: "both", threads: "per", q: "", z: [], sel: [], range: null, kernel: false };
+  var state = { view: "both", threads: "group", q: "", z: [], sel: [], range: null, kernel: false };
   var vt = null, kids = null;
 
   document.documentElement.classList.add("js");
@@ -187,8 +190,9 @@
   function rangeTable(r) {
     var t = r ? timeline.totals(r[0], r[1]) : null, all = { on: 0 };
     if (t) for (var tid in t) for (var k in t[tid]) all[k] = (all[k] || 0) + t[tid][k];
-    document.querySelectorAll("#threads tr[data-tid]").forEach(function (tr) {
-      var row = t && (tr.dataset.tid === "all" ? all : t[tr.dataset.tid]);
+    document.querySelectorAll("#threads tr[data-tid], #threads tr[data-tids]").forEach(function (tr) {
+      var row = t && (tr.dataset.tids ? groupRow(t, tr.dataset.tids.split(" "), r) :
+        tr.dataset.tid === "all" ? all : t[tr.dataset.tid]);
       var bar = tr.querySelector("svg.bar");
       if (bar) bar.style.visibility = t ? "hidden" : "";
       tr.querySelectorAll("[data-k]").forEach(function (td) {
@@ -200,11 +204,26 @@
         var v = k === "blocked" ? blocked + (row.unsampled || 0) : k === data.class_fallback ?
           (row[k] || 0) + (row.unsampled || 0) : row[k] || 0;
         if (k === "cov") {
-          v = (row.on + (row.runnable || 0) + blocked + (row.unsampled || 0) + (row.stopped || 0)) / (r[1] - r[0]);
+          v = row.cov !== undefined ? row.cov : (row.on + (row.runnable || 0) + blocked + (row.unsampled || 0) + (row.stopped || 0)) / (r[1] - r[0]);
           td.textContent = Math.round(100 * v) + "%";
         } else td.textContent = v ? fmt(v) : "\u00b7";
       });
     });
+  }
+
+  /* a group's row of the range: its members' sums, and the lowest of their coverages */
+  function groupRow(t, tids, r) {
+    var sum = { on: 0 }, cov = Infinity;
+    tids.forEach(function (tid) {
+      var x = t[tid];
+      if (!x) return;
+      for (var k in x) sum[k] = (sum[k] || 0) + x[k];
+      var b = 0;
+      TABLE_BLOCKED.forEach(function (c) { b += x[c] || 0; });
+      cov = Math.min(cov, (x.on + (x.runnable || 0) + b + (x.unsampled || 0) + (x.stopped || 0)) / (r[1] - r[0]));
+    });
+    if (cov !== Infinity) sum.cov = cov;
+    return sum;
   }
 
   function groupName(name) { return name.replace(/[0-9]+/g, "*"); }
@@ -212,11 +231,12 @@
     if (mode === "merged") return function () { return -1; };
     if (mode === "group") {
       var counts = new Map();
-      threadOf.forEach(function (t) { var k = groupName(t.name); counts.set(k, (counts.get(k) || 0) + 1); });
+      var key = function (t) { return GROUPS[t.tid] || groupName(t.name); };
+      threadOf.forEach(function (t) { var k = key(t); counts.set(k, (counts.get(k) || 0) + 1); });
       return function (node) {
         var t = threadOf.get(node);
         if (!t) return base.nameId[node];
-        var k = groupName(t.name), n = counts.get(k);
+        var k = key(t), n = counts.get(k);
         return WF.intern(base, n > 1 ? k + " [" + n + " threads]" : base.names[base.nameId[node]]);
       };
     }
@@ -319,6 +339,7 @@
   function syncControls() {
     document.querySelectorAll("input[name=view]").forEach(function (r) { r.checked = r.value === state.view; });
     document.querySelectorAll("input[name=threads]").forEach(function (r) { r.checked = r.value === state.threads; });
+    if ($("threads-each")) $("threads-each").checked = state.threads === "per";
     $("kernel").checked = state.kernel;
   }
 
@@ -339,6 +360,10 @@
   });
   document.querySelectorAll("input[name=threads]").forEach(function (r) {
     r.addEventListener("change", function () { setThreads(r.value); });
+  });
+  // the per-thread table's "one row per thread": the graphs' threads one root each, or grouped
+  if ($("threads-each")) $("threads-each").addEventListener("change", function () {
+    setThreads($("threads-each").checked ? "per" : "group");
   });
   $("reset").addEventListener("click", reset);
   $("kernel").addEventListener("change", function () {
