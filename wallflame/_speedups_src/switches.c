@@ -2160,25 +2160,16 @@ PyObject *wake_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *stop = nl ? nl : end;
         long long wakee = 0, t = 0, waker = 0;
-        int frame = wk_frame(line, stop);
-        if (frame >= 0) {  /* a frame of the last waking's chain */
-            if (frame > 0 && wakers != NULL && last != NULL &&
-                wk_mark(wakers, last, frame == 1 ? WAKER_TIMER : WAKER_IRQ) < 0) {
-                err = 1;
-                break;
-            }
-            if (nl == NULL) {
-                next = view.len + 1;
-                break;
-            }
-            line = nl + 1;
-            next = line - data;
-            continue;
-        }
-        int r = wk_line(line, stop, &wakee, &t, &waker);
+        int frame = wk_frame(line, stop);  /* >= 0: a frame of the last waking's chain */
+        int r = frame >= 0 ? 0 : wk_line(line, stop, &wakee, &t, &waker);
         if (r < 0)
             break;
-        if (last != NULL && r != 3 && wk_last(last, -1) < 0) {
+        if (frame > 0 && wakers != NULL && last != NULL &&
+            wk_mark(wakers, last, frame == 1 ? WAKER_TIMER : WAKER_IRQ) < 0) {
+            err = 1;
+            break;
+        }
+        if (frame < 0 && last != NULL && r != 3 && wk_last(last, -1) < 0) {
             err = 1;
             break;
         }
