@@ -22,6 +22,9 @@
 //   "wait_io_s", "wait_compute_share": the request threads' waits split over the phases of
 //   the sections that ran during them (what each wait was waiting for, as a critical path
 //   attributes it).
+// Every --progress-ms (250; 0: none) a progress line gives the running split at that instant
+// (CLOCK_MONOTONIC, the clock of perf's timestamps in a collect):
+//   {"t_ns":123,"wait_compute_ns":456,"wait_io_ns":789}
 #include "../common/sample.h"
 
 #include <semaphore.h>
@@ -34,9 +37,10 @@ namespace {
 
 const char* const kUsage =
     "usage: chain [--duration SECONDS] [--requests N] [--compute-us N] [--io-us N]\n"
-    "             [--outside-us N] [--no-io]\n"
+    "             [--outside-us N] [--no-io] [--progress-ms MS]\n"
     "  request threads take one mutex; its holder spins in holder_compute, then waits for\n"
-    "  io-thread (io_work) before unlocking; outside the lock they spin in request_outside\n";
+    "  io-thread (io_work) before unlocking; outside the lock they spin in request_outside\n"
+    "  --progress-ms  milliseconds between progress lines on stdout (default 250; 0: none)\n";
 
 std::mutex g_chain_lock;
 sem_t g_io_request;  // holder -> io-thread: one request to serve
@@ -60,15 +64,8 @@ void sem_wait_fully(sem_t* s) {
     }
 }
 
-// Each section's phases (CLOCK_MONOTONIC), by section number: written by its holder under the
-// lock, read by a request thread once it holds the lock (the lock orders the two), so that
-// each wait can be split over the phases of the sections that ran during it.
-struct Phases {
-    int64_t start = 0, io = 0, end = 0;  // compute from start, io from io, unlocked at end
-};
-constexpr uint64_t kPhases = 4096;
-Phases g_phases[kPhases];
-uint64_t g_sections = 0;  // sections begun (under the lock)
+// Each section's phases: compute from start, io from mid, unlocked at end.
+sample::SectionLog g_sections;
 
 struct Totals {
     uint64_t sections = 0;
@@ -113,11 +110,11 @@ __attribute__((noinline)) void wait_for_io() {
     sem_wait_fully(&g_io_done);
 }
 
-__attribute__((noinline)) void critical_section(Totals& t, Phases& me) {
+__attribute__((noinline)) void critical_section(Totals& t, sample::SectionLog::Entry& me) {
     SAMPLE_FRAME();
     holder_compute(t);
     if (g_with_io) {
-        int64_t i0 = me.io = sample::now_ns();
+        int64_t i0 = me.mid = sample::now_ns();
         wait_for_io();
         t.io_wait_ns += sample::now_ns() - i0;
     }
@@ -129,40 +126,20 @@ __attribute__((noinline)) void request_outside() {
     g_sink.fetch_add(spin_for(g_outside_ns), std::memory_order_relaxed);
 }
 
-int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
-    int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
-    return hi > lo ? hi - lo : 0;
-}
-
-// Under the lock: the wait [w0, h0) split over the phases of the sections since s0 (those
-// begun before the wait, the one then running included, to this one).
-void split_wait(Totals& t, int64_t w0, int64_t h0, uint64_t s0) {
-    uint64_t first = s0 > 0 ? s0 - 1 : 0;
-    if (g_sections - first > kPhases)
-        first = g_sections - kPhases;
-    for (uint64_t k = first; k < g_sections; k++) {
-        const Phases& p = g_phases[k % kPhases];
-        int64_t io = g_with_io ? p.io : p.end;
-        t.wait_compute_ns += overlap(w0, h0, p.start, io);
-        t.wait_io_ns += overlap(w0, h0, io, p.end);
-    }
-}
-
 __attribute__((noinline)) void request_loop(int id, Totals& t) {
     SAMPLE_FRAME();
     sample::name_thread("request-" + std::to_string(id));
     while (!sample::g_stop.load(std::memory_order_relaxed)) {
-        uint64_t s0 = __atomic_load_n(&g_sections, __ATOMIC_RELAXED);
+        uint64_t s0 = g_sections.begun();
         int64_t w0 = sample::now_ns();
         g_chain_lock.lock();
         int64_t h0 = sample::now_ns();
         t.wait_ns += h0 - w0;
-        split_wait(t, w0, h0, s0);
-        Phases& me = g_phases[g_sections % kPhases];
-        me.start = h0;
-        __atomic_store_n(&g_sections, g_sections + 1, __ATOMIC_RELAXED);
+        g_sections.split(w0, h0, s0, t.wait_compute_ns, t.wait_io_ns);
+        sample::SectionLog::Entry& me = g_sections.begin(h0);
         critical_section(t, me);
         me.end = sample::now_ns();
+        if (!g_with_io) me.mid = me.end;  // the whole section is holder_compute
         t.held_ns += me.end - h0;
         g_chain_lock.unlock();
         t.sections++;
@@ -207,6 +184,7 @@ double share(int64_t part, int64_t whole) {
 int main(int argc, char** argv) {
     sample::Options opt(argc, argv, "chain", kUsage);
     double duration = opt.number("duration", 10, 0.1, 86400);
+    double progress_ms = opt.number("progress-ms", 250, 0, 60000);
     int requests = static_cast<int>(opt.number("requests", 4, 1, 64));
     g_compute_ns = static_cast<int64_t>(opt.number("compute-us", 200, 0, 1e6) * 1000);
     g_io_ns = static_cast<int64_t>(opt.number("io-us", 100, 0, 1e6) * 1000);
@@ -221,7 +199,10 @@ int main(int argc, char** argv) {
     if (g_with_io) io_thread = std::thread(io_loop, std::ref(io));
     sample::Workers<Totals> workers(requests);
     workers.start(request_loop);
-    double seconds = workers.run_for(duration);
+    sample::wait_until_stop(duration, progress_ms / 1000, [&] {
+        sample::print_split(g_sections, "wait_compute_ns", "wait_io_ns");
+    });
+    double seconds = workers.join();
     if (g_with_io) {
         g_io_quit = true;
         sem_post(&g_io_request);

@@ -299,6 +299,66 @@ private:
     std::string body_;
 };
 
+// Waits on one lock split over the phases of the sections that ran during them: what a
+// critical path gives a waiter. Each section has two phases, [start, mid) and [mid, end).
+// The holder logs its section by number (``begin``, then ``mid``/``end`` on the entry), under
+// the lock; a waiter reads ``begun()`` before it takes the lock and, once it holds it, splits
+// its wait over the sections since then (``split``: the lock orders the holders' writes before
+// its reads). ``first``/``second``: the running totals over every waiter, for progress lines.
+class SectionLog {
+  public:
+    struct Entry {
+        int64_t start = 0, mid = 0, end = 0;
+    };
+
+    uint64_t begun() const { return __atomic_load_n(&begun_, __ATOMIC_RELAXED); }
+
+    // Under the lock: the new section's entry, started at ``start``.
+    Entry& begin(int64_t start) {
+        Entry& e = ring_[begun_ % kRing];
+        e = Entry{start, start, start};
+        __atomic_store_n(&begun_, begun_ + 1, __ATOMIC_RELAXED);
+        return e;
+    }
+
+    // Under the lock: the wait [w0, h0), begun when ``since`` sections had begun, split over
+    // the sections' phases (added to ``a`` and ``b`` and to the running totals).
+    void split(int64_t w0, int64_t h0, uint64_t since, int64_t& a, int64_t& b) {
+        uint64_t k = since > 0 ? since - 1 : 0;
+        if (begun_ - k > kRing) k = begun_ - kRing;
+        int64_t x = 0, y = 0;
+        for (; k < begun_; k++) {
+            const Entry& e = ring_[k % kRing];
+            x += overlap(w0, h0, e.start, e.mid);
+            y += overlap(w0, h0, e.mid, e.end);
+        }
+        a += x;
+        b += y;
+        first.fetch_add(x, std::memory_order_relaxed);
+        second.fetch_add(y, std::memory_order_relaxed);
+    }
+
+    std::atomic<int64_t> first{0}, second{0};
+
+  private:
+    static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+        int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+        return hi > lo ? hi - lo : 0;
+    }
+    static constexpr uint64_t kRing = 4096;
+    Entry ring_[kRing];
+    uint64_t begun_ = 0;
+};
+
+// A progress line of a SectionLog's running split: {"t_ns":..,"<a>":..,"<b>":..}.
+inline void print_split(const SectionLog& log, const char* a, const char* b) {
+    std::printf("{\"t_ns\":%lld,\"%s\":%lld,\"%s\":%lld}\n",
+                static_cast<long long>(now_ns()), a,
+                static_cast<long long>(log.first.load(std::memory_order_relaxed)), b,
+                static_cast<long long>(log.second.load(std::memory_order_relaxed)));
+    std::fflush(stdout);
+}
+
 }  // namespace sample
 
 // Frames shared by samples (outside the namespace, so that their frames read `spin_for`,

@@ -9,11 +9,14 @@
 //                    sleep_under_lock (--sleep-us) on even turns -> unlock
 //
 // Usage: critsec [--duration S] [--threads N] [--spin-us N] [--sleep-us N] [--outside-us N]
-//                [--outside-sleep-us N]
+//                [--outside-sleep-us N] [--progress-ms MS]
 // Output (one JSON line): {"sample":"critsec","variant":"mutex",...,"work":N,"unit":"sections",
-//   "held_spin_s":..,"held_sleep_s":..,"wait_s":..} where held_* is the time spent in each half of
-//   the critical section and wait_s the workers' time blocked in pthread_mutex_lock, each summed
-//   over the workers (CLOCK_MONOTONIC).
+//   "held_spin_s":..,"held_sleep_s":..,"wait_s":..,"wait_spin_s":..,"wait_sleep_s":..} where
+//   held_* is the time spent in each half of the critical section, wait_s the workers' time
+//   blocked in pthread_mutex_lock, and wait_spin_s/wait_sleep_s those waits split over the
+//   sections that ran during them (what a critical path gives a waiter), each summed over the
+//   workers (CLOCK_MONOTONIC). Every --progress-ms (250; 0: none) a progress line gives that
+//   split so far: {"t_ns":..,"wait_spin_ns":..,"wait_sleep_ns":..}.
 #include "../common/sample.h"
 
 #include <pthread.h>
@@ -25,9 +28,10 @@ namespace {
 
 const char* const kUsage =
     "usage: critsec [--duration SECONDS] [--threads N] [--spin-us N] [--sleep-us N]\n"
-    "               [--outside-us N] [--outside-sleep-us N]\n"
+    "               [--outside-us N] [--outside-sleep-us N] [--progress-ms MS]\n"
     "  one mutex; its critical section spins in spin_under_lock or sleeps in sleep_under_lock\n"
-    "  (alternately); workers spin in outside_work and sleep in outside_sleep outside the lock\n";
+    "  (alternately); workers spin in outside_work and sleep in outside_sleep outside the lock\n"
+    "  --progress-ms  milliseconds between progress lines on stdout (default 250; 0: none)\n";
 
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 int64_t g_spin_ns = 10000000;
@@ -36,11 +40,18 @@ int64_t g_outside_ns = 300000;
 int64_t g_outside_sleep_ns = 1000000;
 std::atomic<uint64_t> g_sink{0};
 
+// Each section's phases: spinning from start to mid, sleeping from mid to end (a section
+// does one or the other).
+sample::SectionLog g_sections;
+
 struct Totals {
     uint64_t sections = 0;
     int64_t spin_ns = 0, sleep_ns = 0, wait_ns = 0;
+    int64_t wait_spin_ns = 0, wait_sleep_ns = 0;  // the waits split over those phases
 
     void merge(const Totals& t) {
+        wait_spin_ns += t.wait_spin_ns;
+        wait_sleep_ns += t.wait_sleep_ns;
         sections += t.sections;
         spin_ns += t.spin_ns;
         sleep_ns += t.sleep_ns;
@@ -91,10 +102,17 @@ __attribute__((noinline)) void worker_loop(int id, Totals& t) {
     while (!sample::g_stop.load(std::memory_order_relaxed)) {
         outside_work();
         outside_sleep();
+        uint64_t s0 = g_sections.begun();
         int64_t w0 = sample::now_ns();
         pthread_mutex_lock(&g_lock);
-        t.wait_ns += sample::now_ns() - w0;
+        int64_t h0 = sample::now_ns();
+        t.wait_ns += h0 - w0;
+        g_sections.split(w0, h0, s0, t.wait_spin_ns, t.wait_sleep_ns);
+        sample::SectionLog::Entry& me = g_sections.begin(h0);
+        bool spin = turn & 1;
         critical_section(turn++, t);
+        me.end = sample::now_ns();
+        me.mid = spin ? me.end : me.start;
         pthread_mutex_unlock(&g_lock);
         t.sections++;
     }
@@ -105,6 +123,7 @@ __attribute__((noinline)) void worker_loop(int id, Totals& t) {
 int main(int argc, char** argv) {
     sample::Options opt(argc, argv, "critsec", kUsage);
     double duration = opt.number("duration", 10, 0.1, 86400);
+    double progress_ms = opt.number("progress-ms", 250, 0, 60000);
     int threads = static_cast<int>(opt.number("threads", 3, 1, 64));
     g_spin_ns = static_cast<int64_t>(opt.number("spin-us", 10000, 0, 1e6) * 1000);
     g_sleep_ns = static_cast<int64_t>(opt.number("sleep-us", 10000, 0, 1e6) * 1000);
@@ -114,13 +133,18 @@ int main(int argc, char** argv) {
     sample::block_stop_signals();
     sample::Workers<Totals> workers(threads);
     workers.start(worker_loop);
-    double seconds = workers.run_for(duration);
+    sample::wait_until_stop(duration, progress_ms / 1000, [&] {
+        sample::print_split(g_sections, "wait_spin_ns", "wait_sleep_ns");
+    });
+    double seconds = workers.join();
     const Totals& all = workers.sum();
     sample::Result("critsec", "mutex", seconds, all.sections, "sections")
         .add("threads", threads)
         .add("held_spin_s", static_cast<double>(all.spin_ns) * 1e-9)
         .add("held_sleep_s", static_cast<double>(all.sleep_ns) * 1e-9)
         .add("wait_s", static_cast<double>(all.wait_ns) * 1e-9)
+        .add("wait_spin_s", static_cast<double>(all.wait_spin_ns) * 1e-9)
+        .add("wait_sleep_s", static_cast<double>(all.wait_sleep_ns) * 1e-9)
         .print();
     return 0;
 }
