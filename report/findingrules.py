@@ -100,10 +100,22 @@ def _own(frame: str) -> bool:
     return _named(frame) and not frame.startswith(("std::", "__gnu_cxx::", "runtime."))
 
 
+def call_names(names: Iterable[str], kinds: Iterable[str] | None = None) -> frozenset[str]:
+    """The ``names`` that are frames of a call (of ``kinds``, or any): a stack without one
+    of them runs in none, which a set test tells without reading its frames one by one."""
+    wanted = {CALLS[i].kind for i in range(len(CALLS))} if kinds is None else set(kinds)
+    return frozenset(n for n in names if _call_index(n) < len(CALLS) and
+                     CALLS[_call_index(n)].kind in wanted)
+
+
 def call_times(stacks: Iterable[tuple[tuple[str, ...], int, int]]) -> dict[str, CallTime]:
     """Per call kind, the on-CPU ``(frames, tid, weight)`` stacks that run in it."""
     out: dict[str, CallTime] = {}
+    stacks = list(stacks)
+    hits = call_names(set().union(*(frames for frames, _, _ in stacks)))
     for frames, tid, w in stacks:
+        if hits.isdisjoint(frames):
+            continue
         hit = which_call(frames)
         if hit is None:
             continue

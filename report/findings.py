@@ -34,6 +34,7 @@ from wallflame.profile import ON, UNIT_NS, Profile
 from wallflame.report.findingrules import (
     CALL,
     CallTime,
+    call_names,
     call_times,
     retained,
     top,
@@ -245,10 +246,13 @@ def _hot_findings(profile: Profile, busy: set[int], total_on: float,
         return []
     by_fn: dict[str, float] = defaultdict(float)
     threads: dict[str, set[str]] = defaultdict(set)
+    names_claimed = (call_names(set().union(*(k.frames for k in profile.stacks)), claimed)
+                     if claimed else frozenset())
     for k, w in profile.stacks.items():
         if k.state != ON or (k.tid and k.tid not in busy):
             continue
-        if claimed and (hit := which_call(k.frames)) and hit[0].kind in claimed:
+        if not names_claimed.isdisjoint(k.frames) and (hit := which_call(k.frames)) and \
+                hit[0].kind in claimed:
             continue
         user = user_frames(k.frames)
         if not user:

@@ -23,7 +23,15 @@ from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, RUNNABLE
 from wallflame.report.diff.compare import Diff
 from wallflame.report.diff.normalise import RATE, Change
-from wallflame.report.findingrules import CALL, CALLS, arenas_kb, retained, top, which_call
+from wallflame.report.findingrules import (
+    CALL,
+    CALLS,
+    arenas_kb,
+    call_names,
+    retained,
+    top,
+    which_call,
+)
 from wallflame.report.findings import RULE
 from wallflame.report.summary import KERNEL_ENTRY, RUNTIME_ROOT
 from wallflame.waitclasses import BY_NAME
@@ -77,26 +85,22 @@ def _class_name(name: str) -> str:
 def _call_changes(diff: Diff, mode: str) -> tuple[list[str], set[str]]:
     """The calls whose on-CPU time is a finding on one side and changed; and the names of
     the functions whose on-CPU time is mostly inside the calls stated (it is the call's)."""
+    hits = call_names(diff.names)
+    ids = {i for i, n in enumerate(diff.names) if n in hits}
     weights = {c.kind: [0, 0] for c in CALLS}
     entries: dict[str, Counter[str]] = {c.kind: Counter() for c in CALLS}
-    inside: dict[str, Counter[str]] = {c.kind: Counter() for c in CALLS}
-    outside: Counter[str] = Counter()
+    inside: dict[str, Counter[int]] = {c.kind: Counter() for c in CALLS}
     for path, v in diff.stacks.items():
-        if not (v[0] or v[2]):
+        if not (v[0] or v[2]) or ids.isdisjoint(path):
             continue
-        frames = tuple(diff.names[f] for f in path[1:])
-        hit = which_call(frames)
-        w = v[0] + v[2]
-        if hit is None:
-            outside.update(dict.fromkeys(frames, w))
-            continue
-        kind, at = hit[0].kind, hit[1]
-        weights[kind][0] += v[0]
-        weights[kind][1] += v[2]
-        entries[kind][frames[at]] += w
-        outside.update(dict.fromkeys(frames[:at], w))
-        inside[kind].update(dict.fromkeys(frames[at:], w))
-    out, stated = [], Counter[str]()
+        hit = which_call(tuple(diff.names[f] for f in path[1:]))
+        if hit is not None:
+            kind, at, w = hit[0].kind, hit[1] + 1, v[0] + v[2]
+            weights[kind][0] += v[0]
+            weights[kind][1] += v[2]
+            entries[kind][diff.names[path[at]]] += w
+            inside[kind].update(dict.fromkeys(path[at:], w))
+    out, stated = [], Counter[int]()
     for kind, (a, b) in weights.items():
         found = max(a / (diff.before.total_on or 1), b / (diff.after.total_on or 1))
         c = diff.change(kind, (a, 0), (b, 0), ON)
@@ -104,8 +108,18 @@ def _call_changes(diff: Diff, mode: str) -> tuple[list[str], set[str]]:
             out.append((abs(c.delta), f"on-CPU time in {CALL[kind].what} "
                         f"({', '.join(top(entries[kind]))}) {_how(diff, c)}"))
             stated |= inside[kind]
-    within = {f for f, w in stated.items() if w > outside[f]}
-    return [text for _, text in sorted(out, key=lambda t: -t[0])], within
+    return [text for _, text in sorted(out, key=lambda t: -t[0])], _mostly(diff, stated)
+
+
+def _mostly(diff: Diff, inside: Counter[int]) -> set[str]:
+    """The names of ``inside``'s functions whose on-CPU weight outside those calls is less."""
+    if not inside:
+        return set()
+    total: Counter[int] = Counter()
+    for path, v in diff.stacks.items():
+        if (v[0] or v[2]) and not inside.keys().isdisjoint(path):
+            total.update(dict.fromkeys((f for f in path if f in inside), v[0] + v[2]))
+    return {diff.names[f] for f, w in inside.items() if 2 * w > total[f]}
 
 
 def _memory_change(diff: Diff) -> list[str]:
