@@ -70,7 +70,7 @@ class CallTime:
     the code that called it (the nearest named frame outside the call)."""
 
     weight: int = 0
-    tids: set[int] = field(default_factory=set)
+    tids: Counter[int] = field(default_factory=Counter)
     entries: Counter[str] = field(default_factory=Counter)
     callers: Counter[str] = field(default_factory=Counter)
 
@@ -122,7 +122,7 @@ def call_times(stacks: Iterable[tuple[tuple[str, ...], int, int]]) -> dict[str, 
         call, i = hit
         t = out.setdefault(call.kind, CallTime())
         t.weight += w
-        t.tids.add(tid)
+        t.tids[tid] += w
         t.entries[frames[i]] += w
         caller = next((f for f in reversed(frames[:i]) if _own(f)), "")
         if caller:

@@ -13,7 +13,8 @@ figure, the evidence behind it and the page view that shows it.
   arenas, a busy-polling loop, a library call with a known faster path) is of tier 0 and comes
   first: the thread time it accounts for understates it (memory is not time; a spinning poll is
   idle time; the remedy of a small library cost is local).  The rest rank by the thread time
-  each accounts for; at most ``MAX_FINDINGS``.
+  each accounts for, but for CPU saturation that other processes caused (tier 2: the machine
+  was loaded from outside); at most ``MAX_FINDINGS``.
 * On-CPU time in a call of ``report.findingrules.CALLS`` (the allocator, Go's collector, an
   idle poll, ICU) is that call's finding, and left out of the hot code.
 * Threads are named by group (``consumer-* ×8``: ``wallflame.threadgroups``).
@@ -80,6 +81,7 @@ RULES = (
     Rule("hot", "Hot code", 0.10),
     Rule("io", "Waiting on I/O", 0.10),
     Rule("cost", "The profiler's own cost", 0.01),
+    Rule("load", "CPU taken by other processes", 0.20, 2),
     Rule("idle", "Idle threads", 0.0),
 )
 RULE = {r.kind: r for r in RULES}
@@ -169,7 +171,10 @@ def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Findin
     return out
 
 
-def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
+def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, Any]) -> list[Finding]:
+    """Threads waiting for a CPU; when other processes took at least as much of the machine's
+    CPU as the target (``machine``: the summary's ``quality.machine``), a loaded machine
+    (``load``, of tier 2), not the program's own demand."""
     wall = sum(_wall(r) for r in busy)
     waiting = [r for r in busy if float(r.get("runnable_s", 0.0)) > 0]
     runnable = sum(float(r.get("runnable_s", 0.0)) for r in waiting)
@@ -181,7 +186,14 @@ def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
             "on a CPU): the machine's CPUs were busy")
-    return [Finding("cpu", RULE["cpu"].heading, text,
+    others = float(machine.get("other_cpus", 0.0)) + float(machine.get("steal_cpus", 0.0))
+    target = float(machine.get("target_cpus", 0.0))
+    kind = "load" if others > 0 and others >= target else "cpu"
+    if kind == "load":
+        text += (f", {others:.2f} of its {float(machine.get('cpus', 0)):g} with other "
+                 f"processes' work against the target's {target:.2f}: load from outside the "
+                 "program")
+    return [Finding(kind, RULE[kind].heading, text,
                     "the scheduler's run-queue time of each thread", runnable,
                     _view("runnable"))]
 
@@ -210,9 +222,8 @@ def _call_finding(kind: str, t: CallTime, s: float, base: float, total_on: float
     entries = ", ".join(top(t.entries))
     callers = f", called from {' and '.join(top(t.callers))}" if t.callers else ""
     if kind == "busypoll":
-        text = (f"{who} spent {_pct(s / base)} of their time ({s:.2f} s) on a CPU inside "
-                f"{entries} ({_pct(s / total_on)} of the on-CPU time){callers}: "
-                f"{call.remedy}")
+        text = (f"{who} spent {s:.2f} s on a CPU inside {entries}, {_pct(s / base)} of the "
+                f"time they were not waiting for a CPU{callers}: {call.remedy}")
     else:
         text = (f"{call.what} ({entries}) took {_pct(s / total_on)} of the on-CPU time "
                 f"({s:.2f} s) of {who}{callers}; {call.remedy}")
@@ -222,20 +233,40 @@ def _call_finding(kind: str, t: CallTime, s: float, base: float, total_on: float
 
 
 def _call_findings(profile: Profile, busy: set[int], total_on: float,
-                   walls: dict[int, float], names: dict[int, str]) -> list[Finding]:
-    """On-CPU time in the calls of ``CALLS``: a busy poll against its threads' wall time,
-    any other against the on-CPU time."""
+                   rows: list[dict[str, Any]], names: dict[int, str]) -> list[Finding]:
+    """On-CPU time in the calls of ``CALLS``, against the on-CPU time; but for a busy poll,
+    the threads on a CPU inside an idle poll for longer than they were blocked in one, and
+    for ``min_share`` of the time they were not waiting for a CPU (a spinning thread never
+    blocks, and on a loaded machine waits for a CPU more than it runs)."""
     if total_on <= 0:
         return []
-    times = call_times((k.frames, k.tid, w) for k, w in profile.stacks.items()
-                       if k.state == ON and not (k.tid and k.tid not in busy))
+    unit = profile.meta.unit
+
+    def times(tids: set[int]) -> dict[str, CallTime]:
+        return call_times((k.frames, k.tid, w) for k, w in profile.stacks.items()
+                          if k.state == ON and not (k.tid and k.tid not in tids))
+
     out = []
-    for kind, t in times.items():
-        s = seconds(t.weight, profile.meta.unit)
-        base = sum(walls.get(tid, 0.0) for tid in t.tids) if kind == "busypoll" else total_on
+    for kind, t in times(busy).items():
+        s, base = seconds(t.weight, unit), total_on
+        if kind == "busypoll":
+            spin = {int(r["tid"]) for r in rows if _spins(r, seconds(t.tids[int(r["tid"])], unit))}
+            if not spin:
+                continue
+            t = times(spin)[kind]
+            s = seconds(t.weight, unit)
+            base = sum(_wall(r) - float(r.get("runnable_s", 0.0)) for r in rows
+                       if int(r["tid"]) in spin)
         if base and s >= RULE[kind].min_share * base:
             out.append(_call_finding(kind, t, s, base, total_on, names))
     return out
+
+
+def _spins(row: dict[str, Any], polling: float) -> bool:
+    """A thread on a CPU inside an idle poll for ``polling`` seconds spins in it."""
+    ran = _wall(row) - float(row.get("runnable_s", 0.0))
+    return polling > 0 and polling >= float(row["wait"].get("poll", 0.0)) and \
+        polling >= RULE["busypoll"].min_share * ran
 
 
 def _hot_findings(profile: Profile, busy: set[int], total_on: float,
@@ -316,9 +347,9 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     if profile.meta.unit != UNIT_NS:  # samples of unknown length: only where CPU time went
         return _hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names)
     busy_tids = {int(r["tid"]) for r in busy}
-    calls = _call_findings(profile, busy_tids, total_on, walls, names)
+    calls = _call_findings(profile, busy_tids, total_on, busy, names)
     found = [*_memory_finding(profile), *calls, *_lock_findings(summary, walls, names),
-             *_cpu_finding(busy),
+             *_cpu_finding(busy, (summary.get("quality") or {}).get("machine") or {}),
              *_hot_findings(profile, busy_tids, total_on, names,
                             frozenset(f.kind for f in calls)),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),

@@ -244,7 +244,8 @@ ICU = [(("loop", "normalize", "icu_lower", "ucasemap_utf8ToLower_72", "[libicuuc
                 " took 57% of the on-CPU time (4.00 s) of w-* ×2, called from "
                 "main.newRecord"]),
     # an idle poll on a CPU for half its thread's time: a busy-polling loop
-    (SPIN, "busypoll", ["w-1 spent 60% of their time (6.00 s) on a CPU inside epoll_wait",
+    (SPIN, "busypoll", ["w-1 spent 6.00 s on a CPU inside epoll_wait, 60% of the time they "
+                        "were not waiting for a CPU",
                         "called from event_loop: a busy-polling loop"]),
     # ICU: 2.5% of the on-CPU time (shown as 2%) is found, named by the function that calls into it
     (ICU, "library", ["ICU (ucasemap_utf8ToLower_72, [libicuuc.so.72.1]) took 2% of the "
@@ -279,6 +280,19 @@ def test_the_calls_thresholds(stacks: list[tuple[tuple[str, ...], int, float]],
     kinds_found = {f.kind for f in findings({"threads": threads_of(stacks), "locks": []},
                                             on_profile(stacks))}
     assert bool(kinds_found & {"alloc", "library", "busypoll"}) == found, kinds_found
+
+
+@pytest.mark.parametrize(("on", "blocked", "runnable", "found"), [
+    (0.5, 0.0, 9.0, True),    # a spinner on a loaded machine: it waits for a CPU, never blocks
+    (0.5, 0.6, 0.0, False),   # blocked in the poll longer than on a CPU in it: it waits
+    (0.9, 0.0, 0.0, False),   # 9% of the time it was not waiting for a CPU
+])
+def test_a_busy_poll_is_a_thread_that_spins_rather_than_blocks(
+        on: float, blocked: float, runnable: float, found: bool) -> None:
+    stacks = [(("event_loop", "epoll_wait"), 1, on)]
+    rows = [row(1, "w-1", on=on, runnable=runnable, poll=blocked,
+                sleep=10.0 - on - runnable - blocked)]
+    assert (kinds({"threads": rows, "locks": []}, on_profile(stacks))[:1] == ["busypoll"]) == found
 
 
 def memory(arenas: int, arena_kb: int, rss_kb: int) -> dict[str, Any]:
@@ -351,3 +365,19 @@ def test_the_diff_names_memory_kept_in_arenas() -> None:
         "memory resident in glibc's malloc arenas shrank from 480.0 MB to 0.2 MB"]
     assert headline(compare(b, b)) == []
     assert headline(compare(a, on_profile(stacks))) == []  # not read after: nothing said
+
+
+@pytest.mark.parametrize(("machine", "expected"), [
+    ({}, ["cpu", "lock"]),                                                   # load not read
+    ({"cpus": 2, "target_cpus": 1.5, "other_cpus": 0.4}, ["cpu", "lock"]),  # the program's own
+    ({"cpus": 2, "target_cpus": 0.9, "other_cpus": 0.8, "steal_cpus": 0.2}, ["lock", "load"]),
+])
+def test_cpu_saturation_from_other_processes_is_a_loaded_machine(
+        machine: dict[str, float], expected: list[str]) -> None:
+    s = {"threads": [row(1, "w-1", on=3.0, runnable=4.0, mutex=3.0)],
+         "locks": [lock(3.0, [(1, "w-1")])], "quality": {"machine": machine}}
+    found = findings(s, EMPTY)
+    assert [f.kind for f in found] == expected
+    if "load" in expected:
+        assert found[1].text.endswith(", 1.00 of its 2 with other processes' work against the "
+                                      "target's 0.90: load from outside the program")
