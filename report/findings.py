@@ -13,8 +13,7 @@ figure, the evidence behind it and the page view that shows it.
   arenas, a busy-polling loop, a library call with a known faster path) is of tier 0 and comes
   first: the thread time it accounts for understates it (memory is not time; a spinning poll is
   idle time; the remedy of a small library cost is local).  The rest rank by the thread time
-  each accounts for, but for CPU saturation that other processes caused (tier 2: the machine
-  was loaded from outside); at most ``MAX_FINDINGS``.
+  each accounts for; at most ``MAX_FINDINGS``.
 * On-CPU time in a call of ``report.findingrules.CALLS`` (the allocator, Go's collector, an
   idle poll, ICU) is that call's finding, and left out of the hot code.
 * Threads are named by group (``consumer-* ×8``: ``wallflame.threadgroups``).
@@ -81,7 +80,6 @@ RULES = (
     Rule("hot", "Hot code", 0.10),
     Rule("io", "Waiting on I/O", 0.10),
     Rule("cost", "The profiler's own cost", 0.01),
-    Rule("load", "CPU taken by other processes", 0.20, 2),
     Rule("idle", "Idle threads", 0.0),
 )
 RULE = {r.kind: r for r in RULES}
@@ -171,10 +169,7 @@ def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Findin
     return out
 
 
-def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, Any]) -> list[Finding]:
-    """Threads waiting for a CPU; when other processes took at least as much of the machine's
-    CPU as the target (``machine``: the summary's ``quality.machine``), a loaded machine
-    (``load``, of tier 2), not the program's own demand."""
+def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     wall = sum(_wall(r) for r in busy)
     waiting = [r for r in busy if float(r.get("runnable_s", 0.0)) > 0]
     runnable = sum(float(r.get("runnable_s", 0.0)) for r in waiting)
@@ -186,14 +181,7 @@ def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, Any]) -> list[Fi
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
             "on a CPU): the machine's CPUs were busy")
-    others = float(machine.get("other_cpus", 0.0)) + float(machine.get("steal_cpus", 0.0))
-    target = float(machine.get("target_cpus", 0.0))
-    kind = "load" if others > 0 and others >= target else "cpu"
-    if kind == "load":
-        text += (f", {others:.2f} of its {float(machine.get('cpus', 0)):g} with other "
-                 f"processes' work against the target's {target:.2f}: load from outside the "
-                 "program")
-    return [Finding(kind, RULE[kind].heading, text,
+    return [Finding("cpu", RULE["cpu"].heading, text,
                     "the scheduler's run-queue time of each thread", runnable,
                     _view("runnable"))]
 
@@ -349,7 +337,7 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     busy_tids = {int(r["tid"]) for r in busy}
     calls = _call_findings(profile, busy_tids, total_on, busy, names)
     found = [*_memory_finding(profile), *calls, *_lock_findings(summary, walls, names),
-             *_cpu_finding(busy, (summary.get("quality") or {}).get("machine") or {}),
+             *_cpu_finding(busy),
              *_hot_findings(profile, busy_tids, total_on, names,
                             frozenset(f.kind for f in calls)),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),

@@ -85,13 +85,10 @@ def _write(out: Path, cap: Capture, profile: Profile, clock: Clock, streamed: bo
         write_folded(profile.off_cpu(), f, annotate=True)
     with open_output(str(out / rundir.MEMORY)) as f:
         f.write(json.dumps(cap.memory, indent=1, sort_keys=True) + "\n")
+    profile.meta.extra.setdefault("memory", cap.memory)  # as reading the run gives it
     meta = RunMeta.of(cap, profile.meta, postprocess_meta(cap, clock, streamed))
     with open_output(str(out / rundir.META)) as f:
         f.write(rundir.meta_json(meta))
-    # the summary of the run directory as it reads back (``rundir.load_run_dir``)
-    profile.meta.extra.setdefault("memory", cap.memory)
-    if cap.machine:
-        profile.meta.extra.setdefault("machine", cap.machine)
     with open_output(str(out / rundir.SUMMARY)) as f:
         f.write(json.dumps(summarize(profile), indent=1, sort_keys=True) + "\n")
     _write_slices(out)

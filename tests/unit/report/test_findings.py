@@ -365,19 +365,3 @@ def test_the_diff_names_memory_kept_in_arenas() -> None:
         "memory resident in glibc's malloc arenas shrank from 480.0 MB to 0.2 MB"]
     assert headline(compare(b, b)) == []
     assert headline(compare(a, on_profile(stacks))) == []  # not read after: nothing said
-
-
-@pytest.mark.parametrize(("machine", "expected"), [
-    ({}, ["cpu", "lock"]),                                                   # load not read
-    ({"cpus": 2, "target_cpus": 1.5, "other_cpus": 0.4}, ["cpu", "lock"]),  # the program's own
-    ({"cpus": 2, "target_cpus": 0.9, "other_cpus": 0.8, "steal_cpus": 0.2}, ["lock", "load"]),
-])
-def test_cpu_saturation_from_other_processes_is_a_loaded_machine(
-        machine: dict[str, float], expected: list[str]) -> None:
-    s = {"threads": [row(1, "w-1", on=3.0, runnable=4.0, mutex=3.0)],
-         "locks": [lock(3.0, [(1, "w-1")])], "quality": {"machine": machine}}
-    found = findings(s, EMPTY)
-    assert [f.kind for f in found] == expected
-    if "load" in expected:
-        assert found[1].text.endswith(", 1.00 of its 2 with other processes' work against the "
-                                      "target's 0.90: load from outside the program")
