@@ -270,19 +270,28 @@ def _switches_command(opts: PerfOptions) -> list[str]:
 CLOCK = ["-k", "mono"]
 
 
+#: The wake-up recorder's events: ``sched_wakeup`` ends a blocked interval (the wakee is on a
+#: run queue), ``sched_waking`` names the waker (it fires in the waker's context; a wake-up
+#: done on the wakee's CPU by an interrupt, as the kernel does for an idle CPU, fires
+#: ``sched_wakeup`` in whatever task that CPU ran).
+WAKE_EVENTS = ("sched:sched_wakeup", "sched:sched_waking")
+
+
 def wake_command(out: Path, wakee_filter: str, duration_s: float | None,
-                 chunk_s: int = CHUNK_S) -> list[str]:
-    """The wake-ups of the target's threads: ``sched:sched_wakeup`` on every CPU (a wake-up
-    runs in the waker's context, often an interrupt or another process, so a per-thread
-    event misses most of them), filtered in the kernel on the wakee, no call chain: about
-    (measured) 100 bytes a wake-up.  The time from a blocked thread's wake-up to its
-    switch-in is time waiting for a CPU, which the scheduler capture alone counts as
-    blocked."""
+                 chunk_s: int = CHUNK_S, events: tuple[str, ...] = WAKE_EVENTS) -> list[str]:
+    """The wake-ups of the target's threads: ``events`` (``WAKE_EVENTS``) on every CPU (a
+    wake-up runs in the waker's context, often an interrupt or another process, so a
+    per-thread event misses most of them), filtered in the kernel on the wakee, no call
+    chain.  The time from a
+    blocked thread's wake-up to its switch-in is time waiting for a CPU, which the scheduler
+    capture alone counts as blocked."""
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999)) + \
         SLEEP_MARGIN_S
-    cmd = [perf_path(), "record", "-e", "sched:sched_wakeup"]
-    if wakee_filter:
-        cmd += ["--filter", wakee_filter]
+    cmd = [perf_path(), "record"]
+    for event in events:
+        cmd += ["-e", event]
+        if wakee_filter:
+            cmd += ["--filter", wakee_filter]
     cmd += ["-c", "1", "-a", *CLOCK]
     if os.geteuid() == 0:
         cmd += ["-m", "1M"]

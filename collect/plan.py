@@ -110,6 +110,7 @@ class Request:
     sched_stack_hz: float | None = None
     release_sites: bool | None = None
     inline_frames: bool | None = None
+    wakers: bool | None = None
 
     def off_cpu_left(self) -> bool:
         """Every off-CPU option left to its default (what lets a collect go light)."""
@@ -156,6 +157,8 @@ class CollectPlan:
     oncpu_every_cpu: bool
     sched_every_cpu: bool
     wakeups: bool
+    #: With the wake-ups, each one's waker (``collect.perf.WAKE_EVENTS``): the critical path.
+    wakers: bool
     #: Chunks folded while recording (a window longer than one chunk of every recorder).
     streamed: bool
     budget_plan: StackBudget | None = None
@@ -204,6 +207,7 @@ class CollectPlan:
                 "budget": self.budget_source.value,
                 "oncpu_every_cpu": self.oncpu_every_cpu,
                 "sched_every_cpu": self.sched_every_cpu, "wakeups": self.wakeups,
+                "wakers": self.wakers,
                 "streamed": self.streamed, "reasons": list(self.reasons),
                 "start_line": self.start_line()}
 
@@ -318,9 +322,17 @@ def plan(request: Request, targets: Targets, machine: Machine) -> CollectPlan:
         request=r, settings=settings, light=light, stacks=stacks.policy,
         budget_source=stacks.source, oncpu_every_cpu=every_cpu,
         sched_every_cpu=sched and every_cpu, wakeups=sched and machine.system_wide_allowed,
+        wakers=sched and machine.system_wide_allowed and record_wakers(r, stacks.policy),
         streamed=not perf.one_chunk(duration), budget_plan=stacks.budget_plan,
         light_measure=light_measure, reasons=tuple(notes.reasons),
         warnings=tuple(notes.warnings))
+
+
+def record_wakers(r: Request, policy: StackPolicy) -> bool:
+    """Whether the wake-up recorder also names each wake-up's waker (``--wakers``): asked, or
+    by default when every switch has its stack (the waker's records, ``WAKE_BYTES`` each, are
+    then little beside the stacks; under a data budget they would take the stacks' share)."""
+    return r.wakers if r.wakers is not None else policy is StackPolicy.EVERY_SWITCH
 
 
 def _off_cpu(r: Request, machine: Machine, notes: _Notes) -> OffCpu:

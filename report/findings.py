@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, UNIT_NS, Profile
+from wallflame.report import blame
 from wallflame.report.findingrules import (
     CALL,
     CallTime,
@@ -148,9 +149,20 @@ def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
         rel = (lk.get("released_from") or {}).get("sites") or []
         if rel:
             text += f"; released from {rel[0]['frame']}"
+        path = _critical_path(summary, who, lock_name(str(lk["lock"])))
+        if path is not None:
+            text += "; " + blame.sentence(path)
+            evidence += "; the wake-ups that ended the waits"
         out.append(Finding("lock", RULE["lock"].heading, text, evidence, wait,
                            _view(sites[0] if sites else "")))
     return out
+
+
+def _critical_path(summary: dict[str, Any], who: str, lock: str) -> dict[str, Any] | None:
+    """The critical path row of the waits on ``lock`` by the heaviest waiting group."""
+    rows = [r for r in summary.get("critical_path") or []
+            if r["wait"].endswith(" " + lock) and who.startswith(r["waiters"])]
+    return rows[0] if rows else None
 
 
 def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Finding]:
@@ -347,10 +359,18 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     return [*found[:MAX_FINDINGS - len(last)], *last]
 
 
-def summarize(profile: Profile, groups: dict[Any, int] | None = None) -> dict[str, Any]:
-    """``build_summary`` with the findings under ``findings``: what ``summary.json``, the
-    ``json`` format and the page hold."""
+def summarize(profile: Profile, groups: dict[Any, int] | None = None,
+              run_dir: str | None = None) -> dict[str, Any]:
+    """``build_summary`` with the critical path of the waits (``critical_path``, from the run
+    directory's ``blame.folded``: ``report.blame``; the whole window's, so not for a range)
+    and the findings under ``findings``: what ``summary.json``, the ``json`` format, the text
+    report and the page hold."""
     s = build_summary(profile, groups)
+    where = run_dir or profile.meta.extra.get("run_dir")
+    if isinstance(where, str) and "range" not in profile.meta.extra:
+        path = blame.summary(blame.of_run(where))
+        if path is not None:
+            s["critical_path"] = path
     s["findings"] = [f.as_dict() for f in findings(s, profile)]
     return s
 

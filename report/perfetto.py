@@ -8,7 +8,9 @@ track
   which the thread blocked or was preempted (as the slice's callstack, and as text in its
   ``stack`` argument) and the lock in its arguments;
 * the on-CPU samples as perf samples (``PerfSample``: the callstack, the period in
-  ``timebase_count``), which the UI shows as a flame graph of any selected range.
+  ``timebase_count``), which the UI shows as a flame graph of any selected range;
+* when the wake-ups were recorded, each wake-up of a thread by another as a flow (an arrow
+  from the waker's ``wakes NAME`` to the woken thread's ``woken by NAME``).
 
 Only the window (or the range given with ``--from``/``--to``) is written: spans are clipped
 to it, samples outside it are left out, as ``summary.json`` counts them.  Timestamps are the
@@ -22,9 +24,11 @@ target's bytes as UTF-8: Perfetto's UI shows them as text.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from typing import IO
 
+from wallflame.critpath import waker_of
 from wallflame.output import require_binary, write_bytes
 from wallflame.profile import WAIT_CLASSES, Profile
 from wallflame.report.timerange import Range, timeline_of
@@ -41,7 +45,8 @@ _THD_PID, _THD_TID, _THD_NAME = 1, 2, 5
 # TrackEvent, DebugAnnotation
 _TE_ANNOTATIONS, _TE_TYPE, _TE_TRACK, _TE_CATEGORIES, _TE_NAME = 4, 9, 11, 22, 23
 _TE_CALLSTACK_IID = 56
-_SLICE_BEGIN, _SLICE_END = 1, 2
+_TE_FLOW_IDS, _TE_TERMINATING_FLOW_IDS = 47, 48
+_SLICE_BEGIN, _SLICE_END, _INSTANT = 1, 2, 3
 _DA_NAME_IID, _DA_STRING, _DA_NAME, _DA_STRING_IID = 1, 6, 10, 17
 # InternedData, InternedString, Frame, Callstack, Mapping
 _ID_FUNCTIONS, _ID_FRAMES, _ID_CALLSTACKS, _ID_PATHS, _ID_MAPPINGS = 5, 6, 7, 17, 19
@@ -126,6 +131,7 @@ def _packets(tl: Timeline, rng: Range, process: str) -> Iterator[bytes]:
     for th in threads:
         yield from _slices(tl, th, rng)
         yield from _samples(th, rng)
+    yield from _wakes(tl, {th.tid: th for th in threads}, rng)
 
 
 def _has_events(th: ThreadLine, rng: Range) -> bool:
@@ -175,6 +181,38 @@ def _slices(tl: Timeline, th: ThreadLine, rng: Range) -> Iterator[bytes]:
                       _bytes(_P_TRACK_EVENT, begin))
         yield _packet(_uint(_P_TIMESTAMP, start + c),
                       _bytes(_P_TRACK_EVENT, _uint(_TE_TYPE, _SLICE_END) + track))
+
+
+def _fixed64(field: int, value: int) -> bytes:
+    return _varint(field << 3 | 1) + value.to_bytes(8, "little")
+
+
+def _instant(t: int, th: ThreadLine, name: str, flow: bytes) -> bytes:
+    event = (_uint(_TE_TYPE, _INSTANT) + _uint(_TE_TRACK, _uuid(th.pid, th.tid))
+             + _str(_TE_CATEGORIES, CATEGORY) + _str(_TE_NAME, name) + flow)
+    return _packet(_uint(_P_TIMESTAMP, t), _uint(_P_SEQ_FLAGS, _SEQ_NEEDS),
+                   _bytes(_P_TRACK_EVENT, event))
+
+
+def _wakes(tl: Timeline, threads: dict[int, ThreadLine], rng: Range) -> Iterator[bytes]:
+    """Each wake-up of a thread by another thread of the trace, as a flow: an instant
+    ``wakes NAME`` on the waker's track at its waking, to an instant ``woken by NAME`` on the
+    woken thread's track where its blocked span ends (``wallflame.critpath.waker_of``)."""
+    flow = 0
+    for th in threads.values():
+        for start, dur, kind in zip(th.p_start, th.p_dur, th.p_kind, strict=True):
+            end = start + dur
+            if kind > UNSAMPLED or not rng.start < end < rng.end:
+                continue
+            w = waker_of(th, start, end)
+            waker = threads.get(w) if w else None
+            if waker is None or waker is th:
+                continue
+            flow += 1
+            at = th.w_time[bisect_right(th.w_time, end) - 1]
+            yield _instant(at, waker, f"wakes {th.name}", _fixed64(_TE_FLOW_IDS, flow))
+            yield _instant(end, th, f"woken by {waker.name}",
+                           _fixed64(_TE_TERMINATING_FLOW_IDS, flow))
 
 
 def _samples(th: ThreadLine, rng: Range) -> Iterator[bytes]:

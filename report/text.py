@@ -10,8 +10,7 @@ from typing import IO, Any
 from wallflame.amounts import SECONDS, column
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
-from wallflame.report.findings import Finding, findings, idle_tids
-from wallflame.report.summary import build_summary
+from wallflame.report.findings import Finding, idle_tids, summarize
 from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import visible
 from wallflame.threadgroups import display_name, display_names, group_label, merge_rows
@@ -23,6 +22,9 @@ TOP_LABELS = 8
 WIDTH = 100
 NAME_WIDTH = 40
 STACK_LINES = 4
+#: The critical path section: at most this many waits, each with this many causes.
+CRITICAL_WAITS = 3
+CRITICAL_CAUSES = 3
 #: Each wait class's column head (``waitclasses``).
 SHORT = {c.name: c.short for c in WAIT_TABLE}
 
@@ -104,6 +106,18 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
     out.writelines(_fit(line) + "\n" for line in lines)
 
 
+def _critical_path(rows: list[dict[str, Any]], out: IO[str]) -> None:
+    """Who made them wait: each heavy wait's causes (``report.blame``)."""
+    out.write("who made them wait (critical path of each wait; docs/critical-path.md):\n")
+    for r in rows[:CRITICAL_WAITS]:
+        out.write(_fit(f"  {_cut(r['waiters'], 30)} in {_cut(r['wait'], 40)}: "
+                       f"{r['waited_s']:.3f}s, {100 * r['explained']:.0f}% with a known "
+                       "waker") + "\n")
+        for c in r["causes"][:CRITICAL_CAUSES]:
+            who = f" ({_cut(c['who'], 30)})" if c["who"] else ""
+            out.write(_fit(f"    {100 * c['share']:3.0f}%  {_cut(c['what'], 80)}{who}") + "\n")
+
+
 def stack_lines(frames: tuple[str, ...], wait: str, width: int = WIDTH - 4,
                 max_lines: int = STACK_LINES) -> list[str]:
     """A stack as a reader follows it: the user's frames from the thread's root, root first
@@ -181,10 +195,10 @@ def _labels(s: dict[str, Any], out: IO[str]) -> None:
 
 
 def write_text(profile: Profile, out: IO[str]) -> None:
-    s = build_summary(profile)
+    s = summarize(profile)
     window = f"window {s['window_s']:.3f}s, " if s["window_s"] else ""
     out.write(f"wallflame: {window}{len(s['threads'])} threads, unit {s['unit']}\n\n")
-    found = findings(s, profile)
+    found = [Finding(**f) for f in s["findings"]]
     if found:
         out.write("findings:\n")
         out.writelines(line + "\n" for line in finding_lines(found))
@@ -193,6 +207,9 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     if s["locks"] or s.get("unidentified_lock_waits"):
         out.write("\n")
         _locks(s, out)
+    if s.get("critical_path"):
+        out.write("\n")
+        _critical_path(s["critical_path"], out)
     ts = s["tracer_stops"]
     if ts["threads"]:
         timed = ""

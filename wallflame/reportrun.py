@@ -47,13 +47,56 @@ def load_range(inputs: tuple[str, ...], from_s: float | None, to_s: float | None
     return parts[0] if len(parts) == 1 else merge_all(parts)
 
 
+#: ``--view``: the wall-clock time of the threads, or the critical path of their waits.
+VIEWS = ("wall", "blame")
+
+
+def blame_inputs(inputs: tuple[str, ...], output: str | None, fmt: str | None
+                 ) -> tuple[tuple[str, ...], str]:
+    """``--view blame``: the run directory's ``blame.folded`` (ns of waiting) and where its
+    report goes (default ``RUN/blame.html``; a folded report to standard output)."""
+    from wallflame.errors import InputError
+    from wallflame.runfiles import BLAME
+
+    if len(inputs) != 1 or not is_run_dir(inputs[0]):
+        raise InputError("--view blame needs one run directory",
+                         "give a directory written by wallflame collect")
+    path = os.path.join(inputs[0], BLAME)
+    if not os.path.exists(path):
+        raise InputError(f"{inputs[0]}: no {BLAME}: the wake-ups were not recorded (a light "
+                         "collect, --off-cpu pmp or none, or not root)",
+                         "collect as root with the scheduler: wallflame collect --overhead "
+                         "auto (a small target) or --overhead exact")
+    if output is None:
+        ext = extension(fmt or "html")
+        output = "-" if ext == ".folded" or fmt == "txt" else \
+            os.path.join(inputs[0], f"blame{ext}")
+    return (path,), output
+
+
 def run(inputs: tuple[str, ...], output: str | None = None, fmt: str | None = None,
         state: str = "all", unit: str = "samples", title: str | None = None,
         rules: str | None = None, from_s: float | None = None,
-        to_s: float | None = None) -> None:
+        to_s: float | None = None, view: str = "wall") -> None:
     """Render ``inputs`` as one report (the parameters are ``wallflame report``'s)."""
     from wallflame.classify import load_rules, set_label_rules
     from wallflame.report.exports import add_run_facts, write_report
+
+    if view == "blame":
+        if from_s is not None or to_s is not None:
+            from wallflame.errors import InputError
+
+            raise InputError("--view blame covers the whole window",
+                             "leave out --from/--to")
+        inputs, output = blame_inputs(inputs, output, fmt)
+        if format_for(output, fmt) == "folded":  # the file is the export
+            from wallflame.output import open_output
+
+            with open(inputs[0], encoding="utf-8", errors="replace") as src, \
+                    open_output(output) as dst:
+                dst.write(src.read())
+            return
+        unit, title = "ns", title or "Who made them wait (critical path of each wait)"
 
     # Reading a profile allocates millions of objects and frees almost none of them, which
     # makes the cyclic collector scan the growing heap again and again (a tenth of the run

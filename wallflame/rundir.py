@@ -38,6 +38,7 @@ from wallflame.profile import Loss, Meta, Profile, merge_all
 from wallflame.records import plain, record_from_json
 from wallflame.runfiles import (
     BACKENDS,
+    BLAME,
     CAPTURE,
     FORMAT,
     MEMORY,
@@ -532,6 +533,7 @@ def _count_once(meta: Meta, copies: list[Meta]) -> None:
 
 __all__ = [
     "BACKENDS",
+    "BLAME",
     "CAPTURE",
     "FORMAT",
     "MEMORY",

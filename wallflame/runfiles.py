@@ -24,6 +24,8 @@ ONCPU = "oncpu.folded"
 OFFCPU = "offcpu.folded"
 MEMORY = "memory.json"
 SLICES = "slices.json"
+#: The critical path of every wait (``wallflame.critpath``): folded stacks, ns of waiting.
+BLAME = "blame.folded"
 #: The form of ``slices.json`` (``fold.slices`` writes it, ``report.gate.slicefile`` reads it).
 SLICES_VERSION = 1
 REPORT = "report.html"

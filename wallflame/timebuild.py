@@ -35,8 +35,11 @@ _CHUNK = 1 << 22
 
 
 def build(raw: Path, cap: Capture, profile: Profile, log: IntervalLog | None,
-          rules: Rules, evidence: locks.LockEvidence | None, tracer_stops: bool) -> Timeline:
-    """The timeline of the run whose ``raw/`` and finished ``profile`` are given."""
+          rules: Rules, evidence: locks.LockEvidence | None, tracer_stops: bool,
+          wakers: dict[int, list[int]] | None = None) -> Timeline:
+    """The timeline of the run whose ``raw/`` and finished ``profile`` are given; ``wakers``:
+    per thread, its wakings as flat ``[time, waker tid, ...]`` pairs (the scheduler folder's
+    ``wakers``), or None when they were not recorded."""
     window = cap.window
     clock = "CLOCK_MONOTONIC" if window.perf_clock == "mono" else "perf"
     tl = Timeline(clock=clock, off_source=str(profile.meta.extra.get("offcpu_source", "")))
@@ -53,7 +56,35 @@ def build(raw: Path, cap: Capture, profile: Profile, log: IntervalLog | None,
         th.pid = th.pid or pids.get(th.tid, 0)
         th.name = profile.meta.threads.get(th.tid, th.name)
     _bounds(tl, window, clock)
+    if wakers and tl.off_source == "sched":
+        add_wakes(tl, wakers)
     return tl
+
+
+def add_wakes(tl: Timeline, wakers: dict[int, list[int]]) -> None:
+    """Each target thread's wake-ups in the window and who woke it; the wakers outside the
+    target named as ``/proc`` shows them now (``outside_name``)."""
+    tl.wakes = True
+    for tid, th in tl.threads.items():
+        pairs = wakers.get(tid, [])
+        times, who = pairs[0::2], pairs[1::2]
+        keep = [i for i, t in enumerate(times) if tl.t0 <= t <= tl.t1]
+        th.w_time = [times[i] for i in keep]
+        th.w_waker = [who[i] for i in keep]
+    outside = {w for th in tl.threads.values() for w in th.w_waker} - set(tl.threads) - {0}
+    tl.waker_names = {w: outside_name(w) for w in sorted(outside)}
+
+
+def outside_name(tid: int, proc: Path = Path("/proc")) -> str:
+    """``comm (pid N)`` of a task outside the target, as ``ps`` names it; ``tid N, exited``
+    when it is gone."""
+    try:
+        comm = (proc / str(tid) / "comm").read_text(errors="replace").strip()
+        status = (proc / str(tid) / "status").read_text(errors="replace")
+    except OSError:
+        return f"tid {tid}, exited"
+    pid = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("Tgid:")), "")
+    return f"{comm} (pid {pid})" if pid else f"{comm} (tid {tid})"
 
 
 def _bounds(tl: Timeline, window: Window, clock: str) -> None:

@@ -9,7 +9,9 @@ behind them, in time order, per thread, so that a report can show *when* (a stal
 * **spans**: the scheduler's intervals (start, duration, stack, period) of each thread's time
   off a CPU: blocked (with its wait class and the locks observed at its call site), runnable
   (preempted, waiting for a CPU) or stopped by the collect's own tracer, logged by
-  ``wallflame.fold.perf.sampled_switches`` as it pairs switches (``IntervalLog``).
+  ``wallflame.fold.perf.sampled_switches`` as it pairs switches (``IntervalLog``);
+* **wakes**: each wake-up of the thread (``sched_waking``) with the task that woke it, when
+  the wake-ups were recorded: the waits' wakers (``wallflame.critpath``).
 
 Stacks are interned (a trie of ``(parent, frame)`` nodes, frame names in one table) and times
 are deltas, so the file stays small (measured by benchmarks/lab/timeline_size.py).  The format, its
@@ -155,6 +157,8 @@ class ThreadLine:
     p_stack: list[int] = field(default_factory=list)
     p_period: list[int] = field(default_factory=list)
     p_locks: list[int] = field(default_factory=list)   # index in Timeline.lock_sets + 1
+    w_time: list[int] = field(default_factory=list)    # wake-ups (sched_waking)
+    w_waker: list[int] = field(default_factory=list)   # the tid that woke it (0: an interrupt)
 
     def span(self, start: int, dur: int, kind: int, stack: int = 0, period: int = 1,
              locks: int = 0) -> None:
@@ -172,6 +176,10 @@ class ThreadLine:
             for name in ("s_time", "s_weight", "s_stack"):
                 col = getattr(self, name)
                 setattr(self, name, [col[i] for i in order])
+        if not all(map(le, self.w_time[:-1], self.w_time[1:])):
+            order = sorted(range(len(self.w_time)), key=self.w_time.__getitem__)
+            self.w_time = [self.w_time[i] for i in order]
+            self.w_waker = [self.w_waker[i] for i in order]
         if not all(map(le, self.p_start[:-1], self.p_start[1:])):
             order = sorted(range(len(self.p_start)), key=self.p_start.__getitem__)
             for name in ("p_start", "p_dur", "p_kind", "p_stack", "p_period", "p_locks"):
@@ -194,6 +202,11 @@ class Timeline:
     lock_sets: list[list[tuple[int, int]]] = field(default_factory=list)
     threads: dict[int, ThreadLine] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Whether the wake-ups' wakers were recorded (``ThreadLine.w_time``), and the name of
+    #: each waker outside the target (tid -> ``comm (pid N)``, as ``/proc`` showed it when
+    #: the run was finished).
+    wakes: bool = False
+    waker_names: dict[int, str] = field(default_factory=dict)
     _lock_index: dict[str, int] = field(default_factory=dict, repr=False)
     _set_index: dict[tuple[tuple[int, int], ...], int] = field(default_factory=dict,
                                                                 repr=False)
@@ -246,12 +259,16 @@ class Timeline:
                 "spans": {"t": _deltas(th.p_start, self.t0), "d": th.p_dur, "k": th.p_kind,
                           "s": th.p_stack, "p": th.p_period, "l": th.p_locks},
             })
+            if self.wakes:
+                threads[-1]["wakes"] = {"t": _deltas(th.w_time, self.t0), "w": th.w_waker}
+        wakes = {"wakers": {str(k): v for k, v in sorted(self.waker_names.items())}} \
+            if self.wakes else {}
         return {"format": FORMAT, "version": VERSION, "clock": self.clock,
                 "t0_ns": self.t0, "t1_ns": self.t1, "off_source": self.off_source,
                 "kinds": list(KINDS), "frames": self.stacks.frames,
                 "nodes": self.stacks.nodes, "locks": self.locks,
                 "lock_sets": [[list(p) for p in s] for s in self.lock_sets],
-                "notes": self.notes, "threads": threads}
+                "notes": self.notes, **wakes, "threads": threads}
 
     @classmethod
     def from_json(cls, d: Any) -> Timeline:
@@ -268,7 +285,8 @@ class Timeline:
                                              [int(n) for n in d["nodes"]]),
                  locks=[str(x) for x in d["locks"]],
                  lock_sets=[[(int(a), int(b)) for a, b in s] for s in d["lock_sets"]],
-                 notes=[str(n) for n in d.get("notes", [])])
+                 notes=[str(n) for n in d.get("notes", [])], wakes="wakers" in d,
+                 waker_names={int(k): str(v) for k, v in d.get("wakers", {}).items()})
         n_stacks = len(tl.stacks.nodes) // 2 + 1
         for t in d["threads"]:
             th = tl.thread(int(t["tid"]), int(t["pid"]), str(t["name"]))
@@ -278,6 +296,11 @@ class Timeline:
             th.p_start = _undelta(p["t"], tl.t0)
             th.p_dur, th.p_kind, th.p_stack = _ints(p["d"]), _ints(p["k"]), _ints(p["s"])
             th.p_period, th.p_locks = _ints(p["p"]), _ints(p["l"])
+            if "wakes" in t:
+                th.w_time = _undelta(t["wakes"]["t"], tl.t0)
+                th.w_waker = _ints(t["wakes"]["w"])
+                if len(th.w_time) != len(th.w_waker):
+                    raise ValueError(f"thread {th.tid}: columns of different lengths")
             if len({len(th.s_time), len(th.s_weight), len(th.s_stack)}) != 1 or len(
                     {len(th.p_start), len(th.p_dur), len(th.p_kind), len(th.p_stack),
                      len(th.p_period), len(th.p_locks)}) != 1:

@@ -41,8 +41,9 @@ NS_HEADER_RE = re.compile(r"^(.{0,16}?) *(-?\d+)/(-?\d+) +(\d+)\.(\d{9}): +(.*)$
 #: The ``rest`` of such a sample's header: ``period event: fields``.
 NS_PERIOD_EVENT_RE = re.compile(r"^(\d+) +([\w.:\-]+): ?(.*)$")
 #: A header of the wake-up capture's text (``-F tid,time,event,trace --ns``): ``tid time:
-#: sched:sched_wakeup: fields``.
-WAKE_HEADER_RE = re.compile(r"^\s*(\d+) +(\d+)\.(\d{9}): +sched:sched_wakeup: (.*)$")
+#: sched:sched_wakeup: fields`` (or ``sched:sched_waking``: its tid is the waker's).
+WAKE_HEADER_RE = re.compile(
+    r"^\s*(\d+) +(\d+)\.(\d{9}): +sched:sched_wak(eup|ing): (.*)$")
 #: The thread id starts within this many characters (a comm is at most 15 bytes; perf pads
 #: it): later candidates are not tried, which keeps parsing linear on any line.
 TID_WINDOW = 64

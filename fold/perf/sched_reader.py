@@ -84,6 +84,9 @@ class SchedReader:
         # wake-up times per thread; None: no wake-up capture (wake-up latency then stays in
         # the blocked time, as the run's warning says)
         self.wakes: dict[int, list[int]] | None = None
+        #: per thread, each ``sched_waking`` as a flat pair ``[time, waker tid, ...]``: the
+        #: task that woke it (``wallflame.timeline.ThreadLine.wakes``)
+        self.wakers: dict[int, list[int]] = {}
         self.wake_records = 0
         self._cur: tuple[int, int, str, int, str, int] | None = None  # pid, tid, comm, t, ...
         self._frames: list[str] = []
@@ -161,7 +164,7 @@ class SchedReader:
 
     def _wake_run(self, block: bytes, pos: int) -> int:
         assert self.wakes is not None
-        pos, records, unparsed = native.wake_run(block, pos, self.wakes)
+        pos, records, unparsed = native.wake_run(block, pos, self.wakes, self.wakers)
         self.wake_records += records
         self.unparsed += unparsed
         return int(pos)
@@ -173,13 +176,17 @@ class SchedReader:
             m = WAKE_HEADER_RE.match(line)
             if m is None:
                 continue
-            w = _WAKEE.search(m.group(4))
+            w = _WAKEE.search(m.group(5))
             if w is None:
                 self.unparsed += 1
                 continue
-            self.wake_records += 1
             t = int(m.group(2)) * 1_000_000_000 + int(m.group(3))
             wakee = int(w.group(1))
+            if m.group(4) == "ing":
+                if t < BOUND and wakee < BOUND and int(m.group(1)) < BOUND:
+                    self.wakers.setdefault(wakee, []).extend((t, int(m.group(1))))
+                continue
+            self.wake_records += 1
             if t < BOUND and wakee < BOUND:
                 self.wakes.setdefault(wakee, []).append(t)
 

@@ -37,7 +37,7 @@ static PyMethodDef module_methods[] = {
     {"perf_switches", (PyCFunction)perf_switches, METH_O,
      "perf_switches(path) -> None or (records, comms): a scheduler chunk's switch records"},
     {"wake_run", (PyCFunction)(void (*)(void))wake_run, METH_FASTCALL,
-     "wake_run(block, pos, wakes) -> (next, records, unparsed)"},
+     "wake_run(block, pos, wakes[, wakers]) -> (next, records, unparsed)"},
     {"span_rows", (PyCFunction)(void (*)(void))span_rows, METH_FASTCALL,
      "span_rows(thread, tid, start, dur, kind, sample, period, resolve, lock_kinds, ref_of, "
      "runnable, unsampled): the interval log into the timeline's threads"},

@@ -1908,9 +1908,11 @@ done:
     return out;
 }
 
-/* wake_run(block, pos, wakes) -> (next, records, unparsed): the wake-up capture's lines from
- * pos (``SampledSched.feed_wakes``: ``WAKE_HEADER_RE``, then ``_WAKEE`` on its fields), each
- * wake-up's time appended to wakes[wakee] (a dict of lists); stops at the first line it
+/* wake_run(block, pos, wakes[, wakers]) -> (next, records, unparsed): the wake-up capture's
+ * lines from pos (``SampledSched.feed_wakes``: ``WAKE_HEADER_RE``, then ``_WAKEE`` on its
+ * fields), each wake-up's time appended to wakes[wakee] (a dict of lists), each waking's time
+ * and waker (the line's tid: ``sched_waking`` fires in the waker's context) to
+ * wakers[wakee] as a pair (ignored without wakers); stops at the first line it
  * leaves to Python (a byte out of printable ASCII, or numbers too long to read here) and
  * returns where it starts (len(block) + 1: none). */
 static int wk_digits(const char **pp, const char *end, long long *v, int max)
@@ -1971,8 +1973,10 @@ static int wk_wakee_at(const char *p, const char *end, long long *wakee)
     return q == end;
 }
 
-/* One line: 1 a wake-up (wakee, t), 2 unparsed, 0 not a header, -1 leave it to Python. */
-static int wk_line(const char *p, const char *end, long long *wakee, long long *t)
+/* One line: 1 a wake-up (wakee, t), 3 a waking (wakee, t, waker: the task the line's tid
+ * names), 2 unparsed, 0 not a header, -1 leave it to Python. */
+static int wk_line(const char *p, const char *end, long long *wakee, long long *t,
+                   long long *waker)
 {
     for (const char *c = p; c < end; c++)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
@@ -2004,10 +2008,17 @@ static int wk_line(const char *p, const char *end, long long *wakee, long long *
         return 0;
     while (p < end && *p == ' ')
         p++;
-    static const char ev[] = "sched:sched_wakeup: ";
-    if ((size_t)(end - p) < sizeof(ev) - 1 || memcmp(p, ev, sizeof(ev) - 1) != 0)
+    static const char ev[] = "sched:sched_wakeup: ", ev_waking[] = "sched:sched_waking: ";
+    int found = 1;
+    if ((size_t)(end - p) >= sizeof(ev) - 1 && memcmp(p, ev, sizeof(ev) - 1) == 0)
+        p += sizeof(ev) - 1;
+    else if ((size_t)(end - p) >= sizeof(ev_waking) - 1 &&
+             memcmp(p, ev_waking, sizeof(ev_waking) - 1) == 0) {
+        p += sizeof(ev_waking) - 1;
+        found = 3;
+    } else
         return 0;
-    p += sizeof(ev) - 1;
+    *waker = tid;
     for (; p < end; p++) {  /* _WAKEE.search: the first place it matches to the end */
         if (*p != 'p')
             continue;
@@ -2016,21 +2027,51 @@ static int wk_line(const char *p, const char *end, long long *wakee, long long *
             return -1;
         if (r == 1) {
             *t = sec * 1000000000LL + ns;
-            return 1;
+            return found;
         }
     }
     return 2;
+}
+
+/* wakers[wakee] += [t, waker] (a dict of flat lists). */
+static int wk_waking(PyObject *wakers, long long wakee, long long t, long long waker)
+{
+    PyObject *key = PyLong_FromLongLong(wakee);
+    if (key == NULL)
+        return -1;
+    PyObject *list = PyDict_GetItemWithError(wakers, key);
+    if (list == NULL) {
+        if (PyErr_Occurred() || (list = PyList_New(0)) == NULL ||
+            PyDict_SetItem(wakers, key, list) < 0) {
+            Py_XDECREF(list);
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_DECREF(list);  /* the dict holds it */
+    }
+    Py_DECREF(key);
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "wakers must be lists");
+        return -1;
+    }
+    PyObject *a = PyLong_FromLongLong(t), *b = PyLong_FromLongLong(waker);
+    int bad = a == NULL || b == NULL || PyList_Append(list, a) < 0 || PyList_Append(list, b) < 0;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return bad ? -1 : 0;
 }
 
 PyObject *wake_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     Py_ssize_t pos;
-    if (nargs != 3 || !PyDict_Check(args[2]) || (pos = PyLong_AsSsize_t(args[1])) < 0) {
+    if (nargs < 3 || nargs > 4 || !PyDict_Check(args[2]) ||
+        (nargs == 4 && !PyDict_Check(args[3])) || (pos = PyLong_AsSsize_t(args[1])) < 0) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "wake_run(block, pos, wakes)");
+            PyErr_SetString(PyExc_TypeError, "wake_run(block, pos, wakes[, wakers])");
         return NULL;
     }
+    PyObject *wakers = nargs == 4 ? args[3] : NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -2044,12 +2085,17 @@ PyObject *wake_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (;;) {
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *stop = nl ? nl : end;
-        long long wakee = 0, t = 0;
-        int r = wk_line(line, stop, &wakee, &t);
+        long long wakee = 0, t = 0, waker = 0;
+        int r = wk_line(line, stop, &wakee, &t, &waker);
         if (r < 0)
             break;
         if (r == 2) {
             unparsed++;
+        } else if (r == 3) {
+            if (wakers != NULL && wk_waking(wakers, wakee, t, waker) < 0) {
+                err = 1;
+                break;
+            }
         } else if (r == 1) {
             records++;
             if (last_list == NULL || wakee != last_wakee) {

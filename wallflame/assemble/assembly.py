@@ -68,10 +68,28 @@ def assemble(run_dir: str | Path, folding: Folding | None = None,
             from wallflame import timebuild
 
             timebuild.scale_samples(profile, tl, *bounds)
+    if tl is not None:
+        _write_blame(out, tl)
     _write(out, cap, profile, clock, streamed)
     if tl is not None:
         _write_timeline(out, tl)
     return profile
+
+
+def _write_blame(out: Path, tl: Timeline) -> None:
+    """``RUN/blame.folded``: the critical path of every wait (``wallflame.critpath``), when
+    the wake-ups were recorded; an older one is removed when they were not."""
+    from wallflame import critpath
+
+    path = out / rundir.BLAME
+    found = critpath.blame(tl)
+    try:
+        if found is None:
+            path.unlink(missing_ok=True)
+        else:
+            critpath.write(path, found)
+    except OSError as e:
+        print(f"wallflame: warning: {path} not written: {e}", file=sys.stderr)
 
 
 def _write(out: Path, cap: Capture, profile: Profile, clock: Clock, streamed: bool) -> None:
@@ -85,12 +103,14 @@ def _write(out: Path, cap: Capture, profile: Profile, clock: Clock, streamed: bo
         write_folded(profile.off_cpu(), f, annotate=True)
     with open_output(str(out / rundir.MEMORY)) as f:
         f.write(json.dumps(cap.memory, indent=1, sort_keys=True) + "\n")
-    profile.meta.extra.setdefault("memory", cap.memory)  # as reading the run gives it
     meta = RunMeta.of(cap, profile.meta, postprocess_meta(cap, clock, streamed))
     with open_output(str(out / rundir.META)) as f:
         f.write(rundir.meta_json(meta))
+    # memory.json as reading the run gives it (meta.json holds no copy of it)
+    profile.meta.extra.setdefault("memory", cap.memory)
     with open_output(str(out / rundir.SUMMARY)) as f:
-        f.write(json.dumps(summarize(profile), indent=1, sort_keys=True) + "\n")
+        f.write(json.dumps(summarize(profile, run_dir=str(out)), indent=1, sort_keys=True)
+                + "\n")
     _write_slices(out)
 
 
@@ -117,7 +137,7 @@ def _timeline(out: Path, cap: Capture, profile: Profile, folding: Folding,
     try:
         sched = folding.folder.sched
         tl = timebuild.build(raw, cap, profile, sched.log, sched.rules, evidence,
-                             cap.stopped_the_target())
+                             cap.stopped_the_target(), sched.wakers)
     except (OSError, WallflameError) as e:
         print(f"wallflame: warning: {out / 'timeline.json.gz'} not built: {e}",
               file=sys.stderr)

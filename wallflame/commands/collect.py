@@ -93,7 +93,7 @@ def _positive(value: float | None, zero: bool = False) -> bool:
 #: The fine knobs, listed apart in ``--help``: ``--overhead`` and the plan choose them.
 ADVANCED = ("off_cpu", "pmp_backend", "pmp_rate", "owner_rate", "holder_stacks", "freq",
             "call_graph", "sched_call_graph", "max_pause_ms", "max_data_mb_per_s",
-            "sched_stack_hz", "release_sites", "inline_frames")
+            "sched_stack_hz", "release_sites", "wakers", "inline_frames")
 
 
 class _CollectCommand(click.Command):
@@ -205,6 +205,10 @@ def _default(value: object) -> str:
               help="Also record where locks are released: the target's futex wakes with their "
               "call chains (a perf recording of its own; docs/collecting.md gives its cost)."
               + _default("--no-release-sites"))
+@click.option("--wakers/--no-wakers", default=None,
+              help="Record each wake-up's waker, for the critical path of every wait "
+              "(docs/critical-path.md; root). Default: on when every switch has its stack, "
+              "off under a data budget, where its records would take the stacks' share.")
 @click.option("--inline-frames/--no-inline-frames", default=None,
               help="Inlined frames in perf's stacks, resolved by addr2line for every distinct "
               "address. Default: on, unless an attached target's executables have no debug "
@@ -217,7 +221,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
             holder_stacks: bool | None, freq: int | None, call_graph: str | None,
             sched_call_graph: str | None, max_pause_ms: float | None,
             max_data_mb_per_s: float | None, sched_stack_hz: float | None,
-            release_sites: bool | None, inline_frames: bool | None,
+            release_sites: bool | None, wakers: bool | None, inline_frames: bool | None,
             command: tuple[str, ...]) -> None:
     """Collect on-CPU and off-CPU evidence into a run directory.
 
@@ -254,7 +258,7 @@ def command(pids: tuple[int, ...], trees: tuple[int, ...], cgroups: tuple[str, .
         freq_hz=freq, call_graph=call_graph, sched_call_graph=sched_call_graph,
         max_pause_ms=max_pause_ms, max_data_mb_per_s=max_data_mb_per_s,
         sched_stack_hz=sched_stack_hz, release_sites=release_sites,
-        inline_frames=inline_frames)
+        inline_frames=inline_frames, wakers=wakers)
 
     validate(request)
     live, show = _progress_printer()

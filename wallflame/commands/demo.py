@@ -121,6 +121,20 @@ def lock_story(summary: dict[str, Any]) -> str:
     return line
 
 
+def critical_path_story(summary: dict[str, Any]) -> str:
+    """The consumers' wait on the queue lock by its critical path (``report.blame``): the
+    share of it with a known waker and the code that ran while they waited."""
+    rows = [r for r in summary.get("critical_path") or []
+            if r["waiters"].startswith("consumer") and "g_mutex_queue" in r["wait"]]
+    if not rows:
+        return "queue lock, critical path: not recorded in this run (needs root)"
+    r = rows[0]
+    causes = ", ".join(f"{c['what']}" + (f" ({c['who']})" if c["who"] else "")
+                       + f" {100 * c['share']:.0f}%" for c in r["causes"][:3])
+    return (f"queue lock, critical path: {100 * r['explained']:.0f}% of the consumers' "
+            f"{r['waited_s']:.2f} s wait has a known waker; while they waited: {causes}")
+
+
 @click.command("demo")
 @click.option("-o", "--output", "out", default="wallflame-demo", type=click.Path(file_okay=False),
               show_default=True, help="Directory for before/, after/ and diff.html.")
@@ -159,6 +173,7 @@ def command(out: str, duration: float) -> None:
     click.echo(f"consumers' mutex wait: {consumer_mutex_share(sb):.1%} of their wall time before"
                + mine + f", {consumer_mutex_share(sa):.1%} after")
     click.echo(lock_story(sb))
+    click.echo(critical_path_story(sb))
     rb, ra = float(wb.get("rate", 0)), float(wa.get("rate", 0))
     gain = f" ({ra / rb - 1:+.0%})" if rb else ""
     click.echo(f"throughput: {rb:,.0f} {unit}/s before, {ra:,.0f} {unit}/s after{gain}")

@@ -7,6 +7,8 @@ import math
 import click
 
 from wallflame.report.writers import NAMES, extension
+from wallflame.reportrun import VIEWS
+from wallflame.runfiles import BLAME
 
 
 @click.command("report")
@@ -30,9 +32,13 @@ from wallflame.report.writers import NAMES, extension
               "their timeline.json.gz), for every format.")
 @click.option("--to", "to_s", type=float, default=None, metavar="S",
               help="Only the range ending S seconds into the window.")
+@click.option("--view", type=click.Choice(VIEWS), default="wall", show_default=True,
+              help="wall: where the threads' time went; blame: the critical path of their "
+              "waits, the code that ran while they waited (one run directory, its "
+              f"{BLAME}; docs/critical-path.md).")
 def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state: str,
             unit: str, title: str | None, rules: str | None, from_s: float | None,
-            to_s: float | None) -> None:
+            to_s: float | None, view: str) -> None:
     """Render run directories, captures or folded files as one report.
 
     Several inputs are merged (for example the same service on several hosts). The HTML page is
@@ -48,4 +54,4 @@ def command(inputs: tuple[str, ...], output: str | None, fmt: str | None, state:
                                  param_hint="--to")
     from wallflame.reportrun import run
 
-    run(inputs, output, fmt, state, unit, title, rules, from_s, to_s)
+    run(inputs, output, fmt, state, unit, title, rules, from_s, to_s, view)

@@ -27,6 +27,7 @@ from wallflame.collect.plan import (
     needs_debug_info,
     needs_switch_rates,
     plan,
+    record_wakers,
     validate,
     wants_scheduler,
     window_freq_hz,
@@ -69,7 +70,7 @@ CASES = [
           "pmp_rate_hz": BOTH_PMP_HZ, "owner_rate_hz": 20.0, "freq_hz": 499,
           "duration_s": 10.0, "inline_frames": True, "max_data_mb_per_s": None},
          {"light": False, "stacks": StackPolicy.EVERY_SWITCH, "budget_source": BudgetSource.NONE,
-          "oncpu_every_cpu": True, "sched_every_cpu": True, "wakeups": True}),
+          "oncpu_every_cpu": True, "sched_every_cpu": True, "wakeups": True, "wakers": True}),
     Case("a busy attached target left to the defaults: light",
          Request(), BUSY, TWO,
          "light collect: kernel counters for each thread's totals, snapshots at 1/s (libdw), no "
@@ -113,7 +114,7 @@ CASES = [
          "write about 45 MB/s)",
          {"sched_stack_period": None},
          {"stacks": StackPolicy.PER_THREAD_HZ, "oncpu_every_cpu": False,
-          "sched_every_cpu": False, "wakeups": False},
+          "sched_every_cpu": False, "wakeups": False, "wakers": False},
          "so scheduler stacks are sampled within 8 MB/s"),
     Case("16 CPUs: the same switches cost little, the stacks still too many",
          Request(), BUSY, SIXTEEN,
@@ -141,7 +142,8 @@ CASES = [
          Request(off_cpu=OffCpu.PMP), Targets(), TWO,
          "snapshot collect: snapshots at 10/s (libdw), lock owners at 20/s, on-CPU at 499 Hz",
          {"pmp_rate_hz": PMP_HZ, "sched_stack_hz": None, "sched_stack_period": None},
-         {"stacks": StackPolicy.NONE, "kernel_counters": True, "wakeups": False}),
+         {"stacks": StackPolicy.NONE, "kernel_counters": True, "wakeups": False,
+          "wakers": False}),
     Case("--off-cpu none", Request(off_cpu=OffCpu.NONE), Targets(), TWO,
          "on-CPU collect: on-CPU at 499 Hz", {"pmp_rate_hz": None}, {"kernel_counters": True}),
     Case("--off-cpu sched: no snapshots", Request(off_cpu=OffCpu.SCHED), QUIET, TWO,
@@ -166,6 +168,9 @@ CASES = [
          {"duration_s": None, "inline_frames": True, "sched_stack_period": None},
          {"oncpu_every_cpu": False, "sched_every_cpu": False, "wakeups": True,
           "streamed": True}),
+    Case("--no-wakers: the wake-ups without their wakers",
+         Request(wakers=False), QUIET, TWO, EXACT_LINE, {"off_cpu": OffCpu.BOTH},
+         {"wakeups": True, "wakers": False}),
     Case("a launched command for a minute: a lower on-CPU rate",
          Request(attached=False, duration_s=60.0), Targets(), TWO,
          "exact collect: every switch with its stack (per thread), snapshots at 2/s (libdw), "
@@ -308,3 +313,15 @@ def test_only_the_plan_reads_what_the_user_asked() -> None:
                     and isinstance(node.value, ast.Name) and node.value.id == "request":
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} request.{node.attr}")
     assert found == []
+
+
+@pytest.mark.parametrize(("asked", "policy", "expected"), [
+    (None, StackPolicy.EVERY_SWITCH, True),
+    (None, StackPolicy.PER_THREAD_HZ, False),
+    (None, StackPolicy.ONE_IN_N_PER_CPU, False),
+    (True, StackPolicy.ONE_IN_N_PER_CPU, True),
+    (False, StackPolicy.EVERY_SWITCH, False),
+])
+def test_wakers_by_default_only_with_every_stack(asked: bool | None, policy: StackPolicy,
+                                                 expected: bool) -> None:
+    assert record_wakers(Request(wakers=asked), policy) is expected

@@ -272,7 +272,8 @@ def wake_lines(draw: st.DrawFn) -> str:
     sec = draw(st.sampled_from(["9298", "0", "1" * 10]))
     frac = draw(st.sampled_from(["795674968", "79567496", "7956749680"]))
     pad = draw(st.sampled_from([" ", "  ", "\t"]))
-    event = draw(st.sampled_from(["sched:sched_wakeup: ", "sched:sched_wakeup:", "x: "]))
+    event = draw(st.sampled_from(["sched:sched_wakeup: ", "sched:sched_wakeup:",
+                                  "sched:sched_waking: ", "sched:sched_waking:", "x: "]))
     fields = draw(st.sampled_from(WAKE_FIELDS)).format(
         p=draw(st.sampled_from(["101", "0", "9" * 19, "102"])))
     return f"{pad}{tid}{pad}{sec}.{frac}:{pad}{event}{fields}"
@@ -282,7 +283,8 @@ def wake_lines(draw: st.DrawFn) -> str:
 @given(st.lists(wake_lines(), max_size=30), st.binary(max_size=3))
 def test_wake_lines_read_as_python_reads(body: list[str], junk: bytes) -> None:
     """``_speedups.wake_run`` reads the wake-up capture as ``feed_wakes``'s expressions do
-    (the same wake-ups in the same order, the same counts), whatever the lines hold."""
+    (the same wake-ups and wakers in the same order, the same counts), whatever the lines
+    hold."""
     text = "\n".join(body).encode("utf-8", "surrogateescape") + junk
     ways = []
     for how in ("native", "python"):
@@ -290,6 +292,7 @@ def test_wake_lines_read_as_python_reads(body: list[str], junk: bytes) -> None:
         s.feed_wakes(io.BytesIO(text))
         ways.append(s)
     assert ways[0].wakes == ways[1].wakes
+    assert ways[0].wakers == ways[1].wakers
     assert (ways[0].wake_records, ways[0].unparsed) == (ways[1].wake_records, ways[1].unparsed)
 
 

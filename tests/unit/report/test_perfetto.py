@@ -269,3 +269,25 @@ def test_speedscope_has_an_evented_profile_per_thread(tmp_path: Path) -> None:
                 mutex += e["at"] - since[e["frame"]]
     assert not opened
     assert mutex == 3 * S // 10  # thread 1 waited on the mutex 1.0-1.3 s
+
+
+def test_wake_ups_are_flows_from_the_waker_to_the_woken() -> None:
+    """A wake-up of a thread by another thread of the trace is a flow: an instant on the
+    waker's track at its waking to one on the woken thread's track where its wait ends."""
+    from unit.hub.test_critpath import _timeline as chain
+
+    trace = pb.Trace()
+    trace.ParseFromString(trace_bytes(chain(2)))
+    uuid = {p.track_descriptor.uuid: p.track_descriptor.thread.thread_name for p in trace.packet
+            if p.HasField("track_descriptor") and p.track_descriptor.HasField("thread")}
+    ends, starts = {}, {}
+    for p in trace.packet:
+        e = p.track_event
+        if p.HasField("track_event") and e.type == e.TYPE_INSTANT:
+            for f in e.flow_ids:
+                starts[f] = (p.timestamp, uuid[e.track_uuid], e.name)
+            for f in e.terminating_flow_ids:
+                ends[f] = (p.timestamp, uuid[e.track_uuid], e.name)
+    assert sorted((starts[f], ends[f]) for f in starts) == [
+        ((895, "io-thread", "wakes req-2"), (900, "req-2", "woken by io-thread")),
+        ((1090, "req-2", "wakes req-1"), (1100, "req-1", "woken by req-2"))]
