@@ -21,7 +21,7 @@ from typing import Any
 
 from wallflame.report.summary import RUNTIME_ROOT, user_frames
 
-#: Retained memory: at least this many arenas (the main one and one per thread at least),
+#: Retained memory: at least this many thread arenas (``memory.json`` lists the main heap apart),
 ARENAS_MIN = 2
 #: this many kB resident in them,
 RETAINED_MIN_KB = 64 * 1024
@@ -53,8 +53,9 @@ CALLS = (
     Call("alloc", "the allocator",
          re.compile(r"^(?:operator (?:new|delete)|(?:__libc_)?(?:malloc|free|cfree|calloc|"
                     r"realloc|memalign|posix_memalign)$|_int_(?:malloc|free|realloc|memalign)$|"
-                    r"malloc_consolidate$|unlink_chunk|sysmalloc$|tcache_|tc_|tcmalloc::|"
-                    r"(?:__)?je_|\[libjemalloc|\[libtcmalloc)"),
+                    r"malloc_consolidate$|unlink_chunk|sysmalloc$|tcache_|tcmalloc::|"
+                    r"(?:tc|(?:__)?je)_(?:malloc|free|calloc|realloc|new|delete|memalign|"
+                    r"[a-z]*allocx)|\[libjemalloc|\[libtcmalloc)"),
          "allocation churn: objects and buffers reused (a per-thread pool) avoid it"),
     Call("library", "ICU",
          re.compile(r"^(?:icu_\d+::|ucasemap_|ucase_|ustrcase_|u_str(?:To|Fold)|\[libicu)"),

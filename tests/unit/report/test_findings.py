@@ -365,3 +365,22 @@ def test_the_diff_names_memory_kept_in_arenas() -> None:
         "memory resident in glibc's malloc arenas shrank from 480.0 MB to 0.2 MB"]
     assert headline(compare(b, b)) == []
     assert headline(compare(a, on_profile(stacks))) == []  # not read after: nothing said
+
+
+@pytest.mark.parametrize(("frame", "kind"), [
+    ("malloc", "alloc"), ("_int_free", "alloc"), ("operator new(unsigned long)", "alloc"),
+    ("operator delete[](void*)", "alloc"), ("tc_malloc", "alloc"), ("je_sdallocx", "alloc"),
+    ("tcmalloc::ThreadCache::Allocate", "alloc"), ("[libjemalloc.so.2]", "alloc"),
+    ("tc_parse", None), ("free_pages", None), ("freeze", None),
+    ("runtime.mallocgc", "gc"), ("runtime.gcDrainN", "gc"), ("runtime.gcBgMarkWorker", "gc"),
+    ("runtime.newobject", None), ("main.gcStats", None),
+    ("epoll_wait", "busypoll"), ("__poll", "busypoll"), ("ppoll", "busypoll"),
+    ("do_epoll_wait", None), ("pollster", None),
+    ("ucasemap_utf8ToLower_72", "library"), ("icu_72::CaseMap::toLower", "library"),
+    ("[libicuuc.so.72.1]", "library"), ("icu_lower", None),
+])
+def test_the_calls_frames(frame: str, kind: str | None) -> None:
+    from wallflame.report.findingrules import which_call
+
+    hit = which_call(("main", frame))
+    assert (hit[0].kind if hit else None) == kind
