@@ -1,11 +1,12 @@
 """What changed between two runs, in words: the diff's first lines, on the page, in the text
 and the JSON.
 
-* First the findings that appeared or vanished: the on-CPU time of a call of
+* First the findings that appeared, vanished or changed: the on-CPU time of a call of
   ``report.findingrules.CALLS`` (the allocator, Go's collector, an idle poll, ICU) whose change
-  is beyond the noise floor and at least ``MIN_CLASS``, on a side where it reaches its
-  finding's threshold of the on-CPU time; and the memory kept in glibc's malloc arenas when a
-  side retains it (``report.findingrules.retained``) and the other holds at most half as much.
+  is beyond the noise floor, when it reaches its finding's threshold of the on-CPU time on one
+  side only, or on both and changed by at least ``MIN_CLASS``; and the memory kept in glibc's
+  malloc arenas when a side retains it (``report.findingrules.retained``) and the other holds
+  at most half as much.
 * Then statements in three parts, each largest change first: the wait classes and on-CPU time
   whose change is beyond the noise floor and at least ``MIN_CLASS`` (at most ``CLASSES``);
   the locks whose wait changed so (at most ``LOCKS``); the user functions whose on-CPU time
@@ -102,9 +103,10 @@ def _call_changes(diff: Diff, mode: str) -> tuple[list[str], set[str]]:
             inside[kind].update(dict.fromkeys(path[at:], w))
     out, stated = [], Counter[int]()
     for kind, (a, b) in weights.items():
-        found = max(a / (diff.before.total_on or 1), b / (diff.after.total_on or 1))
+        found = (a >= RULE[kind].min_share * diff.before.total_on,
+                 b >= RULE[kind].min_share * diff.after.total_on)
         c = diff.change(kind, (a, 0), (b, 0), ON)
-        if c.significant and abs(c.delta) >= MIN_CLASS[mode] and found >= RULE[kind].min_share:
+        if c.significant and any(found) and (not all(found) or abs(c.delta) >= MIN_CLASS[mode]):
             out.append((abs(c.delta), f"on-CPU time in {CALL[kind].what} "
                         f"({', '.join(top(entries[kind]))}) {_how(diff, c)}"))
             stated |= inside[kind]

@@ -121,7 +121,10 @@ def test_the_first_finding_is_the_field_cases_diagnosis(tmp_path: Path, live: No
     found: dict[str, list[dict[str, Any]]] = {s: r.summary["findings"] for s, r in runs.items()}
     first = found["before"][0]
     print(f"FIELD {case.name} {first['kind']} {figure(first['text'])} | {first['text']}")
-    print(f"FIELD {case.name} after {[f['kind'] for f in found['after']]}")
+    machine = runs["before"].profile.meta.extra.get("machine") or {}
+    print(f"FIELD {case.name} kinds {[f['kind'] for f in found['before']]} after "
+          f"{[f['kind'] for f in found['after']]}; CPUs: target "
+          f"{machine.get('target_cpus')} others {machine.get('other_cpus')}")
     assert first["kind"] == case.kind, [(f["kind"], f["text"]) for f in found["before"]]
     for words in case.names:
         assert words in first["text"], (words, first["text"])

@@ -354,6 +354,20 @@ def test_the_diff_names_the_finding_that_vanished_first(
                    for w in ("malloc", "runtime.", "epoll_wait")), lines
 
 
+def test_the_diff_names_a_small_finding_that_vanished() -> None:
+    """ICU at 2.5% of the on-CPU time, 0.025 s/s: under the floor of a class's change, but a
+    finding on one side and not the other."""
+    from wallflame.report.diff.compare import compare
+    from wallflame.report.diff.headline import headline
+
+    a, b = on_profile(ICU), on_profile(ICU[2:])
+    for p in (a, b):
+        p.meta.samples["perf"] = 5000
+    assert headline(compare(a, b))[0] == ("on-CPU time in ICU (ucasemap_utf8ToLower_72, "
+                                          "[libicuuc.so.72.1]) vanished (0.03 s/s before)")
+    assert headline(compare(a, a)) == []
+
+
 def test_the_diff_names_memory_kept_in_arenas() -> None:
     from wallflame.report.diff.compare import compare
     from wallflame.report.diff.headline import headline
