@@ -10,19 +10,25 @@ diagnosis a senior engineer would give, in words that name the function or lock:
 * arenas: memory retained in glibc's malloc arenas (which looks like a leak).
 
 The "after" variant's findings do not repeat it; the diff's first statement, the first lines
-of the text report, the last lines ``collect`` prints and the Markdown of ``wallflame check``
-on the pair name it.  Each side is a 5 s collect.
+of the text report and the Markdown of ``wallflame check`` on the pair name it.  Each side is a
+5 s collect.
 
 With ``WALLFLAME_FIELD_RUNS=DIR`` the run directories are kept under ``DIR/CASE-before`` and
 ``DIR/CASE-after`` (``raw/`` left out), where ``tests/browser/test_findings_browser.py`` opens
 their pages.
 
-Spread, 10 serial runs on the shared 2-vCPU machine (load average 4-9), of the first
-finding's figure (the quantity printed on each ``FIELD`` line), min / median / max:
-queue (consumers' and producer's lock wait, % of their time) 35 / 44 / 49; normalizer (ICU, % of
-on-CPU time) 3 / 4 / 5; proxy (allocator, % of on-CPU) 27 / 29 / 31; epoll (on a CPU inside
-epoll_wait, % of the workers' time) 45 / 51 / 56; gc (collector and allocator, % of on-CPU)
-52 / 57 / 60; arenas (MB resident in the arenas) 480 / 480 / 480.  Every run passed.
+Spread, 10 serial runs on the shared 2-vCPU machine (load average 10-22: other processes took
+0.7-1.8 of its 2 CPUs; the first finding's figure, printed on each ``FIELD`` line, min / median
+/ max over the runs where it came first):
+normalizer (ICU, % of on-CPU) 4 / 5 / 6, first in 10 of 10 (its diff judged in the last 7);
+epoll (on a CPU inside epoll_wait, % of the time not waiting for a CPU) 86 / 88 / 90, first in
+10 of 10; gc (collector and allocator, % of on-CPU) 58 / 59 / 62, first in 7 of 10; arenas (MB
+resident in the arenas) 480 / 480 / 480, first in 10 of 10. Queue and proxy failed in all 10
+from load: with other processes on 0.8-1.5 of the 2 CPUs, the consumers (8) and the workers (2)
+waited for a CPU 45-93% of their time, and CPU saturation, which ranks by thread time, came
+first, the lock (16-23% of the consumers' time) and the allocator (30% of the on-CPU time)
+second; it came first in 3 of gc's runs as well. On a quieter machine (load average 7) the lock came first, at
+47%.
 """
 
 from __future__ import annotations
