@@ -27,8 +27,8 @@ resident in the arenas) 480 / 480 / 480, first in 10 of 10. Queue and proxy fail
 from load: with other processes on 0.8-1.5 of the 2 CPUs, the consumers (8) and the workers (2)
 waited for a CPU 45-93% of their time, and CPU saturation, which ranks by thread time, came
 first, the lock (16-23% of the consumers' time) and the allocator (30% of the on-CPU time)
-second; it came first in 3 of gc's runs as well. On a quieter machine (load average 7) the lock came first, at
-47%.
+second; it came first in 3 of gc's runs as well. On a quieter machine (load average 7) the
+lock came first, at 47%.
 """
 
 from __future__ import annotations
