@@ -67,6 +67,9 @@ SUITE: dict[str, Benchmark] = {
         ["--runs", "1", "--seconds", "3", "--only",
          "collect (defaults),pmp libdw,pt-pmp --interval 0"], [],
         ["perf", "pt-pmp"]),
+    "wakers": Benchmark(
+        "wakers_cost.py", "what recording the wakers costs programs that switch often",
+        ["--runs", "2", "--seconds", "3"], [], ["perf"]),
     "gate": Benchmark(
         "check_gate.py", "wallflame check's false alarms and catches; no peer tool",
         ["--rounds", "3", "--seconds", "4", "--round-pause", "0", "--out", "{work}/gate"],

@@ -35,6 +35,7 @@ from wallflame.collect.target import read_text
 from wallflame.errors import PermissionDenied, ToolError
 from wallflame.rundir import WAKE_STEM
 from wallflame.systools import package_of, require_program
+from wallflame.timeline import WAKER_MARKS
 
 #: Seconds per perf.data chunk (see above).
 CHUNK_S = 10
@@ -271,15 +272,19 @@ CLOCK = ["-k", "mono"]
 
 
 #: The wake-up recorder's events: ``sched_wakeup`` ends a blocked interval (the wakee is on a
-#: run queue), ``sched_waking`` names the waker (it fires in the waker's context; a wake-up
-#: done on the wakee's CPU by an interrupt, as the kernel does for an idle CPU, fires
-#: ``sched_wakeup`` in whatever task that CPU ran).
-WAKE_EVENTS = ("sched:sched_wakeup", "sched:sched_waking")
+#: run queue); with the wakers, ``sched_waking`` names the waker (it fires in the waker's
+#: context, where a wake-up done on the wakee's CPU by an interrupt, as the kernel does for
+#: an idle CPU, fires ``sched_wakeup`` in whatever task that CPU ran), with its kernel call
+#: chain (frame pointers, a few hundred bytes), which tells a timer or an interrupt from the
+#: task it interrupted.
+WAKEUP_EVENT = "sched:sched_wakeup"
+WAKER_EVENT = "sched:sched_waking"
 
 
 def wake_command(out: Path, wakee_filter: str, duration_s: float | None,
-                 chunk_s: int = CHUNK_S, events: tuple[str, ...] = WAKE_EVENTS) -> list[str]:
-    """The wake-ups of the target's threads: ``events`` (``WAKE_EVENTS``) on every CPU (a
+                 chunk_s: int = CHUNK_S, wakers: bool = True) -> list[str]:
+    """The wake-ups of the target's threads: ``WAKEUP_EVENT`` and with ``wakers``
+    ``WAKER_EVENT`` on every CPU (a
     wake-up runs in the waker's context, often an interrupt or another process, so a
     per-thread event misses most of them), filtered in the kernel on the wakee, no call
     chain.  The time from a
@@ -288,10 +293,11 @@ def wake_command(out: Path, wakee_filter: str, duration_s: float | None,
     sleep_s = UNBOUNDED_S if duration_s is None else max(1, int(duration_s + 0.999)) + \
         SLEEP_MARGIN_S
     cmd = [perf_path(), "record"]
-    for event in events:
+    for event in (WAKEUP_EVENT, f"{WAKER_EVENT}/call-graph=fp/") if wakers else (WAKEUP_EVENT,):
         cmd += ["-e", event]
         if wakee_filter:
             cmd += ["--filter", wakee_filter]
+    cmd += ["--kernel-callchains"] if wakers else []
     cmd += ["-c", "1", "-a", *CLOCK]
     if os.geteuid() == 0:
         cmd += ["-m", "1M"]
@@ -428,13 +434,15 @@ def lost_from_stderr(text: str) -> tuple[int, list[str]]:
 
 
 #: The kernel's symbols when the chunks were recorded (a copy of ``/proc/kallsyms`` in
-#: ``raw/``), and the three of them a chunk without kernel addresses needs (the wake-ups').
+#: ``raw/``), and those the wake-up chunks need: where the kernel's text lies, and the
+#: functions that name a waker (``WAKER_MARKS``), each with the symbol after it (where it
+#: ends: an address elsewhere is never named after one of them).
 KALLSYMS = "kallsyms"
 KALLSYMS_MIN = "kallsyms.min"
 _KERNEL_BOUNDS = (b"_text", b"_stext", b"_etext")
 
 
-def _bound_lines(text: bytes) -> list[bytes]:
+def _bound_lines(text: bytes) -> list[tuple[int, bytes]]:
     """The lines of ``/proc/kallsyms`` (``ADDRESS TYPE NAME``) naming one of
     ``_KERNEL_BOUNDS``, not a module's (those end in a tab and ``[module]``), in the file's
     order.  Found by searching for the names rather than by a loop over the 120,000 lines
@@ -453,7 +461,27 @@ def _bound_lines(text: bytes) -> list[bytes]:
             start = text.rfind(b"\n") + 1
             if b"\t" not in text[start:]:
                 found.append((start, text[start:]))
-    return [line for _, line in sorted(found)]
+    return sorted(found)
+
+
+def _marker_lines(text: bytes) -> list[tuple[int, bytes]]:
+    """The lines of ``/proc/kallsyms`` of every kernel function whose name holds one of
+    ``WAKER_MARKS``, each with the line after it, by searching for the names."""
+    found: dict[int, bytes] = {}
+    for mark in (m.encode() for _, marks in WAKER_MARKS for m in marks):
+        at = text.find(mark)
+        while at >= 0:
+            start = text.rfind(b"\n", 0, at) + 1
+            end = text.find(b"\n", at)
+            end = len(text) if end < 0 else end
+            after = text.find(b"\n", end + 1)
+            after = len(text) if after < 0 else after
+            for a, b in ((start, end), (end + 1, after)):
+                line = text[a:b]
+                if line and b"\t" not in line and line.count(b" ") == 2:
+                    found[a] = line
+            at = text.find(mark, end)
+    return sorted(found.items())
 
 
 def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
@@ -474,9 +502,10 @@ def save_kallsyms(raw: Path, source: Path = Path("/proc/kallsyms")) -> bool:
     if not first.strip(b"0"):
         return False
     bounds = _bound_lines(text)
+    wanted = [line for _, line in sorted(set(bounds + _marker_lines(text)))]
     try:
         (raw / KALLSYMS).write_bytes(text)
-        (raw / KALLSYMS_MIN).write_bytes(b"".join(line + b"\n" for line in bounds)
+        (raw / KALLSYMS_MIN).write_bytes(b"".join(line + b"\n" for line in wanted)
                                          if bounds else text)
     except OSError:
         with contextlib.suppress(OSError):
@@ -503,7 +532,7 @@ def script_command(chunk: Path, sched: bool, pid: int | str | None = None,
     if kallsyms or (kallsyms is None and ksyms.is_file()):
         cmd.append(f"--kallsyms={ksyms}")
     if wake:
-        return [*cmd, "--ns", "-F", "tid,time,event,trace"]
+        return [*cmd, "--ns", "-F", "tid,time,event,trace,ip,sym"]
     if pid is not None and not sched:
         cmd.append(f"--pid={pid}")
     if sched:

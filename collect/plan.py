@@ -157,7 +157,7 @@ class CollectPlan:
     oncpu_every_cpu: bool
     sched_every_cpu: bool
     wakeups: bool
-    #: With the wake-ups, each one's waker (``collect.perf.WAKE_EVENTS``): the critical path.
+    #: With the wake-ups, each one's waker (``collect.perf.WAKER_EVENT``): the critical path.
     wakers: bool
     #: Chunks folded while recording (a window longer than one chunk of every recorder).
     streamed: bool
@@ -418,8 +418,7 @@ def _stacks(r: Request, sched: bool, freq: int, targets: Targets, machine: Machi
         if auto is not None:
             every = budget.every_switch_mb_per_s(rates, freq, perf.PerfOptions.stack_bytes,
                                                  machine.cpus)
-            max_data, source = auto, BudgetSource.AUTOMATIC
-            notes.reasons.append(f"a stack at every switch would write about {every:,.0f} MB/s")
+            max_data, source = auto, BudgetSource.AUTOMATIC  # said once, by its warning
             notes.warnings.append(
                 f"the target switches {sum(rates.values()):,.0f} times a second: a stack at "
                 f"every switch would write about {every:,.0f} MB/s, so scheduler stacks are "

@@ -282,7 +282,7 @@ def _recorders(procs: Processes, the_plan: CollectPlan, raw: Path) -> list[perf.
         out.append(perf.PerfRecorder(perf.wake_command(
             raw / f"{perf.WAKE}.data", threads.wake_filter(tids, new), opts.duration_s,
             perf.chunk_seconds(opts.duration_s),
-            perf.WAKE_EVENTS if the_plan.wakers else perf.WAKE_EVENTS[:1]), raw, perf.WAKE))
+            the_plan.wakers), raw, perf.WAKE))
     sched = replace(perf.sched_options(opts.freq_hz, opts.sched_call_graph, opts.sched_stack_hz),
                     chunk_s=perf.chunk_seconds(opts.duration_s))
     if the_plan.sched_every_cpu:

@@ -6,9 +6,9 @@ much of it has a known waker and which code ran for it (``RUN/blame.folded``, wr
   state (``[on-CPU]`` then its stack, ``[waiting for a CPU]``, ``[blocked: WAIT]``); or a
   terminal waker (``woken by a timer``, ``waker unknown``).
 * A cause is what the last hop was doing: the user frames nearest the leaf of an on-CPU stack
-  (``MutexQueue::pop → QueueStats::record → fnv1a``, at most ``CAUSE_FRAMES``), waiting for a
-  CPU (in the code it was preempted in), blocked (in its code, and what ended it: ``sleep,
-  woken by a timer``), or the terminal waker; ``who`` is the group that ran it.
+  (``worker → MutexQueue::pop → QueueStats::record → fnv1a``, at most ``CAUSE_FRAMES``),
+  waiting for a CPU (in the code it was preempted in), blocked (in its code, and what ended
+  it: ``sleep, woken by a timer``), or the terminal waker; ``who`` is the group that ran it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wallflame.critpath import ON_CPU, STOPPED_FRAME, UNKNOWN_WAKER, WAITING_FOR_CPU
+from wallflame.critpath import (
+    ON_CPU,
+    STILL_WAITING,
+    STOPPED_FRAME,
+    UNKNOWN_WAKER,
+    WAITING_FOR_CPU,
+)
+from wallflame.locks.lockshare import lock_name
+from wallflame.profile import OFF, UNIT_NS, WAIT_CLASSES, Meta, Profile, StackKey
 from wallflame.report.summary import runtime_root, user_frames
 from wallflame.runfiles import BLAME
+from wallflame.threadgroups import name_pattern
+from wallflame.waitclasses import FALLBACK
 
 #: A cause names at most this many frames, nearest the leaf.
-CAUSE_FRAMES = 3
+CAUSE_FRAMES = 4
 #: At most this many causes per wait.
 MAX_CAUSES = 5
 #: At most this many waits are listed.
@@ -67,6 +77,19 @@ def of_run(run_dir: str | Path) -> list[tuple[tuple[str, ...], int]] | None:
     return read(Path(run_dir) / BLAME)
 
 
+def profile_of(stacks: list[tuple[tuple[str, ...], int]]) -> Profile:
+    """The blame stacks as a profile for the page's flame graph: the waiting group as the
+    thread, coloured by its wait's class (``FALLBACK`` for a wait of no class)."""
+    p = Profile(meta=Meta(unit=UNIT_NS))
+    for stack, ns in stacks:
+        if len(stack) < 2:
+            continue
+        cls = stack[1].split(" ", 1)[0]
+        p.add(StackKey(stack[1:], 0, stack[0], 0, OFF,
+                       cls if cls in WAIT_CLASSES else FALLBACK), ns)
+    return p
+
+
 def cause(stack: tuple[str, ...]) -> tuple[str, str, str]:
     """``(what, who, state)`` of one blame stack (below the waiters and the wait)."""
     who, blocked, where = "", "", 0
@@ -105,27 +128,50 @@ def waits(stacks: list[tuple[tuple[str, ...], int]]) -> list[Wait]:
         key = (stack[0], stack[1])
         w = by.get(key) or by.setdefault(key, Wait(*key))
         w.ns += ns
-        if stack[-1] == UNKNOWN_WAKER:
+        if stack[-1] in (UNKNOWN_WAKER, STILL_WAITING):
             w.unknown += ns
         w.causes[cause(stack[2:])] += ns
     return sorted(by.values(), key=lambda w: -w.ns)
 
 
-def summary(stacks: list[tuple[tuple[str, ...], int]] | None) -> list[dict[str, Any]] | None:
-    """``summary.json``'s ``critical_path``: the heaviest waits with their causes."""
+def summary(stacks: list[tuple[tuple[str, ...], int]] | None,
+            idle: frozenset[str] = frozenset()) -> list[dict[str, Any]] | None:
+    """``summary.json``'s ``critical_path``: the heaviest waits with their causes, those of
+    idle thread groups (``idle``: their name patterns) left out."""
     if stacks is None:
         return None
-    return [w.as_dict() for w in waits(stacks)[:MAX_WAITS]]
+    return [w.as_dict() for w in waits(stacks) if w.waiters not in idle][:MAX_WAITS]
+
+
+#: What a report of a run without the critical path says, and what to run to get it.
+NOT_RECORDED = ("not recorded in this run: its collect did not record the wake-ups' wakers (a "
+                "light collect, a data budget, or not root)")
+HOW_TO_RECORD = "collect as root with --overhead exact, or add --wakers"
+
+
+def for_lock(summary: dict[str, Any], lock: dict[str, Any]) -> dict[str, Any] | None:
+    """The critical path row of the waits on ``lock`` (a ``summary.json`` lock) by its
+    heaviest waiting group; None when there is none."""
+    name = lock_name(str(lock.get("lock", "")))
+    groups = {name_pattern(str(w.get("name", ""))) for w in lock.get("waiters") or []}
+    rows = [r for r in summary.get("critical_path") or []
+            if r["wait"].endswith(" " + name) and (not groups or r["waiters"] in groups)]
+    return rows[0] if rows else None
+
+
+def causes_text(row: dict[str, Any], causes: int = 2) -> str:
+    """``fnv1a in consumer-* 41%, waiting for a CPU in consumer-* 9%``."""
+    return ", ".join(c["what"] + (f" in {c['who']}" if c["who"] else "") +
+                     f" {100 * c['share']:.0f}%" for c in row["causes"][:causes])
 
 
 def sentence(row: dict[str, Any], causes: int = 2) -> str:
     """``while they waited: fnv1a in consumer-* 41%, waiting for a CPU 9% (critical path, 97%
     of the wait with a known waker)``."""
-    parts = [c["what"] + (f" in {c['who']}" if c["who"] else "") +
-             f" {100 * c['share']:.0f}%" for c in row["causes"][:causes]]
-    return (f"what ran while they waited: {', '.join(parts)} (critical path: "
+    return (f"what ran while they waited: {causes_text(row, causes)} (critical path: "
             f"{100 * row['explained']:.0f}% of the wait has a known waker)")
 
 
-__all__ = ["CAUSE_FRAMES", "MAX_CAUSES", "MAX_WAITS", "Wait", "cause", "of_run", "read",
-           "sentence", "summary", "waits"]
+__all__ = ["CAUSE_FRAMES", "HOW_TO_RECORD", "MAX_CAUSES", "MAX_WAITS", "NOT_RECORDED", "Wait",
+           "cause", "causes_text", "for_lock", "of_run", "profile_of", "read", "sentence",
+           "summary", "waits"]

@@ -5,8 +5,9 @@ figure, the evidence behind it and the page view that shows it.
   on-CPU stacks; every output (the page, the text report, ``summary.json``, the collect's
   last lines) shows the same list.
 * The rules are the rows of ``RULES``: a finding of a kind is made when its share of the
-  threads' time reaches the row's threshold.  Idle threads (mostly in an idle poll: waiting
-  for work) are left out of every other finding and named once, last.
+  threads' time reaches the row's threshold.  Idle threads (mostly waiting for work: an idle
+  poll, or a wait the rules' ``idle`` rows name) are left out of every other finding and named
+  once, last.
 * A profile whose unit is samples of unknown length (plain folded input) gets only the hot
   code: its other figures are not time.
 * A finding that names its cause by a pattern (``report.findingrules``: memory kept in malloc
@@ -41,8 +42,8 @@ from wallflame.report.findingrules import (
     top,
     which_call,
 )
-from wallflame.report.summary import build_summary, seconds, user_frames
-from wallflame.threadgroups import display_name, display_names, group_label
+from wallflame.report.summary import build_summary, load_words, seconds, user_frames
+from wallflame.threadgroups import display_name, display_names, group_label, name_pattern
 from wallflame.waitclasses import LOCK_CLASSES
 
 #: The classes of waits on a lock: glibc's (read by the lock sampler) and a server's own
@@ -50,8 +51,12 @@ from wallflame.waitclasses import LOCK_CLASSES
 WAIT_ON_LOCK = (*LOCK_CLASSES, "lock")
 #: At most this many findings are listed.
 MAX_FINDINGS = 7
-#: A thread whose idle-poll time is at least this share of its time is idle.
+#: Threads of a group waiting for work (``idle_s``) for at least this share of their time are
+#: idle (a group's threads act alike: pooled, a thread's own split over a few snapshots does
+#: not make it idle alone) ...
 IDLE_SHARE = 0.5
+#: ... and so is any thread that waited for work for at least this share of its own.
+IDLE_ALONE = 0.9
 #: At most this many functions are named as hot code.
 HOT_FUNCTIONS = 3
 
@@ -116,11 +121,26 @@ def _view(search: str = "", view: str = "both") -> str:
     return f"view={view}&threads=group" + (f"&q={q}" if search else "")
 
 
+def idle_s(row: dict[str, Any]) -> float:
+    """A thread's time waiting for work: its idle poll and the waits the rules' ``idle`` rows
+    name (``idle_s``: a pool worker waiting for a task)."""
+    return float(row["wait"].get("poll", 0.0)) + float(row.get("idle_s", 0.0))
+
+
 def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
-    """The threads that mostly waited for work: an idle poll for ``IDLE_SHARE`` of their
-    time."""
-    return {int(r["tid"]) for r in rows
-            if _wall(r) > 0 and float(r["wait"].get("poll", 0.0)) >= IDLE_SHARE * _wall(r)}
+    """The threads that mostly waited for work (``idle_s``): those of a group (one name
+    pattern or role: threads that act alike) that did for ``IDLE_SHARE`` of the group's time,
+    and any thread that did for ``IDLE_ALONE`` of its own."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[name_pattern(display_name(r))].append(r)
+    out = set()
+    for members in by.values():
+        wall = sum(_wall(r) for r in members)
+        pooled = wall > 0 and sum(idle_s(r) for r in members) >= IDLE_SHARE * wall
+        out |= {int(r["tid"]) for r in members if _wall(r) > 0 and (
+            pooled or idle_s(r) >= IDLE_ALONE * _wall(r))}
+    return out
 
 
 def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
@@ -149,20 +169,13 @@ def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
         rel = (lk.get("released_from") or {}).get("sites") or []
         if rel:
             text += f"; released from {rel[0]['frame']}"
-        path = _critical_path(summary, who, lock_name(str(lk["lock"])))
+        path = blame.for_lock(summary, lk)
         if path is not None:
             text += "; " + blame.sentence(path)
             evidence += "; the wake-ups that ended the waits"
         out.append(Finding("lock", RULE["lock"].heading, text, evidence, wait,
                            _view(sites[0] if sites else "")))
     return out
-
-
-def _critical_path(summary: dict[str, Any], who: str, lock: str) -> dict[str, Any] | None:
-    """The critical path row of the waits on ``lock`` by the heaviest waiting group."""
-    rows = [r for r in summary.get("critical_path") or []
-            if r["wait"].endswith(" " + lock) and who.startswith(r["waiters"])]
-    return rows[0] if rows else None
 
 
 def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Finding]:
@@ -181,7 +194,7 @@ def _labelled_lock_findings(summary: dict[str, Any], wall: float) -> list[Findin
     return out
 
 
-def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
+def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, float]) -> list[Finding]:
     wall = sum(_wall(r) for r in busy)
     waiting = [r for r in busy if float(r.get("runnable_s", 0.0)) > 0]
     runnable = sum(float(r.get("runnable_s", 0.0)) for r in waiting)
@@ -192,7 +205,7 @@ def _cpu_finding(busy: list[dict[str, Any]]) -> list[Finding]:
     top = [r for r in most if float(r["runnable_s"]) >= 0.1 * float(most[0]["runnable_s"])]
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
-            "on a CPU): the machine's CPUs were busy")
+            f"on a CPU): {load_words(machine)}")
     return [Finding("cpu", RULE["cpu"].heading, text,
                     "the scheduler's run-queue time of each thread", runnable,
                     _view("runnable"))]
@@ -329,10 +342,11 @@ def _cost_finding(summary: dict[str, Any], wall: float) -> list[Finding]:
 def _idle_finding(idle: list[dict[str, Any]]) -> list[Finding]:
     if not idle:
         return []
-    s = sum(float(r["wait"].get("poll", 0.0)) for r in idle)
-    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work (idle "
-            f"poll, {s:.2f} s): not a problem, and left out of the findings above")
-    return [Finding("idle", RULE["idle"].heading, text, "off-CPU stacks in an idle poll", s,
+    s = sum(idle_s(r) for r in idle)
+    text = (f"{group_label([display_name(r) for r in idle])} mostly waited for work "
+            f"({s:.2f} s): not a problem, and left out of the findings above")
+    return [Finding("idle", RULE["idle"].heading, text,
+                    "off-CPU stacks in an idle poll or a wait the idle rules name", s,
                     _view("", "off"))]
 
 
@@ -346,10 +360,11 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     names = display_names(rows)
     if profile.meta.unit != UNIT_NS:  # samples of unknown length: only where CPU time went
         return _hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names)
+    machine = (summary.get("quality") or {}).get("machine") or {}
     busy_tids = {int(r["tid"]) for r in busy}
     calls = _call_findings(profile, busy_tids, total_on, busy, names)
     found = [*_memory_finding(profile), *calls, *_lock_findings(summary, walls, names),
-             *_cpu_finding(busy),
+             *_cpu_finding(busy, machine),
              *_hot_findings(profile, busy_tids, total_on, names,
                             frozenset(f.kind for f in calls)),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
@@ -368,9 +383,14 @@ def summarize(profile: Profile, groups: dict[Any, int] | None = None,
     s = build_summary(profile, groups)
     where = run_dir or profile.meta.extra.get("run_dir")
     if isinstance(where, str) and "range" not in profile.meta.extra:
-        path = blame.summary(blame.of_run(where))
+        rows = [r for r in s.get("threads", []) if r.get("tid")]
+        idle = idle_tids(rows)
+        path = blame.summary(blame.of_run(where), frozenset(
+            name_pattern(str(r["name"])) for r in rows if int(r["tid"]) in idle))
         if path is not None:
             s["critical_path"] = path
+        elif profile.meta.unit == UNIT_NS:
+            s["critical_path_missing"] = f"{blame.NOT_RECORDED}; {blame.HOW_TO_RECORD}"
     s["findings"] = [f.as_dict() for f in findings(s, profile)]
     return s
 

@@ -11,7 +11,6 @@ length capped) so the page informs with JavaScript blocked.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from contextlib import suppress
 from functools import lru_cache
@@ -29,7 +28,7 @@ from wallflame.report.pageruntime import Markup, escape
 from wallflame.report.palette import swatch_css
 from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import CLASSES, MAX_NODES, build_tree, visible
-from wallflame.threadgroups import display_name, display_names
+from wallflame.threadgroups import display_name, display_names, merge_rows, name_pattern
 from wallflame.waitclasses import BY_NAME, FALLBACK, page_table
 
 if TYPE_CHECKING:  # Jinja2 is imported when a template is compiled (see report/pagecache.py)
@@ -177,6 +176,12 @@ def embedded_data(profile: Profile, max_nodes: int = MAX_NODES) -> dict[str, Any
         timeline = page_timeline(profile, tree)
         if timeline is not None:
             data["timeline"] = timeline
+        if "range" not in profile.meta.extra:
+            from wallflame.report import blame
+
+            stacks = blame.of_run(str(profile.meta.extra["run_dir"]))
+            if stacks:
+                data["blame"] = build_tree(blame.profile_of(stacks), max_nodes).to_json()
     return data
 
 
@@ -199,24 +204,27 @@ def _bars(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
     return out
 
 
-def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Threads whose names differ only in digits (``worker-1..32`` -> ``worker-*``)."""
-    acc: dict[str, dict[str, Any]] = {}
+def _thread_rows(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
+    """The per-thread table's rows (``_bars``), a group's (``merge_rows``: ``consumer-* ×8``,
+    ``tids`` its members) followed by its members (``member``: shown one by one on a
+    click); a thread alone in its group is one row."""
+    by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        key = re.sub(r"[0-9]+", "*", r["name"] or "?")
-        g = acc.setdefault(key, {"name": key, "tid": 0, "n": 0, "on_cpu_s": 0.0,
-                                 "wait": dict.fromkeys(WAIT_CLASSES, 0.0)})
-        g["n"] += 1
-        g["on_cpu_s"] += r["on_cpu_s"]
-        for c in WAIT_CLASSES:
-            g["wait"][c] += r["wait"][c]
-    if all(g["n"] == 1 for g in acc.values()):
-        return []
-    groups = sorted(acc.values(), key=lambda g: (-g["n"], g["name"]))
-    for g in groups:
-        g["runnable_s"] = g["wait"][RUNNABLE]
-        g["off_cpu_s"] = sum(g["wait"].values()) - g["runnable_s"]
-    return groups
+        by.setdefault(name_pattern(display_name(r)), []).append(r)
+    out = []
+    for members in by.values():
+        if len(members) > 1:
+            group = _bars(merge_rows(members), window)[0]
+            out.append({**group, "tids": " ".join(str(m["tid"]) for m in members)})
+        out += [{**b, "name": display_name(b), "member": len(members) > 1}
+                for b in _bars(members, window)]
+    return out
+
+
+def thread_groups(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Each thread's group, by tid, for the flame graph's threads grouped (its name pattern,
+    or its role: ``wallflame.threadgroups``)."""
+    return {str(r["tid"]): name_pattern(display_name(r)) for r in rows if r.get("tid")}
 
 
 def _wait_class(key: StackKey) -> str:
@@ -254,6 +262,7 @@ def _min_observations(profile: Profile) -> int:
 def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
     if not summary["locks"]:
         return []  # (without importing the lock tables' module)
+    from wallflame.report.blame import for_lock
     from wallflame.report.locks import holder_frames
 
     out = []
@@ -262,7 +271,8 @@ def _locks(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rel = lock.get("released_from") or {"count": 0, "sites": []}
         released = {**rel, "sites": [{**r, "frames": holder_frames(r["stack"])}
                                      for r in rel["sites"]]}
-        out.append({**lock, "holders": holders, "released_from": released})
+        out.append({**lock, "holders": holders, "released_from": released,
+                    "critical": for_lock(summary, lock)})
     return out
 
 
@@ -384,12 +394,13 @@ def _context(profile: Profile, max_nodes: int, title: str | None) -> dict[str, A
     summary = summarize(profile, groups)
     m = profile.meta
     unit = summary["unit"]
-    rows = _bars(summary["threads"], summary["window_s"])
+    rows = _thread_rows(summary["threads"], summary["window_s"])
     idle = idle_tids(summary["threads"])
     return {
         "data": embedded_data(profile, max_nodes), "summary": summary, "unit": unit,
-        "threads": rows, "groups": _groups(summary["threads"]),
-        "coverage_bad": [r for r in rows if r["cov_bad"]],
+        "threads": rows, "thread_groups": thread_groups(summary["threads"]),
+        "grouped": any("tids" in r for r in rows),
+        "coverage_bad": [r for r in rows if r["cov_bad"] and r["tid"]],
         "no_off": not any(g.state == OFF for g in groups),
         "no_on": not any(g.state != OFF for g in groups),
         "locks": _locks(summary), "unidentified": summary.get("unidentified_lock_waits") or [],

@@ -12,9 +12,26 @@ from collections.abc import Iterable
 from typing import Any
 
 from wallflame import procnames
-from wallflame.classify import classify, default_rules, find_wait
+from wallflame.classify import (
+    classify,
+    default_rules,
+    find_wait,
+    idle_label,
+    idle_thread,
+    label_rules,
+)
 from wallflame.names import is_unknown
-from wallflame.profile import OFF, RUNNABLE, UNIT_NS, WAIT_CLASSES, Group, Profile, ThreadTotals
+from wallflame.profile import (
+    OFF,
+    ON,
+    RUNNABLE,
+    UNIT_NS,
+    WAIT_CLASSES,
+    Group,
+    Profile,
+    StackKey,
+    ThreadTotals,
+)
 from wallflame.report.sublabels import label_totals, tracer_stops
 from wallflame.speedups import native
 from wallflame.stops import stopped_ns, tid_ns
@@ -68,22 +85,29 @@ ROLE_MIN_SHARED = 3
 
 def thread_roles(profile: Profile, rows: list[dict[str, Any]]) -> None:
     """Threads that carry one name with ``ROLE_MIN_SHARED`` others or more (a server that
-    names none of its threads) get a ``role``: the first named function of their heaviest
-    stack, past the runtime's root frames (``handle_one_connection``)."""
+    names none of its threads) get a ``role``: the first named function of their stacks past
+    the runtime's root frames (``handle_one_connection``), the one with the most of the
+    thread's time (a stack without one, ``[mariadbd]`` or a pseudo-frame alone, names none)."""
     counts = Counter(r["name"] for r in rows if r["tid"])
     want = {r["tid"] for r in rows if r["tid"] and counts[r["name"]] > ROLE_MIN_SHARED}
     if not want:
         return
-    best: dict[int, tuple[int, tuple[str, ...]]] = {}
+    weights: dict[int, Counter[str]] = {}
     for k, w in profile.stacks.items():
-        if k.tid in want and w > best.get(k.tid, (0, ()))[0]:
-            best[k.tid] = (w, k.frames)
+        if k.tid in want:
+            role = _root_function(k.frames)
+            if role:
+                weights.setdefault(k.tid, Counter())[role] += w
     for r in rows:
-        if r["tid"] in best:
-            user = user_frames(best[r["tid"]][1])
-            named = [f for f in user[runtime_root(user):] if not f.startswith("[")]
-            if named:
-                r["role"] = named[0]
+        if r["tid"] in weights:
+            r["role"] = weights[r["tid"]].most_common(1)[0][0]
+
+
+def _root_function(frames: tuple[str, ...]) -> str:
+    """The first named frame of ``frames`` past the runtime's root frames, before the kernel
+    (empty when there is none)."""
+    user = user_frames(frames)
+    return next((f for f in user[runtime_root(user):] if not f.startswith("[")), "")
 
 
 def call_site(frames: tuple[str, ...]) -> str:
@@ -184,6 +208,33 @@ def on_cpu_in(profile: Profile) -> dict[int, dict[str, int]]:
     return out
 
 
+def idle_waits(profile: Profile) -> dict[int, int]:
+    """Each thread's blocked time outside the idle poll that an ``idle`` row of the rules names
+    a wait for work (``classify.idle_label``: a pool worker's condvar wait for a task); only
+    the stacks naming a frame of those rows are looked at (found in C, as ``on_cpu_in``),
+    unless a row reads a stack's root."""
+    idle = label_rules().idle
+    out: dict[int, int] = {}
+    if idle is None:
+        return out
+    if idle.roots or idle.threads:  # rows on a root or a name: every blocked stack is tried
+        stacks: Iterable[tuple[StackKey, int]] = (
+            (k, w) for k, w in profile.stacks.items() if k.state == OFF)
+    else:
+        named = idle.named(native.frame_names(profile.stacks, ON))
+        stacks = native.stacks_naming(profile.stacks, ON, named) if named else ()
+    by_name: dict[str, bool] = {}  # each thread name's idle row, looked up once
+    for k, w in stacks:
+        if k.wait in (RUNNABLE, "poll"):
+            continue
+        named_idle = by_name.get(k.thread)
+        if named_idle is None:
+            named_idle = by_name[k.thread] = idle_thread(k.thread) is not None
+        if named_idle or idle_label(k.frames) is not None:
+            out[k.tid] = out.get(k.tid, 0) + w
+    return out
+
+
 def runqueue_ns(profile: Profile) -> dict[int, int]:
     return tid_ns(profile.meta.extra.get("runqueue_ns"))
 
@@ -244,6 +295,29 @@ def machine_load(raw: Any) -> dict[str, float]:
     return out if out.get("cpus") else {}
 
 
+#: Under this share of the machine's CPUs in use, threads waiting for a CPU were not waiting
+#: for a full machine.
+FULL_MACHINE = 0.9
+
+
+def load_words(machine: dict[str, float]) -> str:
+    """Who used the machine's CPUs over the window, in words (``machine_load``'s figures: the
+    kernel's CPU time counters, ``/proc/stat`` and each process's ``/proc/PID/stat``); without
+    them, that the CPUs were busy."""
+    cpus, busy = machine.get("cpus", 0.0), machine.get("busy_cpus", 0.0)
+    if not cpus:
+        return "the machine's CPUs were busy"
+    target, other = machine.get("target_cpus", 0.0), machine.get("other_cpus", 0.0)
+    use = (f"{busy:.2f} in use over the window, by the kernel's CPU time: the target "
+           f"{target:.2f}, other processes {other:.2f}, the collect "
+           f"{machine.get('collect_cpus', 0.0):.2f}")
+    if busy < FULL_MACHINE * cpus:
+        return (f"the machine's {cpus:g} CPUs were not all busy ({use}): a CPU limit (quota, "
+                "affinity) may hold the target")
+    return (f"the machine's {cpus:g} CPUs were busy ({use})"
+            + ("; other processes used more than the target" if other > target else ""))
+
+
 def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> dict[str, Any]:
     """The summary of ``profile`` (``groups``: its ``grouped()``, when the caller has them)."""
     m = profile.meta
@@ -258,8 +332,11 @@ def build_summary(profile: Profile, groups: dict[Group, int] | None = None) -> d
                        stopped.get(t.tid, 0) if t.tid else 0,
                        _alive(profile, t.tid) if t.tid else None) for t in threads]
     after, inside = runnable_after(profile, groups), on_cpu_in(profile)
+    idle = idle_waits(profile)
     thread_roles(profile, rows)
     for r in rows:
+        if idle.get(r["tid"]):
+            r["idle_s"] = seconds(idle[r["tid"]], unit)
         for key, per in (("runnable_after", after), ("on_cpu_in", inside)):
             if r["tid"] in per:
                 r[key] = {c: seconds(ns, unit) for c, ns in sorted(per[r["tid"]].items())}

@@ -10,6 +10,7 @@ from typing import IO, Any
 from wallflame.amounts import SECONDS, column
 from wallflame.classify import wait_label
 from wallflame.profile import OFF, WAIT_CLASSES, Profile
+from wallflame.report import blame
 from wallflame.report.findings import Finding, idle_tids, summarize
 from wallflame.report.topstacks import kernel_item, stack_runs, top_rows
 from wallflame.report.tree import visible
@@ -100,6 +101,10 @@ def _locks(s: dict[str, Any], out: IO[str]) -> None:
             lines.append(f"  held by {who} {_share(h)} in {_cut(leaf, 40)}")
         for r in lock.get("released_from", {}).get("sites", [])[:2]:
             lines.append(f"  released from {_cut(r['frame'], 50)} {_share(r)}")
+        path = blame.for_lock(s, lock)
+        if path is not None:
+            lines.append(f"  waits spent waiting for (critical path, {100 * path['explained']:.0f}%"
+                         f" known): {_cut(blame.causes_text(path), 70)}")
     for u in s.get("unidentified_lock_waits", [])[:3]:
         lines.append(f"lock not identified, waited at {_cut(u['call_site'], 50)}: "
                      f"{column(u['s'], s['unit'])}{unit} by {len(u['waiters'])} threads")
@@ -210,6 +215,10 @@ def write_text(profile: Profile, out: IO[str]) -> None:
     if s.get("critical_path"):
         out.write("\n")
         _critical_path(s["critical_path"], out)
+    elif s.get("critical_path_missing"):
+        out.write("\n")
+        out.writelines(f"{line}\n" for line in textwrap.wrap(
+            f"who made them wait: {s['critical_path_missing']}", WIDTH))
     ts = s["tracer_stops"]
     if ts["threads"]:
         timed = ""

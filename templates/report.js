@@ -15,6 +15,9 @@
     threadsFolded.set(folded.map[t[0]], { tid: t[1], name: t[2] });
   });
   var threadOf = threadsFolded;
+  /* each thread's group (its name pattern, or its role when its name is the process's) */
+  var groupsEl = document.getElementById("wf-groups");
+  var GROUPS = groupsEl ? JSON.parse(groupsEl.textContent) : {};
   /* each class's label and colour: the one table (wallflame/waitclasses.py), no copy here */
   var TABLE = data.classes, FALLBACK = TABLE[data.class_fallback];
   var MASKS = {
@@ -24,7 +27,7 @@
   };
   var $ = function (id) { return document.getElementById(id); };
   var tip = $("wf-tip");
-  var state = { view: "both", threads: "per", q: "", z: [], sel: [], range: null, kernel: false };
+  var state = { view: "both", threads: "group", q: "", z: [], sel: [], range: null, kernel: false };
   var vt = null, kids = null;
 
   document.documentElement.classList.add("js");
@@ -117,6 +120,37 @@
     off: makeGraph("fg-off", MASKS.off, "no off-CPU evidence")
   };
 
+  /* ---- who made them wait: the critical path of the waits (a tree of its own, the whole
+   * window; the search applies to it too) ---- */
+  var blame = null;
+  if (data.blame) {
+    var bBase = WF.fromFlat(data.blame);
+    var bTree = WF.regroup(bBase, function (node) { return bBase.nameId[node]; });
+    var bKids = WF.children(bTree);
+    var bValue = WF.values(bTree, data.blame.classes.map(function () { return true; }));
+    var bColour = function (node) {
+      if (node === 0) return "rgb(230,230,225)";
+      var name = bTree.names[bTree.nameId[node]];
+      if (/^woken by |^\[/.test(name)) return "rgb(190,200,214)";  // the chain's own frames
+      return paint("on", hash(name), hash(name + "\u0001"));
+    };
+    blame = new WF.Flame($("fg-blame"), {
+      color: bColour, tooltipEl: tip, matchColor: "#35d435", maxHeight: 500,
+      emptyText: "no wait ended by a recorded wake-up",
+      tooltip: function (g, node) {
+        var v = g.value[node];
+        return [node === 0 ? "all waits" : bTree.names[bTree.nameId[node]],
+          fmt(v) + " \u2014 " + pct(v, g.value[0]) + " of the time waited"];
+      },
+      onClick: function (g, node) { g.zoomTo(node); }
+    });
+    blame.opts.rootName = "all waits";
+    blame.setData(bTree, bKids, bValue);
+    $("blame").hidden = false;
+    $("tot-blame").textContent = fmt(blame.total());
+    blame.render();
+  }
+
   /* ---- the timeline: a range selected in it restricts every graph ---- */
   /* runnable is a class of the table: drawn in its colour, like the wait classes */
   var STATE_COLOURS = { stopped: "rgb(150,150,150)", unsampled: "rgb(184,196,214)" };
@@ -156,8 +190,9 @@
   function rangeTable(r) {
     var t = r ? timeline.totals(r[0], r[1]) : null, all = { on: 0 };
     if (t) for (var tid in t) for (var k in t[tid]) all[k] = (all[k] || 0) + t[tid][k];
-    document.querySelectorAll("#threads tr[data-tid]").forEach(function (tr) {
-      var row = t && (tr.dataset.tid === "all" ? all : t[tr.dataset.tid]);
+    document.querySelectorAll("#threads tr[data-tid], #threads tr[data-tids]").forEach(function (tr) {
+      var row = t && (tr.dataset.tids ? groupRow(t, tr.dataset.tids.split(" "), r) :
+        tr.dataset.tid === "all" ? all : t[tr.dataset.tid]);
       var bar = tr.querySelector("svg.bar");
       if (bar) bar.style.visibility = t ? "hidden" : "";
       tr.querySelectorAll("[data-k]").forEach(function (td) {
@@ -169,11 +204,26 @@
         var v = k === "blocked" ? blocked + (row.unsampled || 0) : k === data.class_fallback ?
           (row[k] || 0) + (row.unsampled || 0) : row[k] || 0;
         if (k === "cov") {
-          v = (row.on + (row.runnable || 0) + blocked + (row.unsampled || 0) + (row.stopped || 0)) / (r[1] - r[0]);
+          v = row.cov !== undefined ? row.cov : (row.on + (row.runnable || 0) + blocked + (row.unsampled || 0) + (row.stopped || 0)) / (r[1] - r[0]);
           td.textContent = Math.round(100 * v) + "%";
         } else td.textContent = v ? fmt(v) : "\u00b7";
       });
     });
+  }
+
+  /* a group's row of the range: its members' sums, and the lowest of their coverages */
+  function groupRow(t, tids, r) {
+    var sum = { on: 0 }, cov = Infinity;
+    tids.forEach(function (tid) {
+      var x = t[tid];
+      if (!x) return;
+      for (var k in x) sum[k] = (sum[k] || 0) + x[k];
+      var b = 0;
+      TABLE_BLOCKED.forEach(function (c) { b += x[c] || 0; });
+      cov = Math.min(cov, (x.on + (x.runnable || 0) + b + (x.unsampled || 0) + (x.stopped || 0)) / (r[1] - r[0]));
+    });
+    if (cov !== Infinity) sum.cov = cov;
+    return sum;
   }
 
   function groupName(name) { return name.replace(/[0-9]+/g, "*"); }
@@ -181,11 +231,12 @@
     if (mode === "merged") return function () { return -1; };
     if (mode === "group") {
       var counts = new Map();
-      threadOf.forEach(function (t) { var k = groupName(t.name); counts.set(k, (counts.get(k) || 0) + 1); });
+      var key = function (t) { return GROUPS[t.tid] || groupName(t.name); };
+      threadOf.forEach(function (t) { var k = key(t); counts.set(k, (counts.get(k) || 0) + 1); });
       return function (node) {
         var t = threadOf.get(node);
         if (!t) return base.nameId[node];
-        var k = groupName(t.name), n = counts.get(k);
+        var k = key(t), n = counts.get(k);
         return WF.intern(base, n > 1 ? k + " [" + n + " threads]" : base.names[base.nameId[node]]);
       };
     }
@@ -245,6 +296,7 @@
     }
     var res = {}, shared = re ? WF.matchNodes(vt, re) : null;
     for (var k in graphs) res[k] = graphs[k].search(re, shared);
+    if (blame) blame.search(re, re ? WF.matchNodes(blame.tree, re) : null);
     if (!re) { if (!state.q) out.textContent = ""; return; }
     var m = res.main;
     out.textContent = "Matched: " + pct(m.all, m.total) + " (" + fmt(m.all) + ")" +
@@ -287,6 +339,7 @@
   function syncControls() {
     document.querySelectorAll("input[name=view]").forEach(function (r) { r.checked = r.value === state.view; });
     document.querySelectorAll("input[name=threads]").forEach(function (r) { r.checked = r.value === state.threads; });
+    if ($("threads-each")) $("threads-each").checked = state.threads === "per";
     $("kernel").checked = state.kernel;
   }
 
@@ -307,6 +360,10 @@
   });
   document.querySelectorAll("input[name=threads]").forEach(function (r) {
     r.addEventListener("change", function () { setThreads(r.value); });
+  });
+  // the per-thread table's "one row per thread": the graphs' threads one root each, or grouped
+  if ($("threads-each")) $("threads-each").addEventListener("change", function () {
+    setThreads($("threads-each").checked ? "per" : "group");
   });
   $("reset").addEventListener("click", reset);
   $("kernel").addEventListener("change", function () {
@@ -348,7 +405,7 @@
   applyRange();
   if (window.performance && performance.mark) performance.mark("wf-drawn");
   if (state.sel.length) showDetails(graphs.main, graphs.main.selected > 0 ? graphs.main.selected : 0);
-  window.wallflame = { graphs: graphs, state: state, timeline: timeline, search: function (q) {
+  window.wallflame = { graphs: graphs, blame: blame, state: state, timeline: timeline, search: function (q) {
     state.q = q; runSearch(); saveHash(); return $("search-out").textContent;
   }, zoomPath: function (names) {
     var node = 0;

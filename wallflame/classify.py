@@ -13,6 +13,14 @@ pattern: it then holds only when one of the next ``UNDER_DEPTH`` callers of the 
 tranche).  A stack's label is that of the deciding rule, or when it has none, of the nearest
 labelled rule of the same class further towards the root (``epoll_wait`` decides ``poll``,
 ``secure_read`` above it says ``client read``).
+
+Rows of the class ``idle`` are not wait classes: they name where a thread waits for work (a pool
+worker waiting for a task, a server's manager or timer thread between its rounds).  A blocked
+stack with such a frame among its scanned frames is idle, whatever its wait class
+(``idle_label``); the report leaves idle threads out of its findings and top stacks.  An idle
+row may instead match a stack's root (``root``: a regex on its first ``ROOT_FRAMES`` frames
+joined by ``;``): a thread whose own functions have no symbol is known by its stack's shape;
+or a thread's name (``thread``: ``idle_thread``), for threads with no stack of their own.
 """
 
 from __future__ import annotations
@@ -35,6 +43,10 @@ SCAN_DEPTH = 48
 UNDER_DEPTH = 4
 
 WEAK, STRONG, OUTER = 0, 1, 2
+#: The rows that name a wait for work rather than a wait class.
+IDLE = "idle"
+#: How many frames from the root an idle row matched on the stack's root (``root``) reads.
+ROOT_FRAMES = 8
 _STRENGTHS = {"weak": WEAK, "strong": STRONG, "outer": OUTER}
 
 _SUFFIX = re.compile(r"_\[[kijw]\]$")
@@ -98,6 +110,14 @@ class Rules:
     _any: re.Pattern[str] | None = field(default=None, repr=False)
     _joined_ok: bool = field(default=True, repr=False)
     _size: int = field(default=0, repr=False)  # rules added
+    #: the ``idle`` rows, in a table of their own (classed ``other`` there: they classify
+    #: nothing, ``idle_label`` reads them)
+    idle: Rules | None = field(default=None, repr=False)
+    #: the idle rows matched on a stack's root (``root``): (pattern, label)
+    roots: list[tuple[re.Pattern[str] | _Lazy, str]] = field(default_factory=list, repr=False)
+    #: the idle rows matched on a thread's name (``thread``): (pattern, label)
+    threads: list[tuple[re.Pattern[str] | _Lazy, str]] = field(default_factory=list,
+                                                                repr=False)
 
     def add_line(self, line: str, where: str, builtin: bool = False) -> None:
         """One line of a rules file; ``builtin``: of the built-in table, whose expressions
@@ -110,9 +130,25 @@ class Rules:
         cls, strength, match, pattern = parts[:4]
         label = parts[4].strip() if len(parts) > 4 else ""
         under = parts[5] if len(parts) > 5 else ""
+        if cls == IDLE:
+            if strength != "outer":
+                raise InputError(f"{where}: an idle row holds wherever it is met: its strength "
+                                 f"is outer, not {strength!r}")
+            if self.idle is None:
+                self.idle = Rules()
+            if match in ("root", "thread"):
+                if label and label != "-" and not _LABEL.fullmatch(label):
+                    raise InputError(f"{where}: bad label {label!r}",
+                                     "up to 40 letters, digits, spaces and _.:<>()/+-")
+                rx = _Lazy(pattern) if builtin else _regex(pattern, where)
+                rows = self.idle.roots if match == "root" else self.idle.threads
+                rows.append((rx, "" if label == "-" else label))
+                return
+            self.idle.add_line("\t".join(("other", *parts[1:])), where, builtin)
+            return
         if cls not in BLOCKED_CLASSES:
             raise InputError(f"{where}: unknown wait class {cls!r}",
-                             f"use one of {', '.join(BLOCKED_CLASSES)}")
+                             f"use one of {', '.join(BLOCKED_CLASSES)} (or idle)")
         if strength not in _STRENGTHS:
             raise InputError(f"{where}: strength must be outer, strong or weak, not {strength!r}")
         if label == "-":
@@ -327,6 +363,49 @@ def find_wait(frames: tuple[str, ...] | list[str], rules: Rules | None = None) -
     return hit[0] if hit else None
 
 
+def idle_label(frames: tuple[str, ...] | list[str], rules: Rules | None = None) -> str | None:
+    """Whether a blocked stack (frames root first) waits for work: the label of the nearest
+    ``idle`` row met among its scanned frames (empty when that row has none), or ``None``."""
+    if rules is None and _LABEL_RULES is not None:
+        rules = _LABEL_RULES
+    r = rules or default_rules()
+    if r.idle is None:
+        return None
+    if rules is None:
+        return _default_idle(tuple(frames))
+    return _idle_in(frames, r.idle)
+
+
+@lru_cache(maxsize=1 << 16)
+def _default_idle(frames: tuple[str, ...]) -> str | None:
+    idle = default_rules().idle
+    return _idle_in(frames, idle) if idle is not None else None
+
+
+def _idle_in(frames: tuple[str, ...] | list[str], idle: Rules) -> str | None:
+    for i in range(len(frames) - 1, max(len(frames) - SCAN_DEPTH, 0) - 1, -1):
+        if idle.frame_rules(frames[i]):
+            rule = _rule_at(frames, i, idle)
+            if rule is not None:
+                return rule.label
+    if idle.roots:
+        root = ";".join(frames[:ROOT_FRAMES])
+        for rx, label in idle.roots:
+            if rx.match(root):
+                return label
+    return None
+
+
+def idle_thread(name: str, rules: Rules | None = None) -> str | None:
+    """Whether a thread of this name waits for work whenever it is blocked (an idle row on a
+    thread's name, ``thread``: the kernel's io_uring workers): that row's label, or ``None``."""
+    r = rules or label_rules()
+    for rx, label in r.idle.threads if r.idle is not None else ():
+        if rx.match(name):
+            return label
+    return None
+
+
 def classify_label(frames: tuple[str, ...] | list[str], kstate: str = "",
                    rules: Rules | None = None) -> tuple[str, str]:
     """``(class, label)`` of an off-CPU stack (frames root first)."""
@@ -358,6 +437,11 @@ def wait_label(frames: tuple[str, ...], wait: str) -> str:
 
 
 _LABEL_RULES: Rules | None = None
+
+
+def label_rules() -> Rules:
+    """The rules stacks are labelled with (``set_label_rules``'s, else the built-in table)."""
+    return _LABEL_RULES or default_rules()
 
 
 def set_label_rules(rules: Rules | None) -> None:

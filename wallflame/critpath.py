@@ -6,10 +6,13 @@ recorded (``Timeline.wakes``):
 
 * **The waker of a wait.**  A blocked span ends at the wake-up that made its thread runnable;
   its waker is the task in whose context the last ``sched_waking`` of the thread inside the
-  span fired (``waker_of``).  A wait of a class that only a timer or a device ends
-  (``TERMINAL_WAKERS``: a sleep, I/O) is named by that class, since its wake-up fires in
-  whatever task the interrupt hit; a waking on an idle CPU (tid 0) is an interrupt; a task
-  outside the target is named as ``ps`` names it; none in the span: unknown.
+  span fired (``waker_of``).  A waking whose kernel call chain shows a timer's expiry or an
+  interrupt is named so (``NO_TASK``: it fired in whatever task the interrupt hit), as is a
+  waking on an idle CPU (tid 0); a wait of a class that only a timer or a device ends
+  (``TERMINAL_WAKERS``: a sleep, I/O) is named by that class; the task that resumed a thread
+  from the collect's own stop is the collect (``tracers``): the wait its stop cut short went
+  on after it, and its waker is that of the wait resumed; another task outside the target is
+  named as ``ps`` names it; none in the span: unknown.
 * **The critical path of a wait** ``[a, e)`` woken by target thread ``W``: ``W``'s own states
   over ``[a, e)``, walked as they come: its on-CPU samples in that range (each stands for its
   period: an estimate, like every on-CPU figure), its runnable spans (``[waiting for a CPU]``,
@@ -23,10 +26,8 @@ recorded (``Timeline.wakes``):
   weighted in ns of waiting.  Their sum over a wait is the wait's length (the on-CPU parts as
   estimated from samples).
 
-What it cannot see: a wake-up by a timed wait's timeout is named after the task the timer
-interrupt hit (its class is the waiter's, not ``sleep``); the work of a process outside the
-target; a thread's on-CPU code with no sample in the range (short waits are seen in
-aggregate, not one by one).
+What it cannot see: the work of a process outside the target; a thread's on-CPU code with no
+sample in the range (short waits are seen in aggregate, not one by one).
 """
 
 from __future__ import annotations
@@ -38,15 +39,31 @@ from dataclasses import dataclass, field
 
 from wallflame.locks.lockshare import lock_name
 from wallflame.threadgroups import name_pattern
-from wallflame.timeline import KINDS, RUNNABLE, STOPPED, UNSAMPLED, ThreadLine, Timeline
+from wallflame.timeline import (
+    KINDS,
+    RUNNABLE,
+    STOPPED,
+    UNSAMPLED,
+    WAKER_IRQ,
+    WAKER_TIMER,
+    ThreadLine,
+    Timeline,
+)
 
 #: At most this many hops from a waiter to the code that ran for it.
 MAX_DEPTH = 8
 #: Waits that only a timer or a device ends: their waker is named by the class.
 TERMINAL_WAKERS = {"sleep": "a timer", "io": "I/O completion"}
-#: The waker of a waking on an idle CPU (the idle task, tid 0): an interrupt.
-IDLE_WAKER = "an interrupt"
+#: Wakers that are no task of the target's: a timer's expiry or an interrupt (the waking's
+#: kernel call chain), or a waking on an idle CPU (the idle task, tid 0).
+NO_TASK = {WAKER_TIMER: "a timer", WAKER_IRQ: "an interrupt", 0: "an interrupt"}
 UNKNOWN_WAKER = "waker unknown"
+#: A wait still going when the window closed: no waker yet.
+STILL_WAITING = "still waiting when the window closed"
+#: The waker of a wait the collect's own tracer ended (to stop the thread for its stack),
+#: when the wait did not resume after the stop; one that did is followed, this many stops on.
+TRACER = "the collect's stop for a stack"
+STOPS_FOLLOWED = 64
 ON_CPU = "[on-CPU]"
 WAITING_FOR_CPU = "[waiting for a CPU]"
 STOPPED_FRAME = "[stopped by the collect]"
@@ -93,24 +110,28 @@ class _Walk:
         self.max_depth = max_depth
         self.frames = tl.stacks.frames_of
         self.groups = {tid: name_pattern(th.name or str(tid)) for tid, th in tl.threads.items()}
+        self.tracers = tracers(tl)
 
     def hop(self, th: ThreadLine, i: int, lo: int, hi: int, path: tuple[str, ...],
             depth: int) -> bool:
         """Charge ``[lo, hi)`` of span ``i`` of ``th`` (blocked) to what woke it; whether its
         waker is known."""
         kind = KINDS[th.p_kind[i]]
-        end = th.p_start[i] + th.p_dur[i]
-        w = waker_of(th, th.p_start[i], end) if end < self.tl.t1 else None
+        w = self.waker(th, i)
         if kind in TERMINAL_WAKERS:
             self.add((*path, f"woken by {TERMINAL_WAKERS[kind]}"), hi - lo)
             return True
         if w is None:
-            self.add((*path, UNKNOWN_WAKER), hi - lo)
+            self.add((*path, STILL_WAITING if self.open_at_end(th, i) else UNKNOWN_WAKER),
+                     hi - lo)
             return False
-        if w == 0:
-            self.add((*path, f"woken by {IDLE_WAKER}"), hi - lo)
+        if w in NO_TASK:
+            self.add((*path, f"woken by {NO_TASK[w]}"), hi - lo)
             return True
         waker = self.tl.threads.get(w)
+        if waker is None and w in self.tracers:
+            self.add((*path, f"woken by {TRACER}"), hi - lo)
+            return True
         if waker is None or w == th.tid:
             name = self.tl.waker_names.get(w, f"tid {w}")
             self.add((*path, f"woken by {name}"), hi - lo)
@@ -121,6 +142,35 @@ class _Walk:
         else:
             self.states(waker, lo, hi, here, depth + 1)
         return True
+
+    def waker(self, th: ThreadLine, i: int) -> int | None:
+        """The waker of span ``i`` of ``th``: a span the collect's own stop ended is the same
+        wait, resumed after the stop, so its waker is that of the wait it resumed into (the
+        next blocked span, past the stop, at most ``STOPS_FOLLOWED`` stops on)."""
+        w = None
+        for _ in range(STOPS_FOLLOWED + 1):
+            end = th.p_start[i] + th.p_dur[i]
+            w = waker_of(th, th.p_start[i], end) if end < self.tl.t1 else None
+            if w is None or w not in self.tracers or w in self.tl.threads:
+                return w
+            j = i + 1  # past the stop and its runnable tail, to the wait resumed
+            while j < len(th.p_kind) and th.p_kind[j] in (STOPPED, RUNNABLE):
+                j += 1
+            if j >= len(th.p_kind) or th.p_kind[j] not in BLOCKED_CLASSES:
+                return w
+            i = j
+        return w
+
+    def open_at_end(self, th: ThreadLine, i: int) -> bool:
+        """Whether the wait of span ``i`` (past the collect's stops) lasts to the window's
+        end."""
+        for j in range(i, min(len(th.p_kind), i + 4 * STOPS_FOLLOWED)):
+            if th.p_start[j] + th.p_dur[j] >= self.tl.t1:
+                return True
+            if j > i and th.p_kind[j] in BLOCKED_CLASSES and self.waker(th, j) not in \
+                    self.tracers:
+                return False
+        return False
 
     def states(self, th: ThreadLine, lo: int, hi: int, path: tuple[str, ...],
                depth: int) -> None:
@@ -145,6 +195,20 @@ class _Walk:
 
     def add(self, stack: tuple[str, ...], ns: float) -> None:
         self.blame.stacks[stack] += ns
+
+
+def tracers(tl: Timeline) -> set[int]:
+    """The tasks that resumed a target thread from a stop of the collect's own tracer: only
+    the tracer does, so they are the collect (its stop for a stack also ends the wait it
+    interrupts)."""
+    out = set()
+    for th in tl.threads.values():
+        for start, dur, kind in zip(th.p_start, th.p_dur, th.p_kind, strict=True):
+            if kind == STOPPED:
+                w = waker_of(th, start, start + dur)
+                if w is not None and w > 0 and w not in tl.threads:
+                    out.add(w)
+    return out
 
 
 def blame(tl: Timeline, max_depth: int = MAX_DEPTH) -> Blame | None:

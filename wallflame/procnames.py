@@ -57,6 +57,10 @@ def apply(profile: Profile, cap: Capture) -> None:
     gets its thread's pid where any evidence names it (a single process: the target's)."""
     procs = processes(cap)
     pids = thread_pids(profile)
+    # a process's main thread has its pid for tid, whatever evidence its stacks lack (a
+    # process started within the window, seen by the scheduler on every CPU)
+    tids = {k.tid for k in profile.stacks}
+    pids.update({p["pid"]: p["pid"] for p in procs if p["pid"] not in pids and p["pid"] in tids})
     if len(procs) == 1:
         only = procs[0]["pid"]
         pids.update({k.tid: only for k in profile.stacks if k.tid and k.tid not in pids})

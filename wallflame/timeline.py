@@ -48,6 +48,17 @@ STOPPED = UNSAMPLED + 2            # stopped by the collect's own tracer (ptrace
 KINDS = (*WAIT_CLASSES, "unsampled", "runnable", "stopped")
 
 
+#: A wake-up's waker (``ThreadLine.w_waker``) when it is no task: a timer's expiry, an
+#: interrupt or softirq (read from the waking's kernel call chain); 0 is the idle task.
+WAKER_TIMER = -1
+WAKER_IRQ = -2
+#: The kernel functions in a waking's call chain that make its waker ``WAKER_TIMER`` or
+#: ``WAKER_IRQ`` (a part of the name; a timer wins).  The native ``wake_run`` holds the same
+#: lists (``wk_frame``).
+WAKER_MARKS = ((WAKER_TIMER, ("hrtimer_wakeup", "process_timeout")),
+               (WAKER_IRQ, ("asm_sysvec_", "asm_common_interrupt", "handle_softirqs",
+                            "__do_softirq")))
+
 #: What an ``IntervalLog`` entry is: blocked, runnable, or blocked since before the thread's
 #: first record in the capture (its stack unknown).
 LOG_BLOCKED, LOG_RUNNABLE, LOG_LEADING = 0, 1, 2
@@ -158,7 +169,7 @@ class ThreadLine:
     p_period: list[int] = field(default_factory=list)
     p_locks: list[int] = field(default_factory=list)   # index in Timeline.lock_sets + 1
     w_time: list[int] = field(default_factory=list)    # wake-ups (sched_waking)
-    w_waker: list[int] = field(default_factory=list)   # the tid that woke it (0: an interrupt)
+    w_waker: list[int] = field(default_factory=list)   # its waker's tid, or WAKER_TIMER/IRQ
 
     def span(self, start: int, dur: int, kind: int, stack: int = 0, period: int = 1,
              locks: int = 0) -> None:
@@ -399,5 +410,5 @@ def load(run_dir: str | os.PathLike[str]) -> Timeline:
 
 
 __all__ = ["KINDS", "LOG_BLOCKED", "LOG_LEADING", "LOG_RUNNABLE", "RUNNABLE", "STOPPED",
-           "TIMELINE", "UNSAMPLED", "IntervalLog", "StackTable", "ThreadLine", "Timeline",
-           "json_text", "load", "write"]
+           "TIMELINE", "UNSAMPLED", "WAKER_IRQ", "WAKER_MARKS", "WAKER_TIMER", "IntervalLog",
+           "StackTable", "ThreadLine", "Timeline", "json_text", "load", "write"]

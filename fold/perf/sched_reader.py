@@ -36,7 +36,7 @@ from wallflame.fold.perf.sched_thread import SchedThread, from_export
 from wallflame.fold.perf.switches import parse_switch_fields
 from wallflame.speedups import native
 from wallflame.textio import line_blocks
-from wallflame.timeline import IntervalLog
+from wallflame.timeline import WAKER_MARKS, WAKER_TIMER, IntervalLog
 
 #: ``PERF_RECORD_FORK(pid:tid):(ppid:ptid)`` and ``PERF_RECORD_COMM[ exec]: comm:pid/tid``
 #: (``perf script --show-task-events``): which process a thread belongs to.  The comm is the
@@ -50,7 +50,9 @@ _EXIT = re.compile(r"^PERF_RECORD_EXIT\((\d+):(\d+)\):\((\d+):(\d+)\)\s*$")
 
 # The wakee of a ``sched:sched_wakeup`` record, anchored at the end of the line (its comm is
 # chosen by the target and may hold anything, ``pid=`` included).
-_WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+\s*$")
+_WAKEE = re.compile(r"pid=(\d+) prio=-?\d+ (?:success=\d+ )?target_cpu=\d+"
+                    r"(?: +[0-9a-f]+ +\S+)?\s*$")
+
 #: Ids, times and periods at or beyond this are not read (the columns hold 64-bit integers).
 #: A wake-up beyond it is counted but not kept: no interval's thread or time reaches it.
 BOUND = 1 << 62
@@ -87,6 +89,7 @@ class SchedReader:
         #: per thread, each ``sched_waking`` as a flat pair ``[time, waker tid, ...]``: the
         #: task that woke it (``wallflame.timeline.ThreadLine.wakes``)
         self.wakers: dict[int, list[int]] = {}
+        self._waking = [-1]  # the wakee of the waking whose call chain is being read
         self.wake_records = 0
         self._cur: tuple[int, int, str, int, str, int] | None = None  # pid, tid, comm, t, ...
         self._frames: list[str] = []
@@ -164,7 +167,8 @@ class SchedReader:
 
     def _wake_run(self, block: bytes, pos: int) -> int:
         assert self.wakes is not None
-        pos, records, unparsed = native.wake_run(block, pos, self.wakes, self.wakers)
+        pos, records, unparsed = native.wake_run(block, pos, self.wakes, self.wakers,
+                                                 self._waking)
         self.wake_records += records
         self.unparsed += unparsed
         return int(pos)
@@ -173,6 +177,10 @@ class SchedReader:
         """The wake-up lines ``wake_run`` leaves (its only reader)."""
         assert self.wakes is not None
         for line in lines:
+            if line.startswith("\t"):
+                self._mark_waker(line)
+                continue
+            self._waking[0] = -1
             m = WAKE_HEADER_RE.match(line)
             if m is None:
                 continue
@@ -185,10 +193,23 @@ class SchedReader:
             if m.group(4) == "ing":
                 if t < BOUND and wakee < BOUND and int(m.group(1)) < BOUND:
                     self.wakers.setdefault(wakee, []).extend((t, int(m.group(1))))
+                    self._waking[0] = wakee
                 continue
             self.wake_records += 1
             if t < BOUND and wakee < BOUND:
                 self.wakes.setdefault(wakee, []).append(t)
+
+    def _mark_waker(self, frame: str) -> None:
+        """A frame of the last waking's call chain: a timer or an interrupt becomes its
+        waker (a timer wins)."""
+        pairs = self.wakers.get(self._waking[0])
+        if not pairs:
+            return
+        for code, marks in WAKER_MARKS:
+            if any(m in frame for m in marks):
+                if pairs[-1] != WAKER_TIMER:
+                    pairs[-1] = code
+                return
 
     # -- the switch capture ---------------------------------------------------------------
 

@@ -183,6 +183,7 @@ def test_state_is_restored_from_the_url(browser: Any, tmp_path: Path) -> None:
     write_report(demo_profile(), "html", str(out))
     got = load(browser, out)
     page = got.page
+    page.check("input[name=threads][value=per]")
     pt = frame_point(page, "main", ["mix-2 (4244)", "clone3", "start_thread", "worker_main"])
     page.mouse.click(pt["x"], pt["y"])
     search(page, "mutex")
@@ -193,6 +194,7 @@ def test_state_is_restored_from_the_url(browser: Any, tmp_path: Path) -> None:
     again.page.reload()
     st = again.page.evaluate("window.wallflame.state")
     assert st["view"] == "off" and st["q"] == "mutex" and len(st["z"]) == 4
+    assert st["threads"] == "per"
     assert again.page.text_content("#det-name") == "worker_main"
     # the off-CPU graph is zoomed to the same frame: only mix-2's waits, 1.05 s
     g = again.page.evaluate("(() => { const g = window.wallflame.graphs.off;"
@@ -225,7 +227,12 @@ def test_page_informs_with_javascript_blocked(browser: Any, tmp_path: Path) -> N
     write_report(demo_profile(), "html", str(out))
     got = load(browser, out, js=False)
     text = got.page.inner_text("body")
-    assert "mix-1" in text and "910.00 ms" in text and "shared_lock" in text
+    assert "mix-* ×4" in text and "shared_lock" in text
+    assert not got.page.is_visible('#threads tr[data-tid="4243"]')
+    got.page.check("#threads-each")  # one click shows the threads one by one, without scripts
+    assert got.page.is_visible('#threads tr[data-tid="4243"]')
+    assert not got.page.is_visible("#threads tr.group")
+    assert "910.00 ms" in got.page.inner_text("#threads")
     assert "JavaScript is off" in text
     got.clean()
 
@@ -286,6 +293,7 @@ def test_real_perf_capture_of_mix(browser: Any, mix_capture: Path, tmp_path: Pat
     write_report(profile, "html", str(out))
     got = load(browser, out)
     page = got.page
+    page.check("#threads-each")  # the table's threads one by one, the graphs' one root each
     text = page.inner_text("body")
     for i in range(1, 5):
         assert f"mix-{i}" in text
@@ -396,4 +404,28 @@ def test_frame_colours_labels_and_amounts_are_the_pythons(browser: Any, tmp_path
         amount = readable(weight, UNIT_NS)
         assert tip[1].startswith(amount + " \u2014 "), (cls, tip)
         assert tip[2] == f"{c.label} {amount} (100%)", (cls, tip)
+    got.clean()
+
+
+def test_blame_graph_of_a_run_directory(browser: Any, tmp_path: Path) -> None:
+    """A run directory's critical path (``blame.folded``) is a flame graph of its own on the
+    page: hostile names as text, the width the time waited, the search applied to it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "blame.folded").write_text(
+        f"consumer-*;mutex g_lock;woken by consumer-*;[on-CPU];main;{HOSTILE[1]} 3000000\n"
+        "consumer-*;mutex g_lock;woken by consumer-*;[waiting for a CPU];main 1000000\n"
+        "producer;sleep;woken by a timer 500000\n", encoding="utf-8")
+    profile = demo_profile()
+    profile.meta.extra["run_dir"] = str(run)
+    out = tmp_path / "report.html"
+    write_report(profile, "html", str(out))
+    got = load(browser, out)
+    page = got.page
+    assert page.is_visible("#fg-blame")
+    assert page.evaluate("window.wallflame.blame.total()") == 4_500_000
+    assert visible(HOSTILE[1]) in page.evaluate("window.wallflame.blame.tree.names")
+    assert "4.50 ms" in (page.text_content("#tot-blame") or "")
+    page.evaluate("window.wallflame.search('fnv|waiting for a CPU')")
+    assert page.evaluate("window.wallflame.blame.match !== null")
     got.clean()

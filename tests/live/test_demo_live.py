@@ -73,7 +73,8 @@ def test_the_reports_first_findings_name_the_queue_lock(tmp_path: Path, live: No
                                                          sample_bin: Path) -> None:
     """The text report of the mutex-bound queue, read as the demo's reader reads it: within
     its first 40 lines, the findings and the thread table, consumers as one row; a lock
-    finding naming the queue's mutex, the call site that takes it and the code that holds it.
+    finding naming the queue's mutex, the call site that takes it and the code that holds it;
+    the critical path of the consumers' wait naming that code.
     Only CPU saturation may rank above it (8 consumers on this 2-CPU machine wait for a CPU
     about as long as they wait for the lock); the lock-free queue has no lock finding."""
     texts = {}
@@ -102,6 +103,15 @@ def test_the_reports_first_findings_name_the_queue_lock(tmp_path: Path, live: No
             held = [h["frame"] for h in queue["held_functions"]]
             assert "QueueStats::record" in held, (held, lock["text"])
             assert set(kinds[:kinds.index("lock")]) <= {"cpu"}, kinds
+            # the critical path of the consumers' wait: nearly all of it has a known waker,
+            # and the code its holders ran is among what they waited for
+            path = next(p for p in json.loads((out / "summary.json").read_text())
+                        ["critical_path"] if p["waiters"] == "consumer-*"
+                        and "g_mutex_queue" in p["wait"])
+            whats = [c["what"] for c in path["causes"]]
+            print(f"CRITICAL explained={path['explained']:.3f} causes={whats}")
+            assert path["explained"] >= 0.9, path
+            assert any("QueueStats::record" in w for w in whats), whats
         else:
             assert not any(f["kind"] == "lock" and "g_mutex_queue" in f["text"] for f in found)
     head = texts["mutex"].splitlines()[:40]

@@ -638,3 +638,53 @@ def test_mariadb_update_blocked_on_a_row_lock_is_a_lock_for_the_whole_window(
         assert call[-1:] == ("handler::ha_index_read_map",) and {
             "dispatch_command", "mysql_execute_command", "mysql_update"} <= set(call), frames
         assert any("pthread_cond_timedwait" in f for f in frames), frames
+
+
+#: The holder's transaction sleeps this long holding the row, within the collect's window.
+HOLD_S = 4
+
+
+def test_postgres_row_lock_wait_traced_to_the_holder_pg_sleep(postgres: Postgres,
+                                                                tmp_path: Path) -> None:
+    """The critical path across processes (``--pid-tree``): a backend blocked on a row lock
+    is traced to the backend that held the row and to what it did meanwhile (``pg_sleep``
+    inside its open transaction), named as ``ps`` names that backend.  Both sessions start
+    before the collect; once its window is open the holder sleeps, then commits."""
+    from wallflame.report import blame
+
+    psql = [*postgres.client("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "bench"]
+    subprocess.run([*psql, "-c", "CREATE TABLE hot (id int PRIMARY KEY, v int); "
+                    "INSERT INTO hot VALUES (1, 0);"], check=True, capture_output=True)
+    holder = subprocess.Popen(psql, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    assert holder.stdin is not None
+    holder.stdin.write("BEGIN; UPDATE hot SET v = v + 1 WHERE id = 1;\n")
+    holder.stdin.flush()
+    time.sleep(0.5)
+    waiter = subprocess.Popen([*psql, "-c", "UPDATE hot SET v = v + 1 WHERE id = 1;"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    run = tmp_path / "run"
+    collect = subprocess.Popen([*WALLFLAME, "collect", "--pid-tree", str(postgres.pid), "-d",
+                                str(3 * HOLD_S), "-o", str(run)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    snapshots = run / "raw" / "snapshots.log"  # the first snapshot: the window is open
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (snapshots.exists() and
+                                               snapshots.stat().st_size):
+        time.sleep(0.05)
+    time.sleep(1)  # the snapshots start as the window opens: well inside it
+    holder.stdin.write(f"SELECT pg_sleep({HOLD_S}); COMMIT;\n")
+    holder.stdin.close()
+    assert holder.wait(timeout=60) == 0 and waiter.wait(timeout=60) == 0
+    _, err = collect.communicate(timeout=180)
+    assert collect.returncode == 0, err.decode(errors="replace")
+    stacks = blame.of_run(run)
+    assert stacks is not None, "no blame.folded"
+    row_lock = [(s, ns) for s, ns in stacks if s[1].startswith("lock")]
+    waited = sum(ns for _, ns in row_lock)
+    assert waited >= (HOLD_S / 2) * 1e9, [(";".join(s)[:300], ns) for s, ns in stacks[:15]]
+    # woken by the holding backend, named after its process, itself blocked in pg_sleep
+    by_holder = sum(ns for s, ns in row_lock if s[2].startswith("woken by postgres: bench")
+                    and any("pg_sleep" in f for f in s[3:]))
+    assert by_holder >= 0.8 * waited, [(";".join(s)[-300:], ns) for s, ns in row_lock[:10]]

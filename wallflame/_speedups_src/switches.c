@@ -1908,7 +1908,7 @@ done:
     return out;
 }
 
-/* wake_run(block, pos, wakes[, wakers]) -> (next, records, unparsed): the wake-up capture's
+/* wake_run(block, pos, wakes[, wakers[, last]]) -> (next, records, unparsed): the wake-up capture's
  * lines from pos (``SampledSched.feed_wakes``: ``WAKE_HEADER_RE``, then ``_WAKEE`` on its
  * fields), each wake-up's time appended to wakes[wakee] (a dict of lists), each waking's time
  * and waker (the line's tid: ``sched_waking`` fires in the waker's context) to
@@ -1970,7 +1970,45 @@ static int wk_wakee_at(const char *p, const char *end, long long *wakee)
         return 0;
     while (q < end && *q == ' ')
         q++;
+    if (q < end) {  /* the tracepoint's address and symbol (``-F ...,ip,sym``) */
+        const char *h = q;
+        while (q < end && ((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f')))
+            q++;
+        if (q == h || q >= end || *q != ' ')
+            return 0;
+        while (q < end && *q == ' ')
+            q++;
+        if (q == end)
+            return 0;
+        while (q < end && *q != ' ')
+            q++;
+        while (q < end && *q == ' ')
+            q++;
+    }
     return q == end;
+}
+
+/* A frame line of a waking's kernel call chain (``\t<addr> <sym>``): 1 when the wake-up is
+ * a timer's expiry (the waker becomes WAKER_TIMER), 2 when it runs in an interrupt or a
+ * softirq (WAKER_IRQ), 0 for any other frame, -1 when the line is no frame.
+ * ``WAKER_MARKS`` in ``sched_reader.py``. */
+#define WAKER_TIMER (-1)
+#define WAKER_IRQ (-2)
+static int wk_frame(const char *p, const char *end)
+{
+    if (p >= end || *p != '\t')
+        return -1;
+    static const char *const timer[] = {"hrtimer_wakeup", "process_timeout"};
+    static const char *const irq[] = {"asm_sysvec_", "asm_common_interrupt", "handle_softirqs",
+                                      "__do_softirq"};
+    size_t n = (size_t)(end - p);
+    for (size_t k = 0; k < sizeof(timer) / sizeof(*timer); k++)
+        if (memmem(p, n, timer[k], strlen(timer[k])))
+            return 1;
+    for (size_t k = 0; k < sizeof(irq) / sizeof(*irq); k++)
+        if (memmem(p, n, irq[k], strlen(irq[k])))
+            return 2;
+    return 0;
 }
 
 /* One line: 1 a wake-up (wakee, t), 3 a waking (wakee, t, waker: the task the line's tid
@@ -2061,17 +2099,53 @@ static int wk_waking(PyObject *wakers, long long wakee, long long t, long long w
     return bad ? -1 : 0;
 }
 
+static int wk_last(PyObject *last, long long wakee)
+{
+    PyObject *v = PyLong_FromLongLong(wakee);
+    return v == NULL ? -1 : PyList_SetItem(last, 0, v);  /* steals v */
+}
+
+/* The last waking of last[0]: its waker becomes ``code`` (a timer wins over an interrupt). */
+static int wk_mark(PyObject *wakers, PyObject *last, int code)
+{
+    PyObject *key = PyList_GET_ITEM(last, 0);
+    long long wakee = PyLong_AsLongLong(key);
+    if (wakee == -1 && PyErr_Occurred())
+        return -1;
+    if (wakee < 0)
+        return 0;
+    PyObject *list = PyDict_GetItemWithError(wakers, key);
+    if (list == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_ssize_t n = PyList_Check(list) ? PyList_GET_SIZE(list) : 0;
+    if (n < 2)
+        return 0;
+    long long cur = PyLong_AsLongLong(PyList_GET_ITEM(list, n - 1));
+    if (cur == -1 && PyErr_Occurred())
+        return -1;
+    if (cur == WAKER_TIMER || (cur == WAKER_IRQ && code != WAKER_TIMER))
+        return 0;
+    PyObject *v = PyLong_FromLong(code);
+    return v == NULL ? -1 : PyList_SetItem(list, n - 1, v);
+}
+
 PyObject *wake_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     Py_ssize_t pos;
-    if (nargs < 3 || nargs > 4 || !PyDict_Check(args[2]) ||
-        (nargs == 4 && !PyDict_Check(args[3])) || (pos = PyLong_AsSsize_t(args[1])) < 0) {
+    if (nargs < 3 || nargs > 5 || !PyDict_Check(args[2]) ||
+        (nargs >= 4 && !PyDict_Check(args[3])) ||
+        (nargs == 5 && (!PyList_Check(args[4]) || PyList_GET_SIZE(args[4]) != 1)) ||
+        (pos = PyLong_AsSsize_t(args[1])) < 0) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "wake_run(block, pos, wakes[, wakers])");
+            PyErr_SetString(PyExc_TypeError, "wake_run(block, pos, wakes[, wakers[, last]])");
         return NULL;
     }
-    PyObject *wakers = nargs == 4 ? args[3] : NULL;
+    PyObject *wakers = nargs >= 4 ? args[3] : NULL;
+    /* last[0]: the wakee of the waking whose call chain the next frame lines are (-1: none),
+     * kept across calls (a record may straddle two blocks) */
+    PyObject *last = nargs == 5 && PyList_Check(args[4]) && PyList_GET_SIZE(args[4]) == 1 ?
+        args[4] : NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -2086,13 +2160,27 @@ PyObject *wake_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *stop = nl ? nl : end;
         long long wakee = 0, t = 0, waker = 0;
-        int r = wk_line(line, stop, &wakee, &t, &waker);
+        int frame = wk_frame(line, stop);  /* >= 0: a frame of the last waking's chain */
+        int r = frame >= 0 ? 0 : wk_line(line, stop, &wakee, &t, &waker);
         if (r < 0)
             break;
+        if (frame > 0 && wakers != NULL && last != NULL &&
+            wk_mark(wakers, last, frame == 1 ? WAKER_TIMER : WAKER_IRQ) < 0) {
+            err = 1;
+            break;
+        }
+        if (frame < 0 && last != NULL && r != 3 && wk_last(last, -1) < 0) {
+            err = 1;
+            break;
+        }
         if (r == 2) {
             unparsed++;
         } else if (r == 3) {
             if (wakers != NULL && wk_waking(wakers, wakee, t, waker) < 0) {
+                err = 1;
+                break;
+            }
+            if (last != NULL && wk_last(last, wakee) < 0) {
                 err = 1;
                 break;
             }

@@ -106,6 +106,8 @@ def _write(out: Path, cap: Capture, profile: Profile, clock: Clock, streamed: bo
     meta = RunMeta.of(cap, profile.meta, postprocess_meta(cap, clock, streamed))
     with open_output(str(out / rundir.META)) as f:
         f.write(rundir.meta_json(meta))
+    if cap.machine:  # the machine's load over the window, as reading the run gives it
+        profile.meta.extra.setdefault("machine", cap.machine)
     # memory.json as reading the run gives it (meta.json holds no copy of it)
     profile.meta.extra.setdefault("memory", cap.memory)
     with open_output(str(out / rundir.SUMMARY)) as f:

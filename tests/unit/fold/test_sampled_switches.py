@@ -329,9 +329,23 @@ def test_the_kernel_bounds_are_the_lines_that_name_them(
 
     text = "\n".join(f"{a} {t} {n}{m}" for a, t, n, m in rows).encode()
     text += b"\n" if newline_at_end and rows else b""
-    assert _bound_lines(text) == [line for line in text.splitlines()
-                                  if line.rpartition(b" ")[2] in _KERNEL_BOUNDS
-                                  and b"\t" not in line]
+    assert [line for _, line in _bound_lines(text)] == [
+        line for line in text.splitlines()
+        if line.rpartition(b" ")[2] in _KERNEL_BOUNDS and b"\t" not in line]
+
+
+def test_the_wake_ups_kernel_symbols_name_the_wakers_functions_and_where_they_end() -> None:
+    """The wake-up chunks' symbols: each function that names a waker (``WAKER_MARKS``) and
+    the symbol after it, so that no other address is named after one of them."""
+    from wallflame.collect.perf import _marker_lines
+
+    text = (b"ffffffff81000000 T _text\nffffffff8142de20 t __pfx_hrtimer_wakeup\n"
+            b"ffffffff8142de30 t hrtimer_wakeup\nffffffff8142de60 t hrtimer_reprogram\n"
+            b"ffffffff8142f000 t unrelated\nffffffffc0000000 t hrtimer_wakeup\t[mod]\n"
+            b"ffffffff82253950 T __do_softirq")
+    assert [line for _, line in _marker_lines(text)] == [
+        b"ffffffff8142de20 t __pfx_hrtimer_wakeup", b"ffffffff8142de30 t hrtimer_wakeup",
+        b"ffffffff8142de60 t hrtimer_reprogram", b"ffffffff82253950 T __do_softirq"]
 
 
 def test_a_run_over_its_budget_says_so() -> None:

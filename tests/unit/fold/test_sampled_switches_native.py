@@ -260,14 +260,24 @@ WAKE_FIELDS = ["comm=w pid={p} prio=120 target_cpu=001", "comm=w pid={p} prio=-1
                "target_cpu=001  ", "comm=pid=7 prio=1 target_cpu=1 pid={p} prio=120 "
                "target_cpu=000", "comm=w pid={p} prio=120 target_cpu=", "comm=ppid={p} "
                "prio=120 target_cpu=3", "comm=w pid={p} prio=120 success=x target_cpu=1",
-               "comm=é pid={p} prio=120 target_cpu=001", "pid={p} prio=120 target_cpu=001\t"]
+               "comm=é pid={p} prio=120 target_cpu=001", "pid={p} prio=120 target_cpu=001\t",
+               "comm=w pid={p} prio=120 target_cpu=001 ffffffff813b4dc5 ttwu_do_activate",
+               "comm=w pid={p} prio=120 target_cpu=001 ffffffff813b4dc5", "comm=w pid={p} "
+               "prio=120 target_cpu=001 xyz ttwu"]
+#: Lines of a waking's kernel call chain, and the blank line that ends it.
+WAKE_FRAMES = ["\tffffffff813b53c6 try_to_wake_up", "\tffffffff8142de4e hrtimer_wakeup",
+               "\tffffffff81369c4d handle_softirqs", "\tffffffff81000e06 "
+               "asm_sysvec_apic_timer_interrupt", "\tffffffff81311696 process_timeout", "",
+               "\t\u00e9 asm_common_interrupt"]
 
 
 @st.composite
 def wake_lines(draw: st.DrawFn) -> str:
-    kind = draw(st.integers(0, 4))
+    kind = draw(st.integers(0, 6))
     if kind == 0:
         return draw(st.text(max_size=40))
+    if kind >= 5:
+        return draw(st.sampled_from(WAKE_FRAMES))
     tid = draw(st.sampled_from(["18", "10631", "0", "-1", "9" * 19]))
     sec = draw(st.sampled_from(["9298", "0", "1" * 10]))
     frac = draw(st.sampled_from(["795674968", "79567496", "7956749680"]))

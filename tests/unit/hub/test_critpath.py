@@ -10,7 +10,7 @@ import pytest
 from wallflame import critpath
 from wallflame.fold.options import FoldOptions
 from wallflame.fold.perf.sampled_switches import SampledSched
-from wallflame.timeline import KINDS, RUNNABLE, STOPPED, Timeline
+from wallflame.timeline import KINDS, RUNNABLE, STOPPED, WAKER_IRQ, WAKER_TIMER, Timeline
 
 MUTEX, CONDVAR, SLEEP = KINDS.index("mutex"), KINDS.index("condvar"), KINDS.index("sleep")
 COMPUTE = ("main", "crit", "compute")
@@ -60,12 +60,16 @@ CASES = [
      {("req-*", "sleep", "woken by a timer"): 1000}),
     ("a waking on an idle CPU: an interrupt", 0, MUTEX, 1100, None, critpath.MAX_DEPTH,
      {(*WAIT, "woken by an interrupt"): 1000}),
+    ("a waking in a timer's expiry", WAKER_TIMER, MUTEX, 1100, None, critpath.MAX_DEPTH,
+     {(*WAIT, "woken by a timer"): 1000}),
+    ("a waking in an interrupt", WAKER_IRQ, MUTEX, 1100, None, critpath.MAX_DEPTH,
+     {(*WAIT, "woken by an interrupt"): 1000}),
     ("a task outside the target, named", 77, MUTEX, 1100, {77: "bash (pid 77)"},
      critpath.MAX_DEPTH, {(*WAIT, "woken by bash (pid 77)"): 1000}),
     ("no waking in the wait", None, MUTEX, 1100, None, critpath.MAX_DEPTH,
      {(*WAIT, critpath.UNKNOWN_WAKER): 1000}),
-    ("a wait cut by the window's end has no waker", 2, MUTEX, 10_000, None,
-     critpath.MAX_DEPTH, {(*WAIT, critpath.UNKNOWN_WAKER): 9900}),
+    ("a wait cut by the window's end has no waker yet", 2, MUTEX, 10_000, None,
+     critpath.MAX_DEPTH, {(*WAIT, critpath.STILL_WAITING): 9900}),
 ]
 
 
@@ -80,7 +84,7 @@ def test_the_blame_of_one_wait(name: str, waker: int | None, kind: int, end: int
     assert mine == expected
     key = ("req-*", KINDS[kind] if kind != MUTEX else "mutex g_lock")
     assert found.waited[key] == end - 100
-    known = critpath.UNKNOWN_WAKER not in {k[-1] for k in mine}
+    known = not {critpath.UNKNOWN_WAKER, critpath.STILL_WAITING} & {k[-1] for k in mine}
     assert found.explained[key] == (end - 100 if known else 0)
 
 
@@ -89,6 +93,36 @@ def test_the_holder_own_wait_is_blamed_on_io_thread() -> None:
     found = critpath.blame(_timeline(2))
     assert found is not None
     assert found.stacks[("req-*", "condvar", "woken by io-thread", "[on-CPU]", *IO_WORK)] == 400
+
+
+def test_a_wait_ended_by_the_collect_stop_is_the_collect() -> None:
+    """The task that resumes a thread from a stop of the collect is the collect's tracer:
+    a wait it ended is named so, not after a task gone by the time the run is finished."""
+    tl = _timeline(99)
+    req = tl.threads[1]
+    req.span(1200, 50, STOPPED)
+    req.w_time.append(1250)
+    req.w_waker.append(99)
+    found = critpath.blame(tl)
+    assert found is not None
+    assert found.stacks[(*WAIT, f"woken by {critpath.TRACER}")] == 1000
+
+
+def test_a_wait_the_collect_cut_short_is_blamed_on_the_waker_of_the_wait_resumed() -> None:
+    """A wait the collect's stop ends goes on after the stop: its waker is that of the wait
+    resumed (here the holder, which woke the resumed wait at 1100)."""
+    tl = _timeline(2)
+    req = tl.threads[1]
+    req.p_start, req.p_dur, req.p_kind = [100], [300], [MUTEX]  # 100-400, then the stop
+    req.span(400, 50, STOPPED)
+    req.span(450, 20, RUNNABLE)
+    req.span(470, 630, MUTEX, req.p_stack[0], 1, req.p_locks[0])
+    req.w_time, req.w_waker = [390, 440, 1090], [99, 99, 2]
+    found = critpath.blame(tl)
+    assert found is not None
+    mine = {k: v for k, v in found.stacks.items() if k[0] == "req-*" and k[1] == "mutex g_lock"}
+    assert mine and all(k[2] == "woken by req-*" for k in mine), mine
+    assert found.waited[WAIT] == found.explained[WAIT] == 930
 
 
 def test_no_wakes_recorded_no_blame() -> None:
@@ -107,15 +141,24 @@ def test_a_stop_by_the_collect_is_its_own_frame() -> None:
 
 
 def test_the_waker_is_the_tid_of_the_waking_line() -> None:
-    """``sched_waking`` fires in the waker's context: the line's tid is the waker;
-    ``sched_wakeup`` lines stay the wake-up times."""
+    """``sched_waking`` fires in the waker's context: the line's tid is the waker, unless its
+    kernel call chain shows a timer or an interrupt; ``sched_wakeup`` lines stay the
+    wake-up times (with the tracepoint's address and symbol, ``-F ...,ip,sym``)."""
     text = ("     42 10.000000100: sched:sched_waking: comm=w pid=7 prio=120 target_cpu=001\n"
-            "      0 10.000000150: sched:sched_wakeup: comm=w pid=7 prio=120 target_cpu=001\n"
-            "      0 10.000000900: sched:sched_waking: comm=w pid=7 prio=120 target_cpu=000\n")
+            "\tffffffff813b53c6 try_to_wake_up\n\tffffffff816ec4ad anon_pipe_write\n\n"
+            "      0 10.000000150: sched:sched_wakeup: comm=w pid=7 prio=120 target_cpu=001 "
+            "ffffffff813b4dc5 ttwu_do_activate\n"
+            "      0 10.000000900: sched:sched_waking: comm=w pid=7 prio=120 target_cpu=000\n"
+            "     43 10.000001000: sched:sched_waking: comm=w pid=7 prio=120 target_cpu=000\n"
+            "\tffffffff813b53c6 try_to_wake_up\n\tffffffff81369c4d handle_softirqs\n"
+            "\tffffffff8142de4e hrtimer_wakeup\n\n"
+            "     44 10.000002000: sched:sched_waking: comm=w pid=7 prio=120 target_cpu=000\n"
+            "\tffffffff81369c4d handle_softirqs\n\n")
     s = SampledSched(FoldOptions().get_rules())
     s.feed_wakes(io.BytesIO(text.encode()))
     assert s.wakes == {7: [10_000_000_150]}
-    assert s.wakers == {7: [10_000_000_100, 42, 10_000_000_900, 0]}
+    assert s.wakers == {7: [10_000_000_100, 42, 10_000_000_900, 0, 10_000_001_000, WAKER_TIMER,
+                            10_000_002_000, WAKER_IRQ]}
     assert critpath.waker_of(_line(s.wakers[7]), 10_000_000_000, 10_000_000_200) == 42
     assert critpath.waker_of(_line(s.wakers[7]), 10_000_000_200, 10_000_000_800) is None
 

@@ -102,7 +102,8 @@ def test_hostile_names_never_become_markup() -> None:
         "label", "input", "button", "output", "kbd", "noscript", "aside", "pre", "table",
         "thead", "tbody", "tfoot", "tr", "th", "td", "details", "summary", "ol",
         "code", "dl", "dt", "dd", "script", "figure", "figcaption", "polyline"}
-    assert len(page.scripts) == 4  # the data, then flamegraph.js, timeline.js, report.js
+    # the data and the threads' groups, then flamegraph.js, timeline.js, report.js
+    assert len(page.scripts) == 5
     text = "".join(page.text)
     for raw in HOSTILE:
         if raw.startswith("https"):
