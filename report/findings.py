@@ -10,7 +10,13 @@ figure, the evidence behind it and the page view that shows it.
   once, last.
 * A profile whose unit is samples of unknown length (plain folded input) gets only the hot
   code: its other figures are not time.
-* Ranked by the thread time each finding accounts for; at most ``MAX_FINDINGS``.
+* A finding that names its cause by a pattern (``report.findingrules``: memory kept in malloc
+  arenas, a busy-polling loop, a library call with a known faster path) is of tier 0 and comes
+  first: the thread time it accounts for understates it (memory is not time; a spinning poll is
+  idle time; the remedy of a small library cost is local).  The rest rank by the thread time
+  each accounts for; at most ``MAX_FINDINGS``.
+* On-CPU time in a call of ``report.findingrules.CALLS`` (the allocator, Go's collector, an
+  idle poll, ICU) is that call's finding, and left out of the hot code.
 * Threads are named by group (``consumer-* ×8``: ``wallflame.threadgroups``).
 """
 
@@ -27,6 +33,15 @@ from urllib.parse import quote
 from wallflame.locks.lockshare import lock_name
 from wallflame.profile import ON, UNIT_NS, Profile
 from wallflame.report import blame
+from wallflame.report.findingrules import (
+    CALL,
+    CallTime,
+    call_names,
+    call_times,
+    retained,
+    top,
+    which_call,
+)
 from wallflame.report.summary import build_summary, load_words, seconds, user_frames
 from wallflame.threadgroups import display_name, display_names, group_label, name_pattern
 from wallflame.waitclasses import LOCK_CLASSES
@@ -48,19 +63,26 @@ HOT_FUNCTIONS = 3
 
 @dataclass(frozen=True)
 class Rule:
-    """One kind of finding: its heading and the share of the (non-idle) threads' time from
-    which it is reported."""
+    """One kind of finding: its heading, the share of the (non-idle) threads' time from
+    which it is reported (of their on-CPU time for a call; of their wall time for a busy poll)
+    and its tier (0 first)."""
 
     kind: str
     heading: str
     min_share: float
+    tier: int = 1
 
 
 #: Every kind of finding, in the order they are tried; the list is ranked afterwards.
 RULES = (
+    Rule("memory", "Retained memory", 0.0, 0),
+    Rule("busypoll", "Busy polling", 0.10, 0),
+    Rule("library", "Costly library call", 0.01, 0),
     Rule("lock", "Lock contention", 0.05),
     Rule("waits", "Waiting for a lock", 0.05),
     Rule("cpu", "CPU saturation", 0.20),
+    Rule("gc", "Garbage collection", 0.10),
+    Rule("alloc", "Allocator time in new/delete", 0.10),
     Rule("hot", "Hot code", 0.10),
     Rule("io", "Waiting on I/O", 0.10),
     Rule("cost", "The profiler's own cost", 0.01),
@@ -189,14 +211,92 @@ def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, float]) -> list[
                     _view("runnable"))]
 
 
+def _kb(kb: int) -> str:
+    return f"{kb / 1024:,.0f} MB" if kb >= 10 * 1024 else f"{kb / 1024:.1f} MB"
+
+
+def _memory_finding(profile: Profile) -> list[Finding]:
+    r = retained(profile.meta.extra.get("memory"))
+    if r is None:
+        return []
+    text = (f"{r.arenas} glibc malloc arenas held {_kb(r.kb)} resident at the end of the "
+            f"window, {_pct(r.kb / r.rss_kb)} of the process's {_kb(r.rss_kb)}: memory malloc "
+            "keeps for its threads once freed, which looks like a leak; malloc_trim(0) returns "
+            "it and MALLOC_ARENA_MAX caps the arenas")
+    return [Finding("memory", RULE["memory"].heading, text,
+                    "the arena mappings in /proc/PID/smaps at the end of the window", 0.0,
+                    _view())]
+
+
+def _call_finding(kind: str, t: CallTime, s: float, base: float, total_on: float,
+                  names: dict[int, str]) -> Finding:
+    call = CALL[kind]
+    who = group_label(sorted({names.get(tid, str(tid)) for tid in t.tids}))
+    entries = ", ".join(top(t.entries))
+    callers = f", called from {' and '.join(top(t.callers))}" if t.callers else ""
+    if kind == "busypoll":
+        text = (f"{who} spent {s:.2f} s on a CPU inside {entries}, {_pct(s / base)} of the "
+                f"time they were not waiting for a CPU{callers}: {call.remedy}")
+    else:
+        text = (f"{call.what} ({entries}) took {_pct(s / total_on)} of the on-CPU time "
+                f"({s:.2f} s) of {who}{callers}; {call.remedy}")
+    return Finding(kind, RULE[kind].heading, text,
+                   f"perf's on-CPU samples in {call.what}'s frames", s,
+                   _view(top(t.entries, 1)[0], "on"))
+
+
+def _call_findings(profile: Profile, busy: set[int], total_on: float,
+                   rows: list[dict[str, Any]], names: dict[int, str]) -> list[Finding]:
+    """On-CPU time in the calls of ``CALLS``, against the on-CPU time; but for a busy poll,
+    the threads on a CPU inside an idle poll for longer than they were blocked in one, and
+    for ``min_share`` of the time they were not waiting for a CPU (a spinning thread never
+    blocks, and on a loaded machine waits for a CPU more than it runs)."""
+    if total_on <= 0:
+        return []
+    unit = profile.meta.unit
+
+    def times(tids: set[int]) -> dict[str, CallTime]:
+        return call_times((k.frames, k.tid, w) for k, w in profile.stacks.items()
+                          if k.state == ON and not (k.tid and k.tid not in tids))
+
+    out = []
+    for kind, t in times(busy).items():
+        s, base = seconds(t.weight, unit), total_on
+        if kind == "busypoll":
+            spin = {int(r["tid"]) for r in rows if _spins(r, seconds(t.tids[int(r["tid"])], unit))}
+            if not spin:
+                continue
+            t = times(spin)[kind]
+            s = seconds(t.weight, unit)
+            base = sum(_wall(r) - float(r.get("runnable_s", 0.0)) for r in rows
+                       if int(r["tid"]) in spin)
+        if base and s >= RULE[kind].min_share * base:
+            out.append(_call_finding(kind, t, s, base, total_on, names))
+    return out
+
+
+def _spins(row: dict[str, Any], polling: float) -> bool:
+    """A thread on a CPU inside an idle poll for ``polling`` seconds spins in it."""
+    ran = _wall(row) - float(row.get("runnable_s", 0.0))
+    return polling > 0 and polling >= float(row["wait"].get("poll", 0.0)) and \
+        polling >= RULE["busypoll"].min_share * ran
+
+
 def _hot_findings(profile: Profile, busy: set[int], total_on: float,
-                  names: dict[int, str]) -> list[Finding]:
+                  names: dict[int, str], claimed: frozenset[str] = frozenset()) -> list[Finding]:
+    """The user functions on-CPU samples were taken in, but for the calls found apart
+    (``claimed``: their kinds)."""
     if total_on <= 0:
         return []
     by_fn: dict[str, float] = defaultdict(float)
     threads: dict[str, set[str]] = defaultdict(set)
+    names_claimed = (call_names(set().union(*(k.frames for k in profile.stacks)), claimed)
+                     if claimed else frozenset())
     for k, w in profile.stacks.items():
         if k.state != ON or (k.tid and k.tid not in busy):
+            continue
+        if not names_claimed.isdisjoint(k.frames) and (hit := which_call(k.frames)) and \
+                hit[0].kind in claimed:
             continue
         user = user_frames(k.frames)
         if not user:
@@ -261,11 +361,15 @@ def findings(summary: dict[str, Any], profile: Profile) -> list[Finding]:
     if profile.meta.unit != UNIT_NS:  # samples of unknown length: only where CPU time went
         return _hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names)
     machine = (summary.get("quality") or {}).get("machine") or {}
-    found = [*_lock_findings(summary, walls, names), *_cpu_finding(busy, machine),
-             *_hot_findings(profile, {int(r["tid"]) for r in busy}, total_on, names),
+    busy_tids = {int(r["tid"]) for r in busy}
+    calls = _call_findings(profile, busy_tids, total_on, busy, names)
+    found = [*_memory_finding(profile), *calls, *_lock_findings(summary, walls, names),
+             *_cpu_finding(busy, machine),
+             *_hot_findings(profile, busy_tids, total_on, names,
+                            frozenset(f.kind for f in calls)),
              *_labelled_lock_findings(summary, sum(_wall(r) for r in busy)),
              *_io_finding(busy), *_cost_finding(summary, sum(walls.values()))]
-    found.sort(key=lambda f: -f.seconds)
+    found.sort(key=lambda f: (RULE[f.kind].tier, -f.seconds))
     last = _idle_finding([r for r in rows if int(r["tid"]) in idle])
     return [*found[:MAX_FINDINGS - len(last)], *last]
 

@@ -103,6 +103,8 @@ class Diff:
     locks: tuple[dict[str, int], dict[str, int]]
     meta: tuple[dict[str, Any], dict[str, Any]]
     _funcs: tuple[dict[int, list[int]], dict[int, list[int]]] | None = None
+    #: each side's ``memory.json`` content (``None`` when not read)
+    memory: tuple[Any, Any] = (None, None)
 
     @property
     def before(self) -> Side:
@@ -256,7 +258,8 @@ def compare(before: Profile, after: Profile, labels: tuple[str, str] = ("before"
     if norm.mode == RATE and (sa.window_s <= 0 or sb.window_s <= 0):
         norm.mode = SHARE  # asked for a rate without windows: say so through the mode
     metas = (_meta_digest(before), _meta_digest(after))
-    return Diff(norm, k, names.names, stacks, threads, locks, metas)
+    return Diff(norm, k, names.names, stacks, threads, locks, metas,
+                memory=(before.meta.extra.get("memory"), after.meta.extra.get("memory")))
 
 
 def _meta_digest(profile: Profile) -> dict[str, Any]:

@@ -108,6 +108,8 @@ def _write(out: Path, cap: Capture, profile: Profile, clock: Clock, streamed: bo
         f.write(rundir.meta_json(meta))
     if cap.machine:  # the machine's load over the window, as reading the run gives it
         profile.meta.extra.setdefault("machine", cap.machine)
+    # memory.json as reading the run gives it (meta.json holds no copy of it)
+    profile.meta.extra.setdefault("memory", cap.memory)
     with open_output(str(out / rundir.SUMMARY)) as f:
         f.write(json.dumps(summarize(profile, run_dir=str(out)), indent=1, sort_keys=True)
                 + "\n")
