@@ -143,8 +143,16 @@ def idle_tids(rows: Iterable[dict[str, Any]]) -> set[int]:
     return out
 
 
+def _after_lock(row: dict[str, Any], kinds: Iterable[str] = WAIT_ON_LOCK) -> float:
+    """A thread's time waiting for a CPU once woken from a lock wait: part of the lock's
+    convoy (the lock call lasts until the thread runs again), ranked with the lock."""
+    after = row.get("runnable_after") or {}
+    return sum(float(after.get(k, 0.0)) for k in kinds)
+
+
 def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
                    names: dict[int, str]) -> list[Finding]:
+    rows = {int(r["tid"]): r for r in summary.get("threads", []) if r.get("tid")}
     out = []
     for lk in summary.get("locks", []):
         waiters = lk.get("waiters") or []
@@ -173,7 +181,13 @@ def _lock_findings(summary: dict[str, Any], walls: dict[int, float],
         if path is not None:
             text += "; " + blame.sentence(path)
             evidence += "; the wake-ups that ended the waits"
-        out.append(Finding("lock", RULE["lock"].heading, text, evidence, wait,
+        kind = str(lk.get("kind", "mutex"))
+        cls = sum(float(rows[int(w["tid"])]["wait"].get(kind, 0.0)) for w in waiters
+                  if int(w["tid"]) in rows)
+        after = sum(_after_lock(rows[int(w["tid"])], (kind,)) for w in waiters
+                    if int(w["tid"]) in rows)
+        rank = wait + (after * min(1.0, wait / cls) if cls else 0.0)
+        out.append(Finding("lock", RULE["lock"].heading, text, evidence, rank,
                            _view(sites[0] if sites else "")))
     return out
 
@@ -206,9 +220,10 @@ def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, float]) -> list[
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
             f"on a CPU): {load_words(machine)}")
+    # ranked by the time waiting for a CPU that no lock's convoy accounts for (``_after_lock``)
     return [Finding("cpu", RULE["cpu"].heading, text,
-                    "the scheduler's run-queue time of each thread", runnable,
-                    _view("runnable"))]
+                    "the scheduler's run-queue time of each thread",
+                    runnable - sum(_after_lock(r) for r in busy), _view("runnable"))]
 
 
 def _kb(kb: int) -> str:

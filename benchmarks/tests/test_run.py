@@ -103,7 +103,7 @@ def test_a_missing_peer_tool_is_named(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_the_default_leaves_the_server_out() -> None:
-    assert run.parse([]).names == ["fold", "report", "diff", "overhead", "gate"]
+    assert run.parse([]).names == ["fold", "report", "diff", "overhead", "wakers", "gate"]
     assert run.parse(["server", "fold", "fold", "--quick"]).names == ["server", "fold"]
     with pytest.raises(SystemExit):
         run.parse(["nonesuch"])

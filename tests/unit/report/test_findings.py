@@ -59,6 +59,10 @@ def kinds(summary: dict[str, Any], profile: Profile = EMPTY) -> list[str]:
      ["lock", "cpu"]),
     ([row(1, "w-1", on=3.0, runnable=4.0, mutex=3.0)], [lock(3.0, [(1, "w-1")])],
      ["cpu", "lock"]),
+    # waiting for a CPU once woken from the lock is the lock's convoy: ranked with the lock
+    # (3 + 2 s against the 2 s of CPU the convoy does not account for)
+    ([{**row(1, "w-1", on=3.0, runnable=4.0, mutex=3.0), "runnable_after": {"mutex": 2.0}}],
+     [lock(3.0, [(1, "w-1")])], ["lock", "cpu"]),
 ])
 def test_the_rules_find_what_reaches_their_thresholds(
         threads: list[dict[str, Any]], locks: list[dict[str, Any]], expected: list[str]) -> None:
