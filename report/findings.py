@@ -11,9 +11,11 @@ figure, the evidence behind it and the page view that shows it.
 * A profile whose unit is samples of unknown length (plain folded input) gets only the hot
   code: its other figures are not time.
 * A finding that names its cause by a pattern (``report.findingrules``: memory kept in malloc
-  arenas, a busy-polling loop, a library call with a known faster path) is of tier 0 and comes
-  first: the thread time it accounts for understates it (memory is not time; a spinning poll is
-  idle time; the remedy of a small library cost is local).  The rest rank by the thread time
+  arenas, a busy-polling loop, a library call with a known faster path, the allocator, Go's
+  collector) is of tier 0 and comes first: the thread time it accounts for understates it
+  (memory is not time; a spinning poll is idle time; the remedy of a known costly call is
+  local, and on CPUs its own threads fill, each of its seconds is also one others wait for a
+  CPU).  The rest rank by the thread time
   each accounts for; at most ``MAX_FINDINGS``.
 * On-CPU time in a call of ``report.findingrules.CALLS`` (the allocator, Go's collector, an
   idle poll, ICU) is that call's finding, and left out of the hot code.
@@ -81,8 +83,8 @@ RULES = (
     Rule("lock", "Lock contention", 0.05),
     Rule("waits", "Waiting for a lock", 0.05),
     Rule("cpu", "CPU saturation", 0.20),
-    Rule("gc", "Garbage collection", 0.10),
-    Rule("alloc", "Allocator time in new/delete", 0.10),
+    Rule("gc", "Garbage collection", 0.10, 0),
+    Rule("alloc", "Allocator time in new/delete", 0.10, 0),
     Rule("hot", "Hot code", 0.10),
     Rule("io", "Waiting on I/O", 0.10),
     Rule("cost", "The profiler's own cost", 0.01),
@@ -220,10 +222,19 @@ def _cpu_finding(busy: list[dict[str, Any]], machine: dict[str, float]) -> list[
     text = (f"{group_label([display_name(r) for r in top])} waited for a CPU "
             f"{_pct(runnable / wall)} of their time ({runnable:.2f} s, against {on:.2f} s "
             f"on a CPU): {load_words(machine)}")
-    # ranked by the time waiting for a CPU that no lock's convoy accounts for (``_after_lock``)
     return [Finding("cpu", RULE["cpu"].heading, text,
                     "the scheduler's run-queue time of each thread",
-                    runnable - sum(_after_lock(r) for r in busy), _view("runnable"))]
+                    cpu_rank(runnable - sum(_after_lock(r) for r in busy), machine),
+                    _view("runnable"))]
+
+
+def cpu_rank(runnable: float, machine: dict[str, float]) -> float:
+    """The rank of CPU saturation: the time waiting for a CPU that no lock's convoy accounts
+    for (``_after_lock``), in the share of the CPUs' use that was the target's own (the rest
+    is its neighbours': a fact of the machine, said in the finding, ranked after what the
+    program itself does); all of it without the machine's figures."""
+    target, other = machine.get("target_cpus", 0.0), machine.get("other_cpus", 0.0)
+    return runnable * target / (target + other) if target + other > 0 else runnable
 
 
 def _kb(kb: int) -> str:

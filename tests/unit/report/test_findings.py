@@ -10,7 +10,7 @@ import pytest
 from wallflame.locks.lockshare import lock_name
 from wallflame.profile import OFF, ON, Meta, Profile, StackKey
 from wallflame.report.findingrules import CALL
-from wallflame.report.findings import MAX_FINDINGS, RULE, RULES, findings, summarize
+from wallflame.report.findings import MAX_FINDINGS, RULE, RULES, cpu_rank, findings, summarize
 from wallflame.report.text import finding_lines
 from wallflame.threadgroups import group_label, groups, name_pattern
 
@@ -81,6 +81,17 @@ def test_a_wait_the_rules_name_as_a_lock(label: dict[str, Any], seconds: float,
     s = {"threads": [row(1, "postgres", on=10.0 - seconds, lock=seconds)], "locks": [],
          "wait_labels": [{**label, "s": seconds}]}
     assert kinds(s) == expected
+
+
+@pytest.mark.parametrize(("runnable", "machine", "rank"), [
+    (4.0, {}, 4.0),                                          # no figures: all of it
+    (4.0, {"target_cpus": 2.0, "other_cpus": 0.0}, 4.0),     # the target filled the CPUs
+    (4.0, {"target_cpus": 0.5, "other_cpus": 1.5}, 1.0),     # its neighbours did, mostly
+    (4.0, {"target_cpus": 0.0, "other_cpus": 0.0}, 4.0),
+])
+def test_cpu_saturation_ranks_by_the_targets_own_share_of_the_cpus(
+        runnable: float, machine: dict[str, float], rank: float) -> None:
+    assert cpu_rank(runnable, machine) == rank
 
 
 def test_the_thresholds_are_the_rules_table() -> None:
@@ -330,7 +341,7 @@ def test_tier_0_comes_before_more_thread_time() -> None:
          "locks": [lock(20.0, [(1, "w-1")])]}
     assert kinds(s, on_profile(stacks)) == ["library", "lock", "cpu", "hot"]
     assert [(r.kind, r.tier) for r in RULES if r.tier == 0] == \
-        [("memory", 0), ("busypoll", 0), ("library", 0)]
+        [("memory", 0), ("busypoll", 0), ("library", 0), ("gc", 0), ("alloc", 0)]
 
 
 @pytest.mark.parametrize(("before", "after", "first"), [
