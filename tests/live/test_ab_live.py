@@ -31,7 +31,8 @@ def test_ab_catches_a_doubled_cpu_per_request_and_runs_in_turns(tmp_path: Path, 
     r = subprocess.run(
         [sys.executable, "-m", "wallflame", "ab", "--base", f"{prog} --duration 30",
          "--head", f"{prog} --duration 30 --round 80", "--rounds", "2", "--budget", "0",
-         "--duration", "4", "-o", str(out)], capture_output=True, text=True, timeout=600, check=False)
+         "--duration", "4", "-o", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
     print(r.stdout[-3000:], r.stderr[-2000:])
     verdict = json.loads((out / "verdict.json").read_text())
     results = {x["name"]: x["status"] for x in verdict["results"]}
