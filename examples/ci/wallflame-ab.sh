@@ -14,7 +14,8 @@ BASE_REF=${BASE_REF:-origin/main}
 BUILD='make -C samples bin/handlers'
 RUN='samples/bin/handlers --duration 30'   # ended by wallflame when each window closes
 
-rm -rf .wallflame-base && git worktree prune   # a base left by a job that was killed
+# what an earlier job left in a reused workspace: its base worktree and its A/B
+rm -rf .wallflame-base wallflame-ab && git worktree prune
 git worktree add --detach .wallflame-base "$BASE_REF"
 (cd .wallflame-base && sh -c "$BUILD")
 sh -c "$BUILD"
