@@ -15,6 +15,9 @@ recorded elsewhere is not comparable: the two sides are measured in the same job
   reasons more runs can settle (``SETTLED_BY_RUNS``) and one more round fits in ``--budget``
   seconds of the whole A/B, one more round at a time (``next_round``).  Each look at the
   verdict is one more chance of a false alarm: with L looks the rate is at most L x ``alpha``.
+* A run that lost too much of its evidence to be compared (``lost_too_much``: perf's buffer
+  overflows when a busy machine starves its reader) is made again, up to ``REMAKES`` times, in
+  its place in the order; the last one is kept (and the check then says it cannot compare).
 * The verdict: ``check OUT/base OUT/head`` (two series), with ``OUT/diff.html``,
   ``OUT/summary.md`` and ``OUT/verdict.json``.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -39,8 +43,11 @@ from wallflame.errors import (
     TargetError,
     ToolError,
 )
+from wallflame.report.gate.check import ignored
+from wallflame.report.gate.comparable import lost_too_much
 from wallflame.report.gate.results import INCONCLUSIVE
-from wallflame.report.gate.thresholds import CONFIG_NAME, load_thresholds
+from wallflame.report.gate.series import load_side
+from wallflame.report.gate.thresholds import CONFIG_NAME, Thresholds, load_thresholds
 
 #: Rounds to start with by default: three runs a side (a slower function of 12% of the work,
 #: 25% slower, was caught in 10 of 10 three-run series: docs/check.md, "Error rates").
@@ -57,6 +64,8 @@ MAX_ROUNDS = 50
 SETTLED_BY_RUNS = frozenset({"sensitivity", "same_load"})
 #: Seconds of each run's window by default.
 DURATION_S = 10.0
+#: Times a run that lost too much of its evidence is made again.
+REMAKES = 2
 #: Which side runs first in each round: ABBA, so that neither side is always first.
 ORDER = (("base", "head"), ("head", "base"))
 
@@ -104,6 +113,19 @@ def _collect(out: Path, duration: float, command: str) -> None:
         raise error(f"the collect of {out} failed: {what}",
                     fix or "run the command alone to see why; wallflame doctor checks the "
                     "machine")
+
+
+def _usable_run(out: Path, label: str, duration: float, command: str,
+                t: Thresholds) -> None:
+    """A run collected into ``out``, made again while it lost too much to be compared (up to
+    ``REMAKES`` times; the last is kept)."""
+    for attempt in range(REMAKES + 1):
+        _collect(out, duration, command)
+        why = lost_too_much(load_side(str(out), label, ignored(t))[0][0], t)
+        if not why or attempt == REMAKES:
+            return
+        click.echo(f"wallflame ab: {'; '.join(why)}: made again", err=True)
+        shutil.rmtree(out)
 
 
 @click.command("ab")
@@ -158,7 +180,8 @@ def command(ctx: click.Context, base_cmd: str, head_cmd: str, rounds: int, budge
         t = time.monotonic()
         for i, side in order(rounds)[2 * made:]:
             click.echo(f"wallflame ab: round {i} of {rounds}, {side}", err=True)
-            _collect(root / side / f"run-{i}", duration, commands[side])
+            _usable_run(root / side / f"run-{i}", f"{side}/run-{i}", duration,
+                        commands[side], thresholds)
         made, spent = rounds, spent + time.monotonic() - t
         t = time.monotonic()
         verdict = verdict_of(str(root / "base"), str(root / "head"), thresholds)

@@ -1,8 +1,11 @@
 """``wallflame ab``'s order of runs: each round runs both sides, the first alternating (ABBA),
 so neither side is always first and a drift of the machine falls on both alike; and its rule
-for adding a round to an inconclusive verdict (``next_round``)."""
+for adding a round to an inconclusive verdict (``next_round``); a run that lost too much is
+made again."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -10,6 +13,7 @@ from click.testing import CliRunner
 from wallflame.cli import cli
 from wallflame.commands import ab
 from wallflame.commands.ab import SETTLED_BY_RUNS, next_round, order
+from wallflame.report.gate.thresholds import Thresholds
 
 
 @pytest.mark.parametrize(("rounds", "expected"), [
@@ -103,3 +107,23 @@ def test_the_rules_names_are_the_checks_results() -> None:
 def test_the_help_states_the_default_budget() -> None:
     r = CliRunner().invoke(cli, ["ab", "--help"], terminal_width=200)
     assert r.exit_code == 0 and f"default: {ab.BUDGET_S}" in r.output, r.output
+
+
+@pytest.mark.parametrize(("lossy", "collects"), [(0, 1), (1, 2), (2, 3), (3, 3), (9, 3)])
+def test_a_run_that_lost_too_much_is_made_again_at_most_remakes_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lossy: int, collects: int) -> None:
+    """The first ``lossy`` collects lose too much; each is made again until one does not,
+    or ``REMAKES`` remakes were spent (the last run is kept, for the check to judge)."""
+    made: list[Path] = []
+
+    def collect(out: Path, duration: float, command: str) -> None:
+        out.mkdir(parents=True)
+        made.append(out)
+
+    monkeypatch.setattr(ab, "_collect", collect)
+    monkeypatch.setattr(ab, "load_side", lambda path, label, cut: ([label], None))
+    monkeypatch.setattr(ab, "lost_too_much",
+                        lambda run, t: ["30% lost"] if len(made) <= lossy else [])
+    ab._usable_run(tmp_path / "base" / "run-1", "base/run-1", 1.0, "true", Thresholds())
+    assert len(made) == collects == min(lossy, ab.REMAKES) + 1
+    assert (tmp_path / "base" / "run-1").is_dir()
