@@ -89,12 +89,14 @@ def run_ab(out: Path, slow: bool, run_s: float, rounds: int) -> None:
     if r.returncode not in (0, 1, 7):
         sys.exit(f"ab_power: {shlex.join(cmd)} failed (exit {r.returncode}): "
                  f"{r.stderr.strip().splitlines()[-1:]}")
-    (out / "ab.json").write_text(json.dumps({"exit": r.returncode, "seconds": seconds,
-                                             "command": cmd}) + "\n")
+    (out / "ab.json").write_text(json.dumps({
+        "exit": r.returncode, "seconds": seconds, "command": cmd,
+        "remade": r.stderr.count(": made again")}) + "\n")  # runs that lost too much
 
 
 def outcome(out: Path) -> dict[str, Any]:
-    """One A/B's exit code, seconds, whether it named ``FRAME`` in a regression, its verdict
+    """One A/B's exit code, seconds, runs made again for losing too much (``None`` when not
+    recorded), whether it named ``FRAME`` in a regression, its verdict
     sentence (the summary's first line of text), ``FRAME``'s change, and whether the check
     judged CPU per unit of work (it must not: no work is reported)."""
     ab = json.loads((out / "ab.json").read_text())
@@ -107,7 +109,8 @@ def outcome(out: Path) -> dict[str, Any]:
     change = (f"{FRAME} {frame['delta_text']} [{frame['low_text']}, {frame['high_text']}]"
               if frame else f"{FRAME} not judged")
     lines = [x for x in (out / "summary.md").read_text().splitlines() if x.strip()]
-    return {"exit": ab["exit"], "seconds": ab["seconds"], "named": named, "work": work,
+    return {"exit": ab["exit"], "seconds": ab["seconds"], "remade": ab.get("remade"),
+            "named": named, "work": work,
             "change": change, "sentence": lines[1] if len(lines) > 1 else "",
             "inconclusive": [r["name"] for r in results if r["status"] == "inconclusive"]}
 
@@ -182,7 +185,8 @@ def main() -> int:
             sys.exit(f"ab_power: {out}: the check judged CPU per unit of work; the target "
                      "must report none")
         outcomes.setdefault(kind, []).append(o)
-        print(f"  {out.name}: exit {o['exit']} in {o['seconds']:.0f} s"
+        remade = f", {o['remade']} runs made again" if o["remade"] else ""
+        print(f"  {out.name}: exit {o['exit']} in {o['seconds']:.0f} s{remade}"
               f"{f' ({FRAME} named)' if o['named'] else ''}; {o['change']}"
               f"{'; inconclusive: ' + ', '.join(o['inconclusive']) if o['inconclusive'] else ''}"
               f"\n    {o['sentence'][:300]}", flush=True)
