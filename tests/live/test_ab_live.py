@@ -10,6 +10,13 @@ Measured: 3 runs of 3, exit 1 each (CPU per request 2.0x).
 Unchanged (the same command both sides) the check must pass (exit 0): CPU per request and
 every top frame within the noise of two series.  It starts from 2 rounds of 4 s and may add
 rounds while the verdict is inconclusive (``--budget``), as a CI job's A/B does.
+
+Spread: the file run 10 times in a row on a 2-core VM shared with other jobs (load average
+10-17): the unchanged A/B exit 0 in 10 of 10 (once judged by its frames alone: a run's
+progress lines did not span its window); the doubled CPU exit 1 in 9 of 10, the tenth a pass
+for the same reason (CPU per request not judged, and every frame's share unchanged).  Without
+remaking runs that lost too much, 3 of 10 of each were inconclusive (perf lost 26-45% of a
+run's events at load average 15-38).
 """
 
 from __future__ import annotations
@@ -59,5 +66,9 @@ def test_ab_of_an_unchanged_program_passes(tmp_path: Path, live: None, sample_bi
     verdict = json.loads((out / "verdict.json").read_text())
     results = {x["name"]: x["status"] for x in verdict["results"]}
     assert r.returncode == 0 and verdict["status"] == "pass", results
-    assert results["cpu_per_work"] == "pass" and results["frames"] == "pass", results
+    # CPU per request is judged when every run's progress lines span its window; a program
+    # starved at its start on a busy machine prints its first line late and is judged by
+    # its frames alone (skipped), which must pass either way
+    assert results["cpu_per_work"] in ("pass", "skipped") and results["frames"] == "pass", \
+        results
     assert (out / "summary.md").read_text().split("\n")[2].startswith("No regression")
