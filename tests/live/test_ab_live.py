@@ -14,9 +14,7 @@ rounds while the verdict is inconclusive (``--budget``), as a CI job's A/B does.
 Spread: the file run 10 times in a row on a 2-core VM shared with other jobs (load average
 10-17): the unchanged A/B exit 0 in 10 of 10 (once judged by its frames alone: a run's
 progress lines did not span its window); the doubled CPU exit 1 in 9 of 10, the tenth a pass
-for the same reason (CPU per request not judged, and every frame's share unchanged).  Without
-remaking runs that lost too much, 3 of 10 of each were inconclusive (perf lost 26-45% of a
-run's events at load average 15-38).
+for the same reason (CPU per request not judged, and every frame's share unchanged).
 """
 
 from __future__ import annotations
