@@ -75,14 +75,22 @@ SUITE: dict[str, Benchmark] = {
         ["--rounds", "3", "--seconds", "4", "--round-pause", "0", "--out", "{work}/gate"],
         ["--out", "{work}/gate"],
         ["perf"]),
+    "ab": Benchmark(
+        "ab_power.py", "wallflame ab's catches and false alarms without work reporting; no "
+        "peer tool",
+        ["--slower", "1", "--unchanged", "1", "--rounds", "1", "--duration", "3", "--pause",
+         "0", "--out", "{work}/ab"],
+        ["--out", "{work}/ab"],
+        ["perf"]),
     "server": Benchmark(
         "server_collect.py", "a busy MariaDB under a minute's collect; no peer tool",
         ["--tests", "oltp_read_write", "--window", "10", "--rounds", "1",
          "--reference-window", "0"], [],
         ["perf", "mariadbd", "mariadb-install-db", "sysbench"]),
 }
-#: Run when no NAME is given: every benchmark but ``server`` (MariaDB, sysbench, minutes).
-DEFAULT = [n for n in SUITE if n != "server"]
+#: Run when no NAME is given: every benchmark but ``server`` (MariaDB, sysbench, minutes) and
+#: ``ab`` (30 A/Bs of 3 + 3 runs, about 50 minutes).
+DEFAULT = [n for n in SUITE if n not in ("server", "ab")]
 
 
 def find_tool(name: str, path: str | None = None) -> str | None:
@@ -206,7 +214,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0],
         epilog="NAMEs: " + "; ".join(f"{n} ({b.about})" for n, b in SUITE.items())
         + ". Default: all but server, which needs MariaDB and sysbench and takes minutes even "
-        "with --quick.")
+        "with --quick, and ab, which takes about 50 minutes in full.")
     ap.add_argument("names", nargs="*", metavar="NAME",
                     help="benchmarks to run (default: " + " ".join(DEFAULT) + ")")
     ap.add_argument("--quick", action="store_true",

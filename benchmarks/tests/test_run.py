@@ -133,3 +133,21 @@ def test_the_server_s_rows_are_medians_of_the_collect_rounds() -> None:
         ("oltp_read_write: throughput loss", 2.0, "%"),
         ("oltp_read_write: scheduler data", 1.0, "MB/s"),
         ("oltp_read_write: post-processing", 1.0, "s")]
+
+
+def test_the_ab_benchmark_spreads_its_slower_a_bs_and_counts_them() -> None:
+    from benchmarks.ab_power import command, headline, plan, tally
+
+    kinds = plan(10, 20)
+    assert kinds.count("slower") == 10 and kinds[:3] == ["unchanged", "unchanged", "slower"]
+    assert all(kinds[i] == "slower" for i in range(2, 30, 3))
+    assert "--slow-auth" in command(True, 10) and "--slow-auth" not in command(False, 10)
+    assert ">/dev/null" in command(False, 10) and "--progress-ms 0" in command(False, 10)
+    o = {"exit": 1, "seconds": 100.0, "named": True}
+    t = tally({"slower": [o, {**o, "named": False}, {**o, "exit": 7}],
+               "unchanged": [{**o, "exit": 0, "seconds": 120.0}, {**o, "exit": 7}]}, 3)
+    assert (t["caught"], t["named"], t["slower_inconclusive"]) == (2, 1, 1)
+    assert (t["failed"], t["unchanged_inconclusive"], t["median_s"]) == (0, 1, 100.0)
+    rows = headline(t)
+    assert [round(r["wallflame"], 1) for r in rows] == [33.3, 0.0, 100.0]
+    assert rows[0]["name"].startswith("25% slower handler") and rows[0]["better"] == "higher"

@@ -24,22 +24,34 @@ INTEGRITY = re.compile(r"truncated last|malformed|unreadable|unrecognised|chunk|
 ADAPTIVE_RATES = ("pmp_hz",)
 
 
+def _counted(r: Run, t: Thresholds) -> list[tuple[str, int]]:
+    return [(k, v["count"]) for k, v in r.meta.get("losses", {}).items()
+            if k not in t.allowed_losses and v["count"]]
+
+
+def lost_too_much(r: Run, t: Thresholds) -> list[str]:
+    """Why run ``r`` cannot be compared with any other: each integrity loss, and a share of
+    its evidence lost beyond ``max_loss_share``; empty when it can."""
+    counted = _counted(r, t)
+    bad = [f"{r.label}: {n} {kind}" for kind, n in counted if INTEGRITY.search(kind)]
+    share = max(r.lost_on, r.lost_off) if counted else 0.0
+    if share > t.max_loss_share:
+        bad.append(f"{r.label}: {100 * share:.1f}% of the evidence lost (more than "
+                   f"{100 * t.max_loss_share:g}%)")
+    return bad
+
+
 def complete_data(before: list[Run], after: list[Run], t: Thresholds) -> Result:
     """Losses: integrity losses and losses beyond ``max_loss_share`` make runs
-    incomparable; smaller ones are named (they widen the intervals)."""
+    incomparable (``lost_too_much``); smaller ones are named (they widen the intervals)."""
     bad: list[str] = []
     minor: list[str] = []
     for r in (*before, *after):
-        counted = [(k, v["count"]) for k, v in r.meta.get("losses", {}).items()
-                   if k not in t.allowed_losses and v["count"]]
-        for kind, n in counted:
-            if INTEGRITY.search(kind):
-                bad.append(f"{r.label}: {n} {kind}")
-        share = max(r.lost_on, r.lost_off) if counted else 0.0
-        if share > t.max_loss_share:
-            bad.append(f"{r.label}: {100 * share:.1f}% of the evidence lost (more than "
-                       f"{100 * t.max_loss_share:g}%)")
-        elif counted and not any(INTEGRITY.search(k) for k, _ in counted):
+        counted = _counted(r, t)
+        why = lost_too_much(r, t)
+        bad += why
+        if counted and not why:
+            share = max(r.lost_on, r.lost_off)
             minor.append(f"{r.label}: " + ", ".join(f"{n} {k}" for k, n in counted)
                          + f" ({100 * share:.1f}%)")
     if bad:

@@ -12,7 +12,7 @@ from wallflame.output import open_output
 from wallflame.profile import Profile
 from wallflame.report.diff.compare import compare
 from wallflame.report.diff.text import visible
-from wallflame.report.gate.check import ignored, judge
+from wallflame.report.gate.check import Verdict, ignored, judge
 from wallflame.report.gate.output import junit, markdown, to_json, verdict_sentence
 from wallflame.report.gate.series import load_side
 from wallflame.report.gate.thresholds import CONFIG_NAME, Thresholds, load_thresholds
@@ -94,6 +94,12 @@ def gate(baseline: str, current: str, thresholds: Thresholds, html_out: str,
          json_out: str | None = None) -> int:
     """The check of ``current`` against ``baseline``: its outputs written and its results
     printed; returns its exit code (``wallflame check`` and ``wallflame ab``)."""
+    return publish(verdict_of(baseline, current, thresholds), html_out, md_out, junit_out,
+                   json_out)
+
+
+def verdict_of(baseline: str, current: str, thresholds: Thresholds) -> Verdict:
+    """The verdict on ``current`` against ``baseline``, nothing written or printed."""
     gc.disable()  # ~1M short-lived acyclic objects: the cyclic collector only costs time here
     cut = ignored(thresholds)
     from wallflame.fold.slices import compute_slices
@@ -101,11 +107,16 @@ def gate(baseline: str, current: str, thresholds: Thresholds, html_out: str,
     before_runs, before = load_side(baseline, "baseline", cut, _fold_capture, compute_slices)
     after_runs, after = load_side(current, "current", cut, _fold_capture, compute_slices)
     diff = compare(before, after, (baseline, current), None)
-    verdict = judge(before_runs, after_runs, diff, thresholds)
+    return judge(before_runs, after_runs, diff, thresholds)
+
+
+def publish(verdict: Verdict, html_out: str, md_out: str | None = None,
+            junit_out: str | None = None, json_out: str | None = None) -> int:
+    """A verdict's outputs written and its results printed; returns its exit code."""
     if html_out:
         from wallflame.report.diff.page import write_html
 
-        write_html(diff, html_out, verdict)
+        write_html(verdict.diff, html_out, verdict)
     text = markdown(verdict, os.path.basename(html_out) if html_out else None)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
