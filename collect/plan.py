@@ -322,17 +322,12 @@ def plan(request: Request, targets: Targets, machine: Machine) -> CollectPlan:
         request=r, settings=settings, light=light, stacks=stacks.policy,
         budget_source=stacks.source, oncpu_every_cpu=every_cpu,
         sched_every_cpu=sched and every_cpu, wakeups=sched and machine.system_wide_allowed,
-        wakers=sched and machine.system_wide_allowed and record_wakers(r, stacks.policy),
+        # the wakers only when asked: several points of a switchy program's throughput
+        # (``benchmarks/wakers_cost.py``)
+        wakers=sched and machine.system_wide_allowed and r.wakers is True,
         streamed=not perf.one_chunk(duration), budget_plan=stacks.budget_plan,
         light_measure=light_measure, reasons=tuple(notes.reasons),
         warnings=tuple(notes.warnings))
-
-
-def record_wakers(r: Request, policy: StackPolicy) -> bool:
-    """Whether the wake-up recorder also names each wake-up's waker (``--wakers``): asked, or
-    by default when every switch has its stack (the waker's records, ``WAKE_BYTES`` each, are
-    then little beside the stacks; under a data budget they would take the stacks' share)."""
-    return r.wakers if r.wakers is not None else policy is StackPolicy.EVERY_SWITCH
 
 
 def _off_cpu(r: Request, machine: Machine, notes: _Notes) -> OffCpu:

@@ -144,9 +144,9 @@ def summary(stacks: list[tuple[tuple[str, ...], int]] | None,
 
 
 #: What a report of a run without the critical path says, and what to run to get it.
-NOT_RECORDED = ("not recorded in this run: its collect did not record the wake-ups' wakers (a "
-                "light collect, a data budget, or not root)")
-HOW_TO_RECORD = "collect as root with --overhead exact, or add --wakers"
+NOT_RECORDED = ("not recorded in this run: its collect did not record the wake-ups' wakers "
+                "(without --wakers, a light collect, or not root)")
+HOW_TO_RECORD = "collect again as root with --wakers"
 
 
 def for_lock(summary: dict[str, Any], lock: dict[str, Any]) -> dict[str, Any] | None:

@@ -63,10 +63,10 @@ def blame_inputs(inputs: tuple[str, ...], output: str | None, fmt: str | None
                          "give a directory written by wallflame collect")
     path = os.path.join(inputs[0], BLAME)
     if not os.path.exists(path):
-        raise InputError(f"{inputs[0]}: no {BLAME}: the wake-ups were not recorded (a light "
-                         "collect, --off-cpu pmp or none, or not root)",
-                         "collect as root with the scheduler: wallflame collect --overhead "
-                         "auto (a small target) or --overhead exact")
+        raise InputError(f"{inputs[0]}: no {BLAME}: the wakers were not recorded (without "
+                         "--wakers, a light collect, --off-cpu pmp or none, or not root)",
+                         "collect again as root with the scheduler and --wakers: wallflame "
+                         "collect --wakers ...")
     if output is None:
         ext = extension(fmt or "html")
         output = "-" if ext == ".folded" or fmt == "txt" else \

@@ -75,7 +75,7 @@ def _window_share(run_dir: Path, part: str, other: str) -> float:
 
 def test_chain_wait_split_as_the_program_times_it(tmp_path: Path, sample_bin: Path) -> None:
     run = collect(tmp_path, "chain", [str(sample_bin / "chain"), *OUTLIVE], 5.0,
-                  own_duration=False)
+                  ("--wakers",), own_duration=False)
     parts, explained = _split(run.dir, "request-*", {"io": "wait_for_io",
                                                      "compute": "holder_compute"})
     share = parts["compute"] / (parts["compute"] + parts["io"])
@@ -95,7 +95,7 @@ def test_chain_wait_split_as_the_program_times_it(tmp_path: Path, sample_bin: Pa
 def test_critsec_wait_explained_spin_and_sleep_in_proportion(tmp_path: Path,
                                                              sample_bin: Path) -> None:
     run = collect(tmp_path, "critsec", [str(sample_bin / "critsec"), *OUTLIVE], 5.0,
-                  own_duration=False)
+                  ("--wakers",), own_duration=False)
     parts, explained = _split(run.dir, "worker-*", {"sleep": "sleep_under_lock",
                                                     "spin": "spin_under_lock"})
     share = parts["sleep"] / (parts["sleep"] + parts["spin"])

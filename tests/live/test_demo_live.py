@@ -9,11 +9,11 @@ window's: under load the two drifted 4 points apart.  The queue prints its runni
 first and last progress lines inside the window, the program's share between them, and
 ``wallflame report --from --to`` over the same range.
 
-Collected as the demo collects it (``wallflame collect --duration 8 -- queue --queue=mutex
---duration 8``).  The program's clock runs around its whole lock call, so the headline counts
-what wallflame sees inside it: blocked on the mutex, woken from it and waiting for a CPU
-(``runnable_after``), and on a CPU in the lock's wait, entering and leaving the futex
-(``on_cpu_in``, about 1 point: frame-pointer stacks show it as ``__lll_lock_wait`` on-CPU).
+Collected as the demo collects it (``wallflame collect --duration 8 --wakers -- queue
+--queue=mutex --duration 8``).  The program's clock runs around its whole lock call, so the
+headline counts what wallflame sees inside it: blocked on the mutex, woken from it and waiting
+for a CPU (``runnable_after``), and on a CPU in the lock's wait, entering and leaving the
+futex (``on_cpu_in``, about 1 point: frame-pointer stacks show it as ``__lll_lock_wait`` on-CPU).
 Measured over 20 runs on the 2-vCPU machine (2026-11-25, the test prints ``HEADLINE`` lines):
 wallflame's figure minus the program's was between -1.5 and +0.3 points; without
 ``on_cpu_in`` (10 runs) -2.6 to -0.7.  The rest is mostly the time the collect's own snapshots
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from wallflame.commands.demo import consumer_mutex_share, program_clock
+from wallflame.commands.demo import DEMO_OPTIONS, consumer_mutex_share, program_clock
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live")]
 
@@ -45,8 +45,8 @@ def test_the_headline_agrees_with_the_programs_own_clock(tmp_path: Path, live: N
                                                          sample_bin: Path) -> None:
     out = tmp_path / "before"
     r = subprocess.run(
-        [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration", "8", "--",
-         str(sample_bin / "queue"), "--queue=mutex", "--duration", "8"],
+        [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration", "8",
+         *DEMO_OPTIONS, "--", str(sample_bin / "queue"), "--queue=mutex", "--duration", "8"],
         capture_output=True, text=True, timeout=180, check=False)
     assert r.returncode == 0, r.stderr
     clock = program_clock(out)
@@ -82,7 +82,8 @@ def test_the_reports_first_findings_name_the_queue_lock(tmp_path: Path, live: No
         out = tmp_path / variant
         r = subprocess.run(
             [sys.executable, "-m", "wallflame", "collect", "-o", str(out), "--duration", "6",
-             "--", str(sample_bin / "queue"), f"--queue={variant}", "--duration", "6"],
+             *DEMO_OPTIONS, "--", str(sample_bin / "queue"), f"--queue={variant}", "--duration",
+             "6"],
             capture_output=True, text=True, timeout=180, check=False)
         assert r.returncode == 0, r.stderr
         rep = subprocess.run([sys.executable, "-m", "wallflame", "report", str(out), "--format",

@@ -666,7 +666,7 @@ def test_postgres_row_lock_wait_traced_to_the_holder_pg_sleep(postgres: Postgres
     time.sleep(0.5)
     run = tmp_path / "run"
     collect = subprocess.Popen([*WALLFLAME, "collect", "--pid-tree", str(postgres.pid), "-d",
-                                str(3 * HOLD_S), "-o", str(run)], cwd=ROOT,
+                                str(3 * HOLD_S), "--wakers", "-o", str(run)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     snapshots = run / "raw" / "snapshots.log"  # the first snapshot: the window is open
     deadline = time.monotonic() + 60

@@ -207,8 +207,9 @@ def _default(value: object) -> str:
               + _default("--no-release-sites"))
 @click.option("--wakers/--no-wakers", default=None,
               help="Record each wake-up's waker, for the critical path of every wait "
-              "(docs/critical-path.md; root). Default: on when every switch has its stack, "
-              "off under a data budget, where its records would take the stacks' share.")
+              "(docs/critical-path.md; root, with the scheduler). It costs a program that "
+              "switches often several points of throughput (benchmarks/wakers_cost.py)."
+              + _default("--no-wakers"))
 @click.option("--inline-frames/--no-inline-frames", default=None,
               help="Inlined frames in perf's stacks, resolved by addr2line for every distinct "
               "address. Default: on, unless an attached target's executables have no debug "

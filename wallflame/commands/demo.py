@@ -121,6 +121,10 @@ def lock_story(summary: dict[str, Any]) -> str:
     return line
 
 
+#: The demo's collects also record each wake-up's waker: the queue lock's critical path.
+DEMO_OPTIONS = ("--wakers",)
+
+
 def critical_path_story(summary: dict[str, Any]) -> str:
     """The consumers' wait on the queue lock by its critical path (``report.blame``): the
     share of it with a known waker and the code that ran while they waited."""
@@ -152,7 +156,8 @@ def command(out: str, duration: float) -> None:
         run_dir = root / label
         click.echo(f"demo: profiling queue --queue={variant} for {duration:g}s -> {run_dir}/",
                    err=True)
-        r = run(wallflame("collect", "-o", str(run_dir), "--duration", f"{duration:g}", "--",
+        r = run(wallflame("collect", "-o", str(run_dir), "--duration", f"{duration:g}",
+                          *DEMO_OPTIONS, "--",
                           str(binary), f"--queue={variant}", "--duration", f"{duration:g}"),
                 f"collecting the {variant} variant")
         run(wallflame("report", str(run_dir), "-o", str(run_dir / "report.html")),

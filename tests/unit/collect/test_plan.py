@@ -27,7 +27,6 @@ from wallflame.collect.plan import (
     needs_debug_info,
     needs_switch_rates,
     plan,
-    record_wakers,
     validate,
     wants_scheduler,
     window_freq_hz,
@@ -70,7 +69,7 @@ CASES = [
           "pmp_rate_hz": BOTH_PMP_HZ, "owner_rate_hz": 20.0, "freq_hz": 499,
           "duration_s": 10.0, "inline_frames": True, "max_data_mb_per_s": None},
          {"light": False, "stacks": StackPolicy.EVERY_SWITCH, "budget_source": BudgetSource.NONE,
-          "oncpu_every_cpu": True, "sched_every_cpu": True, "wakeups": True, "wakers": True}),
+          "oncpu_every_cpu": True, "sched_every_cpu": True, "wakeups": True, "wakers": False}),
     Case("a busy attached target left to the defaults: light",
          Request(), BUSY, TWO,
          "light collect: kernel counters for each thread's totals, snapshots at 1/s (libdw), no "
@@ -164,9 +163,9 @@ CASES = [
          {"duration_s": None, "inline_frames": True, "sched_stack_period": None},
          {"oncpu_every_cpu": False, "sched_every_cpu": False, "wakeups": True,
           "streamed": True}),
-    Case("--no-wakers: the wake-ups without their wakers",
-         Request(wakers=False), QUIET, TWO, EXACT_LINE, {"off_cpu": OffCpu.BOTH},
-         {"wakeups": True, "wakers": False}),
+    Case("--wakers: the wake-ups with their wakers (the critical path)",
+         Request(wakers=True), QUIET, TWO, EXACT_LINE, {"off_cpu": OffCpu.BOTH},
+         {"wakeups": True, "wakers": True}),
     Case("a launched command for a minute: a lower on-CPU rate",
          Request(attached=False, duration_s=60.0), Targets(), TWO,
          "exact collect: every switch with its stack (per thread), snapshots at 2/s (libdw), "
@@ -311,15 +310,3 @@ def test_only_the_plan_reads_what_the_user_asked() -> None:
                     and isinstance(node.value, ast.Name) and node.value.id == "request":
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} request.{node.attr}")
     assert found == []
-
-
-@pytest.mark.parametrize(("asked", "policy", "expected"), [
-    (None, StackPolicy.EVERY_SWITCH, True),
-    (None, StackPolicy.PER_THREAD_HZ, False),
-    (None, StackPolicy.ONE_IN_N_PER_CPU, False),
-    (True, StackPolicy.ONE_IN_N_PER_CPU, True),
-    (False, StackPolicy.EVERY_SWITCH, False),
-])
-def test_wakers_by_default_only_with_every_stack(asked: bool | None, policy: StackPolicy,
-                                                 expected: bool) -> None:
-    assert record_wakers(Request(wakers=asked), policy) is expected
