@@ -29,6 +29,9 @@ WHOLE_WINDOW = "[blocked for the whole window]"
 #: The frame of blocked time the kernel's counters measured (``kernel_runqueue``) in a thread
 #: no snapshot caught blocked.
 NO_SNAPSHOT = "[blocked: no snapshot caught it]"
+#: The frame of runnable time the kernel's counters measured (``kernel_runqueue``): drawn
+#: under its thread, with no stack.
+RUNNABLE_FRAME = "[runnable]"
 
 
 def exact_oncpu(profile: Profile, exact: dict[str, Any], source: str = "switches") -> None:
@@ -164,12 +167,24 @@ def _lived(tid: int, start: dict[int, dict[str, Any]], end: dict[int, dict[str, 
     return last_t - first_t, max(0, now[0] - first[0]), max(0, now[1] - first[1])
 
 
+def _draw_runnable(profile: Profile, rq: dict[str, int]) -> None:
+    """Each thread's run-queue delay as a ``RUNNABLE_FRAME`` stack under it, when none of its
+    runnable time has a stack: every view draws it (the same figure as ``runqueue_ns``)."""
+    has = {k.tid for k in profile.stacks if k.state == OFF and k.wait == RUNNABLE}
+    named = {k.tid: (k.thread, k.pid) for k in profile.stacks}
+    for t, d in rq.items():
+        tid = int(t)
+        if tid not in has:
+            thread, pid = named.get(tid, (profile.meta.threads.get(tid, ""), 0))
+            profile.add(StackKey((RUNNABLE_FRAME,), tid, thread, pid, OFF, RUNNABLE), d)
+
+
 def kernel_runqueue(profile: Profile, listings: dict[str, Any],
                     bounds: tuple[int, int] | None = None, snapshots: bool = True) -> int:
     """Without a scheduler capture (``--off-cpu pmp`` or ``none``) nothing sees a thread wait
     for a CPU: take each thread's run-queue delay over the window from the kernel's own
-    counters (``schedstat`` at both listings) as its runnable time, with no stack, and say
-    so.  With the window's ``bounds`` (``CLOCK_MONOTONIC``), each such thread's on-CPU time
+    counters (``schedstat`` at both listings) as its runnable time, with no stack (drawn as
+    ``RUNNABLE_FRAME``), and say so.  With the window's ``bounds`` (``CLOCK_MONOTONIC``), each such thread's on-CPU time
     is the kernel's run time (its samples split it over stacks) and its blocked time what
     the kernel leaves of the window (the window - run time - run-queue delay), split over its
     snapshot stacks in their proportions: a snapshot's weight (the time since the previous
@@ -223,11 +238,13 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any],
                           f"snapshot caught them blocked: that time is under {NO_SNAPSHOT} "
                           "(more snapshots, --pmp-rate, would name it)")
     if rq:
+        _draw_runnable(profile, rq)
         profile.meta.extra["runqueue_ns"] = rq
         profile.meta.extra["runqueue_source"] = "schedstat"
         profile.meta.warn("no scheduler capture: each thread's runnable time (waiting for a "
                           "CPU) is the kernel's run-queue delay over the window "
-                          "(/proc/PID/task/TID/schedstat), without stacks; a thread that "
+                          "(/proc/PID/task/TID/schedstat), without stacks ([runnable] under "
+                          "each thread); a thread that "
                           "ended within the window is counted to its last reading, up to "
                           "0.25 s before its end (record the scheduler with --off-cpu both "
                           "or sched for runnable stacks and exact ends)")

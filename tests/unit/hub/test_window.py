@@ -251,3 +251,17 @@ def test_listings_of_any_shape_are_read_without_a_fault() -> None:
                 kernel_runqueue(p, {"start": start, "end": end, "last": last}, (0, 1000 * ms))
                 whole_window(p, {"start": start, "end": end}, set(), None, 1000 * ms)
                 assert all(w >= 0 for w in p.stacks.values())
+
+
+def test_the_kernels_runnable_time_is_drawn_under_its_thread() -> None:
+    """A thread's run-queue delay without a runnable stack becomes a ``[runnable]`` stack of
+    that time (every view draws it); a thread whose runnable time has stacks keeps them."""
+    from wallflame.profile import OFF, ON, RUNNABLE, Meta, Profile, StackKey
+    from wallflame.window import RUNNABLE_FRAME, _draw_runnable
+
+    p = Profile(meta=Meta(unit="ns"))
+    p.add(StackKey(("main", "work"), 1, "w-1", 9, ON), 5)
+    p.add(StackKey(("main", "pop"), 2, "w-2", 9, OFF, RUNNABLE), 7)
+    _draw_runnable(p, {"1": 3, "2": 4})
+    assert p.stacks[StackKey((RUNNABLE_FRAME,), 1, "w-1", 9, OFF, RUNNABLE)] == 3
+    assert not any(k.frames == (RUNNABLE_FRAME,) for k in p.stacks if k.tid == 2)
