@@ -184,8 +184,8 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any],
     """Without a scheduler capture (``--off-cpu pmp`` or ``none``) nothing sees a thread wait
     for a CPU: take each thread's run-queue delay over the window from the kernel's own
     counters (``schedstat`` at both listings) as its runnable time, with no stack (drawn as
-    ``RUNNABLE_FRAME``), and say so.  With the window's ``bounds`` (``CLOCK_MONOTONIC``), each such thread's on-CPU time
-    is the kernel's run time (its samples split it over stacks) and its blocked time what
+    ``RUNNABLE_FRAME``), and say so.  With the window's ``bounds`` (``CLOCK_MONOTONIC``), each
+    such thread's on-CPU time is the kernel's run time (its samples split it over stacks) and its blocked time what
     the kernel leaves of the window (the window - run time - run-queue delay), split over its
     snapshot stacks in their proportions: a snapshot's weight (the time since the previous
     one) only estimates it; with ``snapshots`` (the run took some), a thread none caught
