@@ -185,14 +185,14 @@ def kernel_runqueue(profile: Profile, listings: dict[str, Any],
     for a CPU: take each thread's run-queue delay over the window from the kernel's own
     counters (``schedstat`` at both listings) as its runnable time, with no stack (drawn as
     ``RUNNABLE_FRAME``), and say so.  With the window's ``bounds`` (``CLOCK_MONOTONIC``), each
-    such thread's on-CPU time is the kernel's run time (its samples split it over stacks) and its blocked time what
-    the kernel leaves of the window (the window - run time - run-queue delay), split over its
-    snapshot stacks in their proportions: a snapshot's weight (the time since the previous
-    one) only estimates it; with ``snapshots`` (the run took some), a thread none caught
-    blocked has that time under ``NO_SNAPSHOT``.  A thread that began within the window is
-    counted from its start, one that ended to its last reading (``threads.last``); the part
-    of the window each lived is ``meta.extra["schedstat_alive_ns"]``.  Returns the total
-    runnable time (ns)."""
+    such thread's on-CPU time is the kernel's run time (its samples split it over stacks) and
+    its blocked time what the kernel leaves of the window (the window - run time - run-queue
+    delay), split over its snapshot stacks in their proportions: a snapshot's weight (the time
+    since the previous one) only estimates it; with ``snapshots`` (the run took some), a thread
+    none caught blocked has that time under ``NO_SNAPSHOT``.  A thread that began within the
+    window is counted from its start, one that ended to its last reading (``threads.last``);
+    the part of the window each lived is ``meta.extra["schedstat_alive_ns"]``.  Returns the
+    total runnable time (ns)."""
     start, end = _rows(listings.get("start")), _rows(listings.get("end"))
     last = _rows(listings.get("last"))
     clock = next((lst.get("clock") for lst in (listings.get("end"), listings.get("last"))
