@@ -25,8 +25,9 @@ from wallflame.report.summary import RUNTIME_ROOT, user_frames
 ARENAS_MIN = 2
 #: this many kB resident in them,
 RETAINED_MIN_KB = 64 * 1024
-#: and this share of the process's resident size.
-RETAINED_MIN_SHARE = 0.25
+#: and this share of the process's resident size: most of it (a busy server's arenas in use
+#: stay under it: MariaDB under 32 clients, ``tests/live/test_busy_server_live.py``).
+RETAINED_MIN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
