@@ -287,7 +287,8 @@ def collect_groups(run: Path) -> dict[int, list[float]]:
         row[ON] = float(t.get("on_cpu_s", 0))
         row[RUNQ] = float(t.get("runqueue_s", 0))
         for cls, sec in t["wait"].items():
-            row[COLLECT_GROUPS.get(cls, OTHER)] += float(sec)
+            if cls != "runnable":  # ``runqueue_s`` above
+                row[COLLECT_GROUPS.get(cls, OTHER)] += float(sec)
         out[int(t["tid"])] = row
     return out
 
