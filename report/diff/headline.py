@@ -141,9 +141,10 @@ def headline(diff: Diff) -> list[str]:
     mode = diff.norm.mode if diff.norm.mode == RATE else "share"
     calls, within = _call_changes(diff, mode)
     found = [*_memory_change(diff), *calls]
+    # a wait class that vanished or appeared leads (the change made), then the largest
     classes = sorted((c for c in diff.class_changes()
                       if c.significant and abs(c.delta) >= MIN_CLASS[mode]),
-                     key=lambda c: -abs(c.delta))
+                     key=lambda c: (c.a != 0 and c.b != 0, -abs(c.delta)))
     out = [*found, *(f"{_class_name(c.name)} {_how(diff, c)}" for c in classes[:CLASSES])]
     locks = [c for c in diff.lock_changes() if c.significant and abs(c.delta) >= MIN_CLASS[mode]]
     out += [f"wait on lock {lock_name(c.name)} {_how(diff, c)}" for c in locks[:LOCKS]]

@@ -40,8 +40,8 @@ def test_a_lock_that_vanished_and_the_code_that_got_faster() -> None:
                  ((*ROOT, "nanosleep"), "sleep", "", 33)])
     lines = headline(compare(before, after))
     assert lines == [
-        "sleep wait grew 312% (0.80 s/s → 3.30 s/s)",
         "mutex wait vanished (2.00 s/s before)",
+        "sleep wait grew 312% (0.80 s/s → 3.30 s/s)",
         "on-CPU time shrank 42% (1.20 s/s → 0.70 s/s)",
         "wait on lock g_mutex_queue+0x28 vanished (2.00 s/s before)",
         "on-CPU time in hash shrank 50% (1.00 s/s → 0.50 s/s)",
@@ -58,3 +58,14 @@ def test_a_change_within_the_noise_floor_is_not_stated() -> None:
     before = run([((*ROOT, "hash"), "", "", 10)], n=20)
     after = run([((*ROOT, "hash"), "", "", 11)], n=20)
     assert headline(compare(before, after)) == []
+
+
+def test_a_wait_that_vanished_leads_a_larger_one_that_grew() -> None:
+    """The lock-free queue: the mutex wait vanished (2 s/s), and the freed threads wait for a
+    CPU more (3 s/s more): the wait that vanished is the change made, and leads."""
+    before = run([((*ROOT, "Queue::pop", "pthread_mutex_lock", *KERNEL), "mutex", LOCK, 20),
+                  ((*ROOT, "Queue::pop"), "runnable", "", 10), ((*ROOT, "hash"), "", "", 10)])
+    after = run([((*ROOT, "Queue::pop"), "runnable", "", 40), ((*ROOT, "hash"), "", "", 10)])
+    lines = headline(compare(before, after))
+    assert lines[0] == "mutex wait vanished (2.00 s/s before)", lines
+    assert lines[1].startswith("waiting for a CPU grew"), lines
