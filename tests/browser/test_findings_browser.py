@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from unit.report.test_findings import ALLOC, GC, ICU, SPIN, memory, on_profile
 
+from browser.test_report_browser import browser  # noqa: F401  (the fixture: one chromium)
 from wallflame.profile import OFF, Profile, StackKey
 from wallflame.report.exports import write_report
 from wallflame.rundir import load_run_dir
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 WIDTH, HEIGHT = 1400, 900
 
 #: Per field case: the first finding's heading and the words its text names.
@@ -39,15 +37,6 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    pw = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _queue() -> Profile:
@@ -93,7 +82,8 @@ def pages(tmp: Path) -> list[tuple[str, Path, str, tuple[str, ...]]]:
     return out
 
 
-def test_the_first_finding_is_on_the_first_screen(tmp_path: Path, browser: Any) -> None:
+def test_the_first_finding_is_on_the_first_screen(
+        tmp_path: Path, browser: Any) -> None:  # noqa: F811  (the imported fixture)
     ctx = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     errors: list[str] = []
     for case, path, heading, words in pages(tmp_path):
