@@ -123,7 +123,7 @@ def waits(stacks: list[tuple[tuple[str, ...], int]]) -> list[Wait]:
     """Each (waiting group, wait), heaviest first."""
     by: dict[tuple[str, str], Wait] = {}
     for stack, ns in stacks:
-        if len(stack) < 3:
+        if len(stack) < 3 or not stack[0]:
             continue
         key = (stack[0], stack[1])
         w = by.get(key) or by.setdefault(key, Wait(*key))

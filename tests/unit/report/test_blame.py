@@ -42,7 +42,7 @@ def test_waits_add_up_and_the_unknown_part_is_not_explained(tmp_path: Path) -> N
     path.write_text("c-*;mutex q;woken by c-*;[on-CPU];f 600\n"
                     f"c-*;mutex q;{UNKNOWN_WAKER} 200\n"
                     "c-*;mutex q;woken by c-*;[waiting for a CPU] 200\n"
-                    "p;sleep;woken by a timer 50\nnot a line\n")
+                    "p;sleep;woken by a timer 50\nnot a line\n;;; 12\n")
     stacks = blame.read(path)
     assert stacks is not None
     rows = blame.summary(stacks)
